@@ -1,0 +1,235 @@
+import Glibc
+
+/// The state of one named tree in a snapshot.
+struct TreeState: @unchecked Sendable {
+    let id: UInt32
+    let name: String
+    var root: NodeRef?
+    var count: Int
+}
+
+/// Where a lookup ended: the leaf holding the key and the entry's index.
+struct LeafHit {
+    let view: NodeView
+    let index: Int
+}
+
+extension NodeReader {
+    /// One descent from `root` to the leaf entry for `key`; no allocation on disk nodes.
+    @inline(__always) func find(_ key: UnsafeRawPointer, _ keyCount: Int, root: NodeRef, tree: String?) throws(StorageError) -> (LeafHit?, MemNode?) {
+        var ref = root
+        var expected: Int? = nil
+        var steps = 0
+        while true {
+            let memory: MemNode?
+            let view: NodeView
+            switch ref {
+            case .disk(let offset):
+                view = try node(at: offset, height: expected, tree: tree)
+                memory = nil
+            case .memory(let m):
+                view = m.view
+                memory = m
+            }
+            if view.isLeaf {
+                let (i, found) = view.lowerBound(key, keyCount)
+                return (found ? LeafHit(view: view, index: i) : nil, memory)
+            }
+            steps += 1
+            guard steps <= maxTreeHeight, view.height > 0 else {
+                throw StorageError.corrupted("tree deeper than \(maxTreeHeight)", offset: nil, tree: tree)
+            }
+            expected = view.height - 1
+            ref = try child(of: view, memory: memory, at: view.childIndex(key, keyCount), tree: tree)
+        }
+    }
+}
+
+/// Changes trees on behalf of one write transaction: copies every node it touches that the
+/// transaction does not own yet (copy-on-write), and edits owned nodes in place.
+struct TreeEditor {
+    let reader: NodeReader
+    let owner: UInt64
+    /// Counts the nodes this editor created (dirty nodes awaiting a checkpoint).
+    var createdNodes = 0
+
+    mutating func owned(_ ref: NodeRef, height: Int?, tree: String) throws(StorageError) -> MemNode {
+        switch ref {
+        case .memory(let m):
+            if m.owner == owner { return m }
+            createdNodes += 1
+            return MemNode(copying: m.view, children: m.children, owner: owner)
+        case .disk(let offset):
+            let v = try reader.node(at: offset, height: height, tree: tree)
+            createdNodes += 1
+            return MemNode(copying: v, children: [], owner: owner)
+        }
+    }
+
+    mutating func ownedChild(_ parent: MemNode, _ i: Int, tree: String) throws(StorageError) -> MemNode {
+        let ref = try reader.child(of: parent.view, memory: parent, at: i, tree: tree)
+        let m = try owned(ref, height: parent.height - 1, tree: tree)
+        if case .memory(let old) = ref, old === m { return m }
+        parent.setChild(i, m)
+        return m
+    }
+
+    // MARK: - Insert
+
+    /// Inserts or replaces `key`; `tail` is the leaf cell's bytes after the key. Returns whether the key is new.
+    mutating func put(_ state: inout TreeState, key: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer) throws(StorageError) -> Bool {
+        guard let root = state.root else {
+            let leaf = MemNode(kind: .leaf, height: 0, owner: owner)
+            createdNodes += 1
+            _ = insertCell(leaf, at: 0, key: key, tail: tail, child: nil)
+            state.root = .memory(leaf)
+            state.count += 1
+            return true
+        }
+        let node = try owned(root, height: nil, tree: state.name)
+        let (inserted, split) = try insert(node, key: key, tail: tail, tree: state.name)
+        if let (separator, right) = split {
+            let top = MemNode(kind: .branch, height: node.height + 1, owner: owner)
+            createdNodes += 1
+            guard node.height + 1 < maxTreeHeight else {
+                throw StorageError(code: .invalidArgument, reason: "tree too deep", tree: state.name)
+            }
+            top.rebuild([MemNode.Entry(key: [], tail: [0, 0, 0, 0, 0, 0, 0, 0], child: node),
+                         MemNode.Entry(key: separator, tail: [0, 0, 0, 0, 0, 0, 0, 0], child: right)])
+            state.root = .memory(top)
+        } else {
+            state.root = .memory(node)
+        }
+        if inserted { state.count += 1 }
+        return inserted
+    }
+
+    private mutating func insert(_ node: MemNode, key: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer, tree: String) throws(StorageError) -> (Bool, ([UInt8], MemNode)?) {
+        let view = node.view
+        let k = key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
+        if view.isLeaf {
+            let (i, found) = view.lowerBound(k, key.count)
+            if found { node.removeSlot(i) }
+            return (!found, insertCell(node, at: i, key: key, tail: tail, child: nil))
+        }
+        let i = view.childIndex(k, key.count)
+        let child = try ownedChild(node, i, tree: tree)
+        let (inserted, split) = try insert(child, key: key, tail: tail, tree: tree)
+        guard let (separator, right) = split else { return (inserted, nil) }
+        let up = separator.withUnsafeBytes { sep in
+            insertCell(node, at: i + 1, key: sep, tail: UnsafeRawBufferPointer(start: nil, count: 0), child: right)
+        }
+        return (inserted, up)
+    }
+
+    /// Puts a cell at slot `i`, rebuilding or splitting the node when needed. For branches,
+    /// `child` is the new in-memory child and `tail` is ignored. Returns the separator and the new
+    /// right sibling after a split.
+    private mutating func insertCell(_ node: MemNode, at i: Int, key: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer, child: MemNode?) -> ([UInt8], MemNode)? {
+        let k = key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
+        var tailBytes = tail
+        var tag = (NodeField.memoryTag | UInt64(node.children.count)).littleEndian
+        return withUnsafeBytes(of: &tag) { tagBytes in
+            if child != nil { tailBytes = tagBytes }
+            let fits = node.tryInsert(at: i, key: k, keyCount: key.count, tailSize: tailBytes.count) { dst in
+                if tailBytes.count > 0 { dst.copyMemory(from: tailBytes.baseAddress!, byteCount: tailBytes.count) }
+            }
+            if fits {
+                if let child { node.children.append(child) }
+                return nil
+            }
+            var entries = node.entries()
+            entries.insert(MemNode.Entry(key: [UInt8](key), tail: [UInt8](tailBytes), child: child), at: i)
+            let leaf = node.isLeaf
+            if MemNode.size(of: entries[...], leaf: leaf) <= Layout.nodeSize {
+                node.rebuild(entries[...])
+                return nil
+            }
+            let at = TreeEditor.splitPoint(entries, leaf: leaf, appended: i == entries.count - 1)
+            let right = MemNode(kind: leaf ? .leaf : .branch, height: node.height, owner: owner)
+            createdNodes += 1
+            node.rebuild(entries[..<at])
+            right.rebuild(entries[at...])
+            return (entries[at].key, right)
+        }
+    }
+
+    /// Where to cut an overfull node: after the old entries when the new one was appended at the
+    /// end (sequential loads fill nodes), otherwise near the middle by bytes; both halves must fit.
+    static func splitPoint(_ entries: [MemNode.Entry], leaf: Bool, appended: Bool) -> Int {
+        let n = entries.count
+        func fits(_ at: Int) -> Bool {
+            at > 0 && at < n
+                && MemNode.size(of: entries[..<at], leaf: leaf) <= Layout.nodeSize
+                && MemNode.size(of: entries[at...], leaf: leaf) <= Layout.nodeSize
+        }
+        if appended && fits(n - 1) { return n - 1 }
+        let total = entries.reduce(0) { $0 + 6 + $1.key.count + $1.tail.count }
+        var running = 0
+        var mid = 1
+        for (j, e) in entries.enumerated() {
+            running += 6 + e.key.count + e.tail.count
+            if running >= total / 2 { mid = max(1, j); break }
+        }
+        if fits(mid) { return mid }
+        var d = 1
+        while mid - d > 0 || mid + d < n {
+            if fits(mid + d) { return mid + d }
+            if fits(mid - d) { return mid - d }
+            d += 1
+        }
+        return max(1, n / 2)
+    }
+
+    // MARK: - Delete
+
+    /// Removes `key` (known to be present). Merges an underfull node with a sibling when they fit together.
+    mutating func delete(_ state: inout TreeState, key: UnsafeRawBufferPointer) throws(StorageError) {
+        guard let root = state.root else { return }
+        let node = try owned(root, height: nil, tree: state.name)
+        try remove(node, key: key, tree: state.name)
+        state.count -= 1
+        // Shrink the root: an empty tree has no root; a branch with one child gives way to it.
+        var top: NodeRef? = node.count == 0 ? nil : .memory(node)
+        while case .memory(let m)? = top, !m.isLeaf, m.count == 1 {
+            top = try reader.child(of: m.view, memory: m, at: 0, tree: state.name)
+        }
+        state.root = top
+    }
+
+    private mutating func remove(_ node: MemNode, key: UnsafeRawBufferPointer, tree: String) throws(StorageError) {
+        let view = node.view
+        let k = key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
+        if view.isLeaf {
+            let (i, found) = view.lowerBound(k, key.count)
+            if found { node.removeSlot(i) }
+            return
+        }
+        let i = view.childIndex(k, key.count)
+        let child = try ownedChild(node, i, tree: tree)
+        try remove(child, key: key, tree: tree)
+        if child.count == 0 {
+            node.removeSlot(i)
+            return
+        }
+        guard child.usedBytes < Layout.nodeSize / 4, node.count > 1 else { return }
+        // Merge with the right sibling, or with the left one when the child is the last.
+        let left = i + 1 < node.count ? i : i - 1
+        try merge(node, left: left, tree: tree)
+    }
+
+    private mutating func merge(_ parent: MemNode, left i: Int, tree: String) throws(StorageError) {
+        let a = try ownedChild(parent, i, tree: tree)
+        let b = try ownedChild(parent, i + 1, tree: tree)
+        var entries = a.entries()
+        var right = b.entries()
+        if !a.isLeaf, !right.isEmpty {
+            // b's entry 0 has no key of its own: it takes the separator that led to b.
+            right[0].key = parent.view.key(i + 1)
+        }
+        entries.append(contentsOf: right)
+        guard MemNode.size(of: entries[...], leaf: a.isLeaf) <= Layout.nodeSize * 3 / 4 else { return }
+        a.rebuild(entries[...])
+        parent.removeSlot(i + 1)
+    }
+}

@@ -1,0 +1,90 @@
+/// The one error type of the storage engine.
+///
+/// Match on ``code`` or use the `~=` pattern with a code:
+///
+/// ```swift
+/// do {
+///     let store = try Store(directory: path)
+/// } catch StorageError.Code.locked {
+///     print("another process has the database open")
+/// }
+/// ```
+///
+/// Descriptions name offsets, trees and system calls, never the bytes of keys or values.
+public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What went wrong.
+    public enum Code: String, Sendable, Equatable {
+        /// Another process (or another `Store` in this process) has the database open.
+        case locked
+        /// The file is damaged; ``StorageError/offset`` says where.
+        case corrupted
+        /// A system call failed; ``StorageError/errno`` and ``StorageError/operation`` say which.
+        case io
+        /// The file was written by a format version this build cannot read.
+        case versionMismatch
+        /// A key longer than ``StoreConfiguration/maxKeyLength``, or empty.
+        case invalidKey
+        /// A value larger than ``StoreConfiguration/maxValueLength``.
+        case valueTooLarge
+        /// A tree handle that does not belong to this database, or an unknown tree.
+        case noSuchTree
+        /// A ``ValueRef`` that does not point at a stored value.
+        case invalidValueRef
+        /// An earlier write or `fdatasync` failed; the store refuses writes until it is reopened.
+        case poisoned
+        /// The store was closed.
+        case closed
+        /// An argument or configuration value is out of range.
+        case invalidArgument
+    }
+
+    /// What went wrong.
+    public var code: Code
+    /// A short explanation, free of user data.
+    public var reason: String
+    /// The file offset concerned, for ``Code/corrupted``.
+    public var offset: UInt64?
+    /// The tree concerned, when there is one.
+    public var tree: String?
+    /// The system error number, for ``Code/io``.
+    public var errno: Int32?
+    /// The system call that failed, for ``Code/io``.
+    public var operation: String?
+
+    /// Creates an error; the engine's factories below are the usual way.
+    public init(code: Code, reason: String, offset: UInt64? = nil, tree: String? = nil, errno: Int32? = nil, operation: String? = nil) {
+        self.code = code
+        self.reason = reason
+        self.offset = offset
+        self.tree = tree
+        self.errno = errno
+        self.operation = operation
+    }
+
+    public var description: String {
+        var s = "StorageError.\(code.rawValue): \(reason)"
+        if let offset { s += " (offset \(offset))" }
+        if let tree { s += " (tree '\(tree)')" }
+        if let operation { s += " (\(operation)" + (errno.map { ", errno \($0)" } ?? "") + ")" }
+        return s
+    }
+
+    static func corrupted(_ reason: String, offset: UInt64?, tree: String? = nil) -> StorageError {
+        StorageError(code: .corrupted, reason: reason, offset: offset, tree: tree)
+    }
+
+    static func io(_ operation: String, errno: Int32) -> StorageError {
+        StorageError(code: .io, reason: "system call failed", errno: errno, operation: operation)
+    }
+}
+
+extension StorageError.Code {
+    /// Lets `catch StorageError.Code.corrupted` match any error with that code.
+    ///
+    /// ```swift
+    /// do { try store.check() } catch StorageError.Code.corrupted { print("damaged") }
+    /// ```
+    public static func ~= (code: Self, error: any Error) -> Bool {
+        (error as? StorageError)?.code == code
+    }
+}

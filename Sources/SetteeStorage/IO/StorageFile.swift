@@ -1,0 +1,77 @@
+import Glibc
+
+/// The engine's file I/O seam: every byte the engine writes goes through this protocol, so a
+/// fault-injecting implementation can keep what is durable apart from what was only written and
+/// simulate power loss (see the crash tests). Reads go through the memory map of the same file.
+///
+/// Implementations are used by one writer at a time; they need not be thread-safe.
+public protocol StorageFile: AnyObject {
+    /// The file descriptor the engine maps for reading.
+    var descriptor: Int32 { get }
+    /// Writes all of `bytes` at `offset`.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError)
+    /// Reads up to `buffer.count` bytes at `offset`; returns how many were read.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int
+    /// Makes every write so far durable (`fdatasync`).
+    func sync() throws(StorageError)
+    /// The file's size in bytes.
+    func size() throws(StorageError) -> UInt64
+    /// Cuts or extends the file to `size` bytes (extension reads as zeros).
+    func truncate(to size: UInt64) throws(StorageError)
+    /// Closes the file.
+    func close()
+}
+
+/// A plain POSIX file.
+public final class PosixFile: StorageFile {
+    public let descriptor: Int32
+    private var isOpen = true
+
+    /// Opens (creating when missing) the file at `path` for reading and writing.
+    public init(path: String) throws(StorageError) {
+        descriptor = try System.call("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
+        var done = 0
+        while done < bytes.count {
+            let n = try System.callSize("pwrite") {
+                pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            }
+            if n == 0 { throw StorageError.io("pwrite", errno: EIO) }
+            done += n
+        }
+    }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = try System.callSize("pread") {
+                pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    public func sync() throws(StorageError) {
+        try System.call("fdatasync") { fdatasync(descriptor) }
+    }
+
+    public func size() throws(StorageError) -> UInt64 {
+        var st = stat()
+        try System.call("fstat") { fstat(descriptor, &st) }
+        return UInt64(st.st_size)
+    }
+
+    public func truncate(to size: UInt64) throws(StorageError) {
+        try System.call("ftruncate") { ftruncate(descriptor, off_t(size)) }
+    }
+
+    public func close() {
+        if isOpen { Glibc.close(descriptor); isOpen = false }
+    }
+
+    deinit { close() }
+}

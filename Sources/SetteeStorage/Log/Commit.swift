@@ -1,0 +1,63 @@
+import Glibc
+
+/// Commits: a transaction's operations and out-of-line values are one commit record, written with
+/// one `pwrite` at the end of the log and made durable with one `fdatasync`.
+extension Store {
+    /// Caller holds the writer lock; `tx` has finished running.
+    func commit(_ tx: WriteTransaction) throws(StorageError) {
+        guard tx.hasOperations else { return }
+        let w = writer.buffer
+        let start = writer.logEnd
+        let payload = w.count - Layout.recordHeaderSize
+        guard payload <= Layout.maxRecordPayload else {
+            throw StorageError(code: .valueTooLarge, reason: "transaction larger than \(Layout.maxRecordPayload) bytes")
+        }
+        let footprint = RecordType.commit.footprint(payload: payload)
+        w.zeros(footprint - w.count)
+        let synchronous = configuration.durability == .synchronous
+        RecordHeader.seal(w.base, type: .commit, flags: writer.priorDurable ? Layout.recordFlagPriorDurable : 0,
+                          payloadLength: payload, epoch: writer.header.epoch, salt: salt, offset: start)
+        do throws(StorageError) {
+            try ensureAllocated(from: start, to: start + UInt64(footprint))
+            try file.write(w.bytes, at: start)
+            if synchronous { try file.sync() }
+        } catch {
+            // After a failed write or sync nothing about the file's state is known (the kernel may
+            // have dropped the pages): refuse to write again until reopened.
+            writer.poisoned = error
+            throw error
+        }
+        writer.priorDurable = synchronous
+        writer.logEnd = start + UInt64(footprint)
+        writer.dirtyNodes += tx.editor.createdNodes
+        w.reset()
+        publish(Snapshot(trees: tx.trees, end: writer.logEnd, commitID: tx.commitID))
+        if writer.logEnd - writer.lastCheckpointEnd >= UInt64(configuration.checkpointInterval)
+            || writer.dirtyNodes >= configuration.maxDirtyNodes {
+            // The commit is durable and visible; a failed checkpoint poisons the store for the next write.
+            try? writeCheckpoint()
+        }
+    }
+
+    /// Makes sure the file extends to `end`. Small appends land in space already written with
+    /// zeros, so their `fdatasync` does not have to change the file's size; large ones extend it.
+    func ensureAllocated(from start: UInt64 = 0, to end: UInt64) throws(StorageError) {
+        guard end > writer.allocated else { return }
+        if end - start >= 1 << 20 {
+            writer.allocated = end
+            return
+        }
+        let chunk = min(max(writer.allocated / 8, 1 << 20), 64 << 20)
+        let target = alignUp(end, 1 << 20) + chunk
+        var at = writer.allocated
+        while at < target {
+            let n = min(UInt64(Store.zeroCount), target - at)
+            try file.write(UnsafeRawBufferPointer(start: Store.zeroBytes, count: Int(n)), at: at)
+            at += n
+        }
+        writer.allocated = target
+    }
+
+    static let zeroCount = 1 << 20
+    nonisolated(unsafe) static let zeroBytes: UnsafeRawPointer = UnsafeRawPointer(calloc(1, zeroCount)!)
+}

@@ -1,0 +1,60 @@
+/// Decoding of the operations inside a commit record (see Formats/storage.md, "Commit record").
+/// Shared by recovery (replay) and the integrity check.
+struct CommitOps {
+    enum Op {
+        case value(offset: Int)
+        case put(tree: UInt32, key: UnsafeRawBufferPointer, kind: UInt8, value: UnsafeRawBufferPointer)
+        case delete(tree: UInt32, key: UnsafeRawBufferPointer)
+        case createTree(id: UInt32, name: String)
+    }
+
+    /// Calls `body` for each operation of the commit payload at `payload` (file offset `payloadOffset`).
+    /// Returns the commit ID, or a reason when the payload is malformed.
+    static func decode(_ payload: UnsafeRawPointer, count: Int, _ body: (Op) throws(StorageError) -> Void) throws(StorageError) -> Result<UInt64, CommitFormatError> {
+        var r = ByteReader(payload, count: count)
+        guard let commitID = r.u64() else { return .failure(CommitFormatError("commit shorter than its header")) }
+        while r.remaining > 0 {
+            let at = r.position
+            guard let kind = r.u8() else { break }
+            switch kind {
+            case Layout.opValue:
+                guard r.u8() != nil, r.u16() != nil, let stored = r.u32(), r.u32() != nil, r.u32() != nil,
+                      r.bytes(Int(stored)) != nil
+                else { return .failure(CommitFormatError("truncated value entry at \(at)")) }
+                try body(.value(offset: at))
+            case Layout.opPut:
+                guard let tree = r.varint(), tree > 0, tree <= UInt64(UInt32.max),
+                      let kl = r.length(max: StoreConfiguration.maxKeyLength), let key = r.bytes(kl),
+                      let vkind = r.u8(), let vl = r.length(max: StoreConfiguration.maxInlineValueLength), let value = r.bytes(vl)
+                else { return .failure(CommitFormatError("malformed put at \(at)")) }
+                if vkind == NodeField.valueExternal {
+                    guard vl == NodeField.externalValueLength else { return .failure(CommitFormatError("malformed value reference at \(at)")) }
+                } else if vkind != NodeField.valueInline {
+                    return .failure(CommitFormatError("unknown value kind at \(at)"))
+                }
+                try body(.put(tree: UInt32(tree), key: key, kind: vkind, value: value))
+            case Layout.opDelete:
+                guard let tree = r.varint(), tree > 0, tree <= UInt64(UInt32.max),
+                      let kl = r.length(max: StoreConfiguration.maxKeyLength), let key = r.bytes(kl)
+                else { return .failure(CommitFormatError("malformed delete at \(at)")) }
+                try body(.delete(tree: UInt32(tree), key: key))
+            case Layout.opCreateTree:
+                guard let id = r.varint(), id > 0, id <= UInt64(UInt32.max),
+                      let nl = r.length(max: 255), let name = r.bytes(nl)
+                else { return .failure(CommitFormatError("malformed tree creation at \(at)")) }
+                guard let text = String(validating: name, as: UTF8.self) else {
+                    return .failure(CommitFormatError("tree name is not UTF-8 at \(at)"))
+                }
+                try body(.createTree(id: UInt32(id), name: text))
+            default:
+                return .failure(CommitFormatError("unknown operation \(kind) at \(at)"))
+            }
+        }
+        return .success(commitID)
+    }
+}
+
+struct CommitFormatError: Error {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
+}

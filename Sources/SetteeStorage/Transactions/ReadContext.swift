@@ -1,0 +1,129 @@
+import Glibc
+
+/// What reads need, shared by read and write transactions: the trees as this transaction sees
+/// them, the node reader, and (in a write transaction) the commit being built, whose values are
+/// not in the file yet.
+struct ReadContext {
+    let reader: NodeReader
+    let storeID: ObjectIdentifier
+    /// The first file offset of the pending commit record and its bytes so far.
+    var pendingStart: UInt64 = .max
+    var pending: ByteWriter?
+
+    @inline(__always) func check(_ tree: Tree, _ state: TreeState?) throws(StorageError) -> TreeState {
+        guard tree.storeID == storeID, let state, state.name == tree.name else {
+            throw StorageError(code: .noSuchTree, reason: "the tree does not exist in this snapshot", tree: tree.name)
+        }
+        return state
+    }
+
+    /// Calls `body` with the bytes of the value of leaf entry `hit`.
+    @inline(__always) func withValue<R>(_ hit: LeafHit, tree: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        let (kind, bytes, count) = hit.view.value(hit.index)
+        if kind == NodeField.valueInline {
+            return try body(UnsafeRawBufferPointer(start: bytes, count: count))
+        }
+        return try withExternal(bytes.u64(0), tree: tree, body)
+    }
+
+    /// Calls `body` with the stored value at `ref`, checked against its checksum and decompressed.
+    func withExternal<R>(_ ref: UInt64, tree: String?, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        let entry: UnsafeRawPointer
+        let available: UInt64
+        if ref >= pendingStart, let pending {
+            let at = ref - pendingStart
+            guard at < UInt64(pending.count) else { throw StorageError(code: .invalidValueRef, reason: "reference beyond the log", offset: ref, tree: tree) }
+            entry = UnsafeRawPointer(pending.base) + Int(at)
+            available = UInt64(pending.count) - at
+        } else {
+            guard ref >= Layout.logStart, ref < reader.end else {
+                throw StorageError(code: .invalidValueRef, reason: "reference outside the log", offset: ref, tree: tree)
+            }
+            entry = reader.base + Int(ref)
+            available = reader.end - ref
+        }
+        guard available >= UInt64(Layout.valueHeaderSize), entry.u8(Layout.vKind) == Layout.opValue else {
+            throw StorageError(code: .invalidValueRef, reason: "no value at reference", offset: ref, tree: tree)
+        }
+        let stored = Int(entry.u32(Layout.vStoredLength))
+        let raw = Int(entry.u32(Layout.vRawLength))
+        let flags = entry.u8(Layout.vFlags)
+        guard UInt64(stored) <= available - UInt64(Layout.valueHeaderSize), raw <= StoreConfiguration.maxValueLength else {
+            throw StorageError.corrupted("value length out of range", offset: ref, tree: tree)
+        }
+        let data = entry + Layout.valueHeaderSize
+        var crc = crc32c(checksumSeed(salt: reader.salt, offset: ref), entry, Layout.vChecksum)
+        crc = crc32c(crc, data, stored)
+        guard crc == entry.u32(Layout.vChecksum) else {
+            throw StorageError.corrupted("value checksum mismatch", offset: ref, tree: tree)
+        }
+        if flags & Layout.valueFlagLZ4 == 0 {
+            guard raw == stored else { throw StorageError.corrupted("value length mismatch", offset: ref, tree: tree) }
+            return try body(UnsafeRawBufferPointer(start: data, count: stored))
+        }
+        let out = UnsafeMutableRawPointer.allocate(byteCount: max(raw, 1), alignment: 16)
+        defer { out.deallocate() }
+        guard LZ4.decompress(data, count: stored, into: out, rawCount: raw) else {
+            throw StorageError.corrupted("compressed value does not decompress", offset: ref, tree: tree)
+        }
+        return try body(UnsafeRawBufferPointer(start: out, count: raw))
+    }
+
+    @inline(__always) func find(_ key: UnsafeRawBufferPointer, in state: TreeState) throws -> LeafHit? {
+        guard let root = state.root else { return nil }
+        return try reader.find(key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, key.count, root: root, tree: state.name).0
+    }
+
+    /// Visits entries in key order from `start` (inclusive; from the first or last when nil).
+    /// Returns false when `body` stopped the walk.
+    func forEach(_ state: TreeState, from start: UnsafeRawBufferPointer?, reverse: Bool,
+                 _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+        guard let root = state.root else { return }
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: StoreConfiguration.maxKeyLength, alignment: 16)
+        defer { scratch.deallocate() }
+        _ = try walk(root, height: nil, depth: 0, start: start, reverse: reverse, state: state, scratch: scratch, body)
+    }
+
+    private func walk(_ ref: NodeRef, height: Int?, depth: Int, start: UnsafeRawBufferPointer?, reverse: Bool, state: TreeState,
+                      scratch: UnsafeMutableRawPointer,
+                      _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+        guard depth < maxTreeHeight else { throw StorageError.corrupted("tree deeper than \(maxTreeHeight)", offset: nil, tree: state.name) }
+        let view = try reader.view(ref, height: height, tree: state.name)
+        var memory: MemNode?
+        if case .memory(let m) = ref { memory = m }
+        let n = view.count
+        let startPtr = start.map { $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)! }
+        if view.isLeaf {
+            var i: Int
+            if let start, let sp = startPtr {
+                let (lb, found) = view.lowerBound(sp, start.count)
+                i = reverse ? (found ? lb : lb - 1) : lb
+            } else {
+                i = reverse ? n - 1 : 0
+            }
+            let p = view.prefixLength
+            if p > 0 { scratch.copyMemory(from: view.prefix, byteCount: p) }
+            while i >= 0 && i < n {
+                let (s, sn) = view.suffix(i)
+                if sn > 0 { (scratch + p).copyMemory(from: s, byteCount: sn) }
+                let key = UnsafeRawBufferPointer(start: scratch, count: p + sn)
+                let go = try withValue(LeafHit(view: view, index: i), tree: state.name) { try body(key, $0) }
+                if !go { return false }
+                // The body may not change the key buffer; the prefix stays in place.
+                i += reverse ? -1 : 1
+            }
+            return true
+        }
+        var i = startPtr.map { view.childIndex($0, start!.count) } ?? (reverse ? n - 1 : 0)
+        var first = true
+        while i >= 0 && i < n {
+            let child = try reader.child(of: view, memory: memory, at: i, tree: state.name)
+            if !(try walk(child, height: view.height - 1, depth: depth + 1, start: first ? start : nil, reverse: reverse, state: state, scratch: scratch, body)) {
+                return false
+            }
+            first = false
+            i += reverse ? -1 : 1
+        }
+        return true
+    }
+}

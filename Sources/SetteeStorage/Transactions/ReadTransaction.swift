@@ -1,0 +1,115 @@
+/// A read-only view of one commit of a ``Store``, given to the body of ``Store/read(_:)``.
+///
+/// ```swift
+/// try store.read { tx in
+///     guard let people = tx.tree(named: "people") else { return }
+///     try tx.forEach(in: people) { key, value in
+///         print(String(decoding: key, as: UTF8.self))
+///         return true
+///     }
+/// }
+/// ```
+///
+/// - Important: Valid only inside the closure it was given to, like every buffer it hands out
+///   (they point into the memory map). Use it from the thread that runs the closure.
+public struct ReadTransaction {
+    let snapshot: Snapshot
+    let context: ReadContext
+
+    init(store: Store, snapshot: Snapshot) {
+        self.snapshot = snapshot
+        self.context = ReadContext(reader: store.reader(for: snapshot), storeID: ObjectIdentifier(store))
+    }
+
+    /// The tree called `name`, or nil when this snapshot has none.
+    ///
+    /// ```swift
+    /// let people = try store.read { tx in tx.tree(named: "people") }
+    /// ```
+    public func tree(named name: String) -> Tree? {
+        guard let id = snapshot.names[name] else { return nil }
+        return Tree(name: name, id: id, storeID: context.storeID)
+    }
+
+    /// The number of the commit this snapshot shows.
+    public var commitID: UInt64 { snapshot.commitID }
+
+    /// Calls `body` with the value stored under `key`, zero-copy; nil when the key is absent.
+    ///
+    /// ```swift
+    /// let length = try store.read { tx in
+    ///     try tx.withValue(forKey: Array("ada".utf8), in: people) { $0.count }
+    /// }
+    /// ```
+    @inline(__always)
+    public func withValue<R>(forKey key: UnsafeRawBufferPointer, in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        let state = try context.check(tree, snapshot.state(tree.id))
+        guard let hit = try context.find(key, in: state) else { return nil }
+        return try context.withValue(hit, tree: state.name, body)
+    }
+
+    /// Calls `body` with the value stored under `key`; nil when the key is absent.
+    ///
+    /// ```swift
+    /// let n = try store.read { tx in try tx.withValue(forKey: Array("ada".utf8), in: people) { $0.count } }
+    /// ```
+    @inline(__always)
+    public func withValue<R>(forKey key: [UInt8], in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        try key.withUnsafeBytes { try withValue(forKey: $0, in: tree, body) }
+    }
+
+    /// A copy of the value stored under `key`, or nil.
+    ///
+    /// ```swift
+    /// let value = try store.read { tx in try tx.value(forKey: Array("ada".utf8), in: people) }
+    /// ```
+    public func value(forKey key: [UInt8], in tree: Tree) throws -> [UInt8]? {
+        try withValue(forKey: key, in: tree) { [UInt8]($0) }
+    }
+
+    /// Calls `body` with the value stored at `ref` by ``WriteTransaction/appendValue(_:)-(UnsafeRawBufferPointer)``.
+    ///
+    /// ```swift
+    /// let body = try store.read { tx in try tx.withValue(at: ref) { [UInt8]($0) } }
+    /// ```
+    ///
+    /// - Throws: ``StorageError/Code/invalidValueRef`` when `ref` names no value,
+    ///   ``StorageError/Code/corrupted`` when the value is damaged.
+    @inline(__always)
+    public func withValue<R>(at ref: ValueRef, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        try context.withExternal(ref.rawValue, tree: nil, body)
+    }
+
+    /// Visits entries in ascending (or, with `reverse`, descending) key order, starting at
+    /// `start` (the first key >= `start`, or <= it when reversed) or at the first (last) entry.
+    /// `body` returns false to stop.
+    ///
+    /// ```swift
+    /// try store.read { tx in
+    ///     try tx.forEach(in: people, from: Array("g".utf8)) { key, value in
+    ///         return key.first == UInt8(ascii: "g")   // stop after the g's
+    ///     }
+    /// }
+    /// ```
+    public func forEach(in tree: Tree, from start: [UInt8]? = nil, reverse: Bool = false,
+                        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
+        let state = try context.check(tree, snapshot.state(tree.id))
+        if let start {
+            try start.withUnsafeBytes { try context.forEach(state, from: $0, reverse: reverse, body) }
+        } else {
+            try context.forEach(state, from: nil, reverse: reverse, body)
+        }
+    }
+
+    /// The number of entries in `tree`.
+    ///
+    /// ```swift
+    /// let n = try store.read { tx in try tx.count(in: people) }
+    /// ```
+    public func count(in tree: Tree) throws -> Int {
+        try context.check(tree, snapshot.state(tree.id)).count
+    }
+
+    /// The names of every tree, in creation order.
+    public var treeNames: [String] { snapshot.trees.map(\.name) }
+}

@@ -1,0 +1,290 @@
+import Glibc
+
+/// A database of named ordered trees in one append-only, memory-mapped log file.
+///
+/// A store is a directory holding `log` (the data) and `lock`. Readers work on snapshots and never
+/// block; one writer at a time appends a commit record per transaction and makes it durable with
+/// `fdatasync` before ``write(_:)`` returns. Index nodes are kept in memory between checkpoints and
+/// the log tail is replayed on open (see `Formats/storage.md`).
+///
+/// ```swift
+/// let store = try Store(directory: "/tmp/example.settee")
+/// let people = try store.write { tx in
+///     let tree = try tx.createTree(named: "people")
+///     try tx.put(Array("ada".utf8), Array("Lovelace".utf8), in: tree)
+///     return tree
+/// }
+/// let name = try store.read { tx in try tx.value(forKey: Array("ada".utf8), in: people) }
+/// try store.close()
+/// ```
+///
+/// - Note: `Store` is thread-safe. Any number of threads may read while one writes; concurrent
+///   calls to ``write(_:)`` wait for each other. A second `Store` on the same directory, in this
+///   process or another, fails with ``StorageError/Code/locked``.
+public final class Store: @unchecked Sendable {
+    /// The database directory.
+    public let directory: String
+    /// The configuration the store was opened with.
+    public let configuration: StoreConfiguration
+
+    let file: any StorageFile
+    let map: MemoryMap
+    let verified: VerifiedBitmap
+    let salt: UInt64
+    private let lockFile: LockFile
+
+    /// Guards `current`; held only to copy a reference.
+    private let snapshotLock = Lock()
+    private var current: Snapshot
+    /// Serializes writers, checkpoints and close.
+    let writerLock = Lock(errorChecking: true)
+    /// Writer-side state; only touched with `writerLock` held.
+    var writer: WriterState
+
+    final class WriterState {
+        var header: HeaderSlot
+        var logEnd: UInt64
+        var allocated: UInt64
+        var lastCheckpointEnd: UInt64
+        var dirtyNodes = 0
+        var nextTransaction: UInt64 = 1
+        var poisoned: StorageError?
+        var closed = false
+        let buffer = ByteWriter()
+        /// Whether every byte below `logEnd` is known durable (so the next record may say so).
+        var priorDurable = true
+
+        init(header: HeaderSlot, logEnd: UInt64, allocated: UInt64, lastCheckpointEnd: UInt64) {
+            self.header = header
+            self.logEnd = logEnd
+            self.allocated = allocated
+            self.lastCheckpointEnd = lastCheckpointEnd
+        }
+    }
+
+    /// Opens the database in `directory`, creating it when missing, and recovers it after a crash:
+    /// the last checkpoint is loaded and the commits after it are replayed; a torn last record is
+    /// ignored, damage anywhere else is reported as ``StorageError/Code/corrupted``.
+    ///
+    /// ```swift
+    /// let store = try Store(directory: "/tmp/example.settee")
+    /// ```
+    ///
+    /// - Throws: ``StorageError`` with code `locked`, `corrupted`, `versionMismatch` or `io`.
+    public convenience init(directory: String, configuration: StoreConfiguration = StoreConfiguration()) throws(StorageError) {
+        try self.init(directory: directory, configuration: configuration, openFile: { path throws(StorageError) in try PosixFile(path: path) })
+    }
+
+    /// Opens with a custom file implementation (fault injection in crash tests).
+    package init(directory: String, configuration: StoreConfiguration, openFile: (String) throws(StorageError) -> any StorageFile) throws(StorageError) {
+        guard configuration.checkpointInterval >= 1 << 16, configuration.maxDirtyNodes >= 64,
+              configuration.compressionThreshold >= 16
+        else { throw StorageError(code: .invalidArgument, reason: "configuration value out of range") }
+        self.directory = directory
+        self.configuration = configuration
+        try System.makeDirectory(directory)
+        lockFile = try LockFile(path: directory + "/lock")
+        do throws(StorageError) {
+            file = try openFile(directory + "/log")
+            var size = try file.size()
+            if size < UInt64(Layout.logStart) {
+                guard size == 0 else { throw StorageError.corrupted("file shorter than its header", offset: 0) }
+                try Store.initialize(file)
+                try System.syncDirectory(directory)
+                size = try file.size()
+            }
+            var header = try Store.readHeader(file)
+            salt = header.salt
+            map = try MemoryMap(descriptor: file.descriptor)
+            verified = try VerifiedBitmap(coveringBytes: map.reserved)
+            guard size <= UInt64(map.reserved) else { throw StorageError(code: .invalidArgument, reason: "file larger than the address space reserved for it") }
+            let reader = NodeReader(base: map.base, end: size, salt: salt, verified: verified)
+            var recovered = try Recovery.run(reader: reader, header: header, fileSize: size)
+            // Records written from now on carry a new epoch, so whatever a crashed writer left
+            // beyond the recovered end can never be mistaken for them.
+            header.generation += 1
+            header.epoch += 1
+            try Store.writeHeader(header, to: file)
+            try file.sync()
+            current = Snapshot(trees: recovered.trees, end: recovered.end, commitID: recovered.commitID)
+            writer = WriterState(header: header, logEnd: recovered.end, allocated: size, lastCheckpointEnd: header.replayFrom)
+            writer.dirtyNodes = recovered.dirtyNodes
+            writer.nextTransaction = recovered.nextTransaction
+            recovered.trees = []
+        } catch {
+            lockFile.release()
+            throw error
+        }
+    }
+
+    deinit {
+        if !writer.closed {
+            try? close()
+        }
+    }
+
+    // MARK: - Header
+
+    static func initialize(_ file: any StorageFile) throws(StorageError) {
+        var salt: UInt64 = 0
+        while salt == 0 { salt = UInt64.random(in: 1...UInt64.max) }
+        let header = HeaderSlot(generation: 1, salt: salt, epoch: 1, checkpoint: 0, replayFrom: Layout.logStart)
+        let buf = UnsafeMutableRawPointer.allocate(byteCount: Int(Layout.logStart), alignment: 16)
+        defer { buf.deallocate() }
+        buf.initializeMemory(as: UInt8.self, repeating: 0, count: Int(Layout.logStart))
+        header.encode(into: buf)
+        try file.write(UnsafeRawBufferPointer(start: buf, count: Int(Layout.logStart)), at: 0)
+        try file.sync()
+    }
+
+    static func readHeader(_ file: any StorageFile) throws(StorageError) -> HeaderSlot {
+        let buf = UnsafeMutableRawPointer.allocate(byteCount: Int(Layout.logStart), alignment: 16)
+        defer { buf.deallocate() }
+        let n = try file.read(into: UnsafeMutableRawBufferPointer(start: buf, count: Int(Layout.logStart)), at: 0)
+        guard n == Int(Layout.logStart) else { throw StorageError.corrupted("file shorter than its header", offset: 0) }
+        var best: HeaderSlot?
+        var version: UInt32?
+        var reasons: [String] = []
+        for slot in 0..<2 {
+            switch HeaderSlot.decode(buf + slot * Layout.headerSlotSize) {
+            case .valid(let h):
+                if best == nil || h.generation > best!.generation { best = h }
+            case .unsupportedVersion(let v):
+                version = v
+            case .invalid(let why):
+                reasons.append("slot \(slot): \(why)")
+            }
+        }
+        if let best { return best }
+        if let version {
+            throw StorageError(code: .versionMismatch, reason: "file format version \(version); this build reads \(Layout.formatVersion)")
+        }
+        throw StorageError.corrupted("no valid header (" + reasons.joined(separator: "; ") + ")", offset: 0)
+    }
+
+    /// Writes `header` into the slot its generation selects (the other slot keeps the previous one).
+    static func writeHeader(_ header: HeaderSlot, to file: any StorageFile) throws(StorageError) {
+        let buf = UnsafeMutableRawPointer.allocate(byteCount: Layout.headerSlotSize, alignment: 16)
+        defer { buf.deallocate() }
+        header.encode(into: buf)
+        let slot = UInt64(header.generation % 2)
+        try file.write(UnsafeRawBufferPointer(start: buf, count: Layout.headerSlotSize), at: slot * UInt64(Layout.headerSlotSize))
+    }
+
+    // MARK: - Snapshots
+
+    var currentSnapshot: Snapshot {
+        snapshotLock.withLock { current }
+    }
+
+    func publish(_ snapshot: Snapshot) {
+        snapshotLock.withLock { current = snapshot }
+    }
+
+    func reader(for snapshot: Snapshot) -> NodeReader {
+        NodeReader(base: map.base, end: snapshot.end, salt: salt, verified: verified)
+    }
+
+    // MARK: - Transactions
+
+    /// Runs `body` on a snapshot of the last commit. Never blocks, never sees a partial commit.
+    ///
+    /// ```swift
+    /// let count = try store.read { tx in try tx.count(in: people) }
+    /// ```
+    ///
+    /// The transaction and every buffer it hands out are valid only inside `body`.
+    public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
+        let snapshot = currentSnapshot
+        return try body(ReadTransaction(store: self, snapshot: snapshot))
+    }
+
+    /// Runs `body` as the only writer and commits what it did when it returns; if it throws,
+    /// nothing it did is kept and the error is rethrown. With ``StoreConfiguration/Durability/synchronous``
+    /// the commit is durable when this returns.
+    ///
+    /// ```swift
+    /// try store.write { tx in
+    ///     try tx.put(Array("grace".utf8), Array("Hopper".utf8), in: people)
+    ///     try tx.delete(Array("ada".utf8), in: people)
+    /// }
+    /// ```
+    ///
+    /// - Throws: what `body` throws, or ``StorageError`` (`poisoned` after an earlier failed write,
+    ///   `closed`, `io`, `invalidArgument` when called inside another write transaction).
+    public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
+        guard writerLock.lock() else {
+            throw StorageError(code: .invalidArgument, reason: "write transactions cannot be nested")
+        }
+        defer { writerLock.unlock() }
+        if writer.closed { throw StorageError(code: .closed, reason: "the store is closed") }
+        if let poisoned = writer.poisoned {
+            throw StorageError(code: .poisoned, reason: "an earlier write failed (\(poisoned.reason)); reopen the database")
+        }
+        let tx = WriteTransaction(store: self, snapshot: currentSnapshot, transaction: writer.nextTransaction)
+        writer.nextTransaction += 1
+        defer { tx.finish() }
+        let result = try body(tx)
+        try commit(tx)
+        return result
+    }
+
+    /// Writes every in-memory index node to the log and points the header at them, so the next
+    /// open replays nothing. Runs by itself every ``StoreConfiguration/checkpointInterval`` bytes.
+    ///
+    /// ```swift
+    /// try store.checkpoint()
+    /// ```
+    public func checkpoint() throws(StorageError) {
+        guard writerLock.lock() else {
+            throw StorageError(code: .invalidArgument, reason: "checkpoint inside a write transaction")
+        }
+        defer { writerLock.unlock() }
+        try checkUsable()
+        try writeCheckpoint()
+    }
+
+    func checkUsable() throws(StorageError) {
+        if writer.closed { throw StorageError(code: .closed, reason: "the store is closed") }
+        if writer.poisoned != nil { throw StorageError(code: .poisoned, reason: "an earlier write failed; reopen the database") }
+    }
+
+    /// Checkpoints, trims the preallocated tail of the file and releases the lock. Later calls
+    /// to ``write(_:)`` throw ``StorageError/Code/closed``; calling `close` twice does nothing.
+    ///
+    /// ```swift
+    /// try store.close()
+    /// ```
+    public func close() throws(StorageError) {
+        guard writerLock.lock() else {
+            throw StorageError(code: .invalidArgument, reason: "close inside a write transaction")
+        }
+        defer { writerLock.unlock() }
+        guard !writer.closed else { return }
+        defer {
+            writer.closed = true
+            file.close()
+            lockFile.release()
+        }
+        guard writer.poisoned == nil else { return }
+        if writer.logEnd > writer.lastCheckpointEnd || writer.dirtyNodes > 0 {
+            try writeCheckpoint()
+        }
+        if writer.allocated > writer.logEnd {
+            try file.truncate(to: writer.logEnd)
+            try file.sync()
+            writer.allocated = writer.logEnd
+        }
+    }
+
+    /// The size of the log file in bytes, preallocated tail included.
+    public var fileSize: UInt64 {
+        // Inside a write transaction the calling thread already holds the lock.
+        guard writerLock.lock() else { return writer.allocated }
+        defer { writerLock.unlock() }
+        return writer.allocated
+    }
+
+    /// Commits made so far (the number of the last one).
+    public var lastCommitID: UInt64 { currentSnapshot.commitID }
+}

@@ -1,0 +1,82 @@
+/// How a ``Store`` writes.
+///
+/// ```swift
+/// var config = StoreConfiguration()
+/// config.durability = .synchronous      // the default: fdatasync before a commit returns
+/// config.checkpointInterval = 64 << 20  // replay at most 64 MiB of log on open
+/// let store = try Store(directory: "/tmp/db", configuration: config)
+/// ```
+///
+/// A value type; safe to share between threads.
+public struct StoreConfiguration: Sendable, Equatable {
+    /// When a commit is durable.
+    public enum Durability: Sendable, Equatable {
+        /// `fdatasync` before ``Store/write(_:)`` returns: a returned commit survives power loss.
+        case synchronous
+        /// No sync per commit (checkpoints still sync): a crash can lose recent commits, never
+        /// corrupt older ones. For bulk imports and tests.
+        case none
+    }
+
+    /// When a commit is durable; default ``Durability/synchronous``.
+    public var durability: Durability = .synchronous
+
+    /// Out-of-line values of at least this many bytes are LZ4-compressed when that saves at least
+    /// an eighth. `Int.max` turns compression off.
+    public var compressionThreshold: Int = 1024
+
+    /// Log bytes after which the in-memory index nodes are written out (a checkpoint). Opening
+    /// replays at most about this much log. Larger values mean fewer, larger checkpoints (less
+    /// write amplification), smaller ones faster opening.
+    public var checkpointInterval: Int = 128 << 20
+
+    /// In-memory index nodes after which a checkpoint is made whatever the log size, bounding memory.
+    public var maxDirtyNodes: Int = 65_536
+
+    /// Creates the default configuration.
+    public init() {}
+
+    /// Longest key, in bytes.
+    public static let maxKeyLength = 1024
+    /// Values up to this size are kept inside tree nodes; larger ones are stored out of line.
+    public static let maxInlineValueLength = 512
+    /// Largest value (and largest commit payload), in bytes.
+    public static let maxValueLength = 1 << 29
+}
+
+/// A named ordered map from byte-string keys to byte-string values inside a ``Store``.
+///
+/// Get one from ``WriteTransaction/createTree(named:)`` or ``ReadTransaction/tree(named:)``; it
+/// stays valid for the life of the store.
+///
+/// ```swift
+/// let byID = try store.write { tx in try tx.createTree(named: "by-id") }
+/// ```
+///
+/// A value type; safe to share between threads.
+public struct Tree: Hashable, Sendable, CustomStringConvertible {
+    /// The tree's name.
+    public let name: String
+    let id: UInt32
+    let storeID: ObjectIdentifier
+
+    public var description: String { "Tree(\(name))" }
+}
+
+/// The location of a value stored out of line with ``WriteTransaction/appendValue(_:)-(UnsafeRawBufferPointer)``.
+///
+/// Embed ``rawValue`` (8 bytes) in your own tree values; read it back with
+/// ``ReadTransaction/withValue(at:_:)``.
+///
+/// ```swift
+/// let ref = try store.write { tx in try tx.appendValue(Array("body".utf8)) }
+/// let text = try store.read { tx in try tx.withValue(at: ref) { String(decoding: $0, as: UTF8.self) } }
+/// ```
+///
+/// A value type; safe to share between threads.
+public struct ValueRef: Hashable, Sendable {
+    /// The file offset of the value's entry.
+    public var rawValue: UInt64
+    /// Wraps a raw offset read back from a stored value.
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+}
