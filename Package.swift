@@ -30,7 +30,7 @@ let package = Package(
         .testTarget(
             name: "SetteeStorageTests",
             dependencies: ["SetteeStorage"],
-            resources: [.copy("Fixtures")]
+            exclude: ["Fixtures"]
         ),
     ],
     swiftLanguageModes: [.v6]

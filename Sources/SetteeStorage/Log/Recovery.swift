@@ -9,6 +9,8 @@ enum Recovery {
         var commitID: UInt64
         var dirtyNodes: Int
         var nextTransaction: UInt64
+        /// The highest epoch of any record replayed; the next session's epoch must exceed it.
+        var lastEpoch: UInt32
     }
 
     /// Replayed nodes belong to this pseudo-transaction; live ones start after it.
@@ -24,7 +26,7 @@ enum Recovery {
         var editor = TreeEditor(reader: reader, owner: replayOwner)
         var pos = header.replayFrom
         while pos <= fileSize, fileSize - pos >= UInt64(Layout.recordHeaderSize) {
-            if let h = validRecord(reader, at: pos, fileSize: fileSize, minEpoch: minEpoch, maxEpoch: header.epoch) {
+            if let h = validRecord(reader, at: pos, fileSize: fileSize, minEpoch: minEpoch) {
                 let type = h.type!
                 let footprint = UInt64(type.footprint(payload: h.length))
                 if type == .commit {
@@ -34,20 +36,22 @@ enum Recovery {
                 pos += footprint
                 continue
             }
-            if let later = durableRecord(reader, after: pos, fileSize: fileSize, minEpoch: minEpoch, maxEpoch: header.epoch) {
+            if let later = durableRecord(reader, after: pos, fileSize: fileSize, minEpoch: minEpoch) {
                 throw StorageError.corrupted("damaged record; the record at \(later) shows it had been made durable", offset: pos)
             }
             break
         }
-        return State(trees: trees, end: pos, commitID: commitID, dirtyNodes: editor.createdNodes, nextTransaction: replayOwner + 1)
+        return State(trees: trees, end: pos, commitID: commitID, dirtyNodes: editor.createdNodes, nextTransaction: replayOwner + 1, lastEpoch: max(minEpoch, header.epoch))
     }
 
     /// The header of a whole, checksum-valid record at `pos`, or nil.
-    static func validRecord(_ reader: NodeReader, at pos: UInt64, fileSize: UInt64, minEpoch: UInt32, maxEpoch: UInt32) -> RecordHeader? {
+    /// Epochs never decrease along the log: a record with an older epoch than the one before it
+    /// is a leftover of a crashed session, and the log ends there.
+    static func validRecord(_ reader: NodeReader, at pos: UInt64, fileSize: UInt64, minEpoch: UInt32) -> RecordHeader? {
         let p = reader.base + Int(pos)
         let h = RecordHeader(p)
         guard let type = h.type, h.length <= Layout.maxRecordPayload,
-              h.epoch >= minEpoch, h.epoch <= maxEpoch,
+              h.epoch >= minEpoch,
               UInt64(type.footprint(payload: h.length)) <= fileSize - pos
         else { return nil }
         if type == .node {
@@ -59,7 +63,7 @@ enum Recovery {
 
     /// The first valid commit or checkpoint record after `pos` that was written when everything
     /// before it was durable.
-    static func durableRecord(_ reader: NodeReader, after pos: UInt64, fileSize: UInt64, minEpoch: UInt32, maxEpoch: UInt32) -> UInt64? {
+    static func durableRecord(_ reader: NodeReader, after pos: UInt64, fileSize: UInt64, minEpoch: UInt32) -> UInt64? {
         var p = pos + UInt64(Layout.recordAlignment)
         let base = reader.base
         while p <= fileSize, fileSize - p >= UInt64(Layout.recordHeaderSize) {
@@ -67,7 +71,7 @@ enum Recovery {
             let type = q.u8(Layout.rType)
             if (type == RecordType.commit.rawValue || type == RecordType.checkpoint.rawValue),
                q.u8(Layout.rFlags) & Layout.recordFlagPriorDurable != 0,
-               validRecord(reader, at: p, fileSize: fileSize, minEpoch: minEpoch, maxEpoch: maxEpoch) != nil {
+               validRecord(reader, at: p, fileSize: fileSize, minEpoch: minEpoch) != nil {
                 return p
             }
             p += UInt64(Layout.recordAlignment)
@@ -77,7 +81,7 @@ enum Recovery {
 
     static func loadCheckpoint(reader: NodeReader, header: HeaderSlot, fileSize: UInt64) throws(StorageError) -> ([TreeState], UInt64, UInt32) {
         let at = header.checkpoint
-        guard let h = validRecord(reader, at: at, fileSize: fileSize, minEpoch: 0, maxEpoch: header.epoch), h.type == .checkpoint else {
+        guard let h = validRecord(reader, at: at, fileSize: fileSize, minEpoch: 0), h.type == .checkpoint else {
             throw StorageError.corrupted("the checkpoint the header names does not check", offset: at)
         }
         guard UInt64(RecordType.checkpoint.footprint(payload: h.length)) + at == header.replayFrom else {

@@ -103,7 +103,7 @@ public final class Store: @unchecked Sendable {
             // Records written from now on carry a new epoch, so whatever a crashed writer left
             // beyond the recovered end can never be mistaken for them.
             header.generation += 1
-            header.epoch += 1
+            header.epoch = recovered.lastEpoch + 1
             try Store.writeHeader(header, to: file)
             try file.sync()
             current = Snapshot(trees: recovered.trees, end: recovered.end, commitID: recovered.commitID)
@@ -275,6 +275,24 @@ public final class Store: @unchecked Sendable {
             try file.sync()
             writer.allocated = writer.logEnd
         }
+    }
+
+    /// Drops the store as a crash would: no checkpoint, no trimming, the lock released. For crash
+    /// tests and the crash harness; the database must then be reopened.
+    package func abandon() {
+        guard writerLock.lock() else { return }
+        defer { writerLock.unlock() }
+        guard !writer.closed else { return }
+        writer.closed = true
+        file.close()
+        lockFile.release()
+    }
+
+    /// The offset where the next record will be written (the end of the last commit).
+    package var logEnd: UInt64 {
+        guard writerLock.lock() else { return writer.logEnd }
+        defer { writerLock.unlock() }
+        return writer.logEnd
     }
 
     /// The size of the log file in bytes, preallocated tail included.

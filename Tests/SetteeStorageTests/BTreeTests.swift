@@ -1,0 +1,158 @@
+import Testing
+@testable import SetteeStorage
+
+/// Tree behaviour across node splits, merges, checkpoints and reopen.
+@Suite struct BTreeTests {
+    @Test func insertLookupAndOrderInRandomOrder() throws {
+        let dir = TemporaryDirectory("btree"); defer { dir.cleanup() }
+        let store = try Store(directory: dir.path, configuration: smallConfiguration())
+        let tree = try store.write { try $0.createTree(named: "t") }
+        var rng = SeededGenerator(seed: 7)
+        let order = (0..<20_000).shuffled(using: &rng)
+        for chunk in stride(from: 0, to: order.count, by: 500) {
+            try store.write { tx throws in
+                for i in order[chunk..<min(chunk + 500, order.count)] {
+                    try tx.put(paddedKey("doc-", i), bytes("v\(i)"), in: tree)
+                }
+            }
+        }
+        try store.read { tx throws in
+            #expect(try tx.count(in: tree) == 20_000)
+            for i in stride(from: 0, to: 20_000, by: 37) {
+                #expect(try tx.value(forKey: paddedKey("doc-", i), in: tree) == bytes("v\(i)"))
+            }
+            #expect(try tx.value(forKey: bytes("doc-"), in: tree) == nil)
+            #expect(try tx.value(forKey: paddedKey("doc-", 20_000), in: tree) == nil)
+            let all = try tx.all(tree)
+            #expect(all.count == 20_000)
+            #expect(all.map(\.0) == (0..<20_000).map { paddedKey("doc-", $0) })
+            let backwards = try tx.all(tree, reverse: true)
+            #expect(backwards.map(\.0) == all.map(\.0).reversed())
+        }
+        let report = try store.check()
+        #expect(report.entries == 20_000)
+        #expect(report.height >= 2)
+        try store.close()
+    }
+
+    @Test func rangeScansStartAtTheRightKey() throws {
+        let dir = TemporaryDirectory("range"); defer { dir.cleanup() }
+        let store = try Store(directory: dir.path, configuration: smallConfiguration())
+        let tree = try store.write { try $0.createTree(named: "t") }
+        try store.write { tx throws in
+            for i in stride(from: 0, to: 5000, by: 2) { try tx.put(paddedKey("k", i), [1], in: tree) }
+        }
+        try store.read { tx throws in
+            var seen: [[UInt8]] = []
+            try tx.forEach(in: tree, from: paddedKey("k", 1001)) { k, _ in
+                seen.append([UInt8](k)); return seen.count < 3
+            }
+            #expect(seen == [paddedKey("k", 1002), paddedKey("k", 1004), paddedKey("k", 1006)])
+            seen = []
+            try tx.forEach(in: tree, from: paddedKey("k", 1001), reverse: true) { k, _ in
+                seen.append([UInt8](k)); return seen.count < 3
+            }
+            #expect(seen == [paddedKey("k", 1000), paddedKey("k", 998), paddedKey("k", 996)])
+            seen = []
+            try tx.forEach(in: tree, from: paddedKey("k", 1000), reverse: true) { k, _ in
+                seen.append([UInt8](k)); return false
+            }
+            #expect(seen == [paddedKey("k", 1000)])
+            seen = []
+            try tx.forEach(in: tree, from: bytes("z")) { k, _ in seen.append([UInt8](k)); return true }
+            #expect(seen.isEmpty)
+        }
+        try store.close()
+    }
+
+    @Test func deletingEverythingEmptiesTheTreeAndMergesNodes() throws {
+        let dir = TemporaryDirectory("delete"); defer { dir.cleanup() }
+        let store = try Store(directory: dir.path, configuration: smallConfiguration())
+        let tree = try store.write { try $0.createTree(named: "t") }
+        try store.write { tx throws in
+            for i in 0..<10_000 { try tx.put(paddedKey("k", i), [UInt8](repeating: 7, count: 40), in: tree) }
+        }
+        var rng = SeededGenerator(seed: 11)
+        let order = (0..<10_000).shuffled(using: &rng)
+        for (n, i) in order.enumerated() {
+            if n % 1000 == 0 { _ = try store.check() }
+            let existed = try store.write { try $0.delete(paddedKey("k", i), in: tree) }
+            #expect(existed)
+            if n == 9000 {
+                // Underfull nodes merge: 1000 entries must not keep the nodes 10000 needed.
+                let report = try store.check()
+                #expect(report.nodes < 60)  // about 130 leaves without merging
+            }
+        }
+        #expect(try store.write { try $0.delete(paddedKey("k", 1), in: tree) } == false)
+        try store.read { tx throws in #expect(try tx.count(in: tree) == 0) }
+        try store.close()
+        let again = try Store(directory: dir.path)
+        try again.read { tx throws in #expect(try tx.count(in: tx.tree(named: "t")!) == 0) }
+        try again.close()
+    }
+
+    @Test func longKeysAndLargeValuesSplitCorrectly() throws {
+        let dir = TemporaryDirectory("long"); defer { dir.cleanup() }
+        let store = try Store(directory: dir.path, configuration: smallConfiguration())
+        let tree = try store.write { try $0.createTree(named: "t") }
+        var rng = SeededGenerator(seed: 3)
+        var model: [[UInt8]: [UInt8]] = [:]
+        for _ in 0..<20 {
+            try store.write { tx throws in
+                for _ in 0..<50 {
+                    let klen = Int.random(in: 0...StoreConfiguration.maxKeyLength, using: &rng)
+                    let key = (0..<klen).map { _ in UInt8.random(in: 0...3, using: &rng) }
+                    let vlen = [0, 1, 100, 511, 512, 513, 5000, 70_000].randomElement(using: &rng)!
+                    let value = (0..<vlen).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                    try tx.put(key, value, in: tree)
+                    model[key] = value
+                }
+            }
+        }
+        func verify(_ store: Store) throws {
+            try store.read { tx throws in
+                let t = tx.tree(named: "t")!
+                let all = try tx.all(t)
+                #expect(all.count == model.count)
+                #expect(all.map(\.0) == model.keys.sorted { $0.lexicographicallyPrecedes($1) })
+                for (k, v) in all { #expect(model[k] == v) }
+            }
+            _ = try store.check()
+        }
+        try verify(store)
+        try store.close()
+        let again = try Store(directory: dir.path)
+        try verify(again)
+        try again.close()
+    }
+
+    @Test func valuesShareOneStoredCopyThroughReferences() throws {
+        let dir = TemporaryDirectory("refs"); defer { dir.cleanup() }
+        let store = try Store(directory: dir.path, configuration: smallConfiguration())
+        let body = [UInt8](repeating: 65, count: 3000)
+        let a = try store.write { try $0.createTree(named: "a") }
+        let b = try store.write { try $0.createTree(named: "b") }
+        var stored: ValueRef?
+        var seenInside: [UInt8]?
+        try store.write { tx throws in
+            let ref = try tx.appendValue(body)
+            seenInside = try tx.withValue(at: ref) { [UInt8]($0) }
+            let raw = withUnsafeBytes(of: ref.rawValue.littleEndian) { [UInt8]($0) }
+            try tx.put(bytes("x"), raw, in: a)
+            try tx.put(bytes("y"), raw, in: b)
+            stored = ref
+        }
+        let ref = try #require(stored)
+        // Visible inside the transaction that wrote it.
+        #expect(seenInside == body)
+        try store.read { tx throws in
+            let ra = try tx.withValue(forKey: bytes("x"), in: a) { $0.loadUnaligned(as: UInt64.self) }
+            let rb = try tx.withValue(forKey: bytes("y"), in: b) { $0.loadUnaligned(as: UInt64.self) }
+            #expect(ra == rb)
+            #expect(try tx.withValue(at: ValueRef(rawValue: ra!)) { [UInt8]($0) } == body)
+            #expect(try tx.withValue(at: ref) { $0.count } == 3000)
+        }
+        try store.close()
+    }
+}
