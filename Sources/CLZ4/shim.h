@@ -52,6 +52,11 @@ static inline uint32_t settee_crc32c(uint32_t crc, const void *data, size_t n) {
 static inline int settee_bit_test(const uint64_t *words, uint64_t bit) {
     return (__atomic_load_n(&words[bit >> 6], __ATOMIC_RELAXED) >> (bit & 63)) & 1;
 }
+// Asks for every cache line of [p, p+n) at once, so a value's misses overlap instead of queueing.
+static inline void settee_prefetch(const void *p, size_t n) {
+    const char *c = (const char *)p;
+    for (size_t i = 0; i < n; i += 64) __builtin_prefetch(c + i, 0, 3);
+}
 static inline void settee_bit_set(uint64_t *words, uint64_t bit) {
     __atomic_fetch_or(&words[bit >> 6], (uint64_t)1 << (bit & 63), __ATOMIC_RELAXED);
 }

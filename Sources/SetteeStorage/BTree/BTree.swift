@@ -50,14 +50,14 @@ extension NodeReader {
 struct TreeEditor {
     let reader: NodeReader
     let owner: UInt64
-    /// Counts the nodes this editor created (dirty nodes awaiting a checkpoint).
+    /// Counts the nodes this editor added to what the next checkpoint writes: copies of disk
+    /// nodes and new nodes. A copy of a memory node replaces it and adds nothing.
     var createdNodes = 0
 
     mutating func owned(_ ref: NodeRef, height: Int?, tree: String) throws(StorageError) -> MemNode {
         switch ref {
         case .memory(let m):
             if m.owner == owner { return m }
-            createdNodes += 1
             return MemNode(copying: m.view, children: m.children, owner: owner)
         case .disk(let offset):
             let v = try reader.node(at: offset, height: height, tree: tree)

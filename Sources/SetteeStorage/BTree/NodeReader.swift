@@ -1,3 +1,5 @@
+import CLZ4
+
 /// A reference to a tree node: an offset in the log, or a node still in memory.
 enum NodeRef: @unchecked Sendable {
     case disk(UInt64)
@@ -14,7 +16,22 @@ struct NodeReader {
     /// Nothing at or beyond this offset belongs to the snapshot being read.
     let end: UInt64
     let salt: UInt64
-    let verified: VerifiedBitmap
+    /// The verified bitmap's words (owned by the store, which outlives every reader): a raw
+    /// pointer so that a read transaction costs no reference counting for it.
+    let verifiedWords: UnsafeMutablePointer<UInt64>
+    let verifiedLimit: UInt64
+
+    init(base: UnsafeRawPointer, end: UInt64, salt: UInt64, verified: VerifiedBitmap) {
+        self.base = base
+        self.end = end
+        self.salt = salt
+        verifiedWords = verified.words
+        verifiedLimit = verified.coveredBytes
+    }
+
+    @inline(__always) func isVerified(_ offset: UInt64) -> Bool {
+        offset < verifiedLimit && settee_bit_test(verifiedWords, offset >> 6) != 0
+    }
 
     @inline(__always) func node(at offset: UInt64, height: Int? = nil, tree: String? = nil) throws(StorageError) -> NodeView {
         guard offset >= Layout.logStart, offset % UInt64(Layout.nodeAlignment) == 0,
@@ -22,7 +39,7 @@ struct NodeReader {
         else { throw StorageError.corrupted("node offset out of range", offset: offset, tree: tree) }
         let record = base + Int(offset)
         let view = NodeView(base: record + Layout.recordHeaderSize)
-        if !verified.contains(offset) {
+        if !isVerified(offset) {
             try verify(record, offset: offset, tree: tree)
         }
         if let height, view.height != height {
@@ -43,7 +60,7 @@ struct NodeReader {
         if let problem = NodeView.validate(record + Layout.recordHeaderSize, length: header.length) {
             throw StorageError.corrupted("malformed node: \(problem)", offset: offset, tree: tree)
         }
-        verified.insert(offset)
+        if offset < verifiedLimit { settee_bit_set(verifiedWords, offset >> 6) }
     }
 
     /// The view of any node reference, and the memory node when it is one.

@@ -4,11 +4,27 @@ import CLZ4
 enum LZ4 {
     static func bound(_ count: Int) -> Int { Int(LZ4_compressBound(Int32(count))) }
 
-    /// Compresses into `dst` (at least `bound(src.count)` bytes); returns the compressed size, or nil.
-    static func compress(_ src: UnsafeRawBufferPointer, into dst: UnsafeMutableRawPointer, capacity: Int) -> Int? {
-        guard let s = src.baseAddress, src.count > 0 else { return nil }
-        let n = LZ4_compress_default(s.assumingMemoryBound(to: CChar.self), dst.assumingMemoryBound(to: CChar.self), Int32(src.count), Int32(capacity))
-        return n > 0 ? Int(n) : nil
+    /// A compression state reused from one value to the next: a fast reset instead of clearing
+    /// its 16 KiB table for every value (a quarter of the time of a small value's compression).
+    /// Not thread-safe; the writer owns one.
+    final class Compressor {
+        private let stream: UnsafeMutablePointer<LZ4_stream_t>
+
+        init() {
+            stream = .allocate(capacity: 1)
+            LZ4_initStream(stream, MemoryLayout<LZ4_stream_t>.size)
+        }
+
+        deinit { stream.deallocate() }
+
+        /// Compresses into `dst` (at least `bound(src.count)` bytes); returns the compressed size, or nil.
+        func compress(_ src: UnsafeRawBufferPointer, into dst: UnsafeMutableRawPointer, capacity: Int) -> Int? {
+            guard let s = src.baseAddress, src.count > 0 else { return nil }
+            LZ4_resetStream_fast(stream)
+            let n = LZ4_compress_fast_continue(stream, s.assumingMemoryBound(to: CChar.self), dst.assumingMemoryBound(to: CChar.self),
+                                               Int32(src.count), Int32(capacity), 1)
+            return n > 0 ? Int(n) : nil
+        }
     }
 
     /// Decompresses exactly `rawCount` bytes; returns false when the input is damaged.

@@ -28,7 +28,7 @@ final class MemoryMap: @unchecked Sendable {
 /// One bit per 64 bytes of file: set once the node record starting there has passed its checksum
 /// and structure checks, so each node is verified once per process, not on every read.
 final class VerifiedBitmap: @unchecked Sendable {
-    private let words: UnsafeMutablePointer<UInt64>
+    let words: UnsafeMutablePointer<UInt64>
     private let byteCount: Int
     let coveredBytes: UInt64
 

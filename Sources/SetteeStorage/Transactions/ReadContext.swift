@@ -1,3 +1,4 @@
+import CLZ4
 import Glibc
 
 /// What reads need, shared by read and write transactions: the trees as this transaction sees
@@ -23,7 +24,12 @@ struct ReadContext {
         if kind == NodeField.valueInline {
             return try body(UnsafeRawBufferPointer(start: bytes, count: count))
         }
-        return try withExternal(bytes.u64(0), tree: tree, body)
+        let ref = bytes.u64(0)
+        if ref < reader.end, ref >= Layout.logStart {
+            // The raw length bounds the stored length; start every line of the value loading now.
+            settee_prefetch(reader.base + Int(ref), min(Int(bytes.u32(8)) + Layout.valueHeaderSize, Int(reader.end - ref)))
+        }
+        return try withExternal(ref, tree: tree, body)
     }
 
     /// Calls `body` with the stored value at `ref`, checked against its checksum and decompressed.
@@ -61,12 +67,13 @@ struct ReadContext {
             guard raw == stored else { throw StorageError.corrupted("value length mismatch", offset: ref, tree: tree) }
             return try body(UnsafeRawBufferPointer(start: data, count: stored))
         }
-        let out = UnsafeMutableRawPointer.allocate(byteCount: max(raw, 1), alignment: 16)
-        defer { out.deallocate() }
-        guard LZ4.decompress(data, count: stored, into: out, rawCount: raw) else {
-            throw StorageError.corrupted("compressed value does not decompress", offset: ref, tree: tree)
+        // On the stack when small enough, so a compressed read allocates nothing.
+        return try withUnsafeTemporaryAllocation(byteCount: max(raw, 1), alignment: 16) { out in
+            guard LZ4.decompress(data, count: stored, into: out.baseAddress!, rawCount: raw) else {
+                throw StorageError.corrupted("compressed value does not decompress", offset: ref, tree: tree)
+            }
+            return try body(UnsafeRawBufferPointer(start: out.baseAddress!, count: raw))
         }
-        return try body(UnsafeRawBufferPointer(start: out, count: raw))
     }
 
     @inline(__always) func find(_ key: UnsafeRawBufferPointer, in state: TreeState) throws -> LeafHit? {

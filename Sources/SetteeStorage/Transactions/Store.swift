@@ -51,6 +51,7 @@ public final class Store: @unchecked Sendable {
         var poisoned: StorageError?
         var closed = false
         let buffer = ByteWriter()
+        let compressor = LZ4.Compressor()
         /// Whether every byte below `logEnd` is known durable (so the next record may say so).
         var priorDurable = true
 

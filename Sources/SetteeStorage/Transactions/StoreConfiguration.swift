@@ -23,7 +23,7 @@ public struct StoreConfiguration: Sendable, Equatable {
 
     /// Out-of-line values of at least this many bytes are LZ4-compressed when that saves at least
     /// an eighth. `Int.max` turns compression off.
-    public var compressionThreshold: Int = 1024
+    public var compressionThreshold: Int = 256
 
     /// Log bytes after which the in-memory index nodes are written out (a checkpoint). Opening
     /// replays at most about this much log. Larger values mean fewer, larger checkpoints (less

@@ -217,7 +217,7 @@ public final class WriteTransaction {
         var flags: UInt8 = 0
         var stored = bytes.count
         if bytes.count >= threshold,
-           let n = LZ4.compress(bytes, into: data, capacity: LZ4.bound(bytes.count)),
+           let n = store.writer.compressor.compress(bytes, into: data, capacity: LZ4.bound(bytes.count)),
            n <= bytes.count - bytes.count / 8 {
             flags = Layout.valueFlagLZ4
             stored = n
