@@ -33,6 +33,10 @@ struct NodeReader {
         offset < verifiedLimit && settee_bit_test(verifiedWords, offset >> 6) != 0
     }
 
+    @inline(__always) func markVerified(_ offset: UInt64) {
+        if offset < verifiedLimit { settee_bit_set(verifiedWords, offset >> 6) }
+    }
+
     @inline(__always) func node(at offset: UInt64, height: Int? = nil, tree: String? = nil) throws(StorageError) -> NodeView {
         guard offset >= Layout.logStart, offset % UInt64(Layout.nodeAlignment) == 0,
               offset <= end, end - offset >= UInt64(Layout.recordHeaderSize)

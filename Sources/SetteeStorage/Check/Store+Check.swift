@@ -8,14 +8,34 @@
 /// A value type; safe to share between threads.
 public struct CheckReport: Sendable, Equatable, CustomStringConvertible {
     /// Trees walked.
+    ///
+    /// ```swift
+    /// print(try store.check().trees)
+    /// ```
     public var trees = 0
     /// Entries in all trees.
+    ///
+    /// ```swift
+    /// let total = try store.check().entries
+    /// ```
     public var entries = 0
     /// Nodes visited (on disk and in memory).
+    ///
+    /// ```swift
+    /// let nodes = try store.check().nodes
+    /// ```
     public var nodes = 0
     /// Out-of-line values read and verified.
+    ///
+    /// ```swift
+    /// let verified = try store.check().values
+    /// ```
     public var values = 0
     /// The height of the tallest tree (1 for a single leaf).
+    ///
+    /// ```swift
+    /// assert(try store.check().height <= 4)
+    /// ```
     public var height = 0
 
     public var description: String {

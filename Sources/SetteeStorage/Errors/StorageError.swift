@@ -11,8 +11,13 @@
 /// ```
 ///
 /// Descriptions name offsets, trees and system calls, never the bytes of keys or values.
+/// A value type; safe to share between threads.
 public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     /// What went wrong.
+    ///
+    /// ```swift
+    /// if error.code == .locked { print("open elsewhere") }
+    /// ```
     public enum Code: String, Sendable, Equatable {
         /// Another process (or another `Store` in this process) has the database open.
         case locked
@@ -39,19 +44,47 @@ public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     /// What went wrong.
+    ///
+    /// ```swift
+    /// switch error.code { case .corrupted: repair(); default: throw error }
+    /// ```
     public var code: Code
     /// A short explanation, free of user data.
+    ///
+    /// ```swift
+    /// print(error.reason)
+    /// ```
     public var reason: String
     /// The file offset concerned, for ``Code/corrupted``.
+    ///
+    /// ```swift
+    /// if let at = error.offset { print("damage at byte", at) }
+    /// ```
     public var offset: UInt64?
     /// The tree concerned, when there is one.
+    ///
+    /// ```swift
+    /// print(error.tree ?? "no tree")
+    /// ```
     public var tree: String?
     /// The system error number, for ``Code/io``.
+    ///
+    /// ```swift
+    /// if error.errno == ENOSPC { print("disk full") }
+    /// ```
     public var errno: Int32?
     /// The system call that failed, for ``Code/io``.
+    ///
+    /// ```swift
+    /// print(error.operation ?? "")   // "fdatasync"
+    /// ```
     public var operation: String?
 
     /// Creates an error; the engine's factories below are the usual way.
+    ///
+    /// ```swift
+    /// throw StorageError(code: .invalidArgument, reason: "negative size")
+    /// ```
     public init(code: Code, reason: String, offset: UInt64? = nil, tree: String? = nil, errno: Int32? = nil, operation: String? = nil) {
         self.code = code
         self.reason = reason

@@ -5,7 +5,7 @@ import Glibc
 /// simulate power loss (see the crash tests). Reads go through the memory map of the same file.
 ///
 /// Implementations are used by one writer at a time; they need not be thread-safe.
-public protocol StorageFile: AnyObject {
+package protocol StorageFile: AnyObject {
     /// The file descriptor the engine maps for reading.
     var descriptor: Int32 { get }
     /// Writes all of `bytes` at `offset`.
@@ -23,16 +23,16 @@ public protocol StorageFile: AnyObject {
 }
 
 /// A plain POSIX file.
-public final class PosixFile: StorageFile {
-    public let descriptor: Int32
+package final class PosixFile: StorageFile {
+    package let descriptor: Int32
     private var isOpen = true
 
     /// Opens (creating when missing) the file at `path` for reading and writing.
-    public init(path: String) throws(StorageError) {
+    package init(path: String) throws(StorageError) {
         descriptor = try System.call("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
     }
 
-    public func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
+    package func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
         var done = 0
         while done < bytes.count {
             let n = try System.callSize("pwrite") {
@@ -43,7 +43,7 @@ public final class PosixFile: StorageFile {
         }
     }
 
-    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int {
         var done = 0
         while done < buffer.count {
             let n = try System.callSize("pread") {
@@ -55,21 +55,21 @@ public final class PosixFile: StorageFile {
         return done
     }
 
-    public func sync() throws(StorageError) {
+    package func sync() throws(StorageError) {
         try System.call("fdatasync") { fdatasync(descriptor) }
     }
 
-    public func size() throws(StorageError) -> UInt64 {
+    package func size() throws(StorageError) -> UInt64 {
         var st = stat()
         try System.call("fstat") { fstat(descriptor, &st) }
         return UInt64(st.st_size)
     }
 
-    public func truncate(to size: UInt64) throws(StorageError) {
+    package func truncate(to size: UInt64) throws(StorageError) {
         try System.call("ftruncate") { ftruncate(descriptor, off_t(size)) }
     }
 
-    public func close() {
+    package func close() {
         if isOpen { Glibc.close(descriptor); isOpen = false }
     }
 

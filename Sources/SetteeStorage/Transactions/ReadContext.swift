@@ -58,10 +58,19 @@ struct ReadContext {
             throw StorageError.corrupted("value length out of range", offset: ref, tree: tree)
         }
         let data = entry + Layout.valueHeaderSize
-        var crc = crc32c(checksumSeed(salt: reader.salt, offset: ref), entry, Layout.vChecksum)
-        crc = crc32c(crc, data, stored)
-        guard crc == entry.u32(Layout.vChecksum) else {
-            throw StorageError.corrupted("value checksum mismatch", offset: ref, tree: tree)
+        // Values of 64 bytes or more are verified once per process: the bit of the 64-byte block
+        // holding their last byte (no two such values end in one block, and no node record starts
+        // in a block that holds a value byte).
+        let inFile = pending == nil || ref < pendingStart
+        let lastByte = ref + UInt64(Layout.valueHeaderSize + stored) - 1
+        let cacheable = inFile && Layout.valueHeaderSize + stored >= 64
+        if !(cacheable && reader.isVerified(lastByte)) {
+            var crc = crc32c(checksumSeed(salt: reader.salt, offset: ref), entry, Layout.vChecksum)
+            crc = crc32c(crc, data, stored)
+            guard crc == entry.u32(Layout.vChecksum) else {
+                throw StorageError.corrupted("value checksum mismatch", offset: ref, tree: tree)
+            }
+            if cacheable { reader.markVerified(lastByte) }
         }
         if flags & Layout.valueFlagLZ4 == 0 {
             guard raw == stored else { throw StorageError.corrupted("value length mismatch", offset: ref, tree: tree) }

@@ -26,12 +26,20 @@ public struct ReadTransaction {
     /// ```swift
     /// let people = try store.read { tx in tx.tree(named: "people") }
     /// ```
+    ///
+    /// ```swift
+    /// let existing = try store.write { tx in tx.tree(named: "people") }
+    /// ```
     public func tree(named name: String) -> Tree? {
         guard let id = snapshot.names[name] else { return nil }
         return Tree(name: name, id: id, storeID: context.storeID)
     }
 
     /// The number of the commit this snapshot shows.
+    ///
+    /// ```swift
+    /// let seen = try store.read { tx in tx.commitID }
+    /// ```
     public var commitID: UInt64 { snapshot.commitID }
 
     /// Calls `body` with the value stored under `key`, zero-copy; nil when the key is absent.
@@ -53,6 +61,10 @@ public struct ReadTransaction {
     /// ```swift
     /// let n = try store.read { tx in try tx.withValue(forKey: Array("ada".utf8), in: people) { $0.count } }
     /// ```
+    ///
+    /// ```swift
+    /// try store.write { tx in _ = try tx.withValue(forKey: Array("k".utf8), in: tree) { $0.count } }
+    /// ```
     @inline(__always)
     public func withValue<R>(forKey key: [UInt8], in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         try key.withUnsafeBytes { try withValue(forKey: $0, in: tree, body) }
@@ -62,6 +74,10 @@ public struct ReadTransaction {
     ///
     /// ```swift
     /// let value = try store.read { tx in try tx.value(forKey: Array("ada".utf8), in: people) }
+    /// ```
+    ///
+    /// ```swift
+    /// let old = try store.write { tx in try tx.value(forKey: Array("k".utf8), in: tree) }
     /// ```
     public func value(forKey key: [UInt8], in tree: Tree) throws -> [UInt8]? {
         try withValue(forKey: key, in: tree) { [UInt8]($0) }
@@ -75,6 +91,10 @@ public struct ReadTransaction {
     ///
     /// - Throws: ``StorageError/Code/invalidValueRef`` when `ref` names no value,
     ///   ``StorageError/Code/corrupted`` when the value is damaged.
+    ///
+    /// ```swift
+    /// try store.write { tx in let r = try tx.appendValue(body); _ = try tx.withValue(at: r) { $0.count } }
+    /// ```
     @inline(__always)
     public func withValue<R>(at ref: ValueRef, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try context.withExternal(ref.rawValue, tree: nil, body)
@@ -91,6 +111,10 @@ public struct ReadTransaction {
     ///     }
     /// }
     /// ```
+    ///
+    /// ```swift
+    /// try store.write { tx in try tx.forEach(in: tree) { key, _ in print(key.count); return true } }
+    /// ```
     public func forEach(in tree: Tree, from start: [UInt8]? = nil, reverse: Bool = false,
                         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
         let state = try context.check(tree, snapshot.state(tree.id))
@@ -106,10 +130,18 @@ public struct ReadTransaction {
     /// ```swift
     /// let n = try store.read { tx in try tx.count(in: people) }
     /// ```
+    ///
+    /// ```swift
+    /// let n = try store.write { tx in try tx.count(in: tree) }
+    /// ```
     public func count(in tree: Tree) throws -> Int {
         try context.check(tree, snapshot.state(tree.id)).count
     }
 
     /// The names of every tree, in creation order.
+    ///
+    /// ```swift
+    /// let names = try store.read { tx in tx.treeNames }   // ["by-id", "by-seq"]
+    /// ```
     public var treeNames: [String] { snapshot.trees.map(\.name) }
 }

@@ -23,8 +23,16 @@ import Glibc
 ///   process or another, fails with ``StorageError/Code/locked``.
 public final class Store: @unchecked Sendable {
     /// The database directory.
+    ///
+    /// ```swift
+    /// print(store.directory)
+    /// ```
     public let directory: String
     /// The configuration the store was opened with.
+    ///
+    /// ```swift
+    /// let durable = store.configuration.durability == .synchronous
+    /// ```
     public let configuration: StoreConfiguration
 
     let file: any StorageFile
@@ -297,6 +305,10 @@ public final class Store: @unchecked Sendable {
     }
 
     /// The size of the log file in bytes, preallocated tail included.
+    ///
+    /// ```swift
+    /// print(store.fileSize, "bytes")
+    /// ```
     public var fileSize: UInt64 {
         // Inside a write transaction the calling thread already holds the lock.
         guard writerLock.lock() else { return writer.allocated }
@@ -305,5 +317,9 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Commits made so far (the number of the last one).
+    ///
+    /// ```swift
+    /// let before = store.lastCommitID
+    /// ```
     public var lastCommitID: UInt64 { currentSnapshot.commitID }
 }

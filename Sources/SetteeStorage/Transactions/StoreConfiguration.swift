@@ -10,6 +10,10 @@
 /// A value type; safe to share between threads.
 public struct StoreConfiguration: Sendable, Equatable {
     /// When a commit is durable.
+    ///
+    /// ```swift
+    /// config.durability = .none   // a bulk import, synced by close()
+    /// ```
     public enum Durability: Sendable, Equatable {
         /// `fdatasync` before ``Store/write(_:)`` returns: a returned commit survives power loss.
         case synchronous
@@ -19,28 +23,56 @@ public struct StoreConfiguration: Sendable, Equatable {
     }
 
     /// When a commit is durable; default ``Durability/synchronous``.
+    ///
+    /// ```swift
+    /// config.durability = .synchronous
+    /// ```
     public var durability: Durability = .synchronous
 
     /// Out-of-line values of at least this many bytes are LZ4-compressed when that saves at least
     /// an eighth. `Int.max` turns compression off.
+    ///
+    /// ```swift
+    /// config.compressionThreshold = .max   // never compress
+    /// ```
     public var compressionThreshold: Int = 256
 
     /// Log bytes after which the in-memory index nodes are written out (a checkpoint). Opening
     /// replays at most about this much log. Larger values mean fewer, larger checkpoints (less
     /// write amplification), smaller ones faster opening.
+    ///
+    /// ```swift
+    /// config.checkpointInterval = 16 << 20   // open faster after a crash
+    /// ```
     public var checkpointInterval: Int = 128 << 20
 
     /// In-memory index nodes after which a checkpoint is made whatever the log size, bounding memory.
+    ///
+    /// ```swift
+    /// config.maxDirtyNodes = 16_384   // bound memory more tightly
+    /// ```
     public var maxDirtyNodes: Int = 65_536
 
     /// Creates the default configuration.
     public init() {}
 
     /// Longest key, in bytes.
+    ///
+    /// ```swift
+    /// precondition(key.count <= StoreConfiguration.maxKeyLength)
+    /// ```
     public static let maxKeyLength = 1024
     /// Values up to this size are kept inside tree nodes; larger ones are stored out of line.
+    ///
+    /// ```swift
+    /// let inline = value.count <= StoreConfiguration.maxInlineValueLength
+    /// ```
     public static let maxInlineValueLength = 512
     /// Largest value (and largest commit payload), in bytes.
+    ///
+    /// ```swift
+    /// precondition(blob.count <= StoreConfiguration.maxValueLength)
+    /// ```
     public static let maxValueLength = 1 << 29
 }
 
@@ -56,6 +88,10 @@ public struct StoreConfiguration: Sendable, Equatable {
 /// A value type; safe to share between threads.
 public struct Tree: Hashable, Sendable, CustomStringConvertible {
     /// The tree's name.
+    ///
+    /// ```swift
+    /// print(tree.name)   // "people"
+    /// ```
     public let name: String
     let id: UInt32
     let storeID: ObjectIdentifier
@@ -76,7 +112,15 @@ public struct Tree: Hashable, Sendable, CustomStringConvertible {
 /// A value type; safe to share between threads.
 public struct ValueRef: Hashable, Sendable {
     /// The file offset of the value's entry.
+    ///
+    /// ```swift
+    /// let stored = withUnsafeBytes(of: ref.rawValue.littleEndian) { Array($0) }
+    /// ```
     public var rawValue: UInt64
     /// Wraps a raw offset read back from a stored value.
+    ///
+    /// ```swift
+    /// let ref = ValueRef(rawValue: UInt64(littleEndian: value.loadUnaligned(as: UInt64.self)))
+    /// ```
     public init(rawValue: UInt64) { self.rawValue = rawValue }
 }

@@ -73,6 +73,10 @@ public final class WriteTransaction {
     }
 
     /// The tree called `name`, or nil.
+    ///
+    /// ```swift
+    /// let existing = try store.write { tx in tx.tree(named: "people") }
+    /// ```
     public func tree(named name: String) -> Tree? {
         guard let t = trees.first(where: { $0.name == name }) else { return nil }
         return Tree(name: name, id: t.id, storeID: context.storeID)
@@ -239,6 +243,10 @@ public final class WriteTransaction {
     // MARK: - Reading (sees this transaction's changes)
 
     /// The number of the commit this transaction will be.
+    ///
+    /// ```swift
+    /// let id = try store.write { tx in tx.commitIDToBe }
+    /// ```
     public var commitIDToBe: UInt64 { commitID }
 
     /// Calls `body` with the value under `key` as this transaction sees it; nil when absent.
@@ -256,16 +264,28 @@ public final class WriteTransaction {
     }
 
     /// Calls `body` with the value under `key` as this transaction sees it; nil when absent.
+    ///
+    /// ```swift
+    /// try store.write { tx in _ = try tx.withValue(forKey: Array("k".utf8), in: tree) { $0.count } }
+    /// ```
     public func withValue<R>(forKey key: [UInt8], in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         try key.withUnsafeBytes { try withValue(forKey: $0, in: tree, body) }
     }
 
     /// A copy of the value under `key` as this transaction sees it, or nil.
+    ///
+    /// ```swift
+    /// let old = try store.write { tx in try tx.value(forKey: Array("k".utf8), in: tree) }
+    /// ```
     public func value(forKey key: [UInt8], in tree: Tree) throws -> [UInt8]? {
         try withValue(forKey: key, in: tree) { [UInt8]($0) }
     }
 
     /// Calls `body` with the value stored at `ref`, including values appended by this transaction.
+    ///
+    /// ```swift
+    /// try store.write { tx in let r = try tx.appendValue(body); _ = try tx.withValue(at: r) { $0.count } }
+    /// ```
     public func withValue<R>(at ref: ValueRef, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try usable()
         return try context.withExternal(ref.rawValue, tree: nil, body)
@@ -273,6 +293,10 @@ public final class WriteTransaction {
 
     /// Visits entries in key order as this transaction sees them (see ``ReadTransaction/forEach(in:from:reverse:_:)``).
     /// `body` must not change the tree while it runs.
+    ///
+    /// ```swift
+    /// try store.write { tx in try tx.forEach(in: tree) { key, _ in print(key.count); return true } }
+    /// ```
     public func forEach(in tree: Tree, from start: [UInt8]? = nil, reverse: Bool = false,
                         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
         try usable()
@@ -285,6 +309,10 @@ public final class WriteTransaction {
     }
 
     /// The number of entries in `tree` as this transaction sees it.
+    ///
+    /// ```swift
+    /// let n = try store.write { tx in try tx.count(in: tree) }
+    /// ```
     public func count(in tree: Tree) throws -> Int {
         try usable()
         return trees[try index(tree)].count
