@@ -1,3 +1,4 @@
+import CLZ4
 import Glibc
 
 /// The state of one named tree in a snapshot.
@@ -31,6 +32,9 @@ extension NodeReader {
                 view = m.view
                 memory = m
             }
+            // Start loading every slot at once: a cold node's binary search then waits for one
+            // miss instead of one per probe.
+            settee_prefetch(view.base + view.slotsStart, view.count * NodeField.slotSize)
             if view.isLeaf {
                 let (i, found) = view.lowerBound(key, keyCount)
                 return (found ? LeafHit(view: view, index: i) : nil, memory)
