@@ -1,0 +1,121 @@
+import Foundation
+
+/// The results as a table for people and as JSON for tools.
+struct Report {
+    let machine: String
+    let documentCount: Int
+    let seed: UInt64
+    let measurements: [Measurement]
+
+    // MARK: - Table
+
+    /// Workload × engine: value, unit, the peer's value divided by Settee's, and the durability note.
+    func table() -> String {
+        let header = ["workload", "engine", "value", "unit", "÷ settee", "durability / method"]
+        var rows: [[String]] = []
+        for measurement in sorted() {
+            let settee = measurements.first { $0.workload == measurement.workload && $0.engine == .settee }
+            var ratio = "-"
+            if let settee, measurement.engine != .settee, settee.value > 0 {
+                ratio = String(format: "%.2f", measurement.value / settee.value)
+            }
+            rows.append([measurement.workload.rawValue, measurement.engine.rawValue,
+                         Self.format(measurement.value, for: measurement.workload), measurement.workload.unit,
+                         ratio, measurement.note])
+        }
+        let numeric: Set<Int> = [2, 4]
+        let widths = header.indices.map { column in
+            ([header] + rows).map { $0[column].count }.max() ?? 0
+        }
+        func line(_ cells: [String]) -> String {
+            cells.indices.map { column in
+                let padding = String(repeating: " ", count: widths[column] - cells[column].count)
+                if column == cells.count - 1 { return cells[column] }
+                return numeric.contains(column) ? padding + cells[column] : cells[column] + padding
+            }.joined(separator: "  ")
+        }
+        var lines = ["settee-bench: \(Self.grouped(documentCount)) documents, seed \(seed); \(machine)", ""]
+        lines.append(line(header))
+        lines.append(line(widths.map { String(repeating: "-", count: $0) }))
+        var previous: Workload?
+        for (measurement, row) in zip(sorted(), rows) {
+            if let previous, previous != measurement.workload { lines.append("") }
+            previous = measurement.workload
+            lines.append(line(row))
+        }
+        lines.append("")
+        lines.append("÷ settee: the peer's value divided by settee's. docs/s and commits/s: higher is better;")
+        lines.append("ns/op and bytes: lower is better.")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Grouped digits; one decimal for latencies and commit rates.
+    static func format(_ value: Double, for workload: Workload) -> String {
+        switch workload {
+        case .pointGet, .durableCommit:
+            let tenths = Int((value * 10).rounded())
+            return grouped(tenths / 10) + "." + String(tenths % 10)
+        case .bulkLoad, .changesScan, .fileSize:
+            return grouped(Int(value.rounded()))
+        }
+    }
+
+    private static func grouped(_ value: Int) -> String {
+        let digits = Array(String(value))
+        var text = ""
+        for (offset, digit) in digits.enumerated() {
+            if offset > 0, (digits.count - offset) % 3 == 0 { text.append(",") }
+            text.append(digit)
+        }
+        return text
+    }
+
+    private func sorted() -> [Measurement] {
+        measurements.enumerated().sorted { lhs, rhs in
+            lhs.element.workload != rhs.element.workload
+                ? lhs.element.workload < rhs.element.workload : lhs.offset < rhs.offset
+        }.map(\.element)
+    }
+
+    // MARK: - JSON
+
+    /// `{"machine": …, "docs": …, "seed": …, "results": [{"workload", "engine", "value", "unit"}, …]}`
+    func json() -> [UInt8] {
+        var json = JSONWriter()
+        json.beginObject()
+        json.name("machine"); json.string(machine)
+        json.name("docs"); json.integer(documentCount)
+        json.name("seed"); json.integer(seed)
+        json.name("results")
+        json.beginArray()
+        for measurement in sorted() {
+            json.beginObject()
+            json.name("workload"); json.string(measurement.workload.rawValue)
+            json.name("engine"); json.string(measurement.engine.rawValue)
+            json.name("value"); json.number((measurement.value * 10).rounded() / 10)
+            json.name("unit"); json.string(measurement.workload.unit)
+            json.endObject()
+        }
+        json.endArray()
+        json.endObject()
+        return json.bytes + [UInt8(ascii: "\n")]
+    }
+
+    // MARK: - Machine
+
+    /// `uname -srm`, the CPU model and the number of cores.
+    static func describeMachine() -> String {
+        var names = utsname()
+        uname(&names)
+        func field<T>(_ value: T) -> String {
+            withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
+        let system = "\(field(names.sysname)) \(field(names.release)) \(field(names.machine))"
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let model = cpuinfo.split(separator: "\n")
+            .first { $0.hasPrefix("model name") }
+            .flatMap { $0.split(separator: ":", maxSplits: 1).last }
+            .map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown CPU"
+        return "\(system), \(model), \(ProcessInfo.processInfo.activeProcessorCount) cores"
+    }
+}

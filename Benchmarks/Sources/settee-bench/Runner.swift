@@ -1,0 +1,133 @@
+/// One figure: a workload's value on one engine.
+struct Measurement {
+    let workload: Workload
+    let engine: EngineName
+    let value: Double
+    /// Durability, or how the figure was taken.
+    let note: String
+}
+
+/// Runs the selected workloads on one engine at a time, in `Workload` order, and checks what every engine
+/// read against the dataset so no engine can win by doing less.
+///
+/// The load always runs (the other workloads need the data); it is reported only when selected.
+final class Runner {
+    private let dataset: Dataset
+    private let workloads: Set<Workload>
+    private lazy var expectedScan = dataset.expectedScan
+
+    init(dataset: Dataset, workloads: Set<Workload>) {
+        self.dataset = dataset
+        self.workloads = workloads
+    }
+
+    func run<E: Engine>(_: E.Type, in directory: String) throws -> [Measurement] {
+        var results: [Measurement] = []
+        func report(_ workload: Workload, _ value: Double) {
+            guard workloads.contains(workload) else { return }
+            results.append(Measurement(workload: workload, engine: E.name, value: value, note: E.note(for: workload)))
+            Progress.log("  \(E.name.rawValue) \(workload.rawValue): \(Report.format(value, for: workload)) \(workload.unit)")
+        }
+
+        var engine = try E(directory: directory, documentCount: dataset.documentCount)
+        Files.settleWriteback()
+        report(.bulkLoad, try bulkLoad(engine))
+        try verifyBodies(engine, of: dataset.timedGets.prefix(1000), expected: dataset.body)
+        try engine.close()
+        report(.fileSize, Double(try E.footprint(of: directory)))
+
+        let later = [Workload.pointGet, .changesScan, .durableCommit].filter(workloads.contains)
+        guard !later.isEmpty else { return results }
+        engine = try E(directory: directory, documentCount: dataset.documentCount)
+        for workload in later {
+            Files.settleWriteback()
+            switch workload {
+            case .pointGet: report(workload, try pointGet(engine))
+            case .changesScan: report(workload, try changesScan(engine))
+            default: report(workload, try durableCommit(engine))
+            }
+        }
+        try engine.close()
+        return results
+    }
+
+    // MARK: - Workloads
+
+    /// All documents, 1000 per durable commit, in the insertion order → docs/s.
+    private func bulkLoad<E: Engine>(_ engine: E) throws -> Double {
+        let total = dataset.documentCount
+        let progress = Progress("\(E.name.rawValue) bulk-load", total: total)
+        let watch = Stopwatch()
+        for start in stride(from: 0, to: total, by: 1000) {
+            let end = min(start + 1000, total)
+            try engine.insert(dataset.insertion(start ..< end))
+            progress.update(end)
+        }
+        return Double(total) / watch.elapsedSeconds
+    }
+
+    /// N uniformly random gets after an untimed warm-up of N others → ns/op.
+    private func pointGet<E: Engine>(_ engine: E) throws -> Double {
+        let sink = ReadSink()
+        Progress.log("  \(E.name.rawValue) point-get: warm-up, then \(dataset.timedGets.count) timed gets")
+        try get(dataset.warmUpGets, from: engine, into: sink)
+        sink.reset()
+        let watch = Stopwatch()
+        try get(dataset.timedGets, from: engine, into: sink)
+        let elapsed = watch.elapsedNanoseconds
+        guard sink.summary.documents == dataset.timedGets.count, sink.summary.bytes == dataset.timedGetBytes else {
+            throw EngineError("\(E.name.rawValue): point-get read \(sink.summary.bytes) bytes, expected \(dataset.timedGetBytes)")
+        }
+        return Double(elapsed) / Double(dataset.timedGets.count)
+    }
+
+    @inline(__always)
+    private func get<E: Engine>(_ documents: [Int], from engine: E, into sink: ReadSink) throws {
+        for index in documents {
+            guard try engine.get(dataset.key(index), into: sink) else {
+                throw EngineError("\(E.name.rawValue): document \(index) is missing")
+            }
+        }
+    }
+
+    /// Every document in sequence order → docs/s.
+    private func changesScan<E: Engine>(_ engine: E) throws -> Double {
+        let expected = expectedScan
+        let sink = ReadSink()
+        let watch = Stopwatch()
+        try engine.scanChanges(into: sink)
+        let seconds = watch.elapsedSeconds
+        guard sink.summary == expected else {
+            throw EngineError("\(E.name.rawValue): changes-scan saw \(sink.summary), expected \(expected)")
+        }
+        return Double(sink.summary.documents) / seconds
+    }
+
+    /// Single-document durable commits, each replacing a random existing document → commits/s.
+    private func durableCommit<E: Engine>(_ engine: E) throws -> Double {
+        try engine.prepareForDurableCommits()
+        let count = Dataset.updateCount
+        let progress = Progress("\(E.name.rawValue) durable-commit", total: count)
+        let watch = Stopwatch()
+        for number in 0 ..< count {
+            try engine.update(dataset.update(number))
+            progress.update(number + 1)
+        }
+        let seconds = watch.elapsedSeconds
+        try verifyBodies(engine, of: Set(dataset.updatedDocuments), expected: dataset.finalBody)
+        return Double(count) / seconds
+    }
+
+    // MARK: - Checks (untimed)
+
+    /// Reads `documents` back and compares each body with `expected(document)`.
+    private func verifyBodies<E: Engine>(_ engine: E, of documents: some Sequence<Int>,
+                                         expected: (Int) -> UnsafeRawBufferPointer) throws {
+        let sink = ReadSink()
+        for index in documents {
+            guard try engine.get(dataset.key(index), into: sink), sink.lastBody.elementsEqual(expected(index)) else {
+                throw EngineError("\(E.name.rawValue): document \(index) reads back wrong")
+            }
+        }
+    }
+}

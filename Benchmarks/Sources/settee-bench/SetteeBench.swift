@@ -1,0 +1,73 @@
+import Foundation
+
+/// `settee-bench`: the same workloads on Settee, SQLite and LMDB, side by side. See `Options.usage`.
+@main
+struct SetteeBench {
+    static func main() {
+        let options: Options
+        do {
+            options = try Options(parsing: Array(CommandLine.arguments.dropFirst()))
+        } catch {
+            Progress.log("settee-bench: \(error.message) (see --help)")
+            exit(2)
+        }
+        if options.showHelp {
+            print(Options.usage)
+            return
+        }
+        do {
+            try run(options)
+        } catch {
+            Progress.log("settee-bench: \(error)")
+            exit(1)
+        }
+    }
+
+    static func run(_ options: Options) throws {
+        let root: String
+        if let directory = options.directory {
+            try Files.createDirectory(directory)
+            for engine in options.engines where !Files.isMissingOrEmpty(directory + "/" + engine.rawValue) {
+                Progress.log("settee-bench: \(directory)/\(engine.rawValue) is not empty; refusing to write over it")
+                exit(2)
+            }
+            root = directory
+        } else {
+            root = try Files.makeTemporaryDirectory()
+        }
+        defer {
+            if options.directory == nil { try? Files.remove(root) }
+        }
+
+        Progress.log("generating \(options.documentCount) documents (seed \(options.seed))")
+        let watch = Stopwatch()
+        let dataset = Dataset(documentCount: options.documentCount, seed: options.seed,
+                              progress: Progress("generate", total: options.documentCount))
+        Progress.log(String(format: "  %.1f MB of keys, versions and bodies in %.1f s",
+                            Double(dataset.byteCount) / 1e6, watch.elapsedSeconds) + "; databases in " + root)
+
+        let runner = Runner(dataset: dataset, workloads: options.workloads)
+        var measurements: [Measurement] = []
+        for engine in options.engines {
+            let directory = root + "/" + engine.rawValue
+            try Files.createDirectory(directory)
+            Progress.log("\(engine.rawValue):")
+            switch engine {
+            case .settee: measurements += try runner.run(SetteeEngine.self, in: directory)
+            case .sqlite: measurements += try runner.run(SQLiteEngine.self, in: directory)
+            case .lmdb: measurements += try runner.run(LMDBEngine.self, in: directory)
+            }
+            // A temporary database is not needed any more; free its disk space for the next engine.
+            if options.directory == nil { try Files.remove(directory) }
+        }
+
+        let report = Report(machine: Report.describeMachine(), documentCount: options.documentCount,
+                            seed: options.seed, measurements: measurements)
+        print(report.table(), terminator: "")
+        if let path = options.jsonPath {
+            guard FileManager.default.createFile(atPath: path, contents: Data(report.json())) else {
+                throw EngineError("cannot write \(path)")
+            }
+        }
+    }
+}
