@@ -16,8 +16,6 @@ final class ByteTable {
         storage.deallocate()
     }
 
-    var count: Int { offsets.count - 1 }
-
     /// The total length of all entries.
     var byteCount: Int { offsets[offsets.count - 1] }
 

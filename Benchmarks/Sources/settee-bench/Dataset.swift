@@ -5,7 +5,6 @@ final class Dataset {
     static let updateCount = 2000
 
     let documentCount: Int
-    let seed: UInt64
 
     /// Document `i`'s key (`doc-%08d`), first version (`1-…`) and body.
     private let keys: ByteTable
@@ -24,7 +23,6 @@ final class Dataset {
 
     init(documentCount: Int, seed: UInt64, progress: Progress) {
         self.documentCount = documentCount
-        self.seed = seed
         let generator = DocumentGenerator(seed: seed)
 
         keys = ByteTable(byteCapacity: documentCount * 16, entryCapacity: documentCount)

@@ -13,27 +13,10 @@ struct JSONWriter {
 
     var count: Int { bytes.count }
 
-    mutating func beginObject() {
-        separate()
-        bytes.append(UInt8(ascii: "{"))
-        needsComma.append(false)
-    }
-
-    mutating func endObject() {
-        needsComma.removeLast()
-        bytes.append(UInt8(ascii: "}"))
-    }
-
-    mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma.append(false)
-    }
-
-    mutating func endArray() {
-        needsComma.removeLast()
-        bytes.append(UInt8(ascii: "]"))
-    }
+    mutating func beginObject() { open(UInt8(ascii: "{")) }
+    mutating func endObject() { close(UInt8(ascii: "}")) }
+    mutating func beginArray() { open(UInt8(ascii: "[")) }
+    mutating func endArray() { close(UInt8(ascii: "]")) }
 
     mutating func name(_ name: String) {
         string(name)
@@ -82,6 +65,17 @@ struct JSONWriter {
 
     mutating func bool(_ value: Bool) {
         raw(value ? "true" : "false")
+    }
+
+    private mutating func open(_ bracket: UInt8) {
+        separate()
+        bytes.append(bracket)
+        needsComma.append(false)
+    }
+
+    private mutating func close(_ bracket: UInt8) {
+        needsComma.removeLast()
+        bytes.append(bracket)
     }
 
     private mutating func raw(_ text: String) {

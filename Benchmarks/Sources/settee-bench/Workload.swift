@@ -15,14 +15,6 @@ enum Workload: String, CaseIterable, Comparable {
         }
     }
 
-    /// Whether a bigger value is better (throughputs) or worse (latency, size).
-    var higherIsBetter: Bool {
-        switch self {
-        case .bulkLoad, .changesScan, .durableCommit: true
-        case .fileSize, .pointGet: false
-        }
-    }
-
     static func < (lhs: Workload, rhs: Workload) -> Bool {
         allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
     }
