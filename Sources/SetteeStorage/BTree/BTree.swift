@@ -62,11 +62,11 @@ struct TreeEditor {
         switch ref {
         case .memory(let m):
             if m.owner == owner { return m }
-            return MemNode(copying: m.view, children: m.children, owner: owner)
+            return MemNode(cloning: m, owner: owner)
         case .disk(let offset):
             let v = try reader.node(at: offset, height: height, tree: tree)
             createdNodes += 1
-            return MemNode(copying: v, children: [], owner: owner)
+            return MemNode(copying: v, owner: owner)
         }
     }
 
@@ -132,14 +132,14 @@ struct TreeEditor {
     private mutating func insertCell(_ node: MemNode, at i: Int, key: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer, child: MemNode?) -> ([UInt8], MemNode)? {
         let k = key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
         var tailBytes = tail
-        var tag = (NodeField.memoryTag | UInt64(node.children.count)).littleEndian
+        var tag = node.nextChildTag.littleEndian
         return withUnsafeBytes(of: &tag) { tagBytes in
             if child != nil { tailBytes = tagBytes }
             let fits = node.tryInsert(at: i, key: k, keyCount: key.count, tailSize: tailBytes.count) { dst in
                 if tailBytes.count > 0 { dst.copyMemory(from: tailBytes.baseAddress!, byteCount: tailBytes.count) }
             }
             if fits {
-                if let child { node.children.append(child) }
+                if let child { node.appendChild(child) }
                 return nil
             }
             var entries = node.entries()
@@ -216,6 +216,9 @@ struct TreeEditor {
             node.removeSlot(i)
             return
         }
+        #if SETTEE_INTERNAL_CHECKS
+        assert(child.usedBytes == child.view.compactSize, "MemNode byte accounting is off")
+        #endif
         guard child.usedBytes < Layout.nodeSize / 4, node.count > 1 else { return }
         // Merge with the right sibling, or with the left one when the child is the last.
         let left = i + 1 < node.count ? i : i - 1

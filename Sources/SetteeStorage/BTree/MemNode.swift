@@ -8,9 +8,17 @@ import Glibc
 /// ``children``. Not thread-safe while owned by a write transaction; immutable afterwards.
 final class MemNode: @unchecked Sendable {
     let buffer: UnsafeMutableRawPointer
-    var children: [MemNode?] = []
+    /// In-memory children, addressed by tagged child fields: indexes below `base.count` name
+    /// `base`, the rest `added`. A copy shares `base` with its source without touching it
+    /// (copying a branch retains one array, not every child); its own changes go to `added`.
+    private(set) var base: [MemNode?] = []
+    private(set) var added: [MemNode?] = []
+    /// When `added` grows past this, the node folds its children into a new `base`.
+    static let maxAdded = 32
     /// The transaction allowed to change this node in place.
     let owner: UInt64
+    /// Bytes of dead cells (removed or replaced entries) below the free space.
+    private var garbage = 0
 
     init(kind: NodeKind, height: Int, owner: UInt64) {
         buffer = UnsafeMutableRawPointer.allocate(byteCount: Layout.nodeSize, alignment: 16)
@@ -23,7 +31,7 @@ final class MemNode: @unchecked Sendable {
     }
 
     /// A private copy of a node (from disk or a frozen memory node) for `owner` to change.
-    init(copying source: NodeView, children sourceChildren: [MemNode?], owner: UInt64) {
+    init(copying source: NodeView, owner: UInt64) {
         buffer = UnsafeMutableRawPointer.allocate(byteCount: Layout.nodeSize, alignment: 16)
         self.owner = owner
         let p = source.prefixLength
@@ -39,7 +47,16 @@ final class MemNode: @unchecked Sendable {
             buffer.setU16(source.hint(i), at: slots + i * 4 + 2)
         }
         buffer.setU16(UInt16(top), at: NodeField.cellsStart)
-        children = sourceChildren
+    }
+
+    /// A private copy of a frozen memory node: same layout, one copy of the buffer.
+    init(cloning source: MemNode, owner: UInt64) {
+        buffer = UnsafeMutableRawPointer.allocate(byteCount: Layout.nodeSize, alignment: 16)
+        self.owner = owner
+        buffer.copyMemory(from: source.buffer, byteCount: Layout.nodeSize)
+        base = source.base
+        added = source.added
+        garbage = source.garbage
     }
 
     deinit { buffer.deallocate() }
@@ -55,13 +72,16 @@ final class MemNode: @unchecked Sendable {
     }
 
     var freeSpace: Int { cellsStart - (view.slotsStart + count * NodeField.slotSize) }
-    var usedBytes: Int { view.compactSize }
+    /// Bytes the node would take written compactly (O(1): everything but free space and dead cells).
+    var usedBytes: Int { Layout.nodeSize - freeSpace - garbage }
 
     /// The memory child behind a tagged child field, if the field is tagged.
     @inline(__always) func memoryChild(_ field: UInt64) -> MemNode? {
         guard field & NodeField.memoryTag != 0 else { return nil }
         let i = Int(field & ~NodeField.memoryTag)
-        return i < children.count ? children[i] : nil
+        if i < base.count { return base[i] }
+        let j = i - base.count
+        return j < added.count ? added[j] : nil
     }
 
     // MARK: - In-place edits (owner only)
@@ -70,9 +90,14 @@ final class MemNode: @unchecked Sendable {
     func removeSlot(_ i: Int) {
         let n = count
         let slots = view.slotsStart
+        garbage += view.cellSize(i)
         if !isLeaf {
             let field = view.child(i)
-            if field & NodeField.memoryTag != 0 { children[Int(field & ~NodeField.memoryTag)] = nil }
+            // A child in `base` stays referenced until the next rebuild (base is shared).
+            if field & NodeField.memoryTag != 0 {
+                let j = Int(field & ~NodeField.memoryTag) - base.count
+                if j >= 0 && j < added.count { added[j] = nil }
+            }
         }
         if i < n - 1 {
             (buffer + slots + i * 4).copyMemory(from: buffer + slots + (i + 1) * 4, byteCount: (n - 1 - i) * 4)
@@ -104,6 +129,14 @@ final class MemNode: @unchecked Sendable {
         return true
     }
 
+    /// The child field value the next appended in-memory child will get.
+    var nextChildTag: UInt64 { NodeField.memoryTag | UInt64(base.count + added.count) }
+
+    /// Registers `child` under `nextChildTag`.
+    func appendChild(_ child: MemNode) {
+        added.append(child)
+    }
+
     /// Points branch entry `i` at an in-memory child.
     func setChild(_ i: Int, _ child: MemNode) {
         let v = view
@@ -111,11 +144,33 @@ final class MemNode: @unchecked Sendable {
         let at = off + 2 + Int(v.base.u16(off))
         let field = v.base.u64(at)
         if field & NodeField.memoryTag != 0 {
-            children[Int(field & ~NodeField.memoryTag)] = child
-        } else {
-            children.append(child)
-            buffer.setU64(NodeField.memoryTag | UInt64(children.count - 1), at: at)
+            let j = Int(field & ~NodeField.memoryTag) - base.count
+            if j >= 0 && j < added.count {
+                added[j] = child
+                return
+            }
         }
+        buffer.setU64(nextChildTag, at: at)
+        added.append(child)
+        if added.count > MemNode.maxAdded { foldChildren() }
+    }
+
+    /// Renumbers the in-memory children into one new `base`, dropping the replaced ones.
+    private func foldChildren() {
+        let v = view
+        var fresh: [MemNode?] = []
+        fresh.reserveCapacity(v.count)
+        for i in 0..<v.count {
+            let off = v.cellOffset(i)
+            let at = off + 2 + Int(v.base.u16(off))
+            let field = v.base.u64(at)
+            if let child = memoryChild(field) {
+                buffer.setU64(NodeField.memoryTag | UInt64(fresh.count), at: at)
+                fresh.append(child)
+            }
+        }
+        base = fresh
+        added = []
     }
 
     // MARK: - Rebuilding
@@ -206,6 +261,8 @@ final class MemNode: @unchecked Sendable {
             buffer.setU16(UInt16(top), at: slots + i * 4)
         }
         cellsStart = top
-        children = newChildren
+        base = newChildren
+        added = []
+        garbage = 0
     }
 }

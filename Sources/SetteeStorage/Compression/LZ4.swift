@@ -9,6 +9,13 @@ enum LZ4 {
     /// Not thread-safe; the writer owns one.
     final class Compressor {
         private let stream: UnsafeMutablePointer<LZ4_stream_t>
+        /// Values in a row that did not compress enough. After a run of them only one value in
+        /// `sampleEvery` is tried, so data that never compresses costs almost nothing; one success
+        /// resumes trying every value.
+        private var misses = 0
+        private var skipped = 0
+        static let missesBeforeSampling = 16
+        static let sampleEvery = 64
 
         init() {
             stream = .allocate(capacity: 1)
@@ -16,6 +23,22 @@ enum LZ4 {
         }
 
         deinit { stream.deallocate() }
+
+        /// Compresses into `dst` (at least `bound(src.count)` bytes) when that saves at least an
+        /// eighth; returns the compressed size, or nil to store the value raw.
+        func compressIfWorthwhile(_ src: UnsafeRawBufferPointer, into dst: UnsafeMutableRawPointer, capacity: Int) -> Int? {
+            if misses >= Compressor.missesBeforeSampling {
+                skipped += 1
+                if skipped < Compressor.sampleEvery { return nil }
+                skipped = 0
+            }
+            if let n = compress(src, into: dst, capacity: capacity), n <= src.count - src.count / 8 {
+                misses = 0
+                return n
+            }
+            misses += 1
+            return nil
+        }
 
         /// Compresses into `dst` (at least `bound(src.count)` bytes); returns the compressed size, or nil.
         func compress(_ src: UnsafeRawBufferPointer, into dst: UnsafeMutableRawPointer, capacity: Int) -> Int? {

@@ -30,7 +30,7 @@ enum NodeField {
     static let valueInline: UInt8 = 0
     static let valueExternal: UInt8 = 1
     static let externalValueLength = 12
-    /// Child fields with this bit set name an in-memory child (`MemNode.children`), never a file offset.
+    /// Child fields with this bit set name an in-memory child (`MemNode.memoryChild(_:)`), never a file offset.
     static let memoryTag: UInt64 = 1 << 63
 }
 

@@ -97,6 +97,7 @@ extension Store {
             writer.logEnd = replayFrom
             writer.lastCheckpointEnd = replayFrom
             writer.dirtyNodes = 0
+            writer.replayBytes = 0
             writer.priorDurable = true
         } catch {
             writer.poisoned = error

@@ -30,10 +30,12 @@ extension Store {
         writer.priorDurable = synchronous
         writer.logEnd = start + UInt64(footprint)
         writer.dirtyNodes += tx.editor.createdNodes
+        writer.replayBytes += payload - tx.valueBytes
         w.reset()
         publish(Snapshot(trees: tx.trees, end: writer.logEnd, commitID: tx.commitID))
-        if writer.logEnd - writer.lastCheckpointEnd >= UInt64(configuration.checkpointInterval)
-            || writer.dirtyNodes >= configuration.maxDirtyNodes {
+        if writer.replayBytes >= configuration.checkpointInterval
+            || writer.dirtyNodes >= configuration.maxDirtyNodes
+            || writer.logEnd - writer.lastCheckpointEnd >= UInt64(configuration.checkpointInterval) * 8 {
             // The commit is durable and visible; a failed checkpoint poisons the store for the next write.
             try? writeCheckpoint()
         }

@@ -2,7 +2,7 @@
 /// Shared by recovery (replay) and the integrity check.
 struct CommitOps {
     enum Op {
-        case value(offset: Int)
+        case value(offset: Int, size: Int)
         case put(tree: UInt32, key: UnsafeRawBufferPointer, kind: UInt8, value: UnsafeRawBufferPointer)
         case delete(tree: UInt32, key: UnsafeRawBufferPointer)
         case createTree(id: UInt32, name: String)
@@ -21,7 +21,7 @@ struct CommitOps {
                 guard r.u8() != nil, r.u16() != nil, let stored = r.u32(), r.u32() != nil, r.u32() != nil,
                       r.bytes(Int(stored)) != nil
                 else { return .failure(CommitFormatError("truncated value entry at \(at)")) }
-                try body(.value(offset: at))
+                try body(.value(offset: at, size: r.position - at))
             case Layout.opPut:
                 guard let tree = r.varint(), tree > 0, tree <= UInt64(UInt32.max),
                       let kl = r.length(max: StoreConfiguration.maxKeyLength), let key = r.bytes(kl),

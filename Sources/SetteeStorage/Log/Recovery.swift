@@ -11,6 +11,8 @@ enum Recovery {
         var nextTransaction: UInt64
         /// The highest epoch of any record replayed; the next session's epoch must exceed it.
         var lastEpoch: UInt32
+        /// Operation bytes replayed (see `WriterState.replayBytes`).
+        var replayBytes: Int
     }
 
     /// Replayed nodes belong to this pseudo-transaction; live ones start after it.
@@ -25,12 +27,15 @@ enum Recovery {
         }
         var editor = TreeEditor(reader: reader, owner: replayOwner)
         var pos = header.replayFrom
+        var replayBytes = 0
         while pos <= fileSize, fileSize - pos >= UInt64(Layout.recordHeaderSize) {
             if let h = validRecord(reader, at: pos, fileSize: fileSize, minEpoch: minEpoch) {
                 let type = h.type!
                 let footprint = UInt64(type.footprint(payload: h.length))
                 if type == .commit {
-                    commitID = try replayCommit(reader: reader, at: pos, length: h.length, recordEnd: pos + footprint, trees: &trees, editor: &editor)
+                    let (id, ops) = try replayCommit(reader: reader, at: pos, length: h.length, recordEnd: pos + footprint, trees: &trees, editor: &editor)
+                    commitID = id
+                    replayBytes += ops
                 }
                 minEpoch = h.epoch
                 pos += footprint
@@ -41,7 +46,7 @@ enum Recovery {
             }
             break
         }
-        return State(trees: trees, end: pos, commitID: commitID, dirtyNodes: editor.createdNodes, nextTransaction: replayOwner + 1, lastEpoch: max(minEpoch, header.epoch))
+        return State(trees: trees, end: pos, commitID: commitID, dirtyNodes: editor.createdNodes, nextTransaction: replayOwner + 1, lastEpoch: max(minEpoch, header.epoch), replayBytes: replayBytes)
     }
 
     /// The header of a whole, checksum-valid record at `pos`, or nil.
@@ -96,14 +101,16 @@ enum Recovery {
         }
     }
 
-    static func replayCommit(reader: NodeReader, at pos: UInt64, length: Int, recordEnd: UInt64, trees: inout [TreeState], editor: inout TreeEditor) throws(StorageError) -> UInt64 {
+    /// Applies one commit; returns its ID and how many of its bytes were operations.
+    static func replayCommit(reader: NodeReader, at pos: UInt64, length: Int, recordEnd: UInt64, trees: inout [TreeState], editor: inout TreeEditor) throws(StorageError) -> (UInt64, Int) {
         let payload = reader.base + Int(pos) + Layout.recordHeaderSize
         let tail = UnsafeMutableRawPointer.allocate(byteCount: 3 + StoreConfiguration.maxInlineValueLength, alignment: 8)
         defer { tail.deallocate() }
+        var valueBytes = 0
         let result = try CommitOps.decode(payload, count: length) { (op) throws(StorageError) in
             switch op {
-            case .value:
-                break
+            case .value(_, let size):
+                valueBytes += size
             case .createTree(let id, let name):
                 guard Int(id) == trees.count + 1, !trees.contains(where: { $0.name == name }) else {
                     throw StorageError.corrupted("tree creation out of sequence", offset: pos)
@@ -129,7 +136,7 @@ enum Recovery {
             }
         }
         switch result {
-        case .success(let id): return id
+        case .success(let id): return (id, length - valueBytes)
         case .failure(let e): throw StorageError.corrupted("malformed commit: \(e.reason)", offset: pos)
         }
     }

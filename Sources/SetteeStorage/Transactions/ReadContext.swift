@@ -24,12 +24,7 @@ struct ReadContext {
         if kind == NodeField.valueInline {
             return try body(UnsafeRawBufferPointer(start: bytes, count: count))
         }
-        let ref = bytes.u64(0)
-        if ref < reader.end, ref >= Layout.logStart {
-            // The raw length bounds the stored length; start every line of the value loading now.
-            settee_prefetch(reader.base + Int(ref), min(Int(bytes.u32(8)) + Layout.valueHeaderSize, Int(reader.end - ref)))
-        }
-        return try withExternal(ref, tree: tree, body)
+        return try withExternal(bytes.u64(0), tree: tree, body)
     }
 
     /// Calls `body` with the stored value at `ref`, checked against its checksum and decompressed.
@@ -58,6 +53,8 @@ struct ReadContext {
             throw StorageError.corrupted("value length out of range", offset: ref, tree: tree)
         }
         let data = entry + Layout.valueHeaderSize
+        // Start every line of the value loading at once, so its misses overlap.
+        settee_prefetch(data, stored)
         // Values of 64 bytes or more are verified once per process: the bit of the 64-byte block
         // holding their last byte (no two such values end in one block, and no node record starts
         // in a block that holds a value byte).

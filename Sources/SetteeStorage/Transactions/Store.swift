@@ -55,6 +55,9 @@ public final class Store: @unchecked Sendable {
         var allocated: UInt64
         var lastCheckpointEnd: UInt64
         var dirtyNodes = 0
+        /// Operation bytes (commit bytes other than value entries) since the last checkpoint:
+        /// what the next open would have to replay.
+        var replayBytes = 0
         var nextTransaction: UInt64 = 1
         var poisoned: StorageError?
         var closed = false
@@ -118,6 +121,7 @@ public final class Store: @unchecked Sendable {
             current = Snapshot(trees: recovered.trees, end: recovered.end, commitID: recovered.commitID)
             writer = WriterState(header: header, logEnd: recovered.end, allocated: size, lastCheckpointEnd: header.replayFrom)
             writer.dirtyNodes = recovered.dirtyNodes
+            writer.replayBytes = recovered.replayBytes
             writer.nextTransaction = recovered.nextTransaction
             recovered.trees = []
         } catch {

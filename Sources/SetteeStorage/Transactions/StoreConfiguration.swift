@@ -3,7 +3,7 @@
 /// ```swift
 /// var config = StoreConfiguration()
 /// config.durability = .synchronous      // the default: fdatasync before a commit returns
-/// config.checkpointInterval = 64 << 20  // replay at most 64 MiB of log on open
+/// config.checkpointInterval = 64 << 20  // replay at most about 64 MiB of operations on open
 /// let store = try Store(directory: "/tmp/db", configuration: config)
 /// ```
 ///
@@ -37,14 +37,12 @@ public struct StoreConfiguration: Sendable, Equatable {
     /// ```
     public var compressionThreshold: Int = 256
 
-    /// Log bytes after which the in-memory index nodes are written out (a checkpoint). Opening
-    /// replays at most about this much log. Larger values mean fewer, larger checkpoints (less
-    /// write amplification), smaller ones faster opening.
-    ///
-    /// ```swift
-    /// config.checkpointInterval = 16 << 20   // open faster after a crash
-    /// ```
-    public var checkpointInterval: Int = 128 << 20
+    /// Operation bytes (everything a commit holds but its values) after which the in-memory index
+    /// nodes are written out (a checkpoint). Opening replays about this much; values in the log
+    /// are skipped by their length, so they do not count. The log after a checkpoint is also
+    /// capped at 8 times this. Larger values mean fewer checkpoints and less write amplification,
+    /// smaller ones faster opening after a crash.
+    public var checkpointInterval: Int = 64 << 20
 
     /// In-memory index nodes after which a checkpoint is made whatever the log size, bounding memory.
     ///

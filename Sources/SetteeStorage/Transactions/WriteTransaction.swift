@@ -18,6 +18,8 @@ public final class WriteTransaction {
     var context: ReadContext
     let commitID: UInt64
     private(set) var hasOperations = false
+    /// Bytes of value entries in the pending commit (replay skips them by their length).
+    private(set) var valueBytes = 0
     private var finished = false
 
     init(store: Store, snapshot: Snapshot, transaction: UInt64) {
@@ -221,8 +223,7 @@ public final class WriteTransaction {
         var flags: UInt8 = 0
         var stored = bytes.count
         if bytes.count >= threshold,
-           let n = store.writer.compressor.compress(bytes, into: data, capacity: LZ4.bound(bytes.count)),
-           n <= bytes.count - bytes.count / 8 {
+           let n = store.writer.compressor.compressIfWorthwhile(bytes, into: data, capacity: LZ4.bound(bytes.count)) {
             flags = Layout.valueFlagLZ4
             stored = n
         } else if bytes.count > 0 {
@@ -237,6 +238,7 @@ public final class WriteTransaction {
         crc = crc32c(crc, data, stored)
         entry.setU32(crc, at: Layout.vChecksum)
         w.count = at + Layout.valueHeaderSize + stored
+        valueBytes += Layout.valueHeaderSize + stored
         return offset
     }
 
