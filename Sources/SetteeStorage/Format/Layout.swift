@@ -55,6 +55,11 @@ enum Layout {
     static let opPut: UInt8 = 2
     static let opDelete: UInt8 = 3
     static let opCreateTree: UInt8 = 4
+    /// The block holding a commit's operations (kinds 2 to 4), LZ4-compressed when that pays.
+    static let opBlock: UInt8 = 5
+    static let operationsHeaderSize = 12
+    /// Operation blocks smaller than this are stored raw.
+    static let operationsCompressionThreshold = 256
 
     /// Node size limit (both in memory and on disk).
     static let nodeSize = 4096

@@ -8,6 +8,7 @@ extension Store {
         guard tx.hasOperations else { return }
         let w = writer.buffer
         let start = writer.logEnd
+        appendOperationsBlock(to: w)
         let payload = w.count - Layout.recordHeaderSize
         guard payload <= Layout.maxRecordPayload else {
             throw StorageError(code: .valueTooLarge, reason: "transaction larger than \(Layout.maxRecordPayload) bytes")
@@ -35,10 +36,39 @@ extension Store {
         publish(Snapshot(trees: tx.trees, end: writer.logEnd, commitID: tx.commitID))
         if writer.replayBytes >= configuration.checkpointInterval
             || writer.dirtyNodes >= configuration.maxDirtyNodes
-            || writer.logEnd - writer.lastCheckpointEnd >= UInt64(configuration.checkpointInterval) * 8 {
+            || writer.logEnd - writer.lastCheckpointEnd >= UInt64(configuration.checkpointInterval) * 16 {
             // The commit is durable and visible; a failed checkpoint poisons the store for the next write.
             try? writeCheckpoint()
         }
+    }
+
+    /// Appends the operations block: u8 kind 5, u8 flags (bit 0 LZ4), u16 0, u32 stored length,
+    /// u32 raw length, then the operations. Replay is the only reader, so compressing them costs
+    /// reads nothing.
+    private func appendOperationsBlock(to w: ByteWriter) {
+        let ops = writer.operations
+        let raw = ops.count
+        let at = w.count
+        w.reserve(Layout.operationsHeaderSize + max(raw, LZ4.bound(raw)))
+        let data = w.base + at + Layout.operationsHeaderSize
+        var flags: UInt8 = 0
+        var stored = raw
+        if raw >= Layout.operationsCompressionThreshold,
+           let n = writer.compressor.compress(ops.bytes, into: data, capacity: LZ4.bound(raw)),
+           n <= raw - raw / 8 {
+            flags = Layout.valueFlagLZ4
+            stored = n
+        } else if raw > 0 {
+            data.copyMemory(from: ops.base, byteCount: raw)
+        }
+        let h = w.base + at
+        h.setU8(Layout.opBlock, at: 0)
+        h.setU8(flags, at: 1)
+        h.setU16(0, at: 2)
+        h.setU32(UInt32(stored), at: 4)
+        h.setU32(UInt32(raw), at: 8)
+        w.count = at + Layout.operationsHeaderSize + stored
+        ops.reset()
     }
 
     /// Makes sure the file extends to `end`. Small appends land in space already written with

@@ -61,7 +61,10 @@ public final class Store: @unchecked Sendable {
         var nextTransaction: UInt64 = 1
         var poisoned: StorageError?
         var closed = false
+        /// The commit being built: record header, commit ID, value entries.
         let buffer = ByteWriter()
+        /// The operations of the commit being built, appended to `buffer` as one block at commit.
+        let operations = ByteWriter()
         let compressor = LZ4.Compressor()
         /// Whether every byte below `logEnd` is known durable (so the next record may say so).
         var priorDurable = true

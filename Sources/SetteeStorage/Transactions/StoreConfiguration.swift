@@ -40,7 +40,7 @@ public struct StoreConfiguration: Sendable, Equatable {
     /// Operation bytes (everything a commit holds but its values) after which the in-memory index
     /// nodes are written out (a checkpoint). Opening replays about this much; values in the log
     /// are skipped by their length, so they do not count. The log after a checkpoint is also
-    /// capped at 8 times this. Larger values mean fewer checkpoints and less write amplification,
+    /// capped at 16 times this. Larger values mean fewer checkpoints and less write amplification,
     /// smaller ones faster opening after a crash.
     public var checkpointInterval: Int = 64 << 20
 

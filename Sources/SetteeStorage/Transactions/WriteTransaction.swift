@@ -32,6 +32,7 @@ public final class WriteTransaction {
         w.reset()
         w.zeros(Layout.recordHeaderSize)
         w.u64(commitID)
+        store.writer.operations.reset()
         context = ReadContext(reader: reader, storeID: ObjectIdentifier(store), pendingStart: store.writer.logEnd, pending: w)
     }
 
@@ -64,7 +65,7 @@ public final class WriteTransaction {
             throw StorageError(code: .invalidArgument, reason: "tree names are 1 to 255 UTF-8 bytes")
         }
         let id = UInt32(trees.count + 1)
-        let w = store.writer.buffer
+        let w = store.writer.operations
         w.u8(Layout.opCreateTree)
         w.varint(UInt64(id))
         w.varint(UInt64(bytes.count))
@@ -110,7 +111,7 @@ public final class WriteTransaction {
             kind = NodeField.valueExternal
             ref = try appendEntry(value)
         }
-        let w = store.writer.buffer
+        let w = store.writer.operations
         w.u8(Layout.opPut)
         w.varint(UInt64(tree.id))
         w.varint(UInt64(key.count))
@@ -158,7 +159,7 @@ public final class WriteTransaction {
         try usable()
         let i = try index(tree)
         guard try context.find(key, in: trees[i]) != nil else { return false }
-        let w = store.writer.buffer
+        let w = store.writer.operations
         w.u8(Layout.opDelete)
         w.varint(UInt64(tree.id))
         w.varint(UInt64(key.count))
@@ -211,7 +212,7 @@ public final class WriteTransaction {
     /// Writes a value entry into the pending commit; returns its file offset.
     private func appendEntry(_ bytes: UnsafeRawBufferPointer) throws(StorageError) -> UInt64 {
         let w = store.writer.buffer
-        guard w.count + bytes.count <= Layout.maxRecordPayload else {
+        guard w.count + store.writer.operations.count + bytes.count <= Layout.maxRecordPayload else {
             throw StorageError(code: .valueTooLarge, reason: "transaction larger than \(Layout.maxRecordPayload) bytes")
         }
         let at = w.count
