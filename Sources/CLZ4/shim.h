@@ -5,6 +5,20 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+// pwritev2 with RWF_DSYNC: a write that is durable when it returns, in one system call. Declared
+// here because the C library hides it without _GNU_SOURCE. Returns -1 with errno on failure.
+#ifndef RWF_DSYNC
+#define RWF_DSYNC 0x00000002
+#endif
+extern ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags);
+static inline ssize_t settee_pwrite_dsync(int fd, const void *buf, size_t n, off_t offset) {
+    struct iovec iov = { (void *)buf, n };
+    return pwritev2(fd, &iov, 1, offset, RWF_DSYNC);
+}
 
 // CRC32C (Castagnoli). Uses the SSE4.2 instruction when the CPU has it, a table otherwise.
 // Kept here because Swift has no portable access to the instruction and the engine checksums

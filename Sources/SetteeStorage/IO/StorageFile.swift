@@ -1,3 +1,4 @@
+import CLZ4
 import Glibc
 
 /// The engine's file I/O seam: every byte the engine writes goes through this protocol, so a
@@ -14,12 +15,22 @@ package protocol StorageFile: AnyObject {
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int
     /// Makes every write so far durable (`fdatasync`).
     func sync() throws(StorageError)
+    /// Writes all of `bytes` at `offset` and makes them durable before returning (a commit
+    /// in synchronous mode, when every earlier write is already durable).
+    func writeDurably(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError)
     /// The file's size in bytes.
     func size() throws(StorageError) -> UInt64
     /// Cuts or extends the file to `size` bytes (extension reads as zeros).
     func truncate(to size: UInt64) throws(StorageError)
     /// Closes the file.
     func close()
+}
+
+extension StorageFile {
+    package func writeDurably(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
+        try write(bytes, at: offset)
+        try sync()
+    }
 }
 
 /// A plain POSIX file.
@@ -54,6 +65,33 @@ package final class PosixFile: StorageFile {
         }
         return done
     }
+
+    /// One `pwritev2(RWF_DSYNC)`: the write and its sync in one system call. Falls back to
+    /// `pwrite` + `fdatasync` where the kernel or file system does not support it.
+    package func writeDurably(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
+        if dsyncWrites {
+            var done = 0
+            while done < bytes.count {
+                let n = settee_pwrite_dsync(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+                if n < 0 {
+                    let e = Glibc.errno
+                    if e == EINTR { continue }
+                    if (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL) && done == 0 {
+                        dsyncWrites = false
+                        break
+                    }
+                    throw StorageError.io("pwritev2", errno: e)
+                }
+                if n == 0 { throw StorageError.io("pwritev2", errno: EIO) }
+                done += n
+            }
+            if dsyncWrites { return }
+        }
+        try write(bytes, at: offset)
+        try sync()
+    }
+
+    private var dsyncWrites = true
 
     package func sync() throws(StorageError) {
         try System.call("fdatasync") { fdatasync(descriptor) }
