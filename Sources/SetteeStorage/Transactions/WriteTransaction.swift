@@ -15,7 +15,14 @@ public final class WriteTransaction {
     unowned let store: Store
     var trees: [TreeState]
     var editor: TreeEditor
-    var context: ReadContext
+    let context: ReadContext
+    // What the hot paths need, held directly: reaching them through `store` (unowned) costs
+    // reference counting on every operation.
+    private let values: ByteWriter
+    private let operations: ByteWriter
+    private let compressor: LZ4.Compressor
+    private let salt: UInt64
+    private let compressionThreshold: Int
     let commitID: UInt64
     private(set) var hasOperations = false
     /// Bytes of value entries in the pending commit (replay skips them by their length).
@@ -33,6 +40,11 @@ public final class WriteTransaction {
         w.zeros(Layout.recordHeaderSize)
         w.u64(commitID)
         store.writer.operations.reset()
+        values = w
+        operations = store.writer.operations
+        compressor = store.writer.compressor
+        salt = store.salt
+        compressionThreshold = store.configuration.compressionThreshold
         context = ReadContext(reader: reader, storeID: ObjectIdentifier(store), pendingStart: store.writer.logEnd, pending: w)
     }
 
@@ -65,7 +77,7 @@ public final class WriteTransaction {
             throw StorageError(code: .invalidArgument, reason: "tree names are 1 to 255 UTF-8 bytes")
         }
         let id = UInt32(trees.count + 1)
-        let w = store.writer.operations
+        let w = operations
         w.u8(Layout.opCreateTree)
         w.varint(UInt64(id))
         w.varint(UInt64(bytes.count))
@@ -111,7 +123,7 @@ public final class WriteTransaction {
             kind = NodeField.valueExternal
             ref = try appendEntry(value)
         }
-        let w = store.writer.operations
+        let w = operations
         w.u8(Layout.opPut)
         w.varint(UInt64(tree.id))
         w.varint(UInt64(key.count))
@@ -159,7 +171,7 @@ public final class WriteTransaction {
         try usable()
         let i = try index(tree)
         guard try context.find(key, in: trees[i]) != nil else { return false }
-        let w = store.writer.operations
+        let w = operations
         w.u8(Layout.opDelete)
         w.varint(UInt64(tree.id))
         w.varint(UInt64(key.count))
@@ -211,20 +223,20 @@ public final class WriteTransaction {
 
     /// Writes a value entry into the pending commit; returns its file offset.
     private func appendEntry(_ bytes: UnsafeRawBufferPointer) throws(StorageError) -> UInt64 {
-        let w = store.writer.buffer
-        guard w.count + store.writer.operations.count + bytes.count <= Layout.maxRecordPayload else {
+        let w = values
+        guard w.count + operations.count + bytes.count <= Layout.maxRecordPayload else {
             throw StorageError(code: .valueTooLarge, reason: "transaction larger than \(Layout.maxRecordPayload) bytes")
         }
         let at = w.count
         let offset = context.pendingStart + UInt64(at)
-        let threshold = store.configuration.compressionThreshold
+        let threshold = compressionThreshold
         w.reserve(Layout.valueHeaderSize + max(bytes.count, bytes.count >= threshold ? LZ4.bound(bytes.count) : 0))
         let entry = w.base + at
         let data = entry + Layout.valueHeaderSize
         var flags: UInt8 = 0
         var stored = bytes.count
         if bytes.count >= threshold,
-           let n = store.writer.compressor.compressIfWorthwhile(bytes, into: data, capacity: LZ4.bound(bytes.count)) {
+           let n = compressor.compressIfWorthwhile(bytes, into: data, capacity: LZ4.bound(bytes.count)) {
             flags = Layout.valueFlagLZ4
             stored = n
         } else if bytes.count > 0 {
@@ -235,7 +247,7 @@ public final class WriteTransaction {
         entry.setU16(0, at: 2)
         entry.setU32(UInt32(stored), at: Layout.vStoredLength)
         entry.setU32(UInt32(bytes.count), at: Layout.vRawLength)
-        var crc = crc32c(checksumSeed(salt: store.salt, offset: offset), entry, Layout.vChecksum)
+        var crc = crc32c(checksumSeed(salt: salt, offset: offset), entry, Layout.vChecksum)
         crc = crc32c(crc, data, stored)
         entry.setU32(crc, at: Layout.vChecksum)
         w.count = at + Layout.valueHeaderSize + stored
