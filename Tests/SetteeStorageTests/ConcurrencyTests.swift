@@ -16,12 +16,16 @@ import Testing
         let done = Atomic<Bool>(false)
         let reads = Atomic<Int>(0)
         let failures = Atomic<Int>(0)
-        let group = DispatchGroup()
+        let started = Atomic<Int>(0)
+        let finished = Atomic<Int>(0)
+        // Dedicated threads, not the shared pool: with every suite running in parallel the
+        // pool may not schedule the readers until the writer is done.
         for _ in 0..<2 {
-            DispatchQueue.global().async(group: group) {
+            let reader = Thread {
+                started.add(1, ordering: .relaxed)
                 while !done.load(ordering: .acquiring) {
                     do {
-                        try store.read { tx throws in
+                        try store.read { tx in
                             let a = try tx.value(forKey: bytes("a"), in: tree)
                             let b = try tx.value(forKey: bytes("b"), in: tree)
                             let n = try tx.count(in: tree)
@@ -34,11 +38,14 @@ import Testing
                         failures.add(1, ordering: .relaxed)
                     }
                 }
+                finished.add(1, ordering: .releasing)
             }
+            reader.start()
         }
+        while started.load(ordering: .relaxed) < 2 { usleep(100) }
         // Keep committing until the readers have overlapped with many commits.
         var n = 0
-        while n < 400 || (reads.load(ordering: .relaxed) < 300 && n < 50_000) {
+        while n < 400 || (reads.load(ordering: .relaxed) < 300 && n < 200_000) {
             defer { n += 1 }
             try store.write { tx throws in
                 try tx.put(bytes("a"), bytes("\(n + 1)"), in: tree)
@@ -48,7 +55,7 @@ import Testing
             if n % 100 == 99 { try store.checkpoint() }
         }
         done.store(true, ordering: .releasing)
-        group.wait()
+        while finished.load(ordering: .acquiring) < 2 { usleep(100) }
         #expect(failures.load(ordering: .relaxed) == 0)
         #expect(reads.load(ordering: .relaxed) > 0)
         try store.close()
