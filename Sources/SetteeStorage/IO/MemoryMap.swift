@@ -42,23 +42,7 @@ final class VerifiedBitmap: @unchecked Sendable {
 
     deinit { munmap(words, byteCount) }
 
-    @inline(__always) func contains(_ offset: UInt64) -> Bool {
-        offset < coveredBytes && settee_bit_test(words, offset >> 6) != 0
-    }
-
     @inline(__always) func insert(_ offset: UInt64) {
         if offset < coveredBytes { settee_bit_set(words, offset >> 6) }
-    }
-
-    /// Forgets everything from `offset` on (the tail was cut or rewritten).
-    func clear(from offset: UInt64) {
-        let firstWord = Int((offset >> 6 + 63) >> 6)
-        let total = byteCount / 8
-        guard firstWord < total else { return }
-        // Only pages that were touched hold ones; madvise drops them back to zero.
-        let pageWords = 4096 / 8
-        var w = firstWord
-        while w < total && w % pageWords != 0 { words[w] = 0; w += 1 }
-        if w < total { madvise(words + w, (total - w) * 8, MADV_DONTNEED) }
     }
 }

@@ -36,7 +36,7 @@ extension Store {
         writer.dirtyNodes += tx.editor.createdNodes
         writer.replayBytes += payload - tx.valueBytes
         w.reset()
-        publish(Snapshot(trees: tx.trees, end: writer.logEnd, commitID: tx.commitID))
+        publish(Snapshot(trees: tx.trees, end: writer.logEnd, commitID: tx.commitID, previous: tx.base))
         if writer.replayBytes >= configuration.checkpointInterval
             || writer.dirtyNodes >= configuration.maxDirtyNodes
             || writer.logEnd - writer.lastCheckpointEnd >= UInt64(configuration.checkpointInterval) * 16 {

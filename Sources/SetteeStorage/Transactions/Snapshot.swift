@@ -7,11 +7,16 @@ final class Snapshot: @unchecked Sendable {
     let end: UInt64
     let commitID: UInt64
 
-    init(trees: [TreeState], end: UInt64, commitID: UInt64) {
+    /// `previous` lends its name index when no tree was created since (the usual commit).
+    init(trees: [TreeState], end: UInt64, commitID: UInt64, previous: Snapshot? = nil) {
         self.trees = trees
-        var names: [String: UInt32] = [:]
-        for t in trees { names[t.name] = t.id }
-        self.names = names
+        if let previous, previous.trees.count == trees.count {
+            names = previous.names
+        } else {
+            var names: [String: UInt32] = [:]
+            for t in trees { names[t.name] = t.id }
+            self.names = names
+        }
         self.end = end
         self.commitID = commitID
     }

@@ -16,6 +16,8 @@ public final class WriteTransaction {
     var trees: [TreeState]
     var editor: TreeEditor
     let context: ReadContext
+    /// The snapshot this transaction started from.
+    let base: Snapshot
     // What the hot paths need, held directly: reaching them through `store` (unowned) costs
     // reference counting on every operation.
     private let values: ByteWriter
@@ -31,6 +33,7 @@ public final class WriteTransaction {
 
     init(store: Store, snapshot: Snapshot, transaction: UInt64) {
         self.store = store
+        base = snapshot
         trees = snapshot.trees
         let reader = store.reader(for: snapshot)
         editor = TreeEditor(reader: reader, owner: transaction + Recovery.replayOwner)
