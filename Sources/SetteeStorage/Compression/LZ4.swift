@@ -50,6 +50,13 @@ enum LZ4 {
         }
     }
 
+    /// Whether `stored` compressed bytes can decode to `raw` bytes: LZ4 expands by at most about
+    /// 255 times. Checked before allocating the output, so a damaged or crafted length cannot ask
+    /// for more memory than the input could ever produce.
+    static func canExpand(_ stored: Int, to raw: Int) -> Bool {
+        raw <= stored * 255 + 64
+    }
+
     /// Decompresses exactly `rawCount` bytes; returns false when the input is damaged.
     static func decompress(_ src: UnsafeRawPointer, count: Int, into dst: UnsafeMutableRawPointer, rawCount: Int) -> Bool {
         let n = LZ4_decompress_safe(src.assumingMemoryBound(to: CChar.self), dst.assumingMemoryBound(to: CChar.self), Int32(count), Int32(rawCount))

@@ -110,7 +110,7 @@ struct HeaderSlot: Equatable {
 
     static func decode(_ p: UnsafeRawPointer) -> DecodeResult {
         guard p.u64(Layout.hMagic) == Layout.magic else { return .invalid("bad magic") }
-        guard crc32c(0, p, Layout.hChecksum) == p.u32(Layout.hChecksum) else { return .invalid("bad header checksum") }
+        guard checksumMatches(crc32c(0, p, Layout.hChecksum), p.u32(Layout.hChecksum)) else { return .invalid("bad header checksum") }
         let version = p.u32(Layout.hVersion)
         guard version == Layout.formatVersion else { return .unsupportedVersion(version) }
         guard p.u32(Layout.hNodeSize) == UInt32(Layout.nodeSize) else { return .invalid("unsupported node size") }
@@ -160,6 +160,6 @@ struct RecordHeader {
     /// Whether the checksum matches the bytes at `p` (header included) written at `offset`.
     static func verify(_ p: UnsafeRawPointer, payloadLength: Int, salt: UInt64, offset: UInt64) -> Bool {
         let seed = checksumSeed(salt: salt, offset: offset)
-        return crc32c(seed, p + 4, Layout.recordHeaderSize - 4 + payloadLength) == p.u32(Layout.rChecksum)
+        return checksumMatches(crc32c(seed, p + 4, Layout.recordHeaderSize - 4 + payloadLength), p.u32(Layout.rChecksum))
     }
 }

@@ -31,6 +31,14 @@ enum System {
         }
     }
 
+    static func exists(_ path: String) -> Bool {
+        access(path, F_OK) == 0
+    }
+
+    static func rename(_ from: String, to: String) throws(StorageError) {
+        try call("rename") { Glibc.rename(from, to) }
+    }
+
     /// Makes a directory entry (a new file) durable.
     static func syncDirectory(_ path: String) throws(StorageError) {
         let fd = try call("open(directory)") { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }

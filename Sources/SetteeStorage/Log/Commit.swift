@@ -78,6 +78,11 @@ extension Store {
     /// zeros, so their `fdatasync` does not have to change the file's size; large ones extend it.
     func ensureAllocated(from start: UInt64 = 0, to end: UInt64) throws(StorageError) {
         guard end > writer.allocated else { return }
+        // Appends start at the log's end, which lies inside the file; anything else would fill
+        // the disk with zeros.
+        guard start <= writer.allocated else {
+            throw StorageError(code: .invalidArgument, reason: "append at \(start) beyond the end of the file (\(writer.allocated))")
+        }
         if end - start >= 1 << 20 {
             writer.allocated = end
             return

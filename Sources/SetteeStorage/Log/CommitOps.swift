@@ -30,6 +30,9 @@ struct CommitOps {
                     guard raw == stored else { return .failure(CommitFormatError("operations block lengths disagree at \(at)")) }
                     if let e = try decodeOperations(bytes.baseAddress ?? payload, count: Int(raw), body) { return .failure(e) }
                 } else {
+                    guard LZ4.canExpand(Int(stored), to: Int(raw)) else {
+                        return .failure(CommitFormatError("operations block claims more than it can hold at \(at)"))
+                    }
                     let out = UnsafeMutableRawPointer.allocate(byteCount: max(Int(raw), 1), alignment: 16)
                     defer { out.deallocate() }
                     guard let src = bytes.baseAddress, LZ4.decompress(src, count: Int(stored), into: out, rawCount: Int(raw)) else {

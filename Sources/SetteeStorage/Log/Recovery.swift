@@ -22,6 +22,11 @@ enum Recovery {
         var trees: [TreeState] = []
         var commitID: UInt64 = 0
         var minEpoch: UInt32 = 0
+        // The header is checksummed but not salted: a crafted one can check. Where it says
+        // replay starts must lie in the file, or the next commit would be written far beyond it.
+        guard header.replayFrom <= fileSize else {
+            throw StorageError.corrupted("the header's replay offset \(header.replayFrom) lies beyond the end of the file", offset: 0)
+        }
         if header.checkpoint != 0 {
             (trees, commitID, minEpoch) = try loadCheckpoint(reader: reader, header: header, fileSize: fileSize)
         }
@@ -53,6 +58,7 @@ enum Recovery {
     /// Epochs never decrease along the log: a record with an older epoch than the one before it
     /// is a leftover of a crashed session, and the log ends there.
     static func validRecord(_ reader: NodeReader, at pos: UInt64, fileSize: UInt64, minEpoch: UInt32) -> RecordHeader? {
+        guard pos <= fileSize, fileSize - pos >= UInt64(Layout.recordHeaderSize) else { return nil }
         let p = reader.base + Int(pos)
         let h = RecordHeader(p)
         guard let type = h.type, h.length <= Layout.maxRecordPayload,

@@ -27,24 +27,31 @@ struct ReadContext {
         return try withExternal(bytes.u64(0), tree: tree, body)
     }
 
+    /// A reference a tree holds is part of the file, so a bad one is damage; one the caller
+    /// passed is misuse.
+    static func badReference(_ reason: String, _ ref: UInt64, _ tree: String?) -> StorageError {
+        if tree != nil { return StorageError.corrupted(reason, offset: ref, tree: tree) }
+        return StorageError(code: .invalidValueRef, reason: reason, offset: ref)
+    }
+
     /// Calls `body` with the stored value at `ref`, checked against its checksum and decompressed.
     func withExternal<R>(_ ref: UInt64, tree: String?, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         let entry: UnsafeRawPointer
         let available: UInt64
         if ref >= pendingStart, let pending {
             let at = ref - pendingStart
-            guard at < UInt64(pending.count) else { throw StorageError(code: .invalidValueRef, reason: "reference beyond the log", offset: ref, tree: tree) }
+            guard at < UInt64(pending.count) else { throw Self.badReference("reference beyond the log", ref, tree) }
             entry = UnsafeRawPointer(pending.base) + Int(at)
             available = UInt64(pending.count) - at
         } else {
             guard ref >= Layout.logStart, ref < reader.end else {
-                throw StorageError(code: .invalidValueRef, reason: "reference outside the log", offset: ref, tree: tree)
+                throw Self.badReference("reference outside the log", ref, tree)
             }
             entry = reader.base + Int(ref)
             available = reader.end - ref
         }
         guard available >= UInt64(Layout.valueHeaderSize), entry.u8(Layout.vKind) == Layout.opValue else {
-            throw StorageError(code: .invalidValueRef, reason: "no value at reference", offset: ref, tree: tree)
+            throw Self.badReference("no value at reference", ref, tree)
         }
         let stored = Int(entry.u32(Layout.vStoredLength))
         let raw = Int(entry.u32(Layout.vRawLength))
@@ -64,7 +71,7 @@ struct ReadContext {
         if !(cacheable && reader.isVerified(lastByte)) {
             var crc = crc32c(checksumSeed(salt: reader.salt, offset: ref), entry, Layout.vChecksum)
             crc = crc32c(crc, data, stored)
-            guard crc == entry.u32(Layout.vChecksum) else {
+            guard checksumMatches(crc, entry.u32(Layout.vChecksum)) else {
                 throw StorageError.corrupted("value checksum mismatch", offset: ref, tree: tree)
             }
             if cacheable { reader.markVerified(lastByte) }
@@ -72,6 +79,9 @@ struct ReadContext {
         if flags & Layout.valueFlagLZ4 == 0 {
             guard raw == stored else { throw StorageError.corrupted("value length mismatch", offset: ref, tree: tree) }
             return try body(UnsafeRawBufferPointer(start: data, count: stored))
+        }
+        guard LZ4.canExpand(stored, to: raw) else {
+            throw StorageError.corrupted("compressed value length out of range", offset: ref, tree: tree)
         }
         // On the stack when small enough, so a compressed read allocates nothing.
         return try withUnsafeTemporaryAllocation(byteCount: max(raw, 1), alignment: 16) { out in

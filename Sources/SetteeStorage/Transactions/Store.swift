@@ -100,13 +100,26 @@ public final class Store: @unchecked Sendable {
         try System.makeDirectory(directory)
         lockFile = try LockFile(path: directory + "/lock")
         do throws(StorageError) {
-            file = try openFile(directory + "/log")
-            var size = try file.size()
-            if size < UInt64(Layout.logStart) {
-                guard size == 0 else { throw StorageError.corrupted("file shorter than its header", offset: 0) }
-                try Store.initialize(file)
+            let path = directory + "/log"
+            if !System.exists(path) {
+                // Created under another name and renamed once its header is durable, so a crash
+                // during creation leaves no log at all rather than one too short to open.
+                let fresh = try openFile(path + ".new")
+                do throws(StorageError) {
+                    try fresh.truncate(to: 0)
+                    try Store.initialize(fresh)
+                } catch {
+                    fresh.close()
+                    throw error
+                }
+                fresh.close()
+                try System.rename(path + ".new", to: path)
                 try System.syncDirectory(directory)
-                size = try file.size()
+            }
+            file = try openFile(path)
+            let size = try file.size()
+            guard size >= UInt64(Layout.logStart) else {
+                throw StorageError.corrupted("file shorter than its header", offset: size)
             }
             var header = try Store.readHeader(file)
             salt = header.salt
@@ -117,6 +130,11 @@ public final class Store: @unchecked Sendable {
             var recovered = try Recovery.run(reader: reader, header: header, fileSize: size)
             // Records written from now on carry a new epoch, so whatever a crashed writer left
             // beyond the recovered end can never be mistaken for them.
+            // Both only ever grow by one per checkpoint or session; values near their limits can
+            // only come from a damaged or crafted header.
+            guard header.generation < UInt64.max >> 1, recovered.lastEpoch < UInt32.max else {
+                throw StorageError.corrupted("header generation or record epoch out of range", offset: 0)
+            }
             header.generation += 1
             header.epoch = recovered.lastEpoch + 1
             try Store.writeHeader(header, to: file)
@@ -309,6 +327,13 @@ public final class Store: @unchecked Sendable {
         guard writerLock.lock() else { return writer.logEnd }
         defer { writerLock.unlock() }
         return writer.logEnd
+    }
+
+    /// The offset of the latest checkpoint record (0 before the first).
+    package var lastCheckpoint: UInt64 {
+        guard writerLock.lock() else { return writer.header.checkpoint }
+        defer { writerLock.unlock() }
+        return writer.header.checkpoint
     }
 
     /// The size of the log file in bytes, preallocated tail included.
