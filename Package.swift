@@ -27,9 +27,28 @@ let package = Package(
             dependencies: ["SetteeStorage"],
             path: "Sources/settee-storage-demo"
         ),
+        // The crash and corruption machinery: a fault-injecting file, the seeded workload, the
+        // SIGKILL, power-loss and corruption rounds, and the fuzz entry points.
+        .target(
+            name: "SetteeCrashKit",
+            dependencies: ["SetteeStorage"],
+            path: "Tests/CrashKit"
+        ),
+        .executableTarget(
+            name: "crash-harness",
+            dependencies: ["SetteeCrashKit", "SetteeStorage"],
+            path: "Tests/CrashHarness"
+        ),
+        // libFuzzer target (scripts/fuzz); built normally it replays a corpus.
+        .executableTarget(
+            name: "settee-fuzz",
+            dependencies: ["SetteeCrashKit"],
+            path: "Tests/Fuzz",
+            exclude: ["Regressions"]
+        ),
         .testTarget(
             name: "SetteeStorageTests",
-            dependencies: ["SetteeStorage"],
+            dependencies: ["SetteeStorage", "SetteeCrashKit"],
             exclude: ["Fixtures"]
         ),
     ],

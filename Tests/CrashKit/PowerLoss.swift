@@ -1,0 +1,201 @@
+import Foundation
+import SetteeStorage
+
+/// Figures from a round of simulated power losses.
+package struct PowerLossReport: CustomStringConvertible {
+    package var crashPoints = 0
+    package var commitsVerified = 0
+    package var inFlightPresent = 0
+    package var inFlightAbsent = 0
+    package var syncFailures = 0
+    package var writeFailures = 0
+    package var lost = 0
+    package var corruptOpens = 0
+    package var failures: [String] = []
+
+    package var description: String {
+        "crash points: \(crashPoints), acknowledged commits verified: \(commitsVerified), in flight kept/dropped: \(inFlightPresent)/\(inFlightAbsent), injected sync failures: \(syncFailures), write failures: \(writeFailures), lost: \(lost), corrupt opens: \(corruptOpens)"
+    }
+}
+
+/// Simulated power loss, in process: each crash point opens the database through a
+/// ``FaultInjectingFile``, runs the workload until the power fails at a random I/O operation
+/// (sometimes after an injected `fdatasync` or write failure), builds what the disk could hold,
+/// reopens that image with the real engine, and checks it: `check()` passes, every acknowledged
+/// (durable) commit is there with exactly its values, nothing partly visible. The database carries
+/// on from the recovered image, and starts over every `crashPointsPerDatabase`.
+package struct PowerLossRun {
+    package var seed: UInt64
+    package var crashPoints: Int
+    package var directory: String
+    package var crashPointsPerDatabase = 30
+    package var log: (String) -> Void = { print($0) }
+
+    package init(seed: UInt64, crashPoints: Int, directory: String) {
+        self.seed = seed
+        self.crashPoints = crashPoints
+        self.directory = directory
+    }
+
+    package func run() -> PowerLossReport {
+        var report = PowerLossReport()
+        let db = directory + "/power-loss.settee"
+        var workload = Workload(seed: seed)
+        var image: [UInt8]? = nil
+        var base: Contents = [:]
+        var nextStep = 0
+        for point in 0..<crashPoints {
+            if point % crashPointsPerDatabase == 0 {
+                try? FileManager.default.removeItem(atPath: db)
+                workload = Workload(seed: SplitMix.mix(seed, 0x1_0000_0000 + UInt64(point)), maxValue: 48 << 10)
+                image = nil
+                base = [:]
+                nextStep = 0
+            }
+            do {
+                let outcome = try crashPoint(point, db: db, workload: workload, image: image, base: base, nextStep: nextStep, report: &report)
+                (image, base, nextStep) = outcome
+            } catch {
+                report.failures.append("seed \(seed), crash point \(point): \(error)")
+                log("FAILED: seed \(seed), crash point \(point): \(error)")
+                return report
+            }
+            report.crashPoints += 1
+        }
+        return report
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private func configuration(_ r: inout SplitMix) -> StoreConfiguration {
+        var c = StoreConfiguration()
+        c.durability = r.chance(80) ? .synchronous : .none
+        c.checkpointInterval = (1 << 16) << Int(r.next(below: 3))
+        c.maxDirtyNodes = 64 << Int(r.next(below: 4))
+        c.compressionThreshold = r.chance(50) ? 256 : 16
+        return c
+    }
+
+    /// One crash point; returns the recovered image, its contents and the next step to run.
+    private func crashPoint(_ point: Int, db: String, workload: Workload, image: [UInt8]?, base: Contents, nextStep: Int, report: inout PowerLossReport) throws -> ([UInt8]?, Contents, Int) {
+        var r = SplitMix(seed: SplitMix.mix(seed, UInt64(point)))
+        let config = configuration(&r)
+        try FileManager.default.createDirectory(atPath: db, withIntermediateDirectories: true)
+        let plan = FaultPlan()
+        let crashAt = 1 + Int(r.next(below: config.durability == .synchronous ? 60 : 90))
+        plan.crashAt = crashAt
+        if r.chance(12) { plan.failSyncAt = 1 + Int(r.next(below: UInt64(crashAt))) }
+        if r.chance(6) { plan.failWriteAt = 1 + Int(r.next(below: UInt64(crashAt))) }
+        let logPath = db + "/log"
+        if image == nil {
+            try? FileManager.default.removeItem(atPath: logPath)
+        } else {
+            try writeImage(image!, to: logPath)
+        }
+        var log: FaultInjectingFile?
+        let fileSeed = r.next()
+
+        var returned: [Int] = []
+        var durableCount = 0
+        var inFlight: Int?
+        var step = nextStep
+        plan.onDurable = { durableCount = returned.count }
+
+        let faulty = try? Store(directory: db, configuration: config, openFile: { (path) throws(StorageError) in
+            let file = try FaultInjectingFile(path: path, plan: plan, seed: fileSeed)
+            if path == logPath { log = file }
+            return file
+        })
+        if let store = faulty {
+            defer { store.abandon() }
+            while !plan.crashed && step < nextStep + 400 {
+                if plan.injectedFailure {
+                    // After a failed write or sync the store must refuse to write until reopened.
+                    try expectPoisoned(store, point: point)
+                    break
+                }
+                let s = workload.step(step)
+                do {
+                    if try workload.run(s, on: store) { returned.append(step) }
+                } catch {
+                    if !s.aborts { inFlight = step }
+                    step += 1
+                    guard plan.crashed || plan.injectedFailure else { throw Failure(description: "commit failed without an injected fault: \(error)") }
+                    if !plan.crashed { try expectPoisoned(store, point: point) }
+                    break
+                }
+                step += 1
+                if s.checkpoint {
+                    do { try store.checkpoint() } catch {
+                        guard plan.crashed || plan.injectedFailure else { throw Failure(description: "checkpoint failed without an injected fault: \(error)") }
+                        if !plan.crashed { try expectPoisoned(store, point: point) }
+                        break
+                    }
+                }
+            }
+        } else if !(plan.crashed || plan.injectedFailure) {
+            throw Failure(description: "open failed without an injected fault")
+        }
+        report.syncFailures += plan.syncFailures
+        report.writeFailures += plan.writeFailures
+        let acknowledged = config.durability == .synchronous ? returned.count : durableCount
+
+        // The power fails; the disk holds the durable image plus some of the rest. A crash while
+        // the database was being created leaves no log (it is renamed into place once durable).
+        guard let log else { return (nil, base, step) }
+        var tear = SplitMix(seed: r.next())
+        try writeImage(log.imageAfterPowerLoss(random: &tear), to: logPath)
+        log.close()
+        let candidates = returned + (inFlight.map { [$0] } ?? [])
+
+        let store: Store
+        do {
+            store = try Store(directory: db, configuration: config)
+        } catch {
+            report.corruptOpens += 1
+            throw Failure(description: "reopening after the power loss failed: \(error)")
+        }
+        defer { store.abandon() }
+        do {
+            _ = try store.check()
+        } catch {
+            report.corruptOpens += 1
+            throw Failure(description: "check() after the power loss: \(error)")
+        }
+        let found = try readContents(store)
+        guard let (j, state) = matchState(found, base: base, steps: candidates, atLeast: acknowledged, workload: workload) else {
+            report.lost += 1
+            var expected = base
+            for s in candidates.prefix(acknowledged) { workload.apply(s, to: &expected) }
+            throw Failure(description: "recovered state is not one the acknowledged commits allow (\(acknowledged) acknowledged of \(candidates.count) attempted; \(difference(found, normalized(expected))))")
+        }
+        report.commitsVerified += acknowledged
+        if inFlight != nil, config.durability == .synchronous {
+            if j > returned.count { report.inFlightPresent += 1 } else { report.inFlightAbsent += 1 }
+        }
+        store.abandon()
+        let after = try Array(Data(contentsOf: URL(fileURLWithPath: logPath)))
+        return (after, state, step)
+    }
+
+    private func expectPoisoned(_ store: Store, point: Int) throws {
+        do {
+            try store.write { tx in _ = try tx.createTree(named: "after-failure") }
+        } catch let e as StorageError where e.code == .poisoned {
+            return
+        } catch {
+            throw Failure(description: "a write after a failed sync threw \(error) instead of poisoned")
+        }
+        throw Failure(description: "a write after a failed sync or write was accepted")
+    }
+}
+
+/// Puts `image` in place as the file at `path`, as a disk would hold it.
+func writeImage(_ image: [UInt8], to path: String) throws {
+    let file = try PosixFile(path: path)
+    defer { file.close() }
+    try file.truncate(to: 0)
+    try image.withUnsafeBytes { b in if b.count > 0 { try file.write(b, at: 0) } }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import SetteeCrashKit
+
+// Built two ways. With `-sanitize=fuzzer -DSETTEE_LIBFUZZER` (scripts/fuzz), libFuzzer supplies
+// `main` and calls the entry point below. Built normally, it replays inputs: every file named on
+// the command line, or every file in a directory named there (the corpus, in the tests).
+
+nonisolated(unsafe) private var scratch = FuzzTargets.scratchDirectory()
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    FuzzTargets.storeFile(UnsafeRawBufferPointer(start: data, count: size), directory: scratch)
+    return 0
+}
+
+/// libFuzzer calls this once before fuzzing: writes the seed corpus where SETTEE_FUZZ_SEEDS says.
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32 {
+    // No input may make the engine write a file beyond 256 MiB: past it the kernel raises
+    // SIGXFSZ, which libFuzzer reports as a finding.
+    var limit = rlimit(rlim_cur: 256 << 20, rlim_max: 256 << 20)
+    setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit)
+    if let seeds = ProcessInfo.processInfo.environment["SETTEE_FUZZ_SEEDS"] {
+        do {
+            try FuzzTargets.writeSeedCorpus(to: seeds)
+        } catch {
+            FileHandle.standardError.write(Data("cannot write the seed corpus: \(error)\n".utf8))
+            exit(2)
+        }
+    }
+    return 0
+}
+
+#if SETTEE_LIBFUZZER
+@_silgen_name("LLVMFuzzerRunDriver")
+private func runFuzzerDriver(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
+) -> Int32
+
+/// SwiftPM links an executable's entry point under this name; hand control to libFuzzer's driver.
+@_cdecl("settee_fuzz_main")
+public func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    var count = argc
+    var arguments = argv
+    return runFuzzerDriver(&count, &arguments) { data, size in fuzzOneInput(data, size) }
+}
+#else
+@main
+struct Replay {
+    static func main() throws {
+        var files: [String] = []
+        for arg in CommandLine.arguments.dropFirst() {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: arg, isDirectory: &isDirectory) else {
+                FileHandle.standardError.write(Data("no such file: \(arg)\n".utf8))
+                exit(2)
+            }
+            if isDirectory.boolValue {
+                for name in try FileManager.default.contentsOfDirectory(atPath: arg).sorted() { files.append(arg + "/" + name) }
+            } else {
+                files.append(arg)
+            }
+        }
+        for file in files {
+            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: file)))
+            bytes.withUnsafeBufferPointer { _ = fuzzOneInput($0.baseAddress, $0.count) }
+        }
+        try? FileManager.default.removeItem(atPath: scratch)
+        print("replayed \(files.count) inputs")
+    }
+}
+#endif
