@@ -129,26 +129,17 @@ package struct KillHarness {
         let candidates = acknowledged + (inFlight.map { [$0] } ?? [])
         let workload = Workload(seed: workloadSeed)
 
-        let store: Store
-        do {
-            store = try Store(directory: db, configuration: config)
-        } catch {
+        let j: Int
+        let state: Contents
+        switch verifyRecovered(directory: db, configuration: config, base: base, candidates: candidates, acknowledged: acknowledged.count, workload: workload) {
+        case .recovered(let applied, let recovered):
+            (j, state) = (applied, recovered)
+        case .corruptOpen(let why):
             report.corruptOpens += 1
-            throw Failure(description: "reopening after SIGKILL failed: \(error)")
-        }
-        defer { store.abandon() }
-        do {
-            _ = try store.check()
-        } catch {
-            report.corruptOpens += 1
-            throw Failure(description: "check() after SIGKILL: \(error)")
-        }
-        let found = try readContents(store)
-        guard let (j, state) = matchState(found, base: base, steps: candidates, atLeast: acknowledged.count, workload: workload) else {
+            throw Failure(description: "after SIGKILL: " + why)
+        case .lost(let why):
             report.lost += 1
-            var expected = base
-            for s in acknowledged { workload.apply(s, to: &expected) }
-            throw Failure(description: "recovered state is not one the acknowledged commits allow (\(acknowledged.count) acknowledged, in flight: \(inFlight.map(String.init) ?? "none"); \(difference(normalized(found), normalized(expected))))")
+            throw Failure(description: "after SIGKILL (in flight: \(inFlight.map(String.init) ?? "none")): " + why)
         }
         report.commitsVerified += acknowledged.count
         if inFlight != nil { if j > acknowledged.count { report.inFlightPresent += 1 } else { report.inFlightAbsent += 1 } }

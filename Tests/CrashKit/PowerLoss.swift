@@ -150,32 +150,22 @@ package struct PowerLossRun {
         log.close()
         let candidates = returned + (inFlight.map { [$0] } ?? [])
 
-        let store: Store
-        do {
-            store = try Store(directory: db, configuration: config)
-        } catch {
+        let j: Int
+        let state: Contents
+        switch verifyRecovered(directory: db, configuration: config, base: base, candidates: candidates, acknowledged: acknowledged, workload: workload) {
+        case .recovered(let applied, let recovered):
+            (j, state) = (applied, recovered)
+        case .corruptOpen(let why):
             report.corruptOpens += 1
-            throw Failure(description: "reopening after the power loss failed: \(error)")
-        }
-        defer { store.abandon() }
-        do {
-            _ = try store.check()
-        } catch {
-            report.corruptOpens += 1
-            throw Failure(description: "check() after the power loss: \(error)")
-        }
-        let found = try readContents(store)
-        guard let (j, state) = matchState(found, base: base, steps: candidates, atLeast: acknowledged, workload: workload) else {
+            throw Failure(description: "after the power loss: " + why)
+        case .lost(let why):
             report.lost += 1
-            var expected = base
-            for s in candidates.prefix(acknowledged) { workload.apply(s, to: &expected) }
-            throw Failure(description: "recovered state is not one the acknowledged commits allow (\(acknowledged) acknowledged of \(candidates.count) attempted; \(difference(found, normalized(expected))))")
+            throw Failure(description: "after the power loss: " + why)
         }
         report.commitsVerified += acknowledged
         if inFlight != nil, config.durability == .synchronous {
             if j > returned.count { report.inFlightPresent += 1 } else { report.inFlightAbsent += 1 }
         }
-        store.abandon()
         let after = try Array(Data(contentsOf: URL(fileURLWithPath: logPath)))
         return (after, state, step)
     }

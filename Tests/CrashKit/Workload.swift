@@ -205,3 +205,44 @@ package func difference(_ found: Contents, _ expected: Contents) -> String {
     }
     return "no difference"
 }
+
+/// What reopening a database after a crash showed.
+package enum RecoveryOutcome {
+    /// `check()` passed and the contents are `base` with the first `applied` candidate commits.
+    case recovered(applied: Int, state: Contents)
+    /// Opening or `check()` failed.
+    case corruptOpen(String)
+    /// The contents match no state the acknowledged commits allow.
+    case lost(String)
+}
+
+/// Reopens the database in `directory` after a crash and checks it: `check()` passes, and its
+/// contents are `base` plus the first `j` of `candidates` (the commits attempted since `base`, in
+/// order), for some `j >= acknowledged`: every acknowledged commit is there with exactly its
+/// values, and the ones after it are wholly there or wholly absent.
+package func verifyRecovered(directory: String, configuration: StoreConfiguration, base: Contents, candidates: [Int], acknowledged: Int, workload: Workload) -> RecoveryOutcome {
+    let store: Store
+    do {
+        store = try Store(directory: directory, configuration: configuration)
+    } catch {
+        return .corruptOpen("reopening failed: \(error)")
+    }
+    defer { store.abandon() }
+    do {
+        _ = try store.check()
+    } catch {
+        return .corruptOpen("check() failed: \(error)")
+    }
+    let found: Contents
+    do {
+        found = try readContents(store)
+    } catch {
+        return .corruptOpen("reading everything failed: \(error)")
+    }
+    guard let (j, state) = matchState(found, base: base, steps: candidates, atLeast: acknowledged, workload: workload) else {
+        var expected = base
+        for s in candidates.prefix(acknowledged) { workload.apply(s, to: &expected) }
+        return .lost("the recovered state is not one the acknowledged commits allow (\(acknowledged) acknowledged of \(candidates.count) attempted; \(difference(normalized(found), normalized(expected))))")
+    }
+    return .recovered(applied: j, state: state)
+}

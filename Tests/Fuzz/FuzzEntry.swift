@@ -7,13 +7,24 @@ import SetteeCrashKit
 
 nonisolated(unsafe) private var scratch = FuzzTargets.scratchDirectory()
 
+/// libFuzzer's entry point: one input, opened as a database log and walked in full.
+///
+/// ```swift
+/// let bytes: [UInt8] = Array(try Data(contentsOf: URL(fileURLWithPath: "crash-1234")))
+/// bytes.withUnsafeBufferPointer { _ = fuzzOneInput($0.baseAddress, $0.count) }
+/// ```
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     FuzzTargets.storeFile(UnsafeRawBufferPointer(start: data, count: size), directory: scratch)
     return 0
 }
 
-/// libFuzzer calls this once before fuzzing: writes the seed corpus where SETTEE_FUZZ_SEEDS says.
+/// libFuzzer calls this once before fuzzing: caps file sizes and writes the seed corpus where
+/// SETTEE_FUZZ_SEEDS says.
+///
+/// ```sh
+/// SETTEE_FUZZ_SEEDS=/tmp/seeds settee-fuzz corpus/ /tmp/seeds -max_total_time=60
+/// ```
 @_cdecl("LLVMFuzzerInitialize")
 public func fuzzInitialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32 {
     // No input may make the engine write a file beyond 256 MiB: past it the kernel raises
@@ -40,6 +51,10 @@ private func runFuzzerDriver(
 ) -> Int32
 
 /// SwiftPM links an executable's entry point under this name; hand control to libFuzzer's driver.
+///
+/// ```sh
+/// settee-fuzz corpus/ -max_total_time=60   # runs libFuzzer through this function
+/// ```
 @_cdecl("settee_fuzz_main")
 public func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     var count = argc

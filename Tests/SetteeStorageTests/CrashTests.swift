@@ -135,23 +135,30 @@ import Testing
         }
     }
 
+    /// Creates an empty database at `db` and rewrites both header slots through `change`, with
+    /// valid checksums, as an attacker could; returns the new file.
+    func craftHeaders(_ db: String, _ change: (inout HeaderSlot) -> Void) throws -> [UInt8] {
+        try Store(directory: db).close()
+        var image = try Array(Data(contentsOf: URL(fileURLWithPath: db + "/log")))
+        image.withUnsafeMutableBytes { b in
+            for slot in 0..<2 {
+                let p = b.baseAddress! + slot * Layout.headerSlotSize
+                guard case .valid(var h) = HeaderSlot.decode(UnsafeRawPointer(p)) else { continue }
+                change(&h)
+                h.encode(into: p)
+            }
+        }
+        try writeImage(image, to: db + "/log")
+        return image
+    }
+
     /// Fuzzer finding: a header (checksummed, not salted, so craftable) whose replay offset lies far
     /// beyond the file made the next commit fill the disk with zeros up to it.
     @Test func aReplayOffsetBeyondTheFileIsCorruption() throws {
         let dir = TemporaryDirectory("replay-offset")
         defer { dir.cleanup() }
         let db = dir.sub("db")
-        try Store(directory: db).close()
-        var image = try Array(Data(contentsOf: URL(fileURLWithPath: db + "/log")))
-        for slot in 0..<2 {
-            image.withUnsafeMutableBytes { b in
-                let p = b.baseAddress! + slot * Layout.headerSlotSize
-                guard case .valid(var h) = HeaderSlot.decode(UnsafeRawPointer(p)) else { return }
-                h.replayFrom = 1 << 40
-                h.encode(into: p)
-            }
-        }
-        try writeImage(image, to: db + "/log")
+        let image = try craftHeaders(db) { $0.replayFrom = 1 << 40 }
         #expect {
             try Store(directory: db)
         } throws: { ($0 as? StorageError)?.code == .corrupted }
@@ -165,17 +172,7 @@ import Testing
         let dir = TemporaryDirectory("generation")
         defer { dir.cleanup() }
         let db = dir.sub("db")
-        try Store(directory: db).close()
-        var image = try Array(Data(contentsOf: URL(fileURLWithPath: db + "/log")))
-        image.withUnsafeMutableBytes { b in
-            for slot in 0..<2 {
-                let p = b.baseAddress! + slot * Layout.headerSlotSize
-                guard case .valid(var h) = HeaderSlot.decode(UnsafeRawPointer(p)) else { continue }
-                h.generation = .max
-                h.encode(into: p)
-            }
-        }
-        try writeImage(image, to: db + "/log")
+        _ = try craftHeaders(db) { $0.generation = .max }
         #expect {
             try Store(directory: db)
         } throws: { ($0 as? StorageError)?.code == .corrupted }
