@@ -178,6 +178,31 @@ import Testing
         } throws: { ($0 as? StorageError)?.code == .corrupted }
     }
 
+    /// Fuzzer finding: a node whose cells overlap passed validation though their sizes added up
+    /// to more than a node holds, and copying it into memory wrote past the buffer. Here 40 leaf
+    /// cells each start 6 bytes into the one before and all end together.
+    @Test func aNodeWhoseCellsOverlapIsRejected() {
+        let length = 450, count = 40, first = 200
+        let buf = UnsafeMutableRawPointer.allocate(byteCount: Layout.nodeSize, alignment: 16)
+        defer { buf.deallocate() }
+        buf.initializeMemory(as: UInt8.self, repeating: 0, count: Layout.nodeSize)
+        buf.setU8(NodeKind.leaf.rawValue, at: NodeField.kind)
+        buf.setU16(UInt16(count), at: NodeField.count)
+        buf.setU16(0, at: NodeField.prefixLength)
+        buf.setU16(UInt16(first), at: NodeField.cellsStart)
+        for i in 0..<count {
+            let off = first + 6 * i
+            let key = UInt8(ascii: "A") + UInt8(i)
+            buf.setU16(UInt16(off), at: NodeField.prefix + i * NodeField.slotSize)
+            buf.setU16(UInt16(key) << 8, at: NodeField.prefix + i * NodeField.slotSize + 2)
+            buf.setU16(1, at: off)
+            buf.setU8(key, at: off + 2)
+            buf.setU8(NodeField.valueInline, at: off + 3)
+            buf.setU16(UInt16(length - off - 6), at: off + 4)
+        }
+        #expect(NodeView.validate(UnsafeRawPointer(buf), length: length) == "cells overlap")
+    }
+
     /// Fuzzer finding: a log cut short inside the checkpoint its header names was read past the
     /// end of the mapping (SIGBUS) instead of being reported.
     @Test func aLogCutInsideItsCheckpointIsCorruption() throws {

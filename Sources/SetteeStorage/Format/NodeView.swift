@@ -173,6 +173,9 @@ struct NodeView {
         let slotsEnd = NodeField.prefix + p + count * NodeField.slotSize
         guard slotsEnd <= length else { return "slots beyond the node" }
         let view = NodeView(base: base)
+        // Cells must not overlap: their sizes together fit in the node, so a copy laid out
+        // compactly (MemNode) fits in its buffer whatever the slots point at.
+        var cellBytes = 0
         for i in 0..<count {
             let off = view.cellOffset(i)
             guard off >= slotsEnd, off + 2 <= length else { return "cell \(i) outside the node" }
@@ -195,6 +198,8 @@ struct NodeView {
                 let child = base.u64(off + 2 + s)
                 guard child & NodeField.memoryTag == 0 else { return "child \(i) is not a file offset" }
             }
+            cellBytes += view.cellSize(i)
+            guard slotsEnd + cellBytes <= length else { return "cells overlap" }
             if kind == .branch && i == 0 { continue }
             guard view.hint(i) == suffixHint(base + off + 2, s) else { return "hint \(i) does not match its key" }
             if i > (kind == .branch ? 1 : 0) {
