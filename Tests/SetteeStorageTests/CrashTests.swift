@@ -178,6 +178,31 @@ import Testing
         } throws: { ($0 as? StorageError)?.code == .corrupted }
     }
 
+    /// Fuzzer finding: a commit ID of `UInt64.max` (checksummed with the file's salt, as someone
+    /// holding the file can) overflowed when the next transaction counted past it.
+    @Test func aCommitIDAtItsLimitIsCorruption() throws {
+        let dir = TemporaryDirectory("commit-id")
+        defer { dir.cleanup() }
+        let db = dir.sub("db")
+        let store = try Store(directory: db)
+        try store.write { tx in try tx.put(bytes("k"), bytes("v"), in: try tx.createTree(named: "t")) }
+        let end = Int(store.logEnd)
+        store.abandon()
+        var image = Array(try Array(Data(contentsOf: URL(fileURLWithPath: db + "/log"))).prefix(end))
+        image.withUnsafeMutableBytes { b in
+            let p = b.baseAddress!
+            guard case .valid(let header) = HeaderSlot.decode(UnsafeRawPointer(p)) else { return }
+            let at = Int(Layout.logStart)
+            let h = RecordHeader(UnsafeRawPointer(p + at))
+            (p + at + Layout.recordHeaderSize).setU64(.max, at: 0)
+            RecordHeader.seal(p + at, type: .commit, flags: h.flags, payloadLength: h.length, epoch: h.epoch, salt: header.salt, offset: UInt64(at))
+        }
+        try writeImage(image, to: db + "/log")
+        #expect {
+            try Store(directory: db)
+        } throws: { ($0 as? StorageError)?.code == .corrupted }
+    }
+
     /// Fuzzer finding: a node whose cells overlap passed validation though their sizes added up
     /// to more than a node holds, and copying it into memory wrote past the buffer. Here 40 leaf
     /// cells each start 6 bytes into the one before and all end together.

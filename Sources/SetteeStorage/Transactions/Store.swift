@@ -132,8 +132,10 @@ public final class Store: @unchecked Sendable {
             // beyond the recovered end can never be mistaken for them.
             // Both only ever grow by one per checkpoint or session; values near their limits can
             // only come from a damaged or crafted header.
-            guard header.generation < UInt64.max >> 1, recovered.lastEpoch < UInt32.max else {
-                throw StorageError.corrupted("header generation or record epoch out of range", offset: 0)
+            guard header.generation < UInt64.max >> 1, recovered.lastEpoch < UInt32.max,
+                  recovered.commitID < UInt64.max >> 1
+            else {
+                throw StorageError.corrupted("header generation, record epoch or commit ID out of range", offset: 0)
             }
             header.generation += 1
             header.epoch = recovered.lastEpoch + 1
