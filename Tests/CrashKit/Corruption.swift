@@ -84,9 +84,11 @@ package struct CorruptionRun {
         let path = directory + "/corrupt-base-\(closed ? "closed" : "open").settee"
         try? FileManager.default.removeItem(atPath: path)
         defer { try? FileManager.default.removeItem(atPath: path) }
+        // Checkpoints only where asked (after commit 30, and at close), so the unclosed log always
+        // has a replayed tail of 30 commits whatever the seed.
         var config = StoreConfiguration()
-        config.checkpointInterval = 1 << 16
-        config.maxDirtyNodes = 64
+        config.checkpointInterval = 1 << 24
+        config.maxDirtyNodes = 1 << 16
         let workload = Workload(seed: SplitMix.mix(seed, closed ? 1 : 2), maxValue: 24 << 10)
         var contents: Contents = [:]
         var tail: [(start: Int, end: Int, before: Contents)] = []
