@@ -138,6 +138,10 @@ package struct PowerLossRun {
         } else if !(plan.crashed || plan.injectedFailure) {
             throw Failure(description: "open failed without an injected fault")
         }
+        // Once an operation has failed, the store must not touch the file again.
+        guard plan.operationsAfterCrash == 0 else {
+            throw Failure(description: "the store used the file \(plan.operationsAfterCrash) times after the power failed")
+        }
         report.syncFailures += plan.syncFailures
         report.writeFailures += plan.writeFailures
         let acknowledged = config.durability == .synchronous ? returned.count : durableCount
