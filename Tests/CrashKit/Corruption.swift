@@ -104,7 +104,10 @@ package struct CorruptionRun {
                 workload.apply(i, to: &contents)
                 committed += 1
                 if committed == 30 { try store.checkpoint() }
-                if store.lastCheckpoint != checkpointsBefore { tail = [] } else {
+                if store.lastCheckpoint != checkpointsBefore {
+                    tail = []
+                } else if Int(store.logEnd) > start {
+                    // A transaction that changed nothing writes no record and is no part of the tail.
                     tail.append((start, Int(store.logEnd), normalized(before)))
                 }
             }

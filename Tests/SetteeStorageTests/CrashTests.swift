@@ -38,14 +38,15 @@ import Testing
         }
     }
 
-    /// Corruptions the harness once failed on (seed 1): a value entry's kind byte damaged was
-    /// reported as a bad reference instead of corruption (231, 463); a lost sector across the last
-    /// two records of an unclosed log (803).
-    @Test(arguments: [231, 463, 803])
-    func corruptionRegressions(trial: Int) throws {
+    /// Corruptions the harness once failed on: a value entry's kind byte damaged was reported as a
+    /// bad reference instead of corruption (seed 1: 231, 463); a lost sector across the last two
+    /// records of an unclosed log (seed 1: 803); damage in the last record of a log whose last
+    /// transaction wrote nothing (seed 2287257540: 6).
+    @Test(arguments: [(1, 231), (1, 463), (1, 803), (2_287_257_540, 6)] as [(UInt64, Int)])
+    func corruptionRegressions(seed: UInt64, trial: Int) throws {
         let dir = TemporaryDirectory("corrupt-regression")
         defer { dir.cleanup() }
-        var run = CorruptionRun(seed: 1, corruptions: 1, directory: dir.path)
+        var run = CorruptionRun(seed: seed, corruptions: 1, directory: dir.path)
         run.only = trial
         run.log = { _ in }
         let report = run.run()
