@@ -4,6 +4,7 @@ import PackageDescription
 let package = Package(
     name: "Settee",
     products: [
+        .library(name: "Settee", targets: ["Settee"]),
         .library(name: "SetteeStorage", targets: ["SetteeStorage"]),
     ],
     targets: [
@@ -21,6 +22,11 @@ let package = Package(
                 // write; it invalidates every performance figure.
                 .define("SETTEE_INTERNAL_CHECKS", .when(configuration: .debug)),
             ]
+        ),
+        // The document API: documents, revision trees, conflicts, blobs, change feeds.
+        .target(
+            name: "Settee",
+            dependencies: ["SetteeStorage"]
         ),
         .executableTarget(
             name: "settee-storage-demo",
@@ -45,6 +51,10 @@ let package = Package(
             dependencies: ["SetteeCrashKit"],
             path: "Tests/Fuzz",
             exclude: ["Regressions"]
+        ),
+        .testTarget(
+            name: "SetteeTests",
+            dependencies: ["Settee"]
         ),
         .testTarget(
             name: "SetteeStorageTests",

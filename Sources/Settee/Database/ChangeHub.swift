@@ -1,0 +1,166 @@
+import Dispatch
+import Synchronization
+
+/// One document's change, as observers and the changes feed see it.
+///
+/// ```swift
+/// db.addChangeListener { change in
+///     for c in change.changes where c.isConflicted { print("\(c.documentID) is in conflict") }
+/// }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct DocumentChange: Sendable, Hashable {
+    /// The document ID.
+    ///
+    /// ```swift
+    /// print(change.documentID)
+    /// ```
+    public var documentID: String
+    /// The document's current revision after the change; nil when it was purged.
+    ///
+    /// ```swift
+    /// print(change.revisionID ?? "purged")
+    /// ```
+    public var revisionID: String?
+    /// The sequence the change was given.
+    ///
+    /// ```swift
+    /// print(change.sequence)
+    /// ```
+    public var sequence: UInt64
+    /// Whether the current revision is now a tombstone.
+    ///
+    /// ```swift
+    /// if change.isDeleted { removeRow(change.documentID) }
+    /// ```
+    public var isDeleted: Bool
+    /// Whether the document now has conflicting leaves.
+    ///
+    /// ```swift
+    /// if change.isConflicted { resolveLater(change.documentID) }
+    /// ```
+    public var isConflicted: Bool
+    /// Whether the document was purged (removed with every trace).
+    ///
+    /// ```swift
+    /// if change.isPurged { forget(change.documentID) }
+    /// ```
+    public var isPurged: Bool
+}
+
+/// The changes of one committed transaction (a save, a delete, a batch, a replicated batch).
+///
+/// ```swift
+/// for await change in db.changeEvents() { print(change.documentIDs) }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct DatabaseChange: Sendable {
+    /// The database name.
+    ///
+    /// ```swift
+    /// print(change.database)
+    /// ```
+    public var database: String
+    /// Every document changed, in commit order.
+    ///
+    /// ```swift
+    /// let conflicted = change.changes.filter(\.isConflicted)
+    /// ```
+    public var changes: [DocumentChange]
+    /// The IDs of the changed documents.
+    ///
+    /// ```swift
+    /// reload(change.documentIDs)
+    /// ```
+    public var documentIDs: [String] { changes.map(\.documentID) }
+}
+
+/// Removes the listener it was returned for.
+///
+/// ```swift
+/// let token = db.addChangeListener { _ in refresh() }
+/// token.remove()
+/// ```
+///
+/// - Note: Thread-safe; removing twice does nothing.
+public final class ListenerToken: Sendable {
+    private let removal: Mutex<(@Sendable () -> Void)?>
+
+    init(_ removal: @escaping @Sendable () -> Void) { self.removal = Mutex(removal) }
+
+    /// Stops the listener; it is not called after this returns (a call already running may end).
+    ///
+    /// ```swift
+    /// token.remove()
+    /// ```
+    public func remove() {
+        let r = removal.withLock { r in defer { r = nil }; return r }
+        r?()
+    }
+}
+
+/// Fans committed changes out to listeners, on one serial queue per database so each listener
+/// sees changes in commit order, never on the committing thread.
+final class ChangeHub: Sendable {
+    private struct State {
+        var next: UInt64 = 0
+        var listeners: [UInt64: @Sendable (DatabaseChange) -> Void] = [:]
+        var documentListeners: [String: [UInt64: @Sendable (DocumentChange) -> Void]] = [:]
+        var streams: [UInt64: AsyncStream<DatabaseChange>.Continuation] = [:]
+    }
+    private let state = Mutex(State())
+    let queue = DispatchQueue(label: "settee.database.changes")
+
+    func add(_ listener: @escaping @Sendable (DatabaseChange) -> Void) -> ListenerToken {
+        let id = state.withLock { s in s.next += 1; s.listeners[s.next] = listener; return s.next }
+        return ListenerToken { [weak self] in self?.state.withLock { _ = $0.listeners.removeValue(forKey: id) } }
+    }
+
+    func add(documentID: String, _ listener: @escaping @Sendable (DocumentChange) -> Void) -> ListenerToken {
+        let id = state.withLock { s in s.next += 1; s.documentListeners[documentID, default: [:]][s.next] = listener; return s.next }
+        return ListenerToken { [weak self] in
+            self?.state.withLock { s in
+                s.documentListeners[documentID]?.removeValue(forKey: id)
+                if s.documentListeners[documentID]?.isEmpty == true { s.documentListeners.removeValue(forKey: documentID) }
+            }
+        }
+    }
+
+    func stream() -> AsyncStream<DatabaseChange> {
+        let (stream, continuation) = AsyncStream<DatabaseChange>.makeStream(bufferingPolicy: .unbounded)
+        let id = state.withLock { s in s.next += 1; s.streams[s.next] = continuation; return s.next }
+        continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.streams.removeValue(forKey: id) } }
+        return stream
+    }
+
+    /// Called with the database's write lock held, so changes are queued in commit order.
+    func publish(_ change: DatabaseChange) {
+        guard !change.changes.isEmpty else { return }
+        let (listeners, streams, perDocument) = state.withLock { s in
+            var perDocument: [(@Sendable (DocumentChange) -> Void, DocumentChange)] = []
+            if !s.documentListeners.isEmpty {
+                for c in change.changes {
+                    for l in s.documentListeners[c.documentID]?.values ?? [:].values { perDocument.append((l, c)) }
+                }
+            }
+            return (Array(s.listeners.values), Array(s.streams.values), perDocument)
+        }
+        for s in streams { s.yield(change) }
+        guard !listeners.isEmpty || !perDocument.isEmpty else { return }
+        let calls = perDocument.map { pair in { @Sendable in pair.0(pair.1) } }
+        queue.async {
+            for l in listeners { l(change) }
+            for c in calls { c() }
+        }
+    }
+
+    func finish() {
+        let streams = state.withLock { s in
+            defer { s.streams = [:]; s.listeners = [:]; s.documentListeners = [:] }
+            return Array(s.streams.values)
+        }
+        for s in streams { s.finish() }
+    }
+}

@@ -1,0 +1,321 @@
+import Foundation
+import SetteeStorage
+
+/// How a save or delete treats a document that changed since it was read.
+///
+/// ```swift
+/// let saved = try db.saveDocument(doc, concurrencyControl: .failOnConflict)
+/// if !saved { /* re-read, re-apply, retry */ }
+/// ```
+public enum ConcurrencyControl: Sendable {
+    /// The save or delete goes ahead over the newer revision, except that a save never
+    /// resurrects a document deleted meanwhile ("deletes always win").
+    case lastWriteWins
+    /// The save or delete is refused (returns false) when the document changed.
+    case failOnConflict
+}
+
+extension Database {
+    // MARK: - Reading
+
+    /// The current revision of a document; nil when there is none or it is deleted.
+    ///
+    /// ```swift
+    /// guard let doc = try db.document(withID: "task-1") else { return }
+    /// print(doc.string(forKey: "title") ?? "")
+    /// ```
+    ///
+    /// One tree lookup and one read of the body, which is parsed when first used.
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for a malformed ID, ``SetteeError/Code/notOpen``,
+    ///   ``SetteeError/Code/corrupted``.
+    public func document(withID id: String) throws -> Document? {
+        try checkOpen()
+        let key = try validateDocumentID(id)
+        return try core.read { tx -> Document? in
+            guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else { return nil }
+            return try core.document(tx, id: id, meta: meta)
+        }
+    }
+
+    /// The current revision even when it is a tombstone; nil only when the ID is unknown.
+    func currentRevision(id: String, key: [UInt8]) throws -> Document? {
+        try core.read { tx -> Document? in
+            guard let meta = try core.meta(tx, id: key) else { return nil }
+            return try core.document(tx, id: id, meta: meta)
+        }
+    }
+
+    // MARK: - Saving
+
+    /// Saves a document as a new revision, last write wins.
+    ///
+    /// ```swift
+    /// let doc = MutableDocument(id: "task-1", data: ["title": "Buy milk"])
+    /// try db.saveDocument(doc)
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/conflict`` when the document was deleted since it was read
+    ///   (deletes always win), ``SetteeError/Code/forbidden`` from a validation,
+    ///   ``SetteeError/Code/invalidParameter`` for a reserved `_` key or a bad ID.
+    public func saveDocument(_ document: MutableDocument) throws {
+        guard try saveDocument(document, concurrencyControl: .lastWriteWins) else {
+            throw SetteeError(.conflict, "the document was deleted since it was read; deletes win")
+        }
+    }
+
+    /// Saves a document as a new revision with the given concurrency control; returns false when
+    /// it conflicts.
+    ///
+    /// ```swift
+    /// if try !db.saveDocument(doc, concurrencyControl: .failOnConflict) {
+    ///     let fresh = try db.document(withID: doc.id)   // re-read and retry
+    /// }
+    /// ```
+    ///
+    /// A conflict is a change to the document's current revision since `document` was read.
+    /// Under ``ConcurrencyControl/lastWriteWins`` the save goes ahead on top of it, unless it is a
+    /// deletion: then nothing is saved and the result is false. A new document (never saved through
+    /// this object) over an ID that holds only a tombstone continues the tombstone's branch: that
+    /// is not a conflict.
+    ///
+    /// - Throws: ``SetteeError/Code/forbidden`` from a validation, ``SetteeError/Code/invalidParameter``,
+    ///   ``SetteeError/Code/notFound`` for a blob whose content is missing.
+    public func saveDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl) throws -> Bool {
+        try checkOpen()
+        let key = try validateDocumentID(document.id)
+        let body = try PreparedBody(document.properties)
+        try installBlobs(document, body)
+        let outcome = try core.write { c in
+            try save(document, key: key, body: body, context: c, conflict: { current in
+                switch concurrencyControl {
+                case .failOnConflict: return .refuse
+                case .lastWriteWins: return current.flags.contains(.deleted) ? .refuse : .overwrite
+                }
+            })
+        }
+        if case .saved = outcome { return true }
+        return false
+    }
+
+    /// Saves a document, calling `conflictHandler` when the document changed since it was read.
+    ///
+    /// The handler gets the document being saved and the current one (nil if it was deleted).
+    /// It may change the document (merge the current properties in, say) and return true to save
+    /// it on top of the current revision, or return false to cancel (the call returns false). What
+    /// it throws is rethrown. If the document changes again meanwhile, the handler is called again.
+    ///
+    /// ```swift
+    /// let doc = try db.document(withID: "xyz")!.toMutable()
+    /// doc.setString("apples", forKey: "name")
+    /// try db.saveDocument(doc) { new, current in
+    ///     let merged = new.toDictionary().merging(current?.toDictionary() ?? [:]) { mine, _ in mine }
+    ///     new.setData(merged)
+    ///     return true
+    /// }
+    /// ```
+    ///
+    /// The handler runs outside the database's write lock: it may read the database, and
+    /// other writers are not held up while it runs.
+    @discardableResult
+    public func saveDocument(_ document: MutableDocument,
+                             conflictHandler: (_ document: MutableDocument, _ current: Document?) throws -> Bool) throws -> Bool {
+        try checkOpen()
+        let key = try validateDocumentID(document.id)
+        while true {
+            let body = try PreparedBody(document.properties)
+            try installBlobs(document, body)
+            let outcome = try core.write { c in
+                try save(document, key: key, body: body, context: c, conflict: { _ in .refuse })
+            }
+            guard case .conflict(let current) = outcome else { return true }
+            let currentDocument = current.isDeleted ? nil : current
+            guard try conflictHandler(document, currentDocument) else { return false }
+            // The merge is based on what the handler saw; a later change makes another conflict.
+            document.revisionID = current.revisionID
+        }
+    }
+
+    enum SaveOutcome {
+        case saved
+        case conflict(Document)
+    }
+
+    enum ConflictDecision { case refuse, overwrite }
+
+    /// The save protocol of DESIGN "Semantics decided" 4.
+    private func save(_ document: MutableDocument, key: [UInt8], body: PreparedBody, context c: WriteContext,
+                      conflict: (DocMeta) -> ConflictDecision) throws -> SaveOutcome {
+        let old = try c.meta(key)
+        var tree = try c.tree(old)
+        var parent: Int? = nil
+        if let old {
+            if old.revisionID == document.revisionID {
+                parent = tree.index(of: old.revisionID)
+            } else if document.revisionID == nil && old.flags.contains(.deleted) {
+                parent = tree.index(of: old.revisionID)   // continues the tombstone's branch
+            } else {
+                switch conflict(old) {
+                case .refuse: return .conflict(try core.document(c.tx, id: document.id, meta: old))
+                case .overwrite: parent = tree.index(of: old.revisionID)
+                }
+            }
+        } else if document.revisionID != nil {
+            // Purged since it was read: nothing to conflict with, so it starts again.
+            parent = nil
+        }
+        let meta = try c.addLocalRevision(id: document.id, key: key, old: old, tree: &tree, parent: parent,
+                                          body: body, deleted: document.isDeletion)
+        if let meta {
+            document.revisionID = meta.revisionID
+            document.sequence = meta.sequence
+        } else if let p = parent {
+            // An identical revision exists already: the save is a no-op that lands on it.
+            let gen = tree.revs[p].generation + 1
+            document.revisionID = RevisionID.make(parent: tree.revs[p].id, generation: gen, deleted: document.isDeletion,
+                                                  canonicalBody: body.bytes)
+        }
+        return .saved
+    }
+
+    private func installBlobs(_ document: MutableDocument, _ body: PreparedBody) throws {
+        guard !body.blobDigests.isEmpty else { return }
+        for d in Set(body.blobDigests) {
+            if let b = document.pendingBlobs[d] { try core.blobs.install(b) }
+        }
+    }
+
+    /// Stores a blob's content in the database's blob store, so documents can reference it from
+    /// anywhere in their properties (`blob.properties`), and replicated revisions can carry it.
+    ///
+    /// ```swift
+    /// let page = Blob(contentType: "image/png", data: png)
+    /// try db.saveBlob(page)
+    /// doc.setValue(.array([.object(page.properties)]), forKey: "pages")
+    /// ```
+    public func saveBlob(_ blob: Blob) throws {
+        try checkOpen()
+        try core.blobs.install(blob)
+    }
+
+    /// A stored blob by digest, or nil when its content is not in this database.
+    ///
+    /// ```swift
+    /// if let b = try db.blob(withDigest: digest, contentType: "image/png") { show(b.content) }
+    /// ```
+    public func blob(withDigest digest: String, contentType: String = "application/octet-stream") throws -> Blob? {
+        try checkOpen()
+        guard let p = core.blobs.path(forDigest: digest),
+              let attributes = try? FileManager.default.attributesOfItem(atPath: p),
+              let size = attributes[.size] as? NSNumber else { return nil }
+        return Blob(contentType: contentType, digest: digest, length: size.uint64Value, source: .stored(core.blobs))
+    }
+
+    // MARK: - Deleting
+
+    /// Deletes a document (writes a tombstone revision), last write wins.
+    ///
+    /// ```swift
+    /// if let doc = try db.document(withID: "task-1") { try db.deleteDocument(doc) }
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/notFound`` when the document is not in the database.
+    public func deleteDocument(_ document: Document) throws {
+        _ = try deleteDocument(document, concurrencyControl: .lastWriteWins)
+    }
+
+    /// Deletes a document with the given concurrency control; returns false when it changed since
+    /// it was read and `concurrencyControl` is ``ConcurrencyControl/failOnConflict``. Under
+    /// ``ConcurrencyControl/lastWriteWins`` a deletion wins over a concurrent update.
+    ///
+    /// ```swift
+    /// let deleted = try db.deleteDocument(doc, concurrencyControl: .failOnConflict)
+    /// ```
+    ///
+    /// To delete while keeping some properties in the tombstone, save a ``MutableDocument`` with
+    /// ``MutableDocument/isDeletion`` set.
+    public func deleteDocument(_ document: Document, concurrencyControl: ConcurrencyControl) throws -> Bool {
+        try delete(id: document.id, expected: document.revisionID, concurrencyControl)
+    }
+
+    /// Deletes the document a ``MutableDocument`` was loaded from (or last saved as).
+    ///
+    /// ```swift
+    /// try db.deleteDocument(mutable, concurrencyControl: .lastWriteWins)
+    /// ```
+    @discardableResult
+    public func deleteDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl = .lastWriteWins) throws -> Bool {
+        let ok = try delete(id: document.id, expected: document.revisionID, concurrencyControl)
+        if ok, let d = try currentRevision(id: document.id, key: validateDocumentID(document.id)) {
+            document.revisionID = d.revisionID
+            document.sequence = d.sequence
+        }
+        return ok
+    }
+
+    private func delete(id: String, expected: String?, _ control: ConcurrencyControl) throws -> Bool {
+        try checkOpen()
+        let key = try validateDocumentID(id)
+        let empty = try PreparedBody([:])
+        return try core.write { c in
+            guard let old = try c.meta(key) else { throw SetteeError(.notFound, "no document with that ID") }
+            if old.revisionID != expected {
+                if control == .failOnConflict { return false }
+                if old.flags.contains(.deleted) { return true }   // already deleted: the deletion stands
+            } else if old.flags.contains(.deleted) {
+                return true
+            }
+            var tree = try c.tree(old)
+            _ = try c.addLocalRevision(id: id, key: key, old: old, tree: &tree, parent: tree.index(of: old.revisionID),
+                                       body: empty, deleted: true)
+            return true
+        }
+    }
+
+    // MARK: - Purging
+
+    /// Removes every trace of a document locally (not replicated: a peer may bring it back).
+    ///
+    /// ```swift
+    /// try db.purgeDocument(doc)
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/notFound`` when it is not in the database.
+    public func purgeDocument(_ document: Document) throws {
+        try purgeDocument(withID: document.id)
+    }
+
+    /// Removes every trace of the document `id` locally.
+    ///
+    /// ```swift
+    /// try db.purgeDocument(withID: "task-1")
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/notFound`` when it is not in the database.
+    public func purgeDocument(withID id: String) throws {
+        try checkOpen()
+        let key = try validateDocumentID(id)
+        try core.write { c in
+            guard try c.purge(id: id, key: key) else { throw SetteeError(.notFound, "no document with that ID") }
+        }
+    }
+
+    // MARK: - Batches
+
+    /// Runs `body` as one transaction: every save, delete and purge it makes (on this thread)
+    /// commits together, or, if it throws, none does. Reads inside see the batch's own writes;
+    /// listeners hear of the batch once, when it commits.
+    ///
+    /// ```swift
+    /// try db.inBatch {
+    ///     for i in 0..<100 { try db.saveDocument(MutableDocument(id: "doc-\(i)", data: ["n": .int(Int64(i))])) }
+    /// }
+    /// ```
+    ///
+    /// Other threads' writes wait until the batch ends. Conflict handlers given to saves in a
+    /// batch run inside it.
+    public func inBatch(_ body: () throws -> Void) throws {
+        try checkOpen()
+        try core.runBatch(body)
+    }
+}

@@ -1,0 +1,82 @@
+import SetteeStorage
+
+extension Database {
+    /// Local documents (CouchDB's `_local/…`): small JSON objects that are never replicated and
+    /// have no revision history, such as replication checkpoints. IDs may be given with or without
+    /// the `_local/` prefix.
+    ///
+    /// ```swift
+    /// try db.saveLocalDocument(["last_seq": 42], withID: "checkpoint-abc")
+    /// let cp = try db.localDocument(withID: "checkpoint-abc")?["last_seq"]
+    /// ```
+    public func localDocument(withID id: String) throws -> [String: JSONValue]? {
+        try localDocumentWithRevision(withID: id)?.properties
+    }
+
+    /// A local document with its revision (`0-N`, N counting saves), as CouchDB reports it.
+    ///
+    /// ```swift
+    /// if let (props, rev) = try db.localDocumentWithRevision(withID: "cp") { print(rev, props) }
+    /// ```
+    public func localDocumentWithRevision(withID id: String) throws -> (properties: [String: JSONValue], revisionID: String)? {
+        try checkOpen()
+        let key = try Self.localKey(id)
+        return try core.read { tx -> ([String: JSONValue], String)? in
+            try tx.withValue(forKey: key, in: core.trees.local) { b throws -> ([String: JSONValue], String) in
+                var r = ByteReader(b)
+                guard let n = r.varint(), case .object(let o) = try JSONParser.parse(r.rest()) else {
+                    throw SetteeError(.corrupted, "a local document is malformed")
+                }
+                return (o, "0-\(n)")
+            }
+        }.map { (properties: $0.0, revisionID: $0.1) }
+    }
+
+    /// Creates or replaces a local document; returns its new revision (`0-N`).
+    ///
+    /// ```swift
+    /// try db.saveLocalDocument(["session": "x", "last_seq": 10], withID: "_local/repl-1")
+    /// ```
+    @discardableResult
+    public func saveLocalDocument(_ properties: [String: JSONValue], withID id: String) throws -> String {
+        try checkOpen()
+        let key = try Self.localKey(id)
+        let body = try JSONWriter.bytes(.object(properties))
+        guard body.count <= maxBodySize else { throw SetteeError(.tooLarge, "local document too large") }
+        return try core.write { c -> String in
+            let n = try c.tx.withValue(forKey: key, in: core.trees.local) { b -> UInt64 in
+                var r = ByteReader(b)
+                return r.varint() ?? 0
+            } ?? 0
+            var w = ByteWriter(capacity: body.count + 10)
+            w.varint(n + 1)
+            w.bytes.append(contentsOf: body)
+            try c.tx.put(key, w.bytes, in: core.trees.local)
+            return "0-\(n + 1)"
+        }
+    }
+
+    /// Deletes a local document.
+    ///
+    /// ```swift
+    /// try db.deleteLocalDocument(withID: "checkpoint-abc")
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/notFound`` when there is none.
+    public func deleteLocalDocument(withID id: String) throws {
+        try checkOpen()
+        let key = try Self.localKey(id)
+        try core.write { c in
+            guard try c.tx.delete(key, in: core.trees.local) else { throw SetteeError(.notFound, "no local document with that ID") }
+        }
+    }
+
+    static func localKey(_ id: String) throws(SetteeError) -> [UInt8] {
+        let bare = id.hasPrefix("_local/") ? String(id.dropFirst(7)) : id
+        let key = Array(bare.utf8)
+        guard !key.isEmpty, key.count <= 1000 else {
+            throw SetteeError(.invalidParameter, "local document IDs are 1 to 1000 bytes")
+        }
+        return key
+    }
+}

@@ -1,0 +1,336 @@
+import SetteeStorage
+
+/// One row of the changes feed: a document's latest change.
+///
+/// ```swift
+/// for c in try db.changes(since: checkpoint) { print(c.sequence, c.documentID, c.leafRevisionIDs) }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct ChangeEntry: Sendable, Hashable {
+    /// The sequence of the document's latest change.
+    ///
+    /// ```swift
+    /// checkpoint = entry.sequence
+    /// ```
+    public var sequence: UInt64
+    /// The document ID.
+    ///
+    /// ```swift
+    /// print(entry.documentID)
+    /// ```
+    public var documentID: String
+    /// The current (winning) revision.
+    ///
+    /// ```swift
+    /// print(entry.revisionID)
+    /// ```
+    public var revisionID: String
+    /// Whether the current revision is a tombstone.
+    ///
+    /// ```swift
+    /// if entry.isDeleted { … }
+    /// ```
+    public var isDeleted: Bool
+    /// Whether the document has conflicting leaves.
+    ///
+    /// ```swift
+    /// if entry.isConflicted { … }
+    /// ```
+    public var isConflicted: Bool
+    /// Every leaf revision, deleted ones included, the current one first (CouchDB's
+    /// `style=all_docs`).
+    ///
+    /// ```swift
+    /// let revs = entry.leafRevisionIDs
+    /// ```
+    public var leafRevisionIDs: [String]
+}
+
+/// What ``Database/revsDiff(_:)`` reports for one document.
+///
+/// ```swift
+/// let diff = try db.revsDiff(["doc": ["3-abc"]])
+/// print(diff["doc"]?.missing ?? [])
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct RevsDiffResult: Sendable, Hashable {
+    /// The revisions this database does not have.
+    ///
+    /// ```swift
+    /// let toFetch = result.missing
+    /// ```
+    public var missing: [String]
+    /// Leaves this database has that may be ancestors of the missing ones (a sender can omit
+    /// history and blobs below them).
+    ///
+    /// ```swift
+    /// let known = result.possibleAncestors
+    /// ```
+    public var possibleAncestors: [String]
+}
+
+/// A revision with its history, as replicators move them (CouchDB's `open_revs` with
+/// `revs=true`, and `_bulk_docs` with `new_edits=false`).
+///
+/// ```swift
+/// let rev = ReplicatedRevision(documentID: "doc", revisionID: "2-877", history: ["2-877", "1-5ac"],
+///                              isDeleted: false, properties: ["title": "Naomi's"])
+/// try db.insertRevision(rev)
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct ReplicatedRevision: Sendable, Hashable {
+    /// The document ID.
+    ///
+    /// ```swift
+    /// print(rev.documentID)
+    /// ```
+    public var documentID: String
+    /// The revision ID (any `N-<opaque>` form).
+    ///
+    /// ```swift
+    /// print(rev.revisionID)
+    /// ```
+    public var revisionID: String
+    /// The revision and its ancestors, newest first: `history[0] == revisionID`, and each entry's
+    /// generation is one less than the one before it.
+    ///
+    /// ```swift
+    /// print(rev.history)   // ["3-c", "2-b", "1-a"]
+    /// ```
+    public var history: [String]
+    /// Whether the revision is a tombstone.
+    ///
+    /// ```swift
+    /// if rev.isDeleted { … }
+    /// ```
+    public var isDeleted: Bool
+    /// The body (no reserved `_` keys).
+    ///
+    /// ```swift
+    /// print(rev.properties["title"] ?? nil)
+    /// ```
+    public var properties: [String: JSONValue]
+
+    /// A revision with its history.
+    ///
+    /// ```swift
+    /// let r = ReplicatedRevision(documentID: "d", revisionID: "1-a", history: ["1-a"], isDeleted: false, properties: [:])
+    /// ```
+    public init(documentID: String, revisionID: String, history: [String], isDeleted: Bool, properties: [String: JSONValue]) {
+        self.documentID = documentID
+        self.revisionID = revisionID
+        self.history = history
+        self.isDeleted = isDeleted
+        self.properties = properties
+    }
+}
+
+/// What happened to one revision given to ``Database/insertRevisions(_:)``.
+///
+/// ```swift
+/// for case .rejected(let error) in try db.insertRevisions(batch) { print(error.message) }
+/// ```
+public enum RevisionInsertOutcome: Sendable, Equatable {
+    /// Stored (possibly as a new conflicting branch).
+    case inserted
+    /// The database already had this revision; nothing changed.
+    case alreadyPresent
+    /// Refused: a validation rejected it (``SetteeError/Code/forbidden``), it references a blob
+    /// whose content is missing, or it is malformed.
+    case rejected(SetteeError)
+}
+
+extension Database {
+    /// The documents changed after `since`, in sequence order, one entry per document (its latest
+    /// change), up to `limit` entries. Purged documents do not appear.
+    ///
+    /// ```swift
+    /// var since: UInt64 = 0
+    /// while case let batch = try db.changes(since: since, limit: 500), !batch.isEmpty {
+    ///     process(batch)
+    ///     since = batch.last!.sequence
+    /// }
+    /// ```
+    ///
+    /// The leaves of a document with a single leaf come straight from the sequence index; only
+    /// documents with several leaves cost a read of their revision tree.
+    public func changes(since: UInt64, limit: Int? = nil) throws -> [ChangeEntry] {
+        try checkOpen()
+        guard (limit ?? 0) >= 0 else { throw SetteeError(.invalidParameter, "limit cannot be negative") }
+        var out: [ChangeEntry] = []
+        if limit == 0 || since == .max { return out }
+        try core.read { tx in
+            try tx.forEach(in: core.trees.bySequence, from: [UInt8](bigEndian: since + 1), reverse: false) { k, v in
+                guard let seq = k.bigEndianU64 else { throw SetteeError(.corrupted, "a sequence key is malformed") }
+                let e = try SequenceEntry(decoding: v)
+                var leaves = [e.revisionID]
+                if e.flags.contains(.multipleLeaves) {
+                    guard let meta = try core.meta(tx, id: Array(e.documentID.utf8)) else {
+                        throw SetteeError(.corrupted, "the sequence index names a missing document")
+                    }
+                    let tree = try core.tree(tx, meta)
+                    leaves = tree.sortedLeaves().map { tree.revs[$0].id }
+                }
+                out.append(ChangeEntry(sequence: seq, documentID: e.documentID, revisionID: e.revisionID,
+                                       isDeleted: e.flags.contains(.deleted), isConflicted: e.flags.contains(.conflicted),
+                                       leafRevisionIDs: leaves))
+                if let limit, out.count >= limit { return false }
+                return true
+            }
+        }
+        return out
+    }
+
+    /// Which of the given revisions this database lacks (CouchDB's `_revs_diff`). Documents with
+    /// nothing missing are left out of the result.
+    ///
+    /// ```swift
+    /// let diff = try db.revsDiff(["doc-1": ["2-a", "3-b"], "doc-2": ["1-c"]])
+    /// for (id, r) in diff { request(id, r.missing) }
+    /// ```
+    public func revsDiff(_ revisions: [String: [String]]) throws -> [String: RevsDiffResult] {
+        try checkOpen()
+        var out: [String: RevsDiffResult] = [:]
+        try core.read { tx in
+            for (id, revs) in revisions {
+                guard let key = try? validateDocumentID(id) else { continue }
+                guard let meta = try core.meta(tx, id: key) else {
+                    out[id] = RevsDiffResult(missing: Array(Set(revs)).sorted(), possibleAncestors: [])
+                    continue
+                }
+                let tree = try core.tree(tx, meta)
+                let missing = Array(Set(revs.filter { tree.index(of: $0) == nil })).sorted()
+                guard !missing.isEmpty else { continue }
+                let top = missing.compactMap(RevisionID.generation(of:)).max() ?? 0
+                let ancestors = tree.leaves().filter { tree.revs[$0].generation < top }.map { tree.revs[$0].id }
+                out[id] = RevsDiffResult(missing: missing, possibleAncestors: ancestors.sorted())
+            }
+        }
+        return out
+    }
+
+    /// Stores one replicated revision with its history (CouchDB's `new_edits=false`): it joins the
+    /// tree at its newest known ancestor, or starts a new branch, which makes a conflict when the
+    /// document has another undeleted leaf. Returns false when the revision was already there.
+    ///
+    /// ```swift
+    /// try db.insertRevision(ReplicatedRevision(documentID: "doc", revisionID: "2-877",
+    ///                                          history: ["2-877", "1-5ac"], isDeleted: false,
+    ///                                          properties: ["v": 2]))
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/forbidden`` when a validation rejects it,
+    ///   ``SetteeError/Code/invalidParameter`` when it is malformed.
+    @discardableResult
+    public func insertRevision(_ revision: ReplicatedRevision) throws -> Bool {
+        switch try insertRevisions([revision])[0] {
+        case .inserted: return true
+        case .alreadyPresent: return false
+        case .rejected(let e): throw e
+        }
+    }
+
+    /// Stores replicated revisions in one transaction, reporting each one's outcome: a rejected
+    /// revision does not stop the others (as CouchDB's `_bulk_docs` reports per document).
+    ///
+    /// ```swift
+    /// let outcomes = try db.insertRevisions(fetched)
+    /// ```
+    ///
+    /// - Throws: only for failures of the database itself (I/O, corruption, closed).
+    public func insertRevisions(_ revisions: [ReplicatedRevision]) throws -> [RevisionInsertOutcome] {
+        try checkOpen()
+        var prepared: [Result<(key: [UInt8], gen: UInt64, body: PreparedBody), SetteeError>] = []
+        prepared.reserveCapacity(revisions.count)
+        for r in revisions {
+            prepared.append(Result { () throws(SetteeError) in
+                let key = try validateDocumentID(r.documentID)
+                let gen = try RevisionID.validate(r.revisionID)
+                guard !r.history.isEmpty, r.history[0] == r.revisionID, r.history.count <= 100_000 else {
+                    throw SetteeError(.invalidParameter, "history must start with the revision itself")
+                }
+                for (i, h) in r.history.enumerated() where try RevisionID.validate(h) != gen &- UInt64(i) || UInt64(i) >= gen {
+                    throw SetteeError(.invalidParameter, "history generations must count down by one")
+                }
+                return (key, gen, try PreparedBody(r.properties))
+            })
+        }
+        return try core.write { c -> [RevisionInsertOutcome] in
+            var outcomes: [RevisionInsertOutcome] = []
+            outcomes.reserveCapacity(revisions.count)
+            for (r, p) in zip(revisions, prepared) {
+                switch p {
+                case .failure(let e): outcomes.append(.rejected(e))
+                case .success(let (key, gen, body)):
+                    do {
+                        let old = try c.meta(key)
+                        var tree = try c.tree(old)
+                        if tree.index(of: r.revisionID) != nil {
+                            outcomes.append(.alreadyPresent)
+                            continue
+                        }
+                        try c.checkBlobs(body)
+                        try c.validate(id: r.documentID, revisionID: r.revisionID, deleted: r.isDeleted, body: body, old: old)
+                        let ref = body.isEmpty ? 0 : try c.tx.appendValue(body.bytes).rawValue
+                        _ = tree.addReplicated(history: r.history, generation: gen, deleted: r.isDeleted,
+                                               hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
+                        _ = try c.commit(id: r.documentID, key: key, old: old, tree: &tree)
+                        outcomes.append(.inserted)
+                    } catch let e as SetteeError where e.code == .forbidden || e.code == .notFound || e.code == .invalidParameter {
+                        outcomes.append(.rejected(e))
+                    }
+                }
+            }
+            return outcomes
+        }
+    }
+
+    /// A revision with its history and body (CouchDB's `open_revs=[rev]&revs=true`); nil when the
+    /// revision is unknown or its body is no longer kept.
+    ///
+    /// ```swift
+    /// if let r = try db.revision(withID: "doc", revisionID: "2-877") { send(r) }
+    /// ```
+    public func revision(withID id: String, revisionID: String) throws -> ReplicatedRevision? {
+        try checkOpen()
+        let key = try validateDocumentID(id)
+        return try core.read { tx -> ReplicatedRevision? in
+            guard let meta = try core.meta(tx, id: key) else { return nil }
+            let tree = try core.tree(tx, meta)
+            guard let i = tree.index(of: revisionID), tree.revs[i].hasBody else { return nil }
+            return try replicated(tx, id: id, tree: tree, index: i)
+        }
+    }
+
+    /// Every leaf revision with its history and body (CouchDB's `open_revs=all&revs=true`), the
+    /// current one first; empty when the document is unknown.
+    ///
+    /// ```swift
+    /// for leaf in try db.leafRevisions(withID: "doc") { print(leaf.revisionID, leaf.isDeleted) }
+    /// ```
+    public func leafRevisions(withID id: String) throws -> [ReplicatedRevision] {
+        try checkOpen()
+        let key = try validateDocumentID(id)
+        return try core.read { tx -> [ReplicatedRevision] in
+            guard let meta = try core.meta(tx, id: key) else { return [] }
+            let tree = try core.tree(tx, meta)
+            return try tree.sortedLeaves().map { try replicated(tx, id: id, tree: tree, index: $0) }
+        }
+    }
+
+    private func replicated(_ tx: any StoreReading, id: String, tree: RevTree, index i: Int) throws -> ReplicatedRevision {
+        let r = tree.revs[i]
+        var props: [String: JSONValue] = [:]
+        if r.hasBody {
+            guard case .object(let o) = try JSONParser.parse(try core.body(tx, ref: r.bodyRef)) else {
+                throw SetteeError(.corrupted, "a stored body is not a JSON object")
+            }
+            props = o
+        }
+        return ReplicatedRevision(documentID: id, revisionID: r.id, history: tree.history(of: i),
+                                  isDeleted: r.deleted, properties: props)
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+import Synchronization
+
+/// A Settee database: documents with revision trees, conflicts, blobs and change feeds, in one
+/// directory (`<name>.settee/`).
+///
+/// ```swift
+/// let db = try Database(name: "todo", config: DatabaseConfiguration(directory: "/tmp/dbs"))
+/// let doc = MutableDocument(id: "task-1", data: ["title": "Buy milk", "done": false])
+/// try db.saveDocument(doc)
+/// print(try db.document(withID: "task-1")?.string(forKey: "title") ?? "")
+/// try db.close()
+/// ```
+///
+/// - Note: Thread-safe. Reads never block and see a consistent snapshot; writes from several
+///   threads are serialized. Several `Database` objects may be open on the same database in one
+///   process: they share the files, writes and notifications. A second *process* gets
+///   ``SetteeError/Code/busy``.
+public final class Database: Sendable, CustomStringConvertible {
+    /// The database name.
+    ///
+    /// ```swift
+    /// print(db.name)   // "todo"
+    /// ```
+    public let name: String
+    /// The database directory (`<directory>/<name>.settee`).
+    ///
+    /// ```swift
+    /// print(db.path)
+    /// ```
+    public let path: String
+    /// The configuration it was opened with.
+    ///
+    /// ```swift
+    /// print(db.config.maxRevTreeDepth)
+    /// ```
+    public let config: DatabaseConfiguration
+
+    let core: DatabaseCore
+    private let closed = Atomic<Bool>(false)
+
+    /// Opens the database `name` in `config.directory`, creating it if it does not exist.
+    ///
+    /// ```swift
+    /// let db = try Database(name: "todo")
+    /// ```
+    ///
+    /// - Throws: ``SetteeError`` with ``SetteeError/Code/invalidParameter`` for a bad name,
+    ///   ``SetteeError/Code/busy`` when another process has it open, ``SetteeError/Code/corrupted``
+    ///   or ``SetteeError/Code/versionMismatch`` when its files cannot be used, ``SetteeError/Code/io``.
+    public init(name: String, config: DatabaseConfiguration = DatabaseConfiguration()) throws {
+        let path = try Self.path(name: name, directory: config.directory)
+        do {
+            try FileManager.default.createDirectory(atPath: config.directory, withIntermediateDirectories: true)
+        } catch {
+            throw SetteeError(.io, "cannot create the directory for databases")
+        }
+        self.name = name
+        self.path = path
+        self.config = config
+        self.core = try DatabaseCore.open(name: name, path: path, configuration: config)
+    }
+
+    static func path(name: String, directory: String) throws(SetteeError) -> String {
+        guard !name.isEmpty, name.utf8.count <= 200, !name.hasPrefix("."), !name.contains("/"), !name.contains("\0") else {
+            throw SetteeError(.invalidParameter, "database names are 1 to 200 bytes, without '/' or a leading '.'")
+        }
+        return (directory as NSString).appendingPathComponent(name + ".settee")
+    }
+
+    deinit {
+        if !closed.load(ordering: .acquiring) { try? core.release() }
+    }
+
+    /// Closes this object; the files close when the last `Database` open on them does. Later
+    /// calls throw ``SetteeError/Code/notOpen``; closing twice does nothing.
+    ///
+    /// ```swift
+    /// try db.close()
+    /// ```
+    public func close() throws {
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        try core.release()
+    }
+
+    /// Closes the database and deletes its files.
+    ///
+    /// ```swift
+    /// try db.delete()
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/busy`` when another `Database` object still has it open.
+    public func delete() throws {
+        try close()
+        try Self.delete(withName: name, inDirectory: config.directory)
+    }
+
+    /// Whether a database called `name` exists in `directory`.
+    ///
+    /// ```swift
+    /// if !Database.exists(withName: "todo", inDirectory: dir) { seed() }
+    /// ```
+    public static func exists(withName name: String, inDirectory directory: String? = nil) -> Bool {
+        guard let p = try? path(name: name, directory: directory ?? FileManager.default.currentDirectoryPath) else { return false }
+        return FileManager.default.fileExists(atPath: p + "/log")
+    }
+
+    /// Deletes the database called `name` in `directory` (doing nothing if there is none).
+    ///
+    /// ```swift
+    /// try Database.delete(withName: "todo", inDirectory: dir)
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/busy`` when it is open in this process or another.
+    public static func delete(withName name: String, inDirectory directory: String? = nil) throws {
+        let p = try path(name: name, directory: directory ?? FileManager.default.currentDirectoryPath)
+        guard !DatabaseCore.isOpen(path: p) else { throw SetteeError(.busy, "the database is open; close it first") }
+        guard FileManager.default.fileExists(atPath: p) else { return }
+        // Taking the engine's lock proves no other process has it open while we delete.
+        let lock = open(p + "/lock", O_RDWR | O_CLOEXEC)
+        if lock >= 0 {
+            defer { Glibc.close(lock) }
+            guard flock(lock, LOCK_EX | LOCK_NB) == 0 else { throw SetteeError(.busy, "the database is open in another process") }
+        }
+        do {
+            try FileManager.default.removeItem(atPath: p)
+        } catch {
+            throw SetteeError(.io, "cannot delete the database files")
+        }
+    }
+
+    func checkOpen() throws(SetteeError) {
+        if closed.load(ordering: .acquiring) { throw SetteeError(.notOpen, "the database is closed") }
+    }
+
+    /// The number of documents, tombstones not counted.
+    ///
+    /// ```swift
+    /// print(db.count)
+    /// ```
+    ///
+    /// 0 when the database is closed or cannot be read.
+    public var count: UInt64 {
+        (try? liveCount()) ?? 0
+    }
+
+    private func liveCount() throws -> UInt64 {
+        try checkOpen()
+        return try core.read { tx in
+            try tx.withValue(forKey: MetaKey.liveCount, in: core.trees.meta) { b in
+                b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : 0
+            } ?? 0
+        }
+    }
+
+    /// The sequence of the last change (0 for an empty database). Sequences strictly increase;
+    /// every save, deletion and purge takes one.
+    ///
+    /// ```swift
+    /// let since = db.lastSequence
+    /// ```
+    public var lastSequence: UInt64 {
+        (try? core.read { tx in
+            try tx.withValue(forKey: MetaKey.lastSequence, in: core.trees.meta) { b in
+                b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : 0
+            } ?? 0
+        }) ?? 0
+    }
+
+    /// A unique, stable identifier of this database (for replication checkpoints), as 32
+    /// lowercase hex digits.
+    ///
+    /// ```swift
+    /// print(db.uuid)
+    /// ```
+    public var uuid: String { SHA1.hex(core.uuid) }
+
+    public var description: String { "Database(\(name))" }
+}

@@ -1,0 +1,232 @@
+import Foundation
+import SetteeStorage
+import Synchronization
+
+/// The engine trees of an open database.
+struct Trees: Sendable {
+    let byID: Tree
+    let bySequence: Tree
+    let conflicts: Tree
+    let local: Tree
+    let meta: Tree
+}
+
+/// What every ``Database`` object open on the same files shares: the engine store, the writer
+/// lock, listeners and validations. One per path per process, reference-counted.
+final class DatabaseCore: @unchecked Sendable {
+    static let formatVersion: UInt64 = 1
+    private static let registry = Mutex<[String: DatabaseCore]>([:])
+
+    let name: String
+    let path: String
+    let configuration: DatabaseConfiguration
+    let store: Store
+    let trees: Trees
+    let blobs: BlobStore
+    let uuid: [UInt8]
+    let hub = ChangeHub()
+    let validations = Mutex<[(name: String, body: Validation)]>([])
+
+    /// Serializes writers. Recursive so that saves inside ``Database/inBatch(_:)`` on the batch's
+    /// thread join the batch's transaction.
+    let writeLock = NSRecursiveLock()
+    /// The open batch; only touched with `writeLock` held.
+    var batch: WriteContext?
+    /// The thread running a batch, so its reads see its own writes.
+    let batchThread = Mutex<pthread_t?>(nil)
+    /// How many `Database` objects use this core; guarded by the registry lock.
+    private var users = 0
+
+    private init(name: String, path: String, configuration: DatabaseConfiguration) throws {
+        self.name = name
+        self.path = path
+        self.configuration = configuration
+        var sc = StoreConfiguration()
+        sc.durability = configuration.fullSync ? .synchronous : .none
+        let store = try translating { try Store(directory: path, configuration: sc) }
+        do {
+            var uuid: [UInt8] = []
+            let trees = try translating {
+                try store.write { tx -> Trees in
+                    var t: [String: Tree] = [:]
+                    for n in TreeName.all { t[n] = try tx.tree(named: n) ?? tx.createTree(named: n) }
+                    let meta = t[TreeName.meta]!
+                    if let f = try tx.value(forKey: MetaKey.format, in: meta) {
+                        guard f.count == 8 else { throw SetteeError(.corrupted, "format marker is malformed") }
+                        let v = f.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+                        guard v == Self.formatVersion else {
+                            throw SetteeError(.versionMismatch, "document format \(v); this build reads \(Self.formatVersion)")
+                        }
+                    } else {
+                        try tx.put(MetaKey.format, withUnsafeBytes(of: Self.formatVersion.littleEndian, Array.init), in: meta)
+                    }
+                    if let u = try tx.value(forKey: MetaKey.uuid, in: meta), u.count == 16 {
+                        uuid = u
+                    } else {
+                        uuid = withUnsafeBytes(of: UUID().uuid, Array.init)
+                        try tx.put(MetaKey.uuid, uuid, in: meta)
+                    }
+                    return Trees(byID: t[TreeName.byID]!, bySequence: t[TreeName.bySequence]!,
+                                 conflicts: t[TreeName.conflicts]!, local: t[TreeName.local]!, meta: meta)
+                }
+            }
+            self.trees = trees
+            self.uuid = uuid
+            self.store = store
+            self.blobs = try BlobStore(directory: path + "/blobs")
+        } catch {
+            try? store.close()
+            throw error
+        }
+    }
+
+    /// The shared core for `path`, opening it if no other `Database` has.
+    static func open(name: String, path: String, configuration: DatabaseConfiguration) throws -> DatabaseCore {
+        try registry.withLock { open in
+            if let core = open[path] {
+                core.users += 1
+                return core
+            }
+            let core = try DatabaseCore(name: name, path: path, configuration: configuration)
+            core.users = 1
+            open[path] = core
+            return core
+        }
+    }
+
+    /// Drops one user; the last one closes the store.
+    func release() throws {
+        let last = Self.registry.withLock { open -> Bool in
+            users -= 1
+            guard users == 0 else { return false }
+            open.removeValue(forKey: path)
+            return true
+        }
+        if last {
+            hub.finish()
+            try translating { try store.close() }
+        }
+    }
+
+    static func isOpen(path: String) -> Bool { registry.withLock { $0[path] != nil } }
+
+    // MARK: - Transactions
+
+    /// Runs `body` in the open batch (same thread) or in a transaction of its own, then tells
+    /// listeners what committed.
+    func write<R>(_ body: (WriteContext) throws -> R) throws -> R {
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        if let batch { return try body(batch) }
+        var context: WriteContext?
+        let result = try translating {
+            try store.write { tx in
+                let c = try WriteContext(core: self, tx: tx)
+                context = c
+                let r = try body(c)
+                try c.flush()
+                return r
+            }
+        }
+        if let context { publish(context) }
+        return result
+    }
+
+    /// Runs `body` as one all-or-nothing transaction that saves on this thread join.
+    func runBatch(_ body: () throws -> Void) throws {
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        if batch != nil { return try body() }   // a batch inside a batch joins it
+        var context: WriteContext?
+        try translating {
+            try store.write { tx in
+                let c = try WriteContext(core: self, tx: tx)
+                context = c
+                batch = c
+                batchThread.withLock { $0 = pthread_self() }
+                defer {
+                    batch = nil
+                    batchThread.withLock { $0 = nil }
+                }
+                try body()
+                try c.flush()
+            }
+        }
+        if let context { publish(context) }
+    }
+
+    private func publish(_ c: WriteContext) {
+        hub.publish(DatabaseChange(database: name, changes: c.changes))
+    }
+
+    /// Runs `body` on a snapshot, or on the batch's transaction when called from inside a batch.
+    func read<R>(_ body: (any StoreReading) throws -> R) throws -> R {
+        if let t = batchThread.withLock({ $0 }), pthread_equal(t, pthread_self()) != 0, let b = batch {
+            return try translating { try body(b.tx) }
+        }
+        return try translating { try store.read { tx in try body(tx) } }
+    }
+
+    // MARK: - Reading documents
+
+    func meta(_ tx: some StoreReading, id: [UInt8]) throws -> DocMeta? {
+        try tx.withValue(forKey: id, in: trees.byID) { b throws(SetteeError) in try DocMeta(decoding: b) }
+    }
+
+    func tree(_ tx: some StoreReading, _ meta: DocMeta) throws -> RevTree {
+        try tx.withValue(at: ValueRef(rawValue: meta.treeRef)) { b throws(SetteeError) in try RevTree(decoding: b) }
+    }
+
+    func body(_ tx: some StoreReading, ref: UInt64) throws -> [UInt8] {
+        if ref == 0 { return Array("{}".utf8) }
+        return try tx.withValue(at: ValueRef(rawValue: ref)) { Array($0) }
+    }
+
+    func document(_ tx: some StoreReading, id: String, meta: DocMeta) throws -> Document {
+        Document(id: id, revisionID: meta.revisionID, sequence: meta.sequence, isDeleted: meta.flags.contains(.deleted),
+                 body: try body(tx, ref: meta.bodyRef), blobs: blobs)
+    }
+
+    func document(_ tx: some StoreReading, id: String, tree: RevTree, index: Int, sequence: UInt64) throws -> Document {
+        let r = tree.revs[index]
+        return Document(id: id, revisionID: r.id, sequence: sequence, isDeleted: r.deleted,
+                        body: r.hasBody ? try body(tx, ref: r.bodyRef) : Array("{}".utf8), blobs: blobs)
+    }
+}
+
+/// The state of one write transaction: the sequence counter, the live-document count and the
+/// changes to announce when it commits.
+final class WriteContext {
+    unowned let core: DatabaseCore
+    let tx: WriteTransaction
+    var lastSequence: UInt64
+    var liveCount: UInt64
+    var metaDirty = false
+    var changes: [DocumentChange] = []
+
+    init(core: DatabaseCore, tx: WriteTransaction) throws {
+        self.core = core
+        self.tx = tx
+        func u64(_ key: [UInt8]) throws -> UInt64 {
+            try tx.withValue(forKey: key, in: core.trees.meta) { b throws(SetteeError) -> UInt64 in
+                guard b.count == 8 else { throw SetteeError(.corrupted, "database counters are malformed") }
+                return UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
+            } ?? 0
+        }
+        lastSequence = try u64(MetaKey.lastSequence)
+        liveCount = try u64(MetaKey.liveCount)
+    }
+
+    func nextSequence() -> UInt64 {
+        lastSequence += 1
+        metaDirty = true
+        return lastSequence
+    }
+
+    func flush() throws {
+        guard metaDirty else { return }
+        try tx.put(MetaKey.lastSequence, withUnsafeBytes(of: lastSequence.littleEndian, Array.init), in: core.trees.meta)
+        try tx.put(MetaKey.liveCount, withUnsafeBytes(of: liveCount.littleEndian, Array.init), in: core.trees.meta)
+        metaDirty = false
+    }
+}

@@ -1,0 +1,136 @@
+import SetteeStorage
+
+/// Names of the engine trees a database uses (Formats/documents.md).
+enum TreeName {
+    static let byID = "doc.by-id"
+    static let bySequence = "doc.by-seq"
+    static let conflicts = "doc.conflicts"
+    static let local = "doc.local"
+    static let meta = "db.meta"
+    static let all = [byID, bySequence, conflicts, local, meta]
+}
+
+/// Keys of the `db.meta` tree.
+enum MetaKey {
+    static let format = Array("format".utf8)
+    static let uuid = Array("uuid".utf8)
+    static let lastSequence = Array("seq".utf8)
+    static let liveCount = Array("live".utf8)
+}
+
+/// Document-level flags, shared by the by-ID and by-sequence values.
+struct DocFlags: OptionSet, Sendable {
+    let rawValue: UInt8
+    /// The current revision is a tombstone.
+    static let deleted = DocFlags(rawValue: 1)
+    /// Two or more undeleted leaves.
+    static let conflicted = DocFlags(rawValue: 2)
+    /// The current revision references blobs.
+    static let hasAttachments = DocFlags(rawValue: 4)
+    /// More than one leaf (deleted ones included): the changes feed must read the tree.
+    static let multipleLeaves = DocFlags(rawValue: 8)
+    static let known: UInt8 = 15
+}
+
+/// The by-ID value: what a winner lookup needs without decoding the revision tree.
+struct DocMeta {
+    var flags: DocFlags
+    var sequence: UInt64
+    var revisionID: String
+    /// Where the current revision's body is; 0 for an empty body.
+    var bodyRef: UInt64
+    /// Where the encoded revision tree is.
+    var treeRef: UInt64
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 32 + revisionID.utf8.count)
+        w.u8(flags.rawValue)
+        w.varint(sequence)
+        w.string(revisionID)
+        w.u64(bodyRef)
+        w.u64(treeRef)
+        return w.bytes
+    }
+
+    init(flags: DocFlags, sequence: UInt64, revisionID: String, bodyRef: UInt64, treeRef: UInt64) {
+        self.flags = flags
+        self.sequence = sequence
+        self.revisionID = revisionID
+        self.bodyRef = bodyRef
+        self.treeRef = treeRef
+    }
+
+    init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
+        var r = ByteReader(b)
+        guard let f = r.u8(), f & ~DocFlags.known == 0, let seq = r.varint(), let rev = r.string(),
+              RevisionID.generation(of: rev) != nil, let body = r.u64(), let tree = r.u64(), r.atEnd
+        else { throw SetteeError(.corrupted, "document metadata is malformed") }
+        self.init(flags: DocFlags(rawValue: f), sequence: seq, revisionID: rev, bodyRef: body, treeRef: tree)
+    }
+}
+
+/// The by-sequence value: flags, document ID and current revision ID, so the changes feed reads
+/// one tree in order.
+struct SequenceEntry {
+    var flags: DocFlags
+    var documentID: String
+    var revisionID: String
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 16 + documentID.utf8.count + revisionID.utf8.count)
+        w.u8(flags.rawValue)
+        w.string(documentID)
+        w.string(revisionID)
+        return w.bytes
+    }
+
+    init(flags: DocFlags, documentID: String, revisionID: String) {
+        self.flags = flags
+        self.documentID = documentID
+        self.revisionID = revisionID
+    }
+
+    init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
+        var r = ByteReader(b)
+        guard let f = r.u8(), f & ~DocFlags.known == 0, let id = r.string(), let rev = r.string(), r.atEnd
+        else { throw SetteeError(.corrupted, "changes entry is malformed") }
+        self.init(flags: DocFlags(rawValue: f), documentID: id, revisionID: rev)
+    }
+}
+
+/// What the library needs from either kind of engine transaction, so reads inside
+/// ``Database/inBatch(_:)`` see the batch's own writes.
+protocol StoreReading {
+    func withValue<R>(forKey key: [UInt8], in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R?
+    func withValue<R>(at ref: ValueRef, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R
+    func forEach(in tree: Tree, from start: [UInt8]?, reverse: Bool,
+                 _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws
+}
+
+extension ReadTransaction: StoreReading {}
+extension WriteTransaction: StoreReading {}
+
+extension SetteeError {
+    /// Translates an engine error; anything else passes through.
+    static func wrap(_ error: any Error) -> any Error {
+        guard let e = error as? StorageError else { return error }
+        switch e.code {
+        case .locked: return SetteeError(.busy, "the database is open elsewhere (another process or Database instance)")
+        case .corrupted:
+            let at = e.offset.map { " at offset \($0)" } ?? ""
+            return SetteeError(.corrupted, "\(e.reason)\(at)")
+        case .io, .poisoned: return SetteeError(.io, e.reason)
+        case .versionMismatch: return SetteeError(.versionMismatch, e.reason)
+        case .valueTooLarge: return SetteeError(.tooLarge, e.reason)
+        case .closed: return SetteeError(.notOpen, "the database is closed")
+        case .invalidValueRef: return SetteeError(.corrupted, e.reason)
+        case .invalidKey, .noSuchTree, .invalidArgument: return SetteeError(.invalidParameter, e.reason)
+        }
+    }
+}
+
+/// Runs `body`, turning engine errors into ``SetteeError``.
+@inline(__always)
+func translating<R>(_ body: () throws -> R) throws -> R {
+    do { return try body() } catch { throw SetteeError.wrap(error) }
+}

@@ -1,0 +1,168 @@
+import SetteeStorage
+
+/// A validation function (seed 003): sees each new revision before it is stored, with the
+/// document's current revision (nil for a new document), and rejects it by throwing.
+///
+/// ```swift
+/// db.addValidation(named: "created_at") { newRevision, current in
+///     if newRevision.isDeleted { return }
+///     if let s = newRevision.string(forKey: "created_at"), JSONDate.date(from: s) == nil {
+///         throw SetteeError.forbidden("invalid date \(s)")
+///     }
+/// }
+/// ```
+///
+/// Any error other than a ``SetteeError`` with code ``SetteeError/Code/forbidden`` is reported
+/// as `forbidden` with the error's description as the message.
+public typealias Validation = @Sendable (_ newRevision: Document, _ current: Document?) throws -> Void
+
+/// The largest document body accepted, in bytes of canonical JSON (CouchDB's default is 8 MB;
+/// large content belongs in blobs).
+let maxBodySize = 16 << 20
+
+/// A body ready to store: canonical JSON and what it references.
+struct PreparedBody {
+    var properties: [String: JSONValue]
+    var bytes: [UInt8]
+    var blobDigests: [String]
+
+    init(_ properties: [String: JSONValue], checkReserved: Bool = true) throws(SetteeError) {
+        if checkReserved, let k = properties.keys.first(where: { $0.hasPrefix("_") }) {
+            throw SetteeError(.invalidParameter, "property '\(k)' is reserved: top-level keys starting with '_' belong to the database")
+        }
+        self.properties = properties
+        self.bytes = try JSONWriter.bytes(.object(properties))
+        guard bytes.count <= maxBodySize else {
+            throw SetteeError(.tooLarge, "document body is \(bytes.count) bytes; the limit is \(maxBodySize) (store large content in blobs)")
+        }
+        var digests: [String] = []
+        Self.collect(.object(properties), into: &digests)
+        blobDigests = digests
+    }
+
+    private static func collect(_ v: JSONValue, into out: inout [String]) {
+        switch v {
+        case .object(let o):
+            if o["@type"] == .string("blob"), case .string(let d)? = o["digest"] { out.append(d) }
+            for x in o.values { collect(x, into: &out) }
+        case .array(let a):
+            for x in a { collect(x, into: &out) }
+        default: break
+        }
+    }
+
+    var isEmpty: Bool { properties.isEmpty }
+}
+
+/// Document IDs: non-empty, at most 1,000 bytes of UTF-8, no leading `_` (reserved, as in CouchDB).
+func validateDocumentID(_ id: String) throws(SetteeError) -> [UInt8] {
+    let key = Array(id.utf8)
+    guard !key.isEmpty else { throw SetteeError(.invalidParameter, "document IDs cannot be empty") }
+    guard key.count <= 1000 else { throw SetteeError(.invalidParameter, "document IDs are at most 1000 bytes") }
+    guard key[0] != UInt8(ascii: "_") else {
+        throw SetteeError(.invalidParameter, "document IDs cannot start with '_' (reserved)")
+    }
+    return key
+}
+
+extension WriteContext {
+    var trees: Trees { core.trees }
+
+    func meta(_ key: [UInt8]) throws -> DocMeta? { try core.meta(tx, id: key) }
+
+    func tree(_ meta: DocMeta?) throws -> RevTree {
+        guard let meta else { return RevTree() }
+        return try core.tree(tx, meta)
+    }
+
+    /// Runs every validation on a new revision.
+    func validate(id: String, revisionID: String, deleted: Bool, body: PreparedBody, old: DocMeta?) throws {
+        let validations = core.validations.withLock { $0 }
+        guard !validations.isEmpty else { return }
+        let new = Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted,
+                           properties: body.properties, body: body.bytes, blobs: core.blobs)
+        let current = try old.map { try core.document(tx, id: id, meta: $0) }
+        for v in validations {
+            do {
+                try v.body(new, current)
+            } catch let e as SetteeError where e.code == .forbidden {
+                throw e
+            } catch {
+                throw SetteeError.forbidden("\(v.name): \(error)")
+            }
+        }
+    }
+
+    func checkBlobs(_ body: PreparedBody) throws {
+        for d in body.blobDigests where !core.blobs.has(digest: d) {
+            guard BlobStore.fileName(forDigest: d) != nil else {
+                throw SetteeError(.invalidParameter, "a blob property has a malformed digest")
+            }
+            throw SetteeError(.notFound, "blob \(d) is not in the database; save the document that carries it or call saveBlob first")
+        }
+    }
+
+    /// Adds a locally created revision under `parent` (an index in `tree`, or nil for a first
+    /// revision) and commits the document. Returns nil when an identical revision already exists
+    /// (identical edits give identical IDs: nothing to store).
+    func addLocalRevision(id: String, key: [UInt8], old: DocMeta?, tree: inout RevTree, parent: Int?,
+                          body: PreparedBody, deleted: Bool) throws -> DocMeta? {
+        let parentID = parent.map { tree.revs[$0].id }
+        let generation = (parent.map { tree.revs[$0].generation } ?? 0) + 1
+        let revID = RevisionID.make(parent: parentID, generation: generation, deleted: deleted, canonicalBody: body.bytes)
+        if tree.index(of: revID) != nil { return nil }
+        try checkBlobs(body)
+        try validate(id: id, revisionID: revID, deleted: deleted, body: body, old: old)
+        let ref = body.isEmpty ? 0 : try tx.appendValue(body.bytes).rawValue
+        tree.add(id: revID, generation: generation, parent: parent, deleted: deleted,
+                 hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
+        return try commit(id: id, key: key, old: old, tree: &tree)
+    }
+
+    /// Stores a document's tree and updates every index for its new winner.
+    func commit(id: String, key: [UInt8], old: DocMeta?, tree: inout RevTree) throws -> DocMeta {
+        tree.prune(maxDepth: core.configuration.maxRevTreeDepth)
+        let order = tree.sortedLeaves()
+        let w = order[0]
+        let winner = tree.revs[w]
+        var flags: DocFlags = []
+        if winner.deleted { flags.insert(.deleted) }
+        if winner.hasAttachments { flags.insert(.hasAttachments) }
+        if order.count > 1 { flags.insert(.multipleLeaves) }
+        if order.count > 1 && !tree.revs[order[1]].deleted { flags.insert(.conflicted) }
+        let seq = nextSequence()
+        let treeRef = try tx.appendValue(tree.encoded()).rawValue
+        let meta = DocMeta(flags: flags, sequence: seq, revisionID: winner.id,
+                           bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
+        try tx.put(key, meta.encoded(), in: trees.byID)
+        if let old { try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence) }
+        try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(),
+                   in: trees.bySequence)
+        let wasConflicted = old?.flags.contains(.conflicted) ?? false
+        if flags.contains(.conflicted) && !wasConflicted {
+            try tx.put(key, [], in: trees.conflicts)
+        } else if !flags.contains(.conflicted) && wasConflicted {
+            try tx.delete(key, in: trees.conflicts)
+        }
+        let wasLive = old.map { !$0.flags.contains(.deleted) } ?? false
+        if wasLive != !winner.deleted {
+            liveCount = wasLive ? liveCount &- 1 : liveCount &+ 1
+        }
+        changes.append(DocumentChange(documentID: id, revisionID: winner.id, sequence: seq, isDeleted: winner.deleted,
+                                      isConflicted: flags.contains(.conflicted), isPurged: false))
+        return meta
+    }
+
+    /// Removes every trace of a document; returns false when it was not there.
+    func purge(id: String, key: [UInt8]) throws -> Bool {
+        guard let old = try meta(key) else { return false }
+        try tx.delete(key, in: trees.byID)
+        try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence)
+        if old.flags.contains(.conflicted) { try tx.delete(key, in: trees.conflicts) }
+        if !old.flags.contains(.deleted) { liveCount &-= 1 }
+        let seq = nextSequence()
+        changes.append(DocumentChange(documentID: id, revisionID: nil, sequence: seq, isDeleted: false,
+                                      isConflicted: false, isPurged: true))
+        return true
+    }
+}

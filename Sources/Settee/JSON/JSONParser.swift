@@ -1,0 +1,449 @@
+/// Strict RFC 8259 parsing of UTF-8 bytes into ``JSONValue``.
+///
+/// Stored bodies and replicated documents pass through here, so it must reject anything that is
+/// not JSON and never misbehave on hostile input: it works on the raw buffer with explicit bounds
+/// checks, keeps its own stack instead of recursing (deep nesting cannot overflow the thread's
+/// stack), and its errors name a byte offset, never the input.
+enum JSONParser {
+    /// Deepest nesting of arrays and objects accepted by default; ``JSONWriter`` refuses to write
+    /// deeper values, so whatever is written can be read back.
+    static let defaultMaxDepth = 256
+
+    /// Parses one JSON value filling the whole buffer (surrounding whitespace allowed).
+    static func parse(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = defaultMaxDepth) throws(SetteeError) -> JSONValue {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            throw SetteeError(.invalidJSON, "unexpected end of input at byte 0")
+        }
+        var reader = Reader(base: base.assumingMemoryBound(to: UInt8.self), end: bytes.count, maxDepth: maxDepth)
+        return try reader.parseDocument()
+    }
+
+    /// Parses one JSON value filling the whole array.
+    static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(SetteeError) -> JSONValue {
+        let result = bytes.withUnsafeBytes { buffer in
+            Result { () throws(SetteeError) in try parse(buffer, maxDepth: maxDepth) }
+        }
+        return try result.get()
+    }
+
+    /// Parses one JSON value filling the whole string.
+    static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(SetteeError) -> JSONValue {
+        var text = text
+        let result = text.withUTF8 { buffer in
+            Result { () throws(SetteeError) in try parse(UnsafeRawBufferPointer(buffer), maxDepth: maxDepth) }
+        }
+        return try result.get()
+    }
+}
+
+// ASCII bytes the grammar mentions.
+private let quote = UInt8(ascii: "\"")
+private let backslash = UInt8(ascii: "\\")
+private let slash = UInt8(ascii: "/")
+private let comma = UInt8(ascii: ",")
+private let colon = UInt8(ascii: ":")
+private let openBrace = UInt8(ascii: "{")
+private let closeBrace = UInt8(ascii: "}")
+private let openBracket = UInt8(ascii: "[")
+private let closeBracket = UInt8(ascii: "]")
+private let minus = UInt8(ascii: "-")
+private let plus = UInt8(ascii: "+")
+private let dot = UInt8(ascii: ".")
+private let zero = UInt8(ascii: "0")
+private let nine = UInt8(ascii: "9")
+
+/// One open array or object: where its elements (and, for objects, keys) start on the shared
+/// stacks.
+private struct Frame {
+    var isObject: Bool
+    var firstValue: Int
+    var firstKey: Int
+}
+
+private struct Reader {
+    let p: UnsafePointer<UInt8>
+    let end: Int
+    let maxDepth: Int
+    var i = 0
+    /// Reused for strings with escapes, so only the final `String` allocates.
+    var scratch: [UInt8] = []
+
+    init(base: UnsafePointer<UInt8>, end: Int, maxDepth: Int) {
+        self.p = base
+        self.end = end
+        self.maxDepth = maxDepth
+    }
+
+    func fail(_ what: String, at offset: Int) -> SetteeError {
+        SetteeError(.invalidJSON, "\(what) at byte \(offset)")
+    }
+
+    func fail(_ what: String) -> SetteeError {
+        fail(what, at: i)
+    }
+
+    @inline(__always)
+    mutating func skipWhitespace() {
+        while i < end {
+            let c = p[i]
+            guard c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 else { return }
+            i += 1
+        }
+    }
+
+    @inline(__always)
+    func isDigit(at j: Int) -> Bool {
+        j < end && p[j] >= zero && p[j] <= nine
+    }
+
+    // MARK: Structure
+
+    /// The value loop: containers push a frame and go on to their first element; a finished
+    /// value is appended to the innermost open container, which then either wants another
+    /// element or closes, finishing a value itself.
+    mutating func parseDocument() throws(SetteeError) -> JSONValue {
+        var values: [JSONValue] = []
+        var keys: [(key: String, at: Int)] = []
+        var frames: [Frame] = []
+
+        nextValue: while true {
+            skipWhitespace()
+            guard i < end else { throw fail("unexpected end of input") }
+            var value: JSONValue
+            let c = p[i]
+            switch c {
+            case openBrace, openBracket:
+                // Checked before descending, whatever the nesting, so the stacks stay bounded.
+                guard frames.count < maxDepth else { throw fail("nesting deeper than \(maxDepth) levels") }
+                let isObject = c == openBrace
+                i += 1
+                skipWhitespace()
+                if i < end && p[i] == (isObject ? closeBrace : closeBracket) {
+                    i += 1
+                    value = isObject ? .object([:]) : .array([])
+                } else {
+                    frames.append(Frame(isObject: isObject, firstValue: values.count, firstKey: keys.count))
+                    if isObject { try readKey(into: &keys) }
+                    continue nextValue
+                }
+            case quote:
+                i += 1
+                value = .string(try readString())
+            case UInt8(ascii: "t"):
+                try readLiteral("true")
+                value = .bool(true)
+            case UInt8(ascii: "f"):
+                try readLiteral("false")
+                value = .bool(false)
+            case UInt8(ascii: "n"):
+                try readLiteral("null")
+                value = .null
+            case minus, zero...nine:
+                value = try readNumber()
+            default:
+                throw fail("unexpected character")
+            }
+
+            while let frame = frames.last {
+                values.append(value)
+                skipWhitespace()
+                guard i < end else { throw fail("unexpected end of input") }
+                if p[i] == comma {
+                    i += 1
+                    if frame.isObject { try readKey(into: &keys) }
+                    continue nextValue
+                }
+                if frame.isObject {
+                    guard p[i] == closeBrace else { throw fail("expected ',' or '}'") }
+                    i += 1
+                    value = .object(try makeObject(values: values[frame.firstValue...], keys: keys[frame.firstKey...]))
+                    keys.removeSubrange(frame.firstKey...)
+                } else {
+                    guard p[i] == closeBracket else { throw fail("expected ',' or ']'") }
+                    i += 1
+                    value = .array(Array(values[frame.firstValue...]))
+                }
+                values.removeSubrange(frame.firstValue...)
+                frames.removeLast()
+            }
+
+            skipWhitespace()
+            guard i == end else { throw fail("unexpected character after the value") }
+            return value
+        }
+    }
+
+    /// Reads `"key" :` and leaves `i` at the value.
+    mutating func readKey(into keys: inout [(key: String, at: Int)]) throws(SetteeError) {
+        skipWhitespace()
+        guard i < end, p[i] == quote else { throw fail(i < end ? "expected a string key" : "unexpected end of input") }
+        let at = i
+        i += 1
+        let key = try readString()
+        skipWhitespace()
+        guard i < end, p[i] == colon else { throw fail(i < end ? "expected ':'" : "unexpected end of input") }
+        i += 1
+        keys.append((key, at))
+    }
+
+    func makeObject(values: ArraySlice<JSONValue>, keys: ArraySlice<(key: String, at: Int)>) throws(SetteeError) -> [String: JSONValue] {
+        var object = [String: JSONValue](minimumCapacity: keys.count)
+        for (value, key) in zip(values, keys) where object.updateValue(value, forKey: key.key) != nil {
+            throw fail("duplicate key", at: key.at)
+        }
+        return object
+    }
+
+    mutating func readLiteral(_ literal: StaticString) throws(SetteeError) {
+        let n = literal.utf8CodeUnitCount
+        guard end - i >= n else { throw fail("invalid literal") }
+        let text = literal.utf8Start
+        for k in 0..<n where p[i + k] != text[k] {
+            throw fail("invalid literal")
+        }
+        i += n
+    }
+
+    // MARK: Numbers
+
+    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`; integers that fit are exact.
+    mutating func readNumber() throws(SetteeError) -> JSONValue {
+        let start = i
+        let negative = p[i] == minus
+        if negative { i += 1 }
+        guard isDigit(at: i) else { throw fail("expected a digit") }
+
+        var magnitude: UInt64 = 0
+        var overflow = false
+        if p[i] == zero {
+            i += 1
+            if isDigit(at: i) { throw fail("leading zero in number", at: start) }
+        } else {
+            while isDigit(at: i) {
+                if !overflow {
+                    let (times10, o1) = magnitude.multipliedReportingOverflow(by: 10)
+                    let (sum, o2) = times10.addingReportingOverflow(UInt64(p[i] &- zero))
+                    if o1 || o2 { overflow = true } else { magnitude = sum }
+                }
+                i += 1
+            }
+        }
+
+        var isInteger = true
+        if i < end && p[i] == dot {
+            isInteger = false
+            i += 1
+            guard isDigit(at: i) else { throw fail("expected a digit after the decimal point") }
+            while isDigit(at: i) { i += 1 }
+        }
+        if i < end && (p[i] == UInt8(ascii: "e") || p[i] == UInt8(ascii: "E")) {
+            isInteger = false
+            i += 1
+            if i < end && (p[i] == plus || p[i] == minus) { i += 1 }
+            guard isDigit(at: i) else { throw fail("expected a digit in the exponent") }
+            while isDigit(at: i) { i += 1 }
+        }
+
+        if isInteger && !overflow {
+            if !negative, magnitude <= UInt64(Int64.max) { return .int(Int64(magnitude)) }
+            if negative, magnitude <= Int64.min.magnitude {
+                return .int(magnitude == Int64.min.magnitude ? Int64.min : -Int64(magnitude))
+            }
+        }
+        // The text matched the grammar above, so the standard library's correctly rounded
+        // conversion sees only plain decimal syntax (no hex, "nan" or "inf" can reach it).
+        let text = String(decoding: UnsafeBufferPointer(start: p + start, count: i - start), as: UTF8.self)
+        guard let number = Double(text), number.isFinite else { throw fail("number out of range", at: start) }
+        return .double(number)
+    }
+
+    // MARK: Strings
+
+    /// Reads a string whose opening quote is just behind `i`, through its closing quote.
+    mutating func readString() throws(SetteeError) -> String {
+        let start = i
+        while i < end {
+            let c = p[i]
+            if c == quote {
+                // No escapes: the bytes are the string (already validated as UTF-8).
+                let text = String(decoding: UnsafeBufferPointer(start: p + start, count: i - start), as: UTF8.self)
+                i += 1
+                return text
+            }
+            if c == backslash { return try readEscapedString(from: start) }
+            if c < 0x20 { throw fail("control character in string") }
+            if c < 0x80 { i += 1 } else { try skipUTF8Sequence() }
+        }
+        throw fail("unterminated string", at: start - 1)
+    }
+
+    /// The slow path, from the first backslash on: decoded bytes go to `scratch`.
+    mutating func readEscapedString(from start: Int) throws(SetteeError) -> String {
+        scratch.removeAll(keepingCapacity: true)
+        var run = start
+        while i < end {
+            let c = p[i]
+            if c == quote {
+                scratch.append(contentsOf: UnsafeBufferPointer(start: p + run, count: i - run))
+                i += 1
+                return String(decoding: scratch, as: UTF8.self)
+            }
+            if c == backslash {
+                scratch.append(contentsOf: UnsafeBufferPointer(start: p + run, count: i - run))
+                guard i + 1 < end else { break }
+                switch p[i + 1] {
+                case quote: scratch.append(quote)
+                case backslash: scratch.append(backslash)
+                case slash: scratch.append(slash)
+                case UInt8(ascii: "b"): scratch.append(0x08)
+                case UInt8(ascii: "f"): scratch.append(0x0C)
+                case UInt8(ascii: "n"): scratch.append(0x0A)
+                case UInt8(ascii: "r"): scratch.append(0x0D)
+                case UInt8(ascii: "t"): scratch.append(0x09)
+                case UInt8(ascii: "u"):
+                    appendUTF8(try readUnicodeEscape())
+                    run = i
+                    continue
+                default:
+                    throw fail("invalid escape")
+                }
+                i += 2
+                run = i
+            } else if c < 0x20 {
+                throw fail("control character in string")
+            } else if c < 0x80 {
+                i += 1
+            } else {
+                try skipUTF8Sequence()
+            }
+        }
+        throw fail("unterminated string", at: start - 1)
+    }
+
+    /// Reads `\uXXXX` (and the low half of a surrogate pair) at `i`; returns the scalar.
+    mutating func readUnicodeEscape() throws(SetteeError) -> UInt32 {
+        let at = i
+        guard let high = hex4(at: i + 2) else { throw fail("invalid \\u escape") }
+        i += 6
+        switch high {
+        case 0xD800...0xDBFF:
+            guard i + 1 < end, p[i] == backslash, p[i + 1] == UInt8(ascii: "u"),
+                  let low = hex4(at: i + 2), (0xDC00...0xDFFF).contains(low)
+            else { throw fail("unpaired surrogate in \\u escape", at: at) }
+            i += 6
+            return 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+        case 0xDC00...0xDFFF:
+            throw fail("unpaired surrogate in \\u escape", at: at)
+        default:
+            return high
+        }
+    }
+
+    func hex4(at j: Int) -> UInt32? {
+        guard j >= 0, end - j >= 4 else { return nil }
+        var result: UInt32 = 0
+        for k in j..<(j + 4) {
+            let c = p[k]
+            let digit: UInt8
+            switch c {
+            case zero...nine: digit = c - zero
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = c - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            result = result << 4 | UInt32(digit)
+        }
+        return result
+    }
+
+    mutating func appendUTF8(_ scalar: UInt32) {
+        switch scalar {
+        case 0..<0x80:
+            scratch.append(UInt8(scalar))
+        case 0x80..<0x800:
+            scratch.append(UInt8(0xC0 | scalar >> 6))
+            scratch.append(UInt8(0x80 | scalar & 0x3F))
+        case 0x800..<0x10000:
+            scratch.append(UInt8(0xE0 | scalar >> 12))
+            scratch.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            scratch.append(UInt8(0x80 | scalar & 0x3F))
+        default:
+            scratch.append(UInt8(0xF0 | scalar >> 18))
+            scratch.append(UInt8(0x80 | scalar >> 12 & 0x3F))
+            scratch.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            scratch.append(UInt8(0x80 | scalar & 0x3F))
+        }
+    }
+
+    /// Steps over one well-formed multi-byte UTF-8 sequence at `i` (Unicode table 3-7: no
+    /// overlong forms, no surrogates, nothing past U+10FFFF).
+    mutating func skipUTF8Sequence() throws(SetteeError) {
+        let lead = p[i]
+        let length: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0: length = 3; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED: length = 3; high = 0x9F
+        case 0xF0: length = 4; low = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4: length = 4; high = 0x8F
+        default: throw fail("invalid UTF-8")
+        }
+        guard end - i >= length, p[i + 1] >= low, p[i + 1] <= high else { throw fail("invalid UTF-8") }
+        for k in 2..<length where p[i + k] < 0x80 || p[i + k] > 0xBF {
+            throw fail("invalid UTF-8")
+        }
+        i += length
+    }
+}
+
+// MARK: - Public entry points
+
+extension JSONValue {
+    /// Parses JSON text (strict RFC 8259: one value, no comments, no trailing commas, no
+    /// duplicate keys, at most 256 levels of nesting).
+    ///
+    /// Numbers without fraction or exponent that fit in 64 bits become ``int(_:)``, all others
+    /// ``double(_:)``. Errors have code ``SetteeError/Code/invalidJSON`` and give the byte offset
+    /// of the problem.
+    ///
+    /// ```swift
+    /// let value = try JSONValue(parsing: #"{"title": "Groceries", "count": 2}"#)
+    /// print(value["count"]?.intValue ?? 0)   // 2
+    /// ```
+    public init(parsing text: String) throws(SetteeError) {
+        self = try JSONParser.parse(text)
+    }
+
+    /// Parses UTF-8 encoded JSON (the same rules as parsing a `String`); invalid UTF-8
+    /// is an error.
+    ///
+    /// ```swift
+    /// let bytes: [UInt8] = Array(#"[1, 2.5, "three"]"#.utf8)
+    /// let value = try JSONValue(parsing: bytes)   // .array([.int(1), .double(2.5), .string("three")])
+    /// ```
+    public init(parsing bytes: [UInt8]) throws(SetteeError) {
+        self = try JSONParser.parse(bytes)
+    }
+
+    /// Parses UTF-8 encoded JSON from any byte collection, such as `Data` or an `ArraySlice`
+    /// (the same rules as parsing a `String`).
+    ///
+    /// ```swift
+    /// let data = try Data(contentsOf: url)
+    /// let value = try JSONValue(parsing: data)
+    /// ```
+    public init<Bytes: Collection>(parsing bytes: Bytes) throws(SetteeError) where Bytes.Element == UInt8 {
+        let contiguous = bytes.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(SetteeError) in try JSONParser.parse(UnsafeRawBufferPointer(buffer)) }
+        }
+        if let contiguous {
+            self = try contiguous.get()
+        } else {
+            self = try JSONParser.parse(Array(bytes))
+        }
+    }
+}

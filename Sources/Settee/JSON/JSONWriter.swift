@@ -1,0 +1,200 @@
+/// Writes ``JSONValue``s as canonical JSON.
+///
+/// The bytes are hashed into revision IDs, so one value must give the same bytes on every run and
+/// machine: object keys sorted by their UTF-8 bytes, no whitespace, only the escapes JSON
+/// requires, integers in plain decimal, doubles in Swift's shortest round-trip form.
+enum JSONWriter {
+    /// Appends the canonical JSON of `value`.
+    ///
+    /// Throws ``SetteeError/Code/invalidJSON`` for NaN or infinite doubles and for nesting deeper
+    /// than `maxDepth` (by default what ``JSONParser`` accepts, so the output can be read back).
+    static func write(_ value: JSONValue, into out: inout [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) {
+        try writeValue(value, into: &out, depth: 0, maxDepth: maxDepth, lenient: false)
+    }
+
+    /// The canonical JSON of `value`.
+    static func bytes(_ value: JSONValue, maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) -> [UInt8] {
+        var out: [UInt8] = []
+        try write(value, into: &out, maxDepth: maxDepth)
+        return out
+    }
+
+    /// Appends the canonical JSON of an object (a document body) without wrapping it in a value.
+    static func writeObject(_ object: [String: JSONValue], into out: inout [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) {
+        try writeMembers(object, into: &out, depth: 1, maxDepth: maxDepth, lenient: false)
+    }
+
+    /// For `description`: never throws; non-finite numbers show as `NaN`, `Infinity`, `-Infinity`
+    /// and nesting is not limited.
+    static func writeForDescription(_ value: JSONValue, into out: inout [UInt8]) {
+        try? writeValue(value, into: &out, depth: 0, maxDepth: .max, lenient: true)
+    }
+
+    // MARK: Values
+
+    private static func writeValue(_ value: JSONValue, into out: inout [UInt8], depth: Int, maxDepth: Int, lenient: Bool) throws(SetteeError) {
+        switch value {
+        case .null:
+            out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])  // null
+        case .bool(true):
+            out.append(contentsOf: [0x74, 0x72, 0x75, 0x65])  // true
+        case .bool(false):
+            out.append(contentsOf: [0x66, 0x61, 0x6C, 0x73, 0x65])  // false
+        case .int(let number):
+            writeInt(number, into: &out)
+        case .double(let number):
+            try writeDouble(number, into: &out, lenient: lenient)
+        case .string(let text):
+            writeString(text, into: &out)
+        case .array(let elements):
+            guard depth < maxDepth else { throw tooDeep(maxDepth) }
+            out.append(UInt8(ascii: "["))
+            for (n, element) in elements.enumerated() {
+                if n > 0 { out.append(UInt8(ascii: ",")) }
+                try writeValue(element, into: &out, depth: depth + 1, maxDepth: maxDepth, lenient: lenient)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            try writeMembers(members, into: &out, depth: depth + 1, maxDepth: maxDepth, lenient: lenient)
+        }
+    }
+
+    /// `depth` counts this object itself.
+    private static func writeMembers(_ members: [String: JSONValue], into out: inout [UInt8], depth: Int, maxDepth: Int, lenient: Bool) throws(SetteeError) {
+        guard depth <= maxDepth else { throw tooDeep(maxDepth) }
+        out.append(UInt8(ascii: "{"))
+        // Byte order, not `String.<` (which compares canonically equivalent forms as equal and
+        // is not plain code point order).
+        let sorted = members.sorted { utf8Precedes($0.key, $1.key) }
+        for (n, member) in sorted.enumerated() {
+            if n > 0 { out.append(UInt8(ascii: ",")) }
+            writeString(member.key, into: &out)
+            out.append(UInt8(ascii: ":"))
+            try writeValue(member.value, into: &out, depth: depth, maxDepth: maxDepth, lenient: lenient)
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+
+    private static func tooDeep(_ maxDepth: Int) -> SetteeError {
+        SetteeError(.invalidJSON, "nesting deeper than \(maxDepth) levels")
+    }
+
+    // MARK: Scalars
+
+    static func writeInt(_ number: Int64, into out: inout [UInt8]) {
+        if number < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = number.magnitude
+        if magnitude == 0 {
+            out.append(UInt8(ascii: "0"))
+            return
+        }
+        // 20 digits hold UInt64.max; fill from the right.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = 20
+            while magnitude > 0 {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
+        }
+    }
+
+    static func writeDouble(_ number: Double, into out: inout [UInt8], lenient: Bool) throws(SetteeError) {
+        guard number.isFinite else {
+            guard lenient else { throw SetteeError(.invalidJSON, "not a finite number") }
+            out.append(contentsOf: (number.isNaN ? "NaN" : number < 0 ? "-Infinity" : "Infinity").utf8)
+            return
+        }
+        // Swift's `description` is the shortest text that reads back as the same Double and is
+        // always JSON number syntax ("1.5", "1e-05", "-0.0", "1e+300"). Integral values keep
+        // their ".0" (or exponent), so they read back as doubles and not as integers.
+        let text = number.description
+        var isIntegral = true
+        for c in text.utf8 where c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") {
+            isIntegral = false
+            break
+        }
+        out.append(contentsOf: text.utf8)
+        if isIntegral { out.append(contentsOf: [UInt8(ascii: "."), UInt8(ascii: "0")]) }
+    }
+
+    static func writeString(_ text: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        if text.utf8.withContiguousStorageIfAvailable({ writeEscaped($0, into: &out) }) == nil {
+            Array(text.utf8).withUnsafeBufferPointer { writeEscaped($0, into: &out) }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Only `"`, `\` and control characters are escaped; all else is copied as UTF-8.
+    private static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        let hexDigits: StaticString = "0123456789abcdef"
+        var run = 0
+        for j in 0..<bytes.count {
+            let c = bytes[j]
+            guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<j]))
+            out.append(UInt8(ascii: "\\"))
+            switch c {
+            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\"))
+            case 0x08: out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(UInt8(ascii: "f"))
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            default:
+                out.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                out.append(hexDigits.utf8Start[Int(c >> 4)])
+                out.append(hexDigits.utf8Start[Int(c & 0x0F)])
+            }
+            run = j + 1
+        }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<bytes.count]))
+    }
+
+    /// Lexicographic order of the UTF-8 bytes (the same as code point order).
+    static func utf8Precedes(_ a: String, _ b: String) -> Bool {
+        let fast = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in
+                let n = min(x.count, y.count)
+                for k in 0..<n where x[k] != y[k] {
+                    return x[k] < y[k]
+                }
+                return x.count < y.count
+            }
+        }
+        if let fast, let result = fast { return result }
+        return a.utf8.lexicographicallyPrecedes(b.utf8)
+    }
+}
+
+// MARK: - Public entry points
+
+extension JSONValue {
+    /// The canonical JSON text of this value: object keys sorted by their UTF-8 bytes, no
+    /// whitespace, only `"`, `\` and control characters escaped, integers in decimal and doubles
+    /// in their shortest round-trip form. Equal values give identical text on every machine.
+    ///
+    /// Throws ``SetteeError/Code/invalidJSON`` for NaN or infinite doubles, which JSON cannot
+    /// represent, and for nesting deeper than 256 levels.
+    ///
+    /// ```swift
+    /// let value: JSONValue = ["b": [1, 2.5], "a": "x/y"]
+    /// print(try value.jsonText())   // {"a":"x/y","b":[1,2.5]}
+    /// ```
+    public func jsonText() throws(SetteeError) -> String {
+        String(decoding: try JSONWriter.bytes(self), as: UTF8.self)
+    }
+
+    /// The canonical JSON of this value as UTF-8 bytes (see ``jsonText()``).
+    ///
+    /// ```swift
+    /// let value: JSONValue = ["done": false]
+    /// let bytes = try value.jsonBytes()   // Array(#"{"done":false}"#.utf8)
+    /// ```
+    public func jsonBytes() throws(SetteeError) -> [UInt8] {
+        try JSONWriter.bytes(self)
+    }
+}

@@ -1,0 +1,106 @@
+/// Little helpers to build and read the binary records of `Formats/documents.md`. Reading is
+/// bounds-checked everywhere: these bytes come from disk and may be damaged or hostile.
+struct ByteWriter {
+    var bytes: [UInt8] = []
+
+    init(capacity: Int = 64) { bytes.reserveCapacity(capacity) }
+
+    mutating func u8(_ v: UInt8) { bytes.append(v) }
+
+    mutating func u64(_ v: UInt64) {
+        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func varint(_ v: UInt64) {
+        var v = v
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    mutating func string(_ s: String) {
+        var s = s
+        s.withUTF8 { utf8 in
+            varint(UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    mutating func raw(_ b: UnsafeRawBufferPointer) { bytes.append(contentsOf: b) }
+}
+
+/// A bounds-checked cursor over stored bytes; every read returns nil past the end.
+struct ByteReader {
+    let buffer: UnsafeRawBufferPointer
+    var position = 0
+
+    init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
+
+    var atEnd: Bool { position >= buffer.count }
+    var remaining: Int { buffer.count - position }
+
+    mutating func u8() -> UInt8? {
+        guard position < buffer.count else { return nil }
+        defer { position += 1 }
+        return buffer[position]
+    }
+
+    mutating func u64() -> UInt64? {
+        guard remaining >= 8 else { return nil }
+        defer { position += 8 }
+        return UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+    }
+
+    mutating func varint() -> UInt64? {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard let byte = u8() else { return nil }
+            if shift == 63 && byte > 1 { return nil }
+            result |= UInt64(byte & 0x7f) << shift
+            if byte < 0x80 { return result }
+            shift += 7
+            if shift > 63 { return nil }
+        }
+    }
+
+    /// A varint that must fit in `limit` (a count or length), or nil.
+    mutating func count(limit: Int) -> Int? {
+        guard let v = varint(), v <= UInt64(limit) else { return nil }
+        return Int(v)
+    }
+
+    mutating func bytes(_ n: Int) -> UnsafeRawBufferPointer? {
+        guard n >= 0, remaining >= n else { return nil }
+        defer { position += n }
+        return UnsafeRawBufferPointer(rebasing: buffer[position ..< position + n])
+    }
+
+    /// A length-prefixed UTF-8 string; nil when cut short or not valid UTF-8.
+    mutating func string() -> String? {
+        guard let n = count(limit: remaining), let b = bytes(n) else { return nil }
+        return String(validating: b.bindMemory(to: UInt8.self), as: UTF8.self)
+    }
+
+    mutating func rest() -> UnsafeRawBufferPointer {
+        defer { position = buffer.count }
+        return UnsafeRawBufferPointer(rebasing: buffer[min(position, buffer.count)...])
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Big-endian, so byte order is numeric order in a tree.
+    init(bigEndian v: UInt64) {
+        self = Swift.withUnsafeBytes(of: v.bigEndian) { Array($0) }
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    /// A big-endian UInt64 key, or nil when the length is wrong.
+    var bigEndianU64: UInt64? {
+        guard count == 8 else { return nil }
+        return UInt64(bigEndian: loadUnaligned(as: UInt64.self))
+    }
+}
