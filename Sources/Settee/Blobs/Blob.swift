@@ -142,11 +142,26 @@ public struct Blob: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Blobs are equal when digest, type and length are.
+    ///
+    /// ```swift
+    /// if doc.blob(forKey: "a") == other.blob(forKey: "a") { … }
+    /// ```
     public static func == (a: Blob, b: Blob) -> Bool {
         a.digest == b.digest && a.contentType == b.contentType && a.length == b.length
     }
 
+    /// Hashes the digest.
+    ///
+    /// ```swift
+    /// let unique = Set(blobs)
+    /// ```
     public func hash(into h: inout Hasher) { h.combine(digest) }
 
+    /// Type, length and digest, never the content.
+    ///
+    /// ```swift
+    /// print(blob)   // Blob(image/png, 1024 bytes, sha1-…)
+    /// ```
     public var description: String { "Blob(\(contentType), \(length) bytes, \(digest))" }
 }

@@ -175,5 +175,10 @@ public final class Database: Sendable, CustomStringConvertible {
     /// ```
     public var uuid: String { SHA1.hex(core.uuid) }
 
+    /// The name, for logs: `Database(todo)`.
+    ///
+    /// ```swift
+    /// print(db)   // Database(todo)
+    /// ```
     public var description: String { "Database(\(name))" }
 }

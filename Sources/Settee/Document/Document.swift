@@ -112,6 +112,11 @@ public final class Document: DocumentReading, Sendable, CustomStringConvertible 
         MutableDocument(id: id, revisionID: revisionID, isDeleted: isDeleted, properties: properties, blobs: blobs)
     }
 
+    /// ID, revision and deletion, never the body.
+    ///
+    /// ```swift
+    /// print(doc)   // Document(task-1, rev 2-…)
+    /// ```
     public var description: String {
         "Document(\(id), rev \(revisionID ?? "none")\(isDeleted ? ", deleted" : ""))"
     }

@@ -260,5 +260,10 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
                         properties: properties, body: body, blobs: blobs)
     }
 
+    /// ID and base revision, never the properties.
+    ///
+    /// ```swift
+    /// print(doc)   // MutableDocument(task-1, from rev 1-…)
+    /// ```
     public var description: String { "MutableDocument(\(id), from rev \(revisionID ?? "none"))" }
 }

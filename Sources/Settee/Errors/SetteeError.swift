@@ -76,6 +76,11 @@ public struct SetteeError: Error, Equatable, Sendable, CustomStringConvertible {
     /// ```
     public static func forbidden(_ message: String) -> SetteeError { SetteeError(.forbidden, message) }
 
+    /// The code and message, never document content.
+    ///
+    /// ```swift
+    /// print(error)   // SetteeError.notFound: no document with that ID
+    /// ```
     public var description: String { "SetteeError.\(code.rawValue): \(message)" }
 }
 
