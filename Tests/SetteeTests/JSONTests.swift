@@ -113,6 +113,36 @@ import Testing
         }
     }
 
+    @Test func decimalTextConvertsLikeTheStandardLibrary() throws {
+        // Short decimals take an exact fast path; every one must equal the correctly rounded
+        // conversion, bit for bit.
+        var random = JSONTestRandom(seed: 1979)
+        func digits(_ count: Int) -> String { String((0..<count).map { _ in Character(String(random.below(10))) }) }
+        for _ in 0..<50_000 {
+            var text = random.below(3) == 0 ? "-" : ""
+            text += random.below(4) == 0 ? "0" : String(random.below(9) + 1) + digits(random.below(12))
+            if random.below(4) != 0 { text += "." + digits(random.below(14) + 1) }
+            if random.below(2) == 0 {
+                text += ["e", "E", "e+", "e-", "E-"][random.below(5)] + String(random.below(30))
+            }
+            let parsed = try JSONParser.parse(text)
+            let expected = Double(text)!
+            switch parsed {
+            case .int(let integer):
+                #expect(!text.contains(".") && !text.contains("e") && !text.contains("E") && Double(integer) == expected, "\(text)")
+            case .double(let number):
+                #expect(number.bitPattern == expected.bitPattern, "\(text)")
+                if number.bitPattern != expected.bitPattern { return }
+            default:
+                Issue.record("\(text) parsed as \(parsed)")
+            }
+        }
+        for text in ["9007199254740993.0", "9007199254740992.5", "0.1e23", "1e22", "1e23", "123456789012345678e-5",
+                     "4.9406564584124654e-324", "2.2250738585072011e-308", "1.7976931348623158e308", "0.00000000000000000000001"] {
+            #expect(try JSONParser.parse(text).doubleValue?.bitPattern == Double(text)!.bitPattern, "\(text)")
+        }
+    }
+
     @Test func nonFiniteNumbersAreNotWritten() {
         for bad in [Double.nan, .infinity, -.infinity, .signalingNaN] {
             let error = #expect(throws: SetteeError.self) { try JSONValue.double(bad).jsonBytes() }

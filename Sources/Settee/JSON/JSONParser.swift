@@ -52,6 +52,19 @@ private let dot = UInt8(ascii: ".")
 private let zero = UInt8(ascii: "0")
 private let nine = UInt8(ascii: "9")
 
+/// 10^0 through 10^22, the powers of ten that are exact doubles.
+private let powersOfTen: [Double] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+]
+
+/// An object key waiting for its value, and where it starts (for the duplicate-key error). A
+/// struct rather than a tuple: tuple arrays go through generic metadata at runtime.
+private struct PendingKey {
+    var key: String
+    var at: Int
+}
+
 /// One open array or object: where its elements (and, for objects, keys) start on the shared
 /// stacks.
 private struct Frame {
@@ -99,11 +112,15 @@ private struct Reader {
     // MARK: Structure
 
     /// The value loop: containers push a frame and go on to their first element; a finished
-    /// value is appended to the innermost open container, which then either wants another
+    /// value is pushed for the innermost open container, which then either wants another
     /// element or closes, finishing a value itself.
+    ///
+    /// Elements and keys wait on two stacks shared by all containers, so a document needs a few
+    /// allocations for them, not a few per container; a closing container moves its elements
+    /// off the stacks and builds its dictionary at its final size.
     mutating func parseDocument() throws(SetteeError) -> JSONValue {
         var values: [JSONValue] = []
-        var keys: [(key: String, at: Int)] = []
+        var keys: [PendingKey] = []
         var frames: [Frame] = []
 
         nextValue: while true {
@@ -153,17 +170,13 @@ private struct Reader {
                     if frame.isObject { try readKey(into: &keys) }
                     continue nextValue
                 }
-                if frame.isObject {
-                    guard p[i] == closeBrace else { throw fail("expected ',' or '}'") }
-                    i += 1
-                    value = .object(try makeObject(values: values[frame.firstValue...], keys: keys[frame.firstKey...]))
-                    keys.removeSubrange(frame.firstKey...)
-                } else {
-                    guard p[i] == closeBracket else { throw fail("expected ',' or ']'") }
-                    i += 1
-                    value = .array(Array(values[frame.firstValue...]))
+                guard p[i] == (frame.isObject ? closeBrace : closeBracket) else {
+                    throw fail(frame.isObject ? "expected ',' or '}'" : "expected ',' or ']'")
                 }
-                values.removeSubrange(frame.firstValue...)
+                i += 1
+                value = frame.isObject
+                    ? .object(try makeObject(values: &values, keys: &keys, frame: frame))
+                    : .array(makeArray(values: &values, frame: frame))
                 frames.removeLast()
             }
 
@@ -174,7 +187,7 @@ private struct Reader {
     }
 
     /// Reads `"key" :` and leaves `i` at the value.
-    mutating func readKey(into keys: inout [(key: String, at: Int)]) throws(SetteeError) {
+    mutating func readKey(into keys: inout [PendingKey]) throws(SetteeError) {
         skipWhitespace()
         guard i < end, p[i] == quote else { throw fail(i < end ? "expected a string key" : "unexpected end of input") }
         let at = i
@@ -183,14 +196,37 @@ private struct Reader {
         skipWhitespace()
         guard i < end, p[i] == colon else { throw fail(i < end ? "expected ':'" : "unexpected end of input") }
         i += 1
-        keys.append((key, at))
+        keys.append(PendingKey(key: key, at: at))
     }
 
-    func makeObject(values: ArraySlice<JSONValue>, keys: ArraySlice<(key: String, at: Int)>) throws(SetteeError) -> [String: JSONValue] {
-        var object = [String: JSONValue](minimumCapacity: keys.count)
-        for (value, key) in zip(values, keys) where object.updateValue(value, forKey: key.key) != nil {
-            throw fail("duplicate key", at: key.at)
+    // Elements leave the stacks by `swap` with a placeholder, a move: copying them out and then
+    // removing them would retain and release every element once more.
+
+    func makeArray(values: inout [JSONValue], frame: Frame) -> [JSONValue] {
+        var elements: [JSONValue] = []
+        elements.reserveCapacity(values.count - frame.firstValue)
+        for j in frame.firstValue..<values.count {
+            var element = JSONValue.null
+            swap(&element, &values[j])
+            elements.append(element)
         }
+        values.removeSubrange(frame.firstValue...)
+        return elements
+    }
+
+    func makeObject(values: inout [JSONValue], keys: inout [PendingKey], frame: Frame) throws(SetteeError) -> [String: JSONValue] {
+        var object = [String: JSONValue](minimumCapacity: values.count - frame.firstValue)
+        var k = frame.firstKey
+        for j in frame.firstValue..<values.count {
+            var member = JSONValue.null
+            swap(&member, &values[j])
+            var key = ""
+            swap(&key, &keys[k].key)
+            if object.updateValue(member, forKey: key) != nil { throw fail("duplicate key", at: keys[k].at) }
+            k += 1
+        }
+        values.removeSubrange(frame.firstValue...)
+        keys.removeSubrange(frame.firstKey...)
         return object
     }
 
@@ -213,18 +249,16 @@ private struct Reader {
         if negative { i += 1 }
         guard isDigit(at: i) else { throw fail("expected a digit") }
 
-        var magnitude: UInt64 = 0
-        var overflow = false
+        // The digits as an integer (while it fits: `exact`), and the power of ten that scales it.
+        var mantissa: UInt64 = 0
+        var exact = true
+        var scale = 0
         if p[i] == zero {
             i += 1
             if isDigit(at: i) { throw fail("leading zero in number", at: start) }
         } else {
             while isDigit(at: i) {
-                if !overflow {
-                    let (times10, o1) = magnitude.multipliedReportingOverflow(by: 10)
-                    let (sum, o2) = times10.addingReportingOverflow(UInt64(p[i] &- zero))
-                    if o1 || o2 { overflow = true } else { magnitude = sum }
-                }
+                accumulate(p[i], into: &mantissa, exact: &exact)
                 i += 1
             }
         }
@@ -234,27 +268,55 @@ private struct Reader {
             isInteger = false
             i += 1
             guard isDigit(at: i) else { throw fail("expected a digit after the decimal point") }
-            while isDigit(at: i) { i += 1 }
+            while isDigit(at: i) {
+                accumulate(p[i], into: &mantissa, exact: &exact)
+                if exact { scale -= 1 }
+                i += 1
+            }
         }
         if i < end && (p[i] == UInt8(ascii: "e") || p[i] == UInt8(ascii: "E")) {
             isInteger = false
             i += 1
-            if i < end && (p[i] == plus || p[i] == minus) { i += 1 }
+            var exponentNegative = false
+            if i < end && (p[i] == plus || p[i] == minus) {
+                exponentNegative = p[i] == minus
+                i += 1
+            }
             guard isDigit(at: i) else { throw fail("expected a digit in the exponent") }
-            while isDigit(at: i) { i += 1 }
+            var exponent = 0
+            while isDigit(at: i) {
+                // Saturates: past this the fast path is out anyway.
+                if exponent < 100_000 { exponent = exponent * 10 + Int(p[i] &- zero) }
+                i += 1
+            }
+            scale += exponentNegative ? -exponent : exponent
         }
 
-        if isInteger && !overflow {
-            if !negative, magnitude <= UInt64(Int64.max) { return .int(Int64(magnitude)) }
-            if negative, magnitude <= Int64.min.magnitude {
-                return .int(magnitude == Int64.min.magnitude ? Int64.min : -Int64(magnitude))
+        if isInteger && exact {
+            if !negative, mantissa <= UInt64(Int64.max) { return .int(Int64(mantissa)) }
+            if negative, mantissa <= Int64.min.magnitude {
+                return .int(mantissa == Int64.min.magnitude ? Int64.min : -Int64(mantissa))
             }
         }
-        // The text matched the grammar above, so the standard library's correctly rounded
-        // conversion sees only plain decimal syntax (no hex, "nan" or "inf" can reach it).
+        // Clinger's fast path: a mantissa below 2^53 and a power of ten up to 10^22 are both
+        // exact doubles, so one IEEE multiplication or division rounds correctly.
+        if exact, mantissa <= 1 << 53, scale >= -22, scale <= 22 {
+            let magnitude = scale < 0 ? Double(mantissa) / powersOfTen[-scale] : Double(mantissa) * powersOfTen[scale]
+            return .double(negative ? -magnitude : magnitude)
+        }
+        // Otherwise the standard library's correctly rounded conversion. The text matched the
+        // grammar above, so only plain decimal syntax reaches it (no hex, "nan" or "inf").
         let text = String(decoding: UnsafeBufferPointer(start: p + start, count: i - start), as: UTF8.self)
         guard let number = Double(text), number.isFinite else { throw fail("number out of range", at: start) }
         return .double(number)
+    }
+
+    @inline(__always)
+    func accumulate(_ digit: UInt8, into mantissa: inout UInt64, exact: inout Bool) {
+        guard exact else { return }
+        let (times10, o1) = mantissa.multipliedReportingOverflow(by: 10)
+        let (sum, o2) = times10.addingReportingOverflow(UInt64(digit &- zero))
+        if o1 || o2 { exact = false } else { mantissa = sum }
     }
 
     // MARK: Strings
