@@ -42,6 +42,73 @@ import Testing
     }
 }
 
+extension DocumentBasicsTests {
+    @Test func reservedTopLevelKeysAreRejected() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        for key in ["_id", "_rev", "_deleted", "_attachments", "_foo", "_"] {
+            let doc = MutableDocument(id: "doc", data: ["ok": 1, .init(key): "x"])
+            let error = setteeError { try db.saveDocument(doc) }
+            #expect(error?.code == .invalidParameter, "key \(key)")
+            #expect(error?.message.contains(key) == true)
+        }
+        #expect(try db.document(withID: "doc") == nil)
+        #expect(db.lastSequence == 0)
+
+        // Nested keys starting with "_" belong to the application.
+        let nested = MutableDocument(id: "doc", data: ["outer": ["_x": 1, "list": [["_y": true]]], "a_b": 2])
+        try db.saveDocument(nested)
+        let read = try #require(try db.document(withID: "doc"))
+        #expect(read.dictionary(forKey: "outer")?["_x"] == 1)
+        #expect(read.int(forKey: "a_b") == 2)
+
+        // Replicated revisions, resolutions and updates are checked too.
+        let outcome = try db.insertRevisions([rev("r", "1-a", ["1-a"], ["_rev": "1-a"])])
+        #expect(outcome.count == 1)
+        if case .rejected(let e) = outcome.first { #expect(e.code == .invalidParameter) } else { Issue.record("accepted \(outcome)") }
+        let m = read.toMutable()
+        m["_deleted"] = true
+        #expect(setteeError { try db.saveDocument(m) }?.code == .invalidParameter)
+        #expect(setteeError { try db.resolveConflict(withID: "doc", mergedProperties: ["_id": "x"]) }?.code == .invalidParameter)
+        #expect(try db.document(withID: "doc")?.revisionID == read.revisionID)
+    }
+
+    @Test func invalidDocumentIDsAreRejected() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let tooLong = String(repeating: "x", count: 1001)
+        let multiByteTooLong = String(repeating: "é", count: 501)   // 1002 bytes, 501 characters
+        for id in ["", "_design/x", "_local", "_", tooLong, multiByteTooLong] {
+            #expect(setteeError { try db.saveDocument(MutableDocument(id: id, data: ["v": 1])) }?.code == .invalidParameter,
+                    "id of \(id.utf8.count) bytes")
+            #expect(setteeError { _ = try db.document(withID: id) }?.code == .invalidParameter)
+            #expect(setteeError { _ = try db.revisionTree(withID: id) }?.code == .invalidParameter)
+            #expect(setteeError { try db.purgeDocument(withID: id) }?.code == .invalidParameter)
+            #expect(setteeError { try db.insertRevision(rev(id, "1-a")) }?.code == .invalidParameter)
+        }
+        #expect(db.lastSequence == 0)
+        // The limits themselves are fine: 1000 bytes, a "_" inside, any Unicode.
+        for id in [String(repeating: "y", count: 1000), "a_b", "x/_y", "日本語 ID", "🙂"] {
+            try db.saveDocument(MutableDocument(id: id, data: ["v": 1]))
+            #expect(try db.document(withID: id)?.int(forKey: "v") == 1)
+        }
+        #expect(db.count == 5)
+        // Malformed revision IDs and histories.
+        for bad in [rev("d", "a-1"), rev("d", "0-a"), rev("d", "01-a"), rev("d", "1-"),
+                    rev("d", "2-b", ["2-b", "2-a"]), rev("d", "2-b", ["1-a"]), rev("d", "1-a b")] {
+            #expect(setteeError { try db.insertRevision(bad) }?.code == .invalidParameter, "\(bad.revisionID) \(bad.history)")
+        }
+        #expect(try db.revisionTree(withID: "d") == nil)
+        // A truncated history (a peer's revs_limit) is fine.
+        #expect(try db.insertRevision(rev("d", "7-b", ["7-b", "6-a"])))
+        // Bad database names.
+        for name in ["", ".hidden", "a/b"] {
+            #expect(setteeError { _ = try Database(name: name, config: DatabaseConfiguration(directory: dir.path)) }?.code
+                    == .invalidParameter)
+        }
+    }
+}
+
 /// A directory removed when the value is released.
 final class TemporaryDirectory {
     let path: String

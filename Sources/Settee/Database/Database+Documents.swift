@@ -157,7 +157,18 @@ extension Database {
             } else {
                 switch conflict(old) {
                 case .refuse: return .conflict(try core.document(c.tx, id: document.id, meta: old))
-                case .overwrite: parent = tree.index(of: old.revisionID)
+                case .overwrite:
+                    if let from = document.revisionID, let p = tree.index(of: from),
+                       RevisionID.make(parent: from, generation: tree.revs[p].generation + 1, deleted: document.isDeletion,
+                                       canonicalBody: body.bytes) == old.revisionID {
+                        // The current revision is this very edit of this parent, saved already
+                        // (identical edits give identical revision IDs, seed 004 FAQ): last write
+                        // wins, and it is already the last write. Nothing to store.
+                        document.revisionID = old.revisionID
+                        document.sequence = old.sequence
+                        return .saved
+                    }
+                    parent = tree.index(of: old.revisionID)
                 }
             }
         } else if document.revisionID != nil {
@@ -228,6 +239,10 @@ extension Database {
     /// it was read and `concurrencyControl` is ``ConcurrencyControl/failOnConflict``. Under
     /// ``ConcurrencyControl/lastWriteWins`` a deletion wins over a concurrent update.
     ///
+    /// Given a losing leaf of a conflict (from ``conflictingRevisions(withID:)``), it tombstones
+    /// that branch only: deleting every loser resolves the conflict in favour of the current
+    /// revision (seed 004, "pick a winner").
+    ///
     /// ```swift
     /// let deleted = try db.deleteDocument(doc, concurrencyControl: .failOnConflict)
     /// ```
@@ -259,6 +274,15 @@ extension Database {
         let empty = try PreparedBody([:])
         return try core.write { c in
             guard let old = try c.meta(key) else { throw SetteeError(.notFound, "no document with that ID") }
+            if let expected, expected != old.revisionID, old.flags.contains(.multipleLeaves) {
+                var tree = try c.tree(old)
+                if let i = tree.index(of: expected), !tree.revs[i].deleted, tree.leafMask()[i] {
+                    // A losing leaf of a conflict (from conflictingRevisions): tombstone that branch,
+                    // so deleting the losers picks the winner (seed 004). Not a conflict.
+                    _ = try c.addLocalRevision(id: id, key: key, old: old, tree: &tree, parent: i, body: empty, deleted: true)
+                    return true
+                }
+            }
             if old.revisionID != expected {
                 if control == .failOnConflict { return false }
                 if old.flags.contains(.deleted) { return true }   // already deleted: the deletion stands

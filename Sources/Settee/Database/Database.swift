@@ -1,4 +1,5 @@
 import Foundation
+import SetteeStorage
 import Synchronization
 
 /// A Settee database: documents with revision trees, conflicts, blobs and change feeds, in one
@@ -48,7 +49,15 @@ public final class Database: Sendable, CustomStringConvertible {
     /// - Throws: ``SetteeError`` with ``SetteeError/Code/invalidParameter`` for a bad name,
     ///   ``SetteeError/Code/busy`` when another process has it open, ``SetteeError/Code/corrupted``
     ///   or ``SetteeError/Code/versionMismatch`` when its files cannot be used, ``SetteeError/Code/io``.
-    public init(name: String, config: DatabaseConfiguration = DatabaseConfiguration()) throws {
+    public convenience init(name: String, config: DatabaseConfiguration = DatabaseConfiguration()) throws {
+        try self.init(name: name, config: config, openFile: nil)
+    }
+
+    /// Opens the database with its engine's files opened by `openFile` (the crash harness's
+    /// fault-injecting file); nil opens them normally. Ignored when the database is already
+    /// open in this process.
+    package init(name: String, config: DatabaseConfiguration,
+                 openFile: ((String) throws(StorageError) -> any StorageFile)?) throws {
         let path = try Self.path(name: name, directory: config.directory)
         do {
             try FileManager.default.createDirectory(atPath: config.directory, withIntermediateDirectories: true)
@@ -58,7 +67,7 @@ public final class Database: Sendable, CustomStringConvertible {
         self.name = name
         self.path = path
         self.config = config
-        self.core = try DatabaseCore.open(name: name, path: path, configuration: config)
+        self.core = try DatabaseCore.open(name: name, path: path, configuration: config, openFile: openFile)
     }
 
     static func path(name: String, directory: String) throws(SetteeError) -> String {
@@ -146,6 +155,7 @@ public final class Database: Sendable, CustomStringConvertible {
 
     private func liveCount() throws -> UInt64 {
         try checkOpen()
+        if let batch = core.batchOnThisThread() { return batch.liveCount }
         return try core.read { tx in
             try tx.withValue(forKey: MetaKey.liveCount, in: core.trees.meta) { b in
                 b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : 0
@@ -160,7 +170,8 @@ public final class Database: Sendable, CustomStringConvertible {
     /// let since = db.lastSequence
     /// ```
     public var lastSequence: UInt64 {
-        (try? core.read { tx in
+        if let batch = core.batchOnThisThread() { return batch.lastSequence }
+        return (try? core.read { tx in
             try tx.withValue(forKey: MetaKey.lastSequence, in: core.trees.meta) { b in
                 b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : 0
             } ?? 0

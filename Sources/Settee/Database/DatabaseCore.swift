@@ -37,13 +37,17 @@ final class DatabaseCore: @unchecked Sendable {
     /// How many `Database` objects use this core; guarded by the registry lock.
     private var users = 0
 
-    private init(name: String, path: String, configuration: DatabaseConfiguration) throws {
+    private init(name: String, path: String, configuration: DatabaseConfiguration,
+                 openFile: ((String) throws(StorageError) -> any StorageFile)?) throws {
         self.name = name
         self.path = path
         self.configuration = configuration
         var sc = StoreConfiguration()
         sc.durability = configuration.fullSync ? .synchronous : .none
-        let store = try translating { try Store(directory: path, configuration: sc) }
+        let store = try translating {
+            if let openFile { return try Store(directory: path, configuration: sc, openFile: openFile) }
+            return try Store(directory: path, configuration: sc)
+        }
         do {
             var uuid: [UInt8] = []
             let trees = try translating {
@@ -81,13 +85,14 @@ final class DatabaseCore: @unchecked Sendable {
     }
 
     /// The shared core for `path`, opening it if no other `Database` has.
-    static func open(name: String, path: String, configuration: DatabaseConfiguration) throws -> DatabaseCore {
+    static func open(name: String, path: String, configuration: DatabaseConfiguration,
+                     openFile: ((String) throws(StorageError) -> any StorageFile)? = nil) throws -> DatabaseCore {
         try registry.withLock { open in
             if let core = open[path] {
                 core.users += 1
                 return core
             }
-            let core = try DatabaseCore(name: name, path: path, configuration: configuration)
+            let core = try DatabaseCore(name: name, path: path, configuration: configuration, openFile: openFile)
             core.users = 1
             open[path] = core
             return core
@@ -161,10 +166,17 @@ final class DatabaseCore: @unchecked Sendable {
 
     /// Runs `body` on a snapshot, or on the batch's transaction when called from inside a batch.
     func read<R>(_ body: (any StoreReading) throws -> R) throws -> R {
-        if let t = batchThread.withLock({ $0 }), pthread_equal(t, pthread_self()) != 0, let b = batch {
+        if let b = batchOnThisThread() {
             return try translating { try body(b.tx) }
         }
         return try translating { try store.read { tx in try body(tx) } }
+    }
+
+    /// The open batch when called from the thread running it (its counters are not flushed to
+    /// the meta tree until it commits).
+    func batchOnThisThread() -> WriteContext? {
+        guard let t = batchThread.withLock({ $0 }), pthread_equal(t, pthread_self()) != 0 else { return nil }
+        return batch
     }
 
     // MARK: - Reading documents

@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+@testable import Settee
+
+/// `allDocuments`: key ranges, prefixes, order, paging, deleted documents and only-conflicts.
+@Suite struct AllDocumentsTests {
+    static func ids(_ db: Database, _ configure: (inout AllDocumentsOptions) -> Void) throws -> [String] {
+        var options = AllDocumentsOptions()
+        configure(&options)
+        return try db.allDocuments(options).map(\.id)
+    }
+
+    @Test func rangesPrefixesOrderSkipLimit() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let names = ["a", "b", "c", "d", "e", "user:1", "user:2", "user:3", "users", "userx", "z"]
+        try db.inBatch {
+            for n in names.shuffled() { try db.saveDocument(MutableDocument(id: n, data: ["name": .string(n)])) }
+        }
+        try db.deleteDocument(try #require(try db.document(withID: "c")))
+        try db.deleteDocument(try #require(try db.document(withID: "user:2")))
+        #expect(names == names.sorted())
+        let live = names.filter { $0 != "c" && $0 != "user:2" }
+
+        #expect(try Self.ids(db) { _ in } == live)
+        #expect(try Self.ids(db) { $0.descending = true } == live.reversed())
+        #expect(try Self.ids(db) { $0.includeDeleted = true } == names)
+        #expect(try Self.ids(db) { $0.prefix = "user:" } == ["user:1", "user:3"])
+        #expect(try Self.ids(db) { $0.prefix = "user:"; $0.includeDeleted = true } == ["user:1", "user:2", "user:3"])
+        #expect(try Self.ids(db) { $0.prefix = "user"; $0.descending = true } == ["userx", "users", "user:3", "user:1"])
+        #expect(try Self.ids(db) { $0.prefix = "nothing" } == [])
+        #expect(try Self.ids(db) { $0.prefix = "" } == live)
+        #expect(try Self.ids(db) { $0.startKey = "b"; $0.endKey = "e" } == ["b", "d", "e"])
+        #expect(try Self.ids(db) { $0.startKey = "b"; $0.endKey = "e"; $0.includeDeleted = true } == ["b", "c", "d", "e"])
+        #expect(try Self.ids(db) { $0.startKey = "bb"; $0.endKey = "d" } == ["d"])
+        #expect(try Self.ids(db) { $0.startKey = "e"; $0.endKey = "b"; $0.descending = true } == ["e", "d", "b"])
+        #expect(try Self.ids(db) { $0.startKey = "dd"; $0.endKey = "a"; $0.descending = true } == ["d", "b", "a"])
+        #expect(try Self.ids(db) { $0.startKey = "user:9" } == ["users", "userx", "z"])
+        #expect(try Self.ids(db) { $0.endKey = "b" } == ["a", "b"])
+        #expect(try Self.ids(db) { $0.startKey = "e"; $0.endKey = "b" } == [])
+        #expect(try Self.ids(db) { $0.skip = 2 } == Array(live.dropFirst(2)))
+        #expect(try Self.ids(db) { $0.limit = 3 } == ["a", "b", "d"])
+        #expect(try Self.ids(db) { $0.limit = 0 } == [])
+        #expect(try Self.ids(db) { $0.skip = 2; $0.limit = 2 } == ["d", "e"])
+        #expect(try Self.ids(db) { $0.skip = 1; $0.limit = 2; $0.descending = true } == ["userx", "users"])
+        #expect(try Self.ids(db) { $0.skip = 100 } == [])
+        #expect(try Self.ids(db) { $0.prefix = "user"; $0.skip = 1; $0.limit = 2 } == ["user:3", "users"])
+        #expect(try Self.ids(db) { $0.prefix = "user"; $0.startKey = "user:2" } == ["user:3", "users", "userx"])
+
+        #expect(setteeError { _ = try db.allDocuments({ var o = AllDocumentsOptions(); o.skip = -1; return o }()) }?.code
+                == .invalidParameter)
+        #expect(setteeError { _ = try db.allDocuments({ var o = AllDocumentsOptions(); o.limit = -1; return o }()) }?.code
+                == .invalidParameter)
+
+        // Documents carry their current revision and body.
+        let first = try #require(try db.allDocuments().first { _ in true })
+        #expect(first.id == "a")
+        #expect(first.string(forKey: "name") == "a")
+        #expect(first.revisionID == (try db.document(withID: "a")?.revisionID))
+
+        // forEachDocument stops when told to.
+        var visited: [String] = []
+        try db.forEachDocument(AllDocumentsOptions()) { doc in
+            visited.append(doc.id)
+            return visited.count < 3
+        }
+        #expect(visited == ["a", "b", "d"])
+    }
+
+    @Test func pagingAcrossBatchBoundaries() throws {
+        let seed = UInt64.random(in: 0 ... .max)
+        print("seed \(seed)")
+        var rng = SeededGenerator(seed: seed)
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let count = Database.pageSize * 2 + 123   // 635: three batches
+        let all = (0 ..< count).map { String(format: "p%04d", $0) }
+        try db.inBatch {
+            for id in all.shuffled(using: &rng) { try db.saveDocument(MutableDocument(id: id, data: ["id": .string(id)])) }
+        }
+        // Delete a few around the batch boundaries and a few at random.
+        var deleted: Set<String> = ["p0000", "p0255", "p0256", "p0257", "p0511", "p0512", "p0634"]
+        for _ in 0 ..< 20 { deleted.insert(all.randomElement(using: &rng)!) }
+        try db.inBatch {
+            for id in deleted { try db.deleteDocument(try #require(try db.document(withID: id))) }
+        }
+        let live = all.filter { !deleted.contains($0) }
+        #expect(db.count == UInt64(live.count))
+
+        #expect(try Self.ids(db) { _ in } == live)
+        #expect(try Self.ids(db) { $0.includeDeleted = true } == all)
+        #expect(try Self.ids(db) { $0.descending = true } == live.reversed())
+        #expect(try Self.ids(db) { $0.includeDeleted = true; $0.descending = true } == all.reversed())
+        for _ in 0 ..< 12 {
+            let skip = Int.random(in: 0 ..< count, using: &rng)
+            let limit = Int.random(in: 1 ... 400, using: &rng)
+            let descending = Bool.random(using: &rng)
+            let includeDeleted = Bool.random(using: &rng)
+            var expected = includeDeleted ? all : live
+            if descending { expected.reverse() }
+            expected = Array(expected.dropFirst(skip).prefix(limit))
+            let got = try Self.ids(db) {
+                $0.skip = skip; $0.limit = limit; $0.descending = descending; $0.includeDeleted = includeDeleted
+            }
+            #expect(got == expected, "skip \(skip) limit \(limit) descending \(descending) includeDeleted \(includeDeleted)")
+        }
+        // A key range across a boundary, with a prefix that covers everything.
+        #expect(try Self.ids(db) { $0.startKey = "p0200"; $0.endKey = "p0300"; $0.prefix = "p0" }
+                == live.filter { $0 >= "p0200" && $0 <= "p0300" })
+        #expect(try Self.ids(db) { $0.startKey = "p0600"; $0.endKey = "p0100"; $0.descending = true; $0.limit = 300 }
+                == Array(live.filter { $0 >= "p0100" && $0 <= "p0600" }.reversed().prefix(300)))
+        // Iterating by hand reports no error at the end.
+        var it = try db.allDocuments().makeIterator()
+        var n = 0
+        while it.next() != nil { n += 1 }
+        #expect(n == live.count)
+        #expect(it.error == nil)
+    }
+
+    @Test func onlyConflictsListsConflictedDocumentsInOrder() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        for id in ["k3", "k1", "k2", "calm"] {
+            try db.insertRevision(rev(id, "1-a", ["1-a"], ["v": 1]))
+        }
+        for id in ["k3", "k1", "k2"] {
+            try db.insertRevisions([rev(id, "2-b", ["2-b", "1-a"], ["v": 2]), rev(id, "2-c", ["2-c", "1-a"], ["v": 3])])
+        }
+        #expect(try Self.ids(db) { $0.onlyConflicts = true } == ["k1", "k2", "k3"])
+        #expect(try Self.ids(db) { $0.onlyConflicts = true; $0.descending = true } == ["k3", "k2", "k1"])
+        #expect(try Self.ids(db) { $0.onlyConflicts = true; $0.limit = 1; $0.skip = 1 } == ["k2"])
+        #expect(try Self.ids(db) { $0.onlyConflicts = true; $0.startKey = "k2" } == ["k2", "k3"])
+        let docs = Array(try db.allDocuments({ var o = AllDocumentsOptions(); o.onlyConflicts = true; return o }()))
+        #expect(docs.allSatisfy { $0.revisionID == "2-c" && $0.int(forKey: "v") == 3 })
+        // A conflict that ends by deleting a branch leaves the list.
+        try db.insertRevision(rev("k2", "3-d", ["3-d", "2-b", "1-a"], deleted: true))
+        #expect(try Self.ids(db) { $0.onlyConflicts = true } == ["k1", "k3"])
+        #expect(try conflictsIndexCount(db) == 2)
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+@testable import Settee
+
+/// Opening, sharing, closing, reopening and deleting databases.
+@Suite struct DatabaseLifecycleTests {
+    @Test func twoObjectsOnTheSameDatabaseShareData() throws {
+        let dir = try TemporaryDirectory()
+        let one = try openDatabase(dir, "shared")
+        let two = try openDatabase(dir, "shared")
+        #expect(one.uuid == two.uuid)
+        #expect(one.path == two.path)
+
+        let heard = Locked<[String]>([])
+        let signal = DispatchSemaphore(value: 0)
+        let token = two.addChangeListener { change in
+            heard.withLock { $0 += change.documentIDs }
+            signal.signal()
+        }
+        try one.saveDocument(MutableDocument(id: "from-one", data: ["v": 1]))
+        #expect(try two.document(withID: "from-one")?.int(forKey: "v") == 1)
+        #expect(wait(signal))
+        #expect(heard.value == ["from-one"])
+        token.remove()
+
+        let m = try #require(try two.document(withID: "from-one")).toMutable()
+        m.setInt(2, forKey: "v")
+        try two.saveDocument(m)
+        #expect(try one.document(withID: "from-one")?.int(forKey: "v") == 2)
+        #expect(one.lastSequence == 2)
+        #expect(two.count == 1)
+        // Validations are shared too.
+        one.addValidation(named: "no-x") { new, _ in
+            if new.contains(key: "x") { throw SetteeError.forbidden("no x") }
+        }
+        #expect(setteeError { try two.saveDocument(MutableDocument(id: "x", data: ["x": 1])) }?.code == .forbidden)
+
+        // Deleting while open is refused; closing one keeps the other working.
+        #expect(setteeError { try Database.delete(withName: "shared", inDirectory: dir.path) }?.code == .busy)
+        #expect(setteeError { try one.delete() }?.code == .busy)   // `one` is closed by the attempt, `two` is open
+        #expect(setteeError { _ = try one.document(withID: "from-one") }?.code == .notOpen)
+        #expect(try two.document(withID: "from-one") != nil)
+        try two.close()
+        try two.close()   // closing twice does nothing
+        #expect(setteeError { try two.saveDocument(MutableDocument(id: "late")) }?.code == .notOpen)
+        #expect(two.count == 0)
+        #expect(Database.exists(withName: "shared", inDirectory: dir.path))
+        try Database.delete(withName: "shared", inDirectory: dir.path)
+        #expect(!Database.exists(withName: "shared", inDirectory: dir.path))
+        try Database.delete(withName: "shared", inDirectory: dir.path)   // nothing there: fine
+    }
+
+    @Test func reopeningAfterCloseKeepsEverything() throws {
+        let dir = try TemporaryDirectory()
+        var uuid = ""
+        var expectedTree: RevisionTree?
+        var blobDigest = ""
+        do {
+            let db = try openDatabase(dir, "durable", fullSync: true)
+            uuid = db.uuid
+            try db.saveDocument(MutableDocument(id: "plain", data: ["title": "kept", "n": 1.25]))
+            try db.insertRevisions([rev("conflicted", "1-a", ["1-a"], ["v": 1]), rev("conflicted", "2-b", ["2-b", "1-a"], ["v": 2]),
+                                    rev("conflicted", "2-c", ["2-c", "1-a"], ["v": 3])])
+            let gone = MutableDocument(id: "gone", data: ["worker_id": "w"])
+            try db.saveDocument(gone)
+            gone.isDeletion = true
+            try db.saveDocument(gone)
+            try db.saveLocalDocument(["last_seq": 7], withID: "checkpoint")
+            let withBlob = MutableDocument(id: "blobby")
+            let blob = Blob(contentType: "text/plain", data: Data("persistent bytes".utf8))
+            blobDigest = blob.digest
+            withBlob.setBlob(blob, forKey: "file")
+            try db.saveDocument(withBlob)
+            expectedTree = try db.revisionTree(withID: "conflicted")
+            #expect(db.lastSequence == 7)
+            try db.close()
+        }
+        let db = try openDatabase(dir, "durable", fullSync: true)
+        #expect(db.uuid == uuid)
+        #expect(db.lastSequence == 7)
+        #expect(db.count == 3)
+        #expect(try db.document(withID: "plain")?.toDictionary() == ["title": "kept", "n": 1.25])
+        #expect(try db.revisionTree(withID: "conflicted") == expectedTree)
+        #expect(try db.document(withID: "conflicted")?.revisionID == "2-c")
+        #expect(try db.document(withID: "gone") == nil)
+        #expect(try db.leafRevisions(withID: "gone").first?.properties == ["worker_id": "w"])
+        #expect(try db.localDocument(withID: "checkpoint") == ["last_seq": 7])
+        var options = AllDocumentsOptions()
+        options.onlyConflicts = true
+        #expect(try db.allDocuments(options).map(\.id) == ["conflicted"])
+        let blob = try #require(try db.document(withID: "blobby")?.blob(forKey: "file"))
+        #expect(blob.digest == blobDigest)
+        #expect(blob.content == Data("persistent bytes".utf8))
+        #expect(try db.changes(since: 0).map(\.documentID) == ["plain", "conflicted", "gone", "blobby"])
+        // And it keeps counting from where it was.
+        try db.saveDocument(MutableDocument(id: "next"))
+        #expect(db.lastSequence == 8)
+        try db.delete()
+        #expect(!Database.exists(withName: "durable", inDirectory: dir.path))
+    }
+
+    @Test func changeStreamEndsWhenTheDatabaseCloses() async throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let stream = db.changeEvents()
+        try db.saveDocument(MutableDocument(id: "a"))
+        try db.close()
+        var received: [[String]] = []
+        for await change in stream { received.append(change.documentIDs) }   // ends: no hang
+        #expect(received == [["a"]])
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Testing
+@testable import Settee
+
+/// Change listeners, document listeners and the async change stream (seed 004, "change
+/// notifications").
+@Suite struct ObserverTests {
+    @Test func listenersHearOfAReplicatedConflict() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        try db.insertRevision(rev("doc", "1-a", ["1-a"], ["v": 1]))
+
+        let dbChanges = Locked<[DocumentChange]>([])
+        let docChanges = Locked<[DocumentChange]>([])
+        let otherDocChanges = Locked<[DocumentChange]>([])
+        let dbSignal = DispatchSemaphore(value: 0)
+        let docSignal = DispatchSemaphore(value: 0)
+        let dbToken = db.addChangeListener { change in
+            #expect(change.database == "db")
+            dbChanges.withLock { $0 += change.changes }
+            dbSignal.signal()
+        }
+        let docToken = db.addDocumentChangeListener(withID: "doc") { change in
+            docChanges.withLock { $0.append(change) }
+            docSignal.signal()
+        }
+        let otherToken = db.addDocumentChangeListener(withID: "other") { change in
+            otherDocChanges.withLock { $0.append(change) }
+        }
+
+        try db.insertRevision(rev("doc", "2-b", ["2-b", "1-a"], ["v": 2]))
+        #expect(wait(dbSignal))
+        #expect(wait(docSignal))
+        try db.insertRevision(rev("doc", "2-c", ["2-c", "1-a"], ["v": 3]))   // the conflict
+        #expect(wait(dbSignal))
+        #expect(wait(docSignal))
+
+        let heard = dbChanges.value
+        #expect(heard.map(\.revisionID) == ["2-b", "2-c"])
+        #expect(heard.map(\.isConflicted) == [false, true])
+        #expect(heard.last?.documentID == "doc")
+        #expect(heard.last?.sequence == db.lastSequence)
+        #expect(heard.last?.isDeleted == false)
+        #expect(heard.last?.isPurged == false)
+        #expect(docChanges.value.map(\.isConflicted) == [false, true])
+        #expect(docChanges.value.last?.revisionID == "2-c")
+
+        // After remove(), nothing more arrives; a listener still registered proves the change was
+        // delivered (listeners run on one serial queue).
+        docToken.remove()
+        docToken.remove()   // twice is harmless
+        let sentinel = DispatchSemaphore(value: 0)
+        let sentinelToken = db.addDocumentChangeListener(withID: "doc") { _ in sentinel.signal() }
+        try db.resolveConflict(withID: "doc")
+        #expect(wait(sentinel))
+        #expect(wait(dbSignal))
+        #expect(docChanges.value.count == 2)
+        #expect(dbChanges.value.last?.isConflicted == false)
+        dbToken.remove()
+        try db.purgeDocument(withID: "doc")
+        #expect(wait(sentinel))
+        #expect(dbSignal.wait(timeout: .now() + 0.2) == .timedOut)
+        #expect(dbChanges.value.allSatisfy { !$0.isPurged })
+        #expect(otherDocChanges.value.isEmpty)
+        sentinelToken.remove()
+        otherToken.remove()
+    }
+
+    @Test func listenersSeeDeletionsAndPurgesInCommitOrder() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let log = Locked<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        let token = db.addChangeListener { change in
+            for c in change.changes {
+                let what = c.isPurged ? "purged" : c.isDeleted ? "deleted" : "saved"
+                log.withLock { $0.append("\(c.documentID):\(what):\(c.sequence)") }
+            }
+            if change.documentIDs.contains("end") { done.signal() }
+        }
+        defer { token.remove() }
+        try db.saveDocument(MutableDocument(id: "a"))
+        try db.deleteDocument(try #require(try db.document(withID: "a")))
+        try db.saveDocument(MutableDocument(id: "b"))
+        try db.purgeDocument(withID: "b")
+        try db.saveDocument(MutableDocument(id: "end"))
+        #expect(wait(done))
+        #expect(log.value == ["a:saved:1", "a:deleted:2", "b:saved:3", "b:purged:4", "end:saved:5"])
+    }
+
+    @Test func listenersDoNotRunOnTheCommittingThread() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let committing = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        let sameThread = Locked<Bool?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let token = db.addChangeListener { _ in
+            sameThread.withLock { $0 = UInt(bitPattern: Int(bitPattern: pthread_self())) == committing }
+            // A listener may read the database.
+            _ = try? db.document(withID: "x")
+            done.signal()
+        }
+        defer { token.remove() }
+        try db.saveDocument(MutableDocument(id: "x"))
+        #expect(wait(done))
+        #expect(sameThread.value == false)
+    }
+
+    @Test func changeEventsStreamYieldsCommittedChanges() async throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let stream = db.changeEvents()
+        try db.saveDocument(MutableDocument(id: "one", data: ["v": 1]))
+        try db.inBatch {
+            try db.saveDocument(MutableDocument(id: "two"))
+            try db.saveDocument(MutableDocument(id: "three"))
+        }
+        try db.insertRevision(rev("four", "1-a", ["1-a"]))
+        try db.insertRevision(rev("four", "1-b", ["1-b"]))
+
+        let received = await withTaskGroup(of: [DatabaseChange]?.self) { group in
+            group.addTask {
+                var out: [DatabaseChange] = []
+                for await change in stream {
+                    out.append(change)
+                    if out.count == 4 { break }
+                }
+                return out
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        let changes = try #require(received, "the stream did not deliver within 5 s")
+        #expect(changes.map(\.documentIDs) == [["one"], ["two", "three"], ["four"], ["four"]])
+        #expect(changes.allSatisfy { $0.database == "db" })
+        #expect(changes[3].changes.first?.isConflicted == true)
+        #expect(changes[3].changes.first?.revisionID == "1-b")
+    }
+}
