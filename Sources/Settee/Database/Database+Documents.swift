@@ -31,10 +31,15 @@ extension Database {
     ///   ``SetteeError/Code/corrupted``.
     public func document(withID id: String) throws -> Document? {
         try checkOpen()
-        let key = try validateDocumentID(id)
-        return try core.read { tx -> Document? in
-            guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else { return nil }
-            return try core.document(tx, id: id, meta: meta)
+        var utf8ID = id
+        // The hot path: the key is the string's own UTF-8, no copy.
+        return try utf8ID.withUTF8 { utf8 -> Document? in
+            let key = UnsafeRawBufferPointer(utf8)
+            try validateDocumentID(key)
+            return try core.read { tx -> Document? in
+                guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else { return nil }
+                return try core.document(tx, id: id, meta: meta)
+            }
         }
     }
 

@@ -34,6 +34,8 @@ final class DatabaseCore: @unchecked Sendable {
     var batch: WriteContext?
     /// The thread running a batch, so its reads see its own writes.
     let batchThread = Mutex<pthread_t?>(nil)
+    /// Whether any batch is open: lets every other read skip the lock above.
+    let batchOpen = Atomic<Bool>(false)
     /// How many `Database` objects use this core; guarded by the registry lock.
     private var users = 0
 
@@ -149,9 +151,11 @@ final class DatabaseCore: @unchecked Sendable {
                 context = c
                 batch = c
                 batchThread.withLock { $0 = pthread_self() }
+                batchOpen.store(true, ordering: .releasing)
                 defer {
                     batch = nil
                     batchThread.withLock { $0 = nil }
+                    batchOpen.store(false, ordering: .releasing)
                 }
                 try body()
                 try c.flush()
@@ -175,6 +179,7 @@ final class DatabaseCore: @unchecked Sendable {
     /// The open batch when called from the thread running it (its counters are not flushed to
     /// the meta tree until it commits).
     func batchOnThisThread() -> WriteContext? {
+        guard batchOpen.load(ordering: .acquiring) else { return nil }
         guard let t = batchThread.withLock({ $0 }), pthread_equal(t, pthread_self()) != 0 else { return nil }
         return batch
     }
@@ -182,6 +187,10 @@ final class DatabaseCore: @unchecked Sendable {
     // MARK: - Reading documents
 
     func meta(_ tx: some StoreReading, id: [UInt8]) throws -> DocMeta? {
+        try tx.withValue(forKey: id, in: trees.byID) { b throws(SetteeError) in try DocMeta(decoding: b) }
+    }
+
+    func meta(_ tx: some StoreReading, id: UnsafeRawBufferPointer) throws -> DocMeta? {
         try tx.withValue(forKey: id, in: trees.byID) { b throws(SetteeError) in try DocMeta(decoding: b) }
     }
 

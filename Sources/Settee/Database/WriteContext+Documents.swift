@@ -57,12 +57,17 @@ struct PreparedBody {
 /// Document IDs: non-empty, at most 1,000 bytes of UTF-8, no leading `_` (reserved, as in CouchDB).
 func validateDocumentID(_ id: String) throws(SetteeError) -> [UInt8] {
     let key = Array(id.utf8)
+    let r: Result<Void, SetteeError> = key.withUnsafeBytes { b in Result { () throws(SetteeError) in try validateDocumentID(b) } }
+    try r.get()
+    return key
+}
+
+func validateDocumentID(_ key: UnsafeRawBufferPointer) throws(SetteeError) {
     guard !key.isEmpty else { throw SetteeError(.invalidParameter, "document IDs cannot be empty") }
     guard key.count <= 1000 else { throw SetteeError(.invalidParameter, "document IDs are at most 1000 bytes") }
     guard key[0] != UInt8(ascii: "_") else {
         throw SetteeError(.invalidParameter, "document IDs cannot start with '_' (reserved)")
     }
-    return key
 }
 
 extension WriteContext {
