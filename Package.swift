@@ -34,10 +34,11 @@ let package = Package(
             path: "Sources/settee-storage-demo"
         ),
         // The crash and corruption machinery: a fault-injecting file, the seeded workload, the
-        // SIGKILL, power-loss and corruption rounds, and the fuzz entry points.
+        // SIGKILL, power-loss and corruption rounds (storage engine and document layer), and the
+        // fuzz entry points.
         .target(
             name: "SetteeCrashKit",
-            dependencies: ["SetteeStorage"],
+            dependencies: ["SetteeStorage", "Settee"],
             path: "Tests/CrashKit"
         ),
         .executableTarget(

@@ -7,12 +7,14 @@ import SetteeStorage
 //   crash-harness [kill] [--cycles N] [--seed S] [--dir PATH]    SIGKILL a child writer (default 1000 cycles)
 //   crash-harness power-loss [--crash-points N] [--seed S] [--dir PATH]    simulated power loss, in process
 //   crash-harness corrupt [--corruptions N] [--seed S] [--dir PATH]       random damage to committed files
+//   crash-harness docs [--cycles N] [--seed S] [--dir PATH]     SIGKILL a child running document operations (default 100 cycles)
+//   crash-harness docs-power-loss [--crash-points N] [--seed S] [--dir PATH]    simulated power loss under the document layer
 //
 // Every run prints its seed; a failure names the seed and the cycle (crash point, corruption)
 // to replay, and the exit status is non-zero.
 
 func usage(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("crash-harness: \(message)\nusage: crash-harness [kill|power-loss|corrupt] [--cycles N | --crash-points N | --corruptions N] [--seed S] [--dir PATH]\n".utf8))
+    FileHandle.standardError.write(Data("crash-harness: \(message)\nusage: crash-harness [kill|power-loss|corrupt|docs|docs-power-loss] [--cycles N | --crash-points N | --corruptions N] [--seed S] [--dir PATH]\n".utf8))
     exit(2)
 }
 
@@ -48,10 +50,20 @@ if mode == "child" {
     }
     exit(0)
 }
+if mode == "docs-child" {
+    guard let dir = options["dir"], let name = options["name"] else { usage("docs-child needs --dir and --name") }
+    do {
+        try DocKillChild.run(directory: dir, name: name, seed: seed, start: number("start", 0), maxDepth: number("max-depth", 20))
+    } catch {
+        FileHandle.standardError.write(Data("crash-harness docs-child: \(error)\n".utf8))
+        exit(1)
+    }
+    exit(0)
+}
 
 // In-process rounds write a lot and sync often; memory-backed storage keeps them fast and the
-// simulated disk is the fault-injecting file anyway. The SIGKILL round uses a real disk.
-let scratchBase = mode == "kill" || !FileManager.default.isWritableFile(atPath: "/dev/shm") ? NSTemporaryDirectory() : "/dev/shm"
+// simulated disk is the fault-injecting file anyway. The SIGKILL rounds use a real disk.
+let scratchBase = mode == "kill" || mode == "docs" || !FileManager.default.isWritableFile(atPath: "/dev/shm") ? NSTemporaryDirectory() : "/dev/shm"
 let ownDirectory = options["dir"] == nil
 let dir = options["dir"] ?? scratchBase + "/settee-crash-\(mode)-\(getpid())"
 try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -76,6 +88,15 @@ case "corrupt":
     let report = run.run()
     print(report)
     for f in report.failures { print("  " + f) }
+    failed = !report.failures.isEmpty
+case "docs":
+    let report = DocKillHarness(seed: seed, cycles: number("cycles", 100), directory: dir).run()
+    print(report)
+    print(report.details)
+    failed = !report.failures.isEmpty
+case "docs-power-loss":
+    let report = DocPowerLossRun(seed: seed, crashPoints: number("crash-points", 500), directory: dir).run()
+    print(report)
     failed = !report.failures.isEmpty
 default:
     usage("unknown mode \(mode)")

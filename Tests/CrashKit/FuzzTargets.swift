@@ -1,8 +1,24 @@
 import Foundation
+import Settee
 import SetteeStorage
 
 /// Entry points for libFuzzer (see `scripts/fuzz`), also run over the seed corpus by the tests.
 package enum FuzzTargets {
+    /// The first byte of an input for the document layer's decoders. A store file starts with
+    /// "SETTEE", so every input that could get past a log's magic still goes to ``storeFile(_:directory:)``.
+    package static let documentDecodersTag = UInt8(ascii: "D")
+
+    /// libFuzzer's entry point: an input starting with ``documentDecodersTag`` feeds the rest of
+    /// its bytes to every decoder of the document layer (``DecoderFuzzing``); any other is opened
+    /// as a database's log (``storeFile(_:directory:)``).
+    package static func oneInput(_ bytes: UnsafeRawBufferPointer, directory: String) {
+        if bytes.first == documentDecodersTag {
+            DecoderFuzzing.run(UnsafeRawBufferPointer(rebasing: bytes.dropFirst()))
+        } else {
+            storeFile(bytes, directory: directory)
+        }
+    }
+
     /// Opens `bytes` as a database's log file and walks everything in it: recovery, every entry of
     /// every tree with its value, `check()`, then one commit and a close (which checkpoints what
     /// recovery rebuilt). Any error is fine; a crash, hang or runaway allocation is a finding.
@@ -41,9 +57,14 @@ package enum FuzzTargets {
 extension FuzzTargets {
     /// Writes small databases of every shape the log can take into `directory`, as seeds for the
     /// fuzzer: a fresh file, a replay tail of small commits, out-of-line and compressed values,
-    /// a checkpoint followed by a tail, and trees several levels deep.
+    /// a checkpoint followed by a tail, and trees several levels deep; and, tagged for the
+    /// document decoders, valid revision trees, document metadata, changes entries, a local
+    /// document and JSON bodies.
     package static func writeSeedCorpus(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for (name, bytes) in DecoderFuzzing.seedInputs() {
+            try Data([documentDecodersTag] + bytes).write(to: URL(fileURLWithPath: directory + "/docs-" + name))
+        }
         let work = directory + "/.work"
         defer { try? FileManager.default.removeItem(atPath: work) }
         func make(_ name: String, close: Bool, _ body: (Store) throws -> Void) throws {

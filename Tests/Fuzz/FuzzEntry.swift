@@ -7,7 +7,8 @@ import SetteeCrashKit
 
 nonisolated(unsafe) private var scratch = FuzzTargets.scratchDirectory()
 
-/// libFuzzer's entry point: one input, opened as a database log and walked in full.
+/// libFuzzer's entry point: one input, opened as a database log and walked in full, or, when it
+/// starts with "D", fed to the document layer's decoders (`FuzzTargets.oneInput`).
 ///
 /// ```swift
 /// let bytes: [UInt8] = Array(try Data(contentsOf: URL(fileURLWithPath: "crash-1234")))
@@ -15,7 +16,7 @@ nonisolated(unsafe) private var scratch = FuzzTargets.scratchDirectory()
 /// ```
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
-    FuzzTargets.storeFile(UnsafeRawBufferPointer(start: data, count: size), directory: scratch)
+    FuzzTargets.oneInput(UnsafeRawBufferPointer(start: data, count: size), directory: scratch)
     return 0
 }
 

@@ -27,6 +27,19 @@ import Testing
         }
     }
 
+    /// The same under the document layer: a `Database` on the fault-injecting file.
+    @Test func simulatedPowerLossUnderDocumentsKeepsEveryAcknowledgedStep() throws {
+        let dir = TemporaryDirectory("docs-power")
+        defer { dir.cleanup() }
+        for seed in [1, freshSeed("document power loss")] as [UInt64] {
+            var run = DocPowerLossRun(seed: seed, crashPoints: 16, directory: dir.path)
+            run.crashPointsPerDatabase = 8
+            let report = run.run()
+            #expect(report.failures.isEmpty, "seed \(seed): \(report.failures)")
+            #expect(report.crashPoints == 16)
+        }
+    }
+
     @Test func randomCorruptionIsReportedOrHarmless() throws {
         let dir = TemporaryDirectory("corrupt")
         defer { dir.cleanup() }
@@ -250,7 +263,8 @@ import Testing
         }
     }
 
-    /// The fuzzer's seed corpus and every input it once failed on, through the fuzz entry point.
+    /// The fuzzer's seed corpus and every input it once failed on, through the fuzz entry point
+    /// (store files, and inputs tagged for the document layer's decoders).
     @Test func fuzzSeedsAndRegressionsReplay() throws {
         let dir = TemporaryDirectory("fuzz")
         defer { dir.cleanup() }
@@ -263,31 +277,44 @@ import Testing
         #expect(inputs.count >= 6)
         for input in inputs {
             let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: input)))
-            bytes.withUnsafeBytes { FuzzTargets.storeFile($0, directory: dir.sub("work")) }
+            bytes.withUnsafeBytes { FuzzTargets.oneInput($0, directory: dir.sub("work")) }
         }
     }
 
     /// The SIGKILL harness itself, for a few cycles (CI runs it for longer in release).
     @Test func killHarnessShortRound() throws {
+        let text = try runCrashHarness(["--cycles", "8", "--seed", "5"])
+        #expect(text.contains("cycles: 8,") && text.contains("lost: 0, corrupt opens: 0"), "\(text)")
+    }
+
+    /// The document-layer SIGKILL round, for a few cycles (CI runs it for longer in release).
+    @Test func documentKillHarnessShortRound() throws {
+        let text = try runCrashHarness(["docs", "--cycles", "8", "--seed", "5"])
+        #expect(text.contains("cycles: 8,") && text.contains("lost: 0, corrupt opens: 0"), "\(text)")
+    }
+
+    /// Runs the crash-harness built next to the tests with `arguments` and a scratch directory;
+    /// returns its output, after expecting a zero exit status.
+    func runCrashHarness(_ arguments: [String]) throws -> String {
         let binary = Bundle.main.bundleURL.appendingPathComponent("crash-harness").path
         let candidates = [binary] + (ProcessInfo.processInfo.arguments.first.map {
             [URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("crash-harness").path]
         } ?? [])
         guard let exe = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             Issue.record("crash-harness is not built next to the tests (run `swift build --build-tests`)")
-            return
+            return ""
         }
         let dir = TemporaryDirectory("kill")
         defer { dir.cleanup() }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = ["--cycles", "8", "--seed", "5", "--dir", dir.path]
+        p.arguments = arguments + ["--dir", dir.path]
         let out = Pipe()
         p.standardOutput = out
         try p.run()
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
         #expect(p.terminationStatus == 0, "\(text)")
-        #expect(text.contains("cycles: 8,") && text.contains("lost: 0, corrupt opens: 0"), "\(text)")
+        return text
     }
 }

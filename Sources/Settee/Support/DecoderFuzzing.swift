@@ -1,0 +1,122 @@
+/// The fuzz entry point of the document layer's decoders (`Tests/Fuzz`, `scripts/fuzz`): every
+/// decoder of bytes read from disk or from a peer gets the same input. Errors are fine; a crash,
+/// a hang, a runaway allocation, or a decoded value that does not survive being encoded and
+/// decoded again is a finding.
+package enum DecoderFuzzing {
+    package static func run(_ data: UnsafeRawBufferPointer) {
+        json(data)
+        revTree(data)
+        if let m = try? DocMeta(decoding: data) {
+            let again = m.encoded().withUnsafeBytes { try? DocMeta(decoding: $0) }
+            guard let again, again.flags == m.flags, again.sequence == m.sequence, again.revisionID == m.revisionID,
+                  again.bodyRef == m.bodyRef, again.treeRef == m.treeRef
+            else { preconditionFailure("document metadata does not survive re-encoding") }
+        }
+        if let e = try? SequenceEntry(decoding: data) {
+            let again = e.encoded().withUnsafeBytes { try? SequenceEntry(decoding: $0) }
+            guard let again, again.flags == e.flags, again.documentID == e.documentID, again.revisionID == e.revisionID
+            else { preconditionFailure("a changes entry does not survive re-encoding") }
+        }
+        // A local document's value: a save counter, then the JSON body.
+        var reader = ByteReader(data)
+        if reader.varint() != nil { _ = try? JSONParser.parse(reader.rest()) }
+        _ = data.bigEndianU64
+
+        let text = String(decoding: data, as: UTF8.self)
+        if let g = RevisionID.generation(utf8: data) {
+            precondition(RevisionID.generation(of: text) == g, "a revision ID's generation depends on how it is read")
+        }
+        _ = RevisionID.generation(of: text)
+        if let name = BlobStore.fileName(forDigest: text) {
+            precondition(name.utf8.count == 45 && !name.contains("/"), "a blob file name is not 40 hex digits and .blob")
+        }
+        _ = JSONDate.date(from: text)
+    }
+
+    /// Strict parsing, then: whatever parses is written, and what is written parses back to the
+    /// same value and is written again byte for byte (bodies are stored canonical).
+    private static func json(_ data: UnsafeRawBufferPointer) {
+        guard let value = try? JSONParser.parse(data) else { return }
+        guard let written = try? JSONWriter.bytes(value) else { preconditionFailure("a parsed JSON value cannot be written") }
+        guard let again = try? JSONParser.parse(written), again == value else {
+            preconditionFailure("written JSON does not parse back to the same value")
+        }
+        guard (try? JSONWriter.bytes(again)) == written else { preconditionFailure("writing JSON is not canonical") }
+        if case .object(let o) = value {
+            // Blob references and blob digests come from documents and peers.
+            if let b = Blob(properties: o, store: nil) { precondition(BlobStore.fileName(forDigest: b.digest) != nil) }
+        }
+    }
+
+    /// Decoding, then everything the database does with a stored tree (winner, leaves, conflicts,
+    /// histories, pruning), then re-encoding: the result decodes to the same tree.
+    private static func revTree(_ data: UnsafeRawBufferPointer) {
+        guard let tree = try? RevTree(decoding: data) else { return }
+        let leaves = tree.sortedLeaves()
+        precondition(!leaves.isEmpty && tree.winner() == leaves.first, "a decoded tree has no winner")
+        _ = tree.isConflicted()
+        _ = tree.conflictBase()
+        for l in leaves.prefix(64) { _ = tree.history(of: l) }
+        _ = tree.index(of: tree.revs[leaves[0]].id)
+        let encoded = tree.encoded()
+        guard let again = encoded.withUnsafeBytes({ try? RevTree(decoding: $0) }), same(again, tree),
+              again.encoded() == encoded
+        else { preconditionFailure("a revision tree does not survive re-encoding") }
+        for depth in [1, 2, 5] {
+            var pruned = tree
+            pruned.prune(maxDepth: depth)
+            let bytes = pruned.encoded()
+            guard let back = bytes.withUnsafeBytes({ try? RevTree(decoding: $0) }), same(back, pruned) else {
+                preconditionFailure("a pruned revision tree does not survive re-encoding")
+            }
+            _ = pruned.sortedLeaves()
+        }
+    }
+
+    private static func same(_ a: RevTree, _ b: RevTree) -> Bool {
+        a.revs.count == b.revs.count && zip(a.revs, b.revs).allSatisfy { x, y in
+            x.id == y.id && x.generation == y.generation && x.parent == y.parent && x.deleted == y.deleted
+                && x.hasAttachments == y.hasAttachments && x.hasBody == y.hasBody && x.bodyRef == y.bodyRef
+        }
+    }
+
+    /// Valid encodings of every decoded format, as seeds for the fuzzer: revision trees (one
+    /// revision; a chain; a conflict with tombstones, attachments and pruned bodies), document
+    /// metadata, changes entries, a local document and JSON bodies.
+    package static func seedInputs() -> [(name: String, bytes: [UInt8])] {
+        var out: [(String, [UInt8])] = []
+        var single = RevTree()
+        single.add(id: "1-" + String(repeating: "a", count: 40), generation: 1, parent: nil, deleted: false,
+                   hasAttachments: false, bodyRef: 4096)
+        out.append(("revtree-single", single.encoded()))
+        var chain = RevTree()
+        var parent: Int? = nil
+        for g in 1...6 as ClosedRange<UInt64> {
+            parent = chain.add(id: "\(g)-\(String(g, radix: 16))cafe", generation: g, parent: parent, deleted: false,
+                               hasAttachments: g == 6, bodyRef: g >= 5 ? 1000 * g : nil)
+        }
+        out.append(("revtree-chain", chain.encoded()))
+        var conflict = chain
+        _ = conflict.addReplicated(history: ["6-beef", "5-5cafe"], generation: 6, deleted: false, hasAttachments: false, bodyRef: 77)
+        _ = conflict.addReplicated(history: ["7-dead", "6-d00d", "5-5cafe"], generation: 7, deleted: true, hasAttachments: false, bodyRef: 0)
+        _ = conflict.addReplicated(history: ["3-x", "2-y"], generation: 3, deleted: false, hasAttachments: true, bodyRef: nil)
+        out.append(("revtree-conflict", conflict.encoded()))
+        let meta = DocMeta(flags: [.conflicted, .multipleLeaves], sequence: 300, revisionID: "7-dead", bodyRef: 0, treeRef: 123_456)
+        out.append(("docmeta", meta.encoded()))
+        out.append(("docmeta-deleted", DocMeta(flags: [.deleted], sequence: 1, revisionID: "2-" + String(repeating: "f", count: 40),
+                                               bodyRef: 9, treeRef: 10).encoded()))
+        out.append(("sequence-entry", SequenceEntry(flags: [.hasAttachments], documentID: "doc-é-1", revisionID: "3-abc").encoded()))
+        let body: JSONValue = ["title": "Groceries", "count": 2, "price": 2.5, "done": false, "tags": ["a", "b\u{1}\"\\"],
+                               "nested": ["x": .null, "unicode": "é字🙂"],
+                               "photo": ["@type": "blob", "content_type": "image/png", "digest": "sha1-qUqP5cyxm6YcTAhz05Hph5gvu9M=", "length": 3]]
+        let json = (try? JSONWriter.bytes(body)) ?? []
+        out.append(("json-document", json))
+        out.append(("json-text", Array(#" [1, -0.0, 1e-5, 12345678901234567890, "\ud83d\ude42", {"a": [[]], "b": {}}, true] "#.utf8)))
+        var local = ByteWriter()
+        local.varint(3)
+        local.bytes += json
+        out.append(("local-document", local.bytes))
+        out.append(("date", Array("2026-11-21T10:15:30.123+02:00".utf8)))
+        return out
+    }
+}

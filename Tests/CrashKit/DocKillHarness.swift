@@ -1,0 +1,161 @@
+import Foundation
+import Glibc
+import Settee
+import SetteeStorage
+
+/// Figures from a round of SIGKILLs of a document-layer writer.
+package struct DocKillReport: CustomStringConvertible {
+    package var cycles = 0
+    /// Acknowledged steps (transactions) verified, and the document operations in them.
+    package var stepsVerified = 0
+    package var operationsVerified = 0
+    package var operations: [DocOperation: Int] = [:]
+    /// Aborted batches among the finished steps, verified to have left nothing.
+    package var abortedBatchesVerified = 0
+    package var killedBeforeOpen = 0
+    package var inFlightPresent = 0
+    package var inFlightAbsent = 0
+    /// Documents in conflict at the verifications, summed over cycles.
+    package var conflictedVerified = 0
+    package var documentsVerified = 0
+    package var lost = 0
+    package var corruptOpens = 0
+    package var failures: [String] = []
+
+    package var description: String {
+        "cycles: \(cycles), acknowledged transactions verified: \(stepsVerified) (\(operationsVerified) document operations), lost: \(lost), corrupt opens: \(corruptOpens)"
+    }
+
+    package var details: String {
+        let kinds = DocOperation.allCases.compactMap { k in operations[k].map { "\(k.rawValue) \($0)" } }.joined(separator: ", ")
+        return """
+        operations acknowledged: \(kinds); aborted batches verified absent: \(abortedBatchesVerified)
+        in flight at the kill, kept/dropped: \(inFlightPresent)/\(inFlightAbsent); killed before the database was open: \(killedBeforeOpen)
+        documents verified: \(documentsVerified) (\(conflictedVerified) in conflict)
+        """
+    }
+}
+
+/// The child's side: opens the database and runs the document workload from `start`, telling
+/// the parent "R" once open, then "B <step>" before each step and "A <step>" once it returned
+/// (committed, durable) or "X <step>" when it aborted, until killed.
+package enum DocKillChild {
+    package static func run(directory: String, name: String, seed: UInt64, start: Int, maxDepth: Int) throws {
+        var config = DatabaseConfiguration(directory: directory)
+        config.maxRevTreeDepth = maxDepth
+        let db = try Database(name: name, config: config)
+        say("R")
+        let workload = DocWorkload(seed: seed)
+        for i in start..<start + 1_000_000 {
+            say("B \(i)")
+            let outcome = try workload.run(i, on: db)
+            say(outcome.committed ? "A \(i)" : "X \(i)")
+        }
+    }
+
+    private static func say(_ line: String) {
+        // One write per message: a message is in the pipe whole, or not at all.
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    }
+}
+
+/// The parent's side: starts a child running ``DocWorkload`` on a ``Database``, SIGKILLs it at a
+/// random moment (during start-up, between operations, just after one began: inside its
+/// transaction, its `fdatasync`, a blob write), then checks the store (`check()`), reopens the
+/// database and compares everything it shows with a reference database that ran the same steps
+/// without crashing: every acknowledged step must be there exactly (revision trees, current
+/// revisions and bodies, deletions, leaves, purges, local documents, blobs), the step in flight
+/// wholly or not at all, and the snapshot must hold together (``DocSnapshot/problems()``).
+package struct DocKillHarness {
+    package var seed: UInt64
+    package var cycles: Int
+    package var directory: String
+    package var cyclesPerDatabase = 50
+    package var log: (String) -> Void = { print($0) }
+
+    package init(seed: UInt64, cycles: Int, directory: String) {
+        self.seed = seed
+        self.cycles = cycles
+        self.directory = directory
+    }
+
+    package func run() -> DocKillReport {
+        var report = DocKillReport()
+        let state = DocRunState(directory: directory)
+        defer { state.close() }
+        for cycle in 0..<cycles {
+            do {
+                if cycle % cyclesPerDatabase == 0 {
+                    var r = SplitMix(seed: SplitMix.mix(seed, 0x3_0000_0000 + UInt64(cycle)))
+                    try state.reset(&r)
+                }
+                try runCycle(cycle, state, report: &report)
+            } catch {
+                let message = "seed \(seed), cycle \(cycle): \(error) (replay: crash-harness docs --seed \(seed) --cycles \(cycle + 1))"
+                report.failures.append(message)
+                log("FAILED: " + message)
+                return report
+            }
+            report.cycles += 1
+        }
+        return report
+    }
+
+    private func runCycle(_ cycle: Int, _ state: DocRunState, report: inout DocKillReport) throws {
+        var r = SplitMix(seed: SplitMix.mix(seed, UInt64(cycle)))
+        let child = try ChildProcess(arguments: [
+            "docs-child", "--dir", state.realDirectory, "--name", DocRunState.name, "--seed", String(state.workload.seed),
+            "--start", String(state.nextStep), "--max-depth", String(state.maxDepth),
+        ])
+        var lines: [String] = []
+        switch r.next(below: 10) {
+        case 0:
+            // Anywhere in start-up, recovery and the database's own opening transaction.
+            usleep(UInt32(r.next(below: 20_000)))
+        case 1..<5:
+            // A random moment of the workload.
+            try child.readLines(until: { $0 == "R" }, into: &lines, timeoutMs: 20_000)
+            usleep(UInt32(r.next(below: 30_000)))
+        default:
+            // Just after a step began: inside its transaction, its fdatasync, a blob's write.
+            let target = 1 + Int(r.next(below: 25))
+            var begun = 0
+            try child.readLines(until: { if $0.hasPrefix("B ") { begun += 1 }; return begun >= target }, into: &lines, timeoutMs: 20_000)
+            let spin = r.next(below: 1500)
+            let start = DispatchTime.now().uptimeNanoseconds
+            while DispatchTime.now().uptimeNanoseconds - start < spin * 1000 {}
+        }
+        let status = child.kill()
+        child.drain(into: &lines)
+        guard status == .killed else { throw DocRunState.Failure(description: "the child writer \(status) before it was killed") }
+
+        var ready = false
+        var candidates: [(step: Int, committed: Bool?)] = []
+        for line in lines {
+            if line == "R" { ready = true }
+            else if line.hasPrefix("B "), let i = Int(line.dropFirst(2)) { candidates.append((i, nil)) }
+            else if line.hasPrefix("A "), let i = Int(line.dropFirst(2)), candidates.last?.step == i { candidates[candidates.count - 1].committed = true }
+            else if line.hasPrefix("X "), let i = Int(line.dropFirst(2)), candidates.last?.step == i { candidates[candidates.count - 1].committed = false }
+        }
+        if !ready { report.killedBeforeOpen += 1 }
+        // Every step that returned must be there; the one in flight (begun, not returned) may be.
+        let inFlight = candidates.last.flatMap { $0.committed == nil ? $0.step : nil }
+        let acknowledged = inFlight == nil ? candidates.count : candidates.count - 1
+        let verified = try state.verify(candidates: candidates, acknowledged: acknowledged,
+                                        corruptOpens: &report.corruptOpens, lost: &report.lost)
+        for outcome in verified.outcomes.prefix(acknowledged) {
+            guard outcome.committed else {
+                report.abortedBatchesVerified += 1
+                continue
+            }
+            report.stepsVerified += 1
+            report.operationsVerified += outcome.count
+            report.operations.merge(outcome.operations, uniquingKeysWith: +)
+        }
+        if inFlight != nil { if verified.applied > acknowledged { report.inFlightPresent += 1 } else { report.inFlightAbsent += 1 } }
+        report.documentsVerified += verified.snapshot.documents.count
+        report.conflictedVerified += verified.snapshot.conflicted
+        state.nextStep = (candidates.last?.step ?? state.nextStep - 1) + 1
+    }
+}
