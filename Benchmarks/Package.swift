@@ -1,7 +1,8 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
-// `settee-bench`: the same workloads on Settee, SQLite and LMDB, side by side.
+// `settee-bench`: the same workloads on Settee (its storage engine and its document API), SQLite and LMDB,
+// side by side.
 // Its own package so that the library never depends on SQLite or LMDB; run it with `scripts/bench`.
 let package = Package(
     name: "SetteeBenchmarks",
@@ -28,6 +29,7 @@ let package = Package(
                 "CSQLite3",
                 "CLMDB",
                 .product(name: "SetteeStorage", package: "Settee"),
+                .product(name: "Settee", package: "Settee"),
             ]
         ),
     ],

@@ -5,7 +5,7 @@ import SetteeStorage
 // crash-harness: proves that a crash at any instant loses nothing acknowledged.
 //
 //   crash-harness [kill] [--cycles N] [--seed S] [--dir PATH]    SIGKILL a child writer (default 1000 cycles)
-//   crash-harness power-loss [--crash-points N] [--seed S] [--dir PATH]    simulated power loss, in process
+//   crash-harness power-loss [--crash-points N] [--per-database N] [--seed S] [--dir PATH]    simulated power loss, in process
 //   crash-harness corrupt [--corruptions N] [--seed S] [--dir PATH]       random damage to committed files
 //   crash-harness docs [--cycles N] [--seed S] [--dir PATH]     SIGKILL a child running document operations (default 100 cycles)
 //   crash-harness docs-power-loss [--crash-points N] [--seed S] [--dir PATH]    simulated power loss under the document layer
@@ -79,7 +79,9 @@ case "kill":
     print("in flight at the kill, kept/dropped: \(report.inFlightPresent)/\(report.inFlightAbsent); killed before the database was open: \(report.killedBeforeOpen)")
     failed = !report.failures.isEmpty
 case "power-loss":
-    let report = PowerLossRun(seed: seed, crashPoints: number("crash-points", 2000), directory: dir).run()
+    var run = PowerLossRun(seed: seed, crashPoints: number("crash-points", 2000), directory: dir)
+    run.crashPointsPerDatabase = number("per-database", 30)
+    let report = run.run()
     print(report)
     failed = !report.failures.isEmpty
 case "corrupt":

@@ -3,8 +3,11 @@
 final class Dataset {
     /// How many single-document durable commits `durable-commit` makes.
     static let updateCount = 2000
+    /// Documents per commit in `bulk-load` and `rev-insert`.
+    static let batchSize = 1000
 
     let documentCount: Int
+    let generator: DocumentGenerator
 
     /// Document `i`'s key (`doc-%08d`), first version (`1-…`) and body.
     private let keys: ByteTable
@@ -24,6 +27,7 @@ final class Dataset {
     init(documentCount: Int, seed: UInt64, progress: Progress) {
         self.documentCount = documentCount
         let generator = DocumentGenerator(seed: seed)
+        self.generator = generator
 
         keys = ByteTable(byteCapacity: documentCount * 16, entryCapacity: documentCount)
         versions = ByteTable(byteCapacity: documentCount * 40, entryCapacity: documentCount)
@@ -72,6 +76,19 @@ final class Dataset {
     /// The documents inserted at `positions`, with their sequences, as one batch.
     func insertion(_ positions: Range<Int>) -> DocumentBatch {
         DocumentBatch(dataset: self, positions: positions)
+    }
+
+    /// The documents inserted at `positions` as `rev-insert` writes them: each a replicated revision with its
+    /// history. The histories are generated here, before any clock starts.
+    func replication(_ positions: Range<Int>) -> ReplicatedBatch {
+        ReplicatedBatch(dataset: self, positions: positions)
+    }
+
+    /// The history `rev-insert` gives document `index`, newest first (`10-…` … `1-…`).
+    func replicatedHistory(of index: Int) -> [[UInt8]] {
+        stride(from: ReplicatedBatch.historyDepth, through: 1, by: -1).map {
+            generator.replicatedRevisionID(of: index, generation: $0)
+        }
     }
 
     /// The `number`th update (0-based) of `durable-commit`: sequence `N + number + 1`.

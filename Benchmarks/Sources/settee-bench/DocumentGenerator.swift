@@ -16,7 +16,19 @@ struct DocumentGenerator {
 
     /// `<generation>-` followed by 32 lowercase hex digits.
     func version(of index: Int, generation: Int) -> [UInt8] {
-        var random = SplitMix64(seed: seed, stream: Stream.versions + UInt64(generation), item: UInt64(index))
+        Self.revisionID(generation: generation,
+                        SplitMix64(seed: seed, stream: Stream.versions + UInt64(generation), item: UInt64(index)))
+    }
+
+    /// The revision of generation `generation` (1...) in the history `rev-insert` gives document `index`:
+    /// `<generation>-` followed by 32 lowercase hex digits, from a stream of its own.
+    func replicatedRevisionID(of index: Int, generation: Int) -> [UInt8] {
+        Self.revisionID(generation: generation,
+                        SplitMix64(seed: seed, stream: Stream.history + UInt64(generation), item: UInt64(index)))
+    }
+
+    private static func revisionID(generation: Int, _ random: SplitMix64) -> [UInt8] {
+        var random = random
         var bytes = Array("\(generation)-".utf8)
         let hex = Array("0123456789abcdef".utf8)
         for _ in 0 ..< 2 {
@@ -107,4 +119,5 @@ enum Stream {
     static let updates: UInt64 = 4
     static let versions: UInt64 = 0x100
     static let bodies: UInt64 = 0x200
+    static let history: UInt64 = 0x300
 }

@@ -1,6 +1,9 @@
-/// One storage engine under test. The runner drives every engine through these calls with the same
-/// documents in the same order; each implementation keeps to the engine's own C or Swift API, with no
-/// wrapper in the timed path.
+/// One storage engine under test, driven with keys, versions and bodies as bytes (`settee`, `sqlite`,
+/// `lmdb`). The runner drives every engine through these calls with the same documents in the same order;
+/// each implementation keeps to the engine's own C or Swift API, with no wrapper in the timed path.
+///
+/// `settee-doc`, Settee's document API, takes document IDs and properties rather than bytes and has a
+/// runner of its own (`DocumentRunner`), with the same workloads, data and timing rules.
 protocol Engine: AnyObject {
     static var name: EngineName { get }
 
@@ -25,6 +28,18 @@ protocol Engine: AnyObject {
     /// sequence's entry removed.
     func update(_ document: Document) throws
 
+    /// Whether the engine takes part in `rev-insert` (the raw Settee engine has no revision trees).
+    static var storesRevisionTrees: Bool { get }
+
+    /// Writes replicated documents in one durable commit (rev-insert), the way the engine's document store
+    /// would: for each, read its record (absent here), build and serialize its revision tree, write the
+    /// record with the current body.
+    func insertReplicated(_ batch: ReplicatedBatch) throws
+
+    /// The history (newest first) and body a document written by `insertReplicated` has; nil when absent.
+    /// Untimed: the check after `rev-insert`.
+    func replicatedDocument(_ key: UnsafeRawBufferPointer) throws -> (history: [[UInt8]], body: [UInt8])?
+
     /// Flushes and closes; the object is not used afterwards.
     func close() throws
 
@@ -35,16 +50,26 @@ protocol Engine: AnyObject {
     static func note(for workload: Workload) -> String
 }
 
-/// The engines `--engines` accepts.
+/// The engines `--engines` accepts, in the default order.
 enum EngineName: String, CaseIterable {
+    /// The storage engine (`SetteeStorage`) used directly.
     case settee
+    /// The document API (`Settee`: `Database`, `MutableDocument`, ...) over the same storage engine.
+    case setteeDoc = "settee-doc"
     case sqlite
     case lmdb
+}
 
-    /// Names of engines that belong to later layers: refused with a clear message until they exist.
-    static let notYetAvailable: [String: String] = [
-        "settee-doc": "the Settee document layer",
-    ]
+extension Engine {
+    static var storesRevisionTrees: Bool { false }
+
+    func insertReplicated(_ batch: ReplicatedBatch) throws {
+        throw EngineError("\(Self.name.rawValue) does not store revision trees")
+    }
+
+    func replicatedDocument(_ key: UnsafeRawBufferPointer) throws -> (history: [[UInt8]], body: [UInt8])? {
+        nil
+    }
 }
 
 /// An engine failed: what it was doing and what it said.

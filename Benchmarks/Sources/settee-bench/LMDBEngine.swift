@@ -16,6 +16,8 @@ final class LMDBEngine: Engine {
     private let record = RecordBuffer()
     private let sequenceKey = RecordBuffer(capacity: 8)
     private let oldSequenceKey = RecordBuffer(capacity: 8)
+    private let tree = RecordBuffer(capacity: 512)
+    private let version = RecordBuffer(capacity: 32)
 
     /// Generous: the map is only address space; the file grows with the data.
     static func mapSize(documentCount: Int) -> Int {
@@ -103,6 +105,50 @@ final class LMDBEngine: Engine {
         }
     }
 
+    static let storesRevisionTrees = true
+
+    /// Per document: a lookup in `docs` (absent here), the tree encoded as LiteCore does (`RawRevTree`),
+    /// then `docs`: key → `[sequence u64 BE][u8 versionLength][version (compact)][u32 LE treeLength][tree][body]`
+    /// and `seq`: sequence → key, in one transaction.
+    func insertReplicated(_ batch: ReplicatedBatch) throws {
+        try writeTransaction { txn in
+            for document in batch {
+                guard try lookUp(document.key, in: docs, txn: txn) == nil else {
+                    throw EngineError("lmdb: rev-insert found an existing document")
+                }
+                tree.reset()
+                version.reset()
+                try RawRevTree.encode(document, tree: tree, version: version)
+                record.reset().appendBigEndian(document.sequence)
+                record.appendByte(UInt8(version.count))
+                record.append(version.bytes)
+                record.appendLittleEndian32(UInt32(tree.count))
+                record.append(tree.bytes)
+                record.append(document.body)
+                sequenceKey.reset().appendBigEndian(document.sequence)
+                var key = Self.value(document.key)
+                var value = Self.value(record.bytes)
+                try check(mdb_put(txn, docs, &key, &value, 0), "mdb_put docs")
+                var sequence = Self.value(sequenceKey.bytes)
+                try check(mdb_put(txn, seqs, &sequence, &key, 0), "mdb_put seq")
+            }
+        }
+    }
+
+    func replicatedDocument(_ key: UnsafeRawBufferPointer) throws -> (history: [[UInt8]], body: [UInt8])? {
+        try check(mdb_txn_renew(reader), "mdb_txn_renew")
+        defer { mdb_txn_reset(reader) }
+        guard let value = try lookUp(key, in: docs, txn: reader) else { return nil }
+        guard value.count >= 9 else { throw EngineError("lmdb: malformed record") }
+        let treeAt = 9 + Int(value[8])
+        guard value.count >= treeAt + 4 else { throw EngineError("lmdb: malformed record") }
+        let treeLength = Int(UInt32(littleEndian: value.loadUnaligned(fromByteOffset: treeAt, as: UInt32.self)))
+        guard value.count >= treeAt + 4 + treeLength,
+              let history = RawRevTree.decodeHistory(UnsafeRawBufferPointer(rebasing: value[(treeAt + 4) ..< (treeAt + 4 + treeLength)]))
+        else { throw EngineError("lmdb: malformed record") }
+        return (history, Array(value[(treeAt + 4 + treeLength)...]))
+    }
+
     func close() throws {
         guard env != nil else { return }
         mdb_txn_abort(reader)
@@ -122,6 +168,7 @@ final class LMDBEngine: Engine {
         case .pointGet: "MDB_RDONLY txn renew/reset per get"
         case .changesScan: "one read txn: cursor over seq, get in docs"
         case .durableCommit: "default sync: fdatasync + O_DSYNC meta write per commit"
+        case .revInsert: "default sync; per doc get, RawRevTree + body in docs, seq entry"
         }
     }
 

@@ -79,9 +79,6 @@ struct Options {
     private static func engine(_ text: String) throws(UsageError) -> EngineName {
         if let engine = EngineName(rawValue: text) { return engine }
         let known = EngineName.allCases.map(\.rawValue).joined(separator: ", ")
-        if let reason = EngineName.notYetAvailable[text] {
-            throw UsageError(message: "engine '\(text)' (\(reason)) does not exist yet; engines: \(known)")
-        }
         throw UsageError(message: "unknown engine '\(text)'; engines: \(known)")
     }
 

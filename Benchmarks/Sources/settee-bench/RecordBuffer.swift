@@ -47,6 +47,18 @@ final class RecordBuffer {
         count += 8
     }
 
+    /// Overwrites a byte already appended.
+    func patchByte(_ byte: UInt8, at offset: Int) {
+        precondition(offset < count)
+        storage[offset] = byte
+    }
+
+    /// Overwrites four bytes already appended with `value`, big-endian.
+    func patchBigEndian32(_ value: UInt32, at offset: Int) {
+        precondition(offset + 4 <= count)
+        storage.storeBytes(of: value.bigEndian, toByteOffset: offset, as: UInt32.self)
+    }
+
     /// `[u8 versionLength][version][body]`: the part of a document record LMDB and Settee share.
     func appendVersioned(version: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) {
         precondition(version.count <= Int(UInt8.max))

@@ -9,21 +9,26 @@ struct Report {
 
     // MARK: - Table
 
-    /// Workload × engine: value, unit, the peer's value divided by Settee's, and the durability note.
+    /// Workload × engine: value, unit, the row's value divided by settee's and by settee-doc's (the second
+    /// column only when settee-doc ran), and the durability note.
     func table() -> String {
-        let header = ["workload", "engine", "value", "unit", "÷ settee", "durability / method"]
+        let references = [EngineName.settee] + (measurements.contains { $0.engine == .setteeDoc } ? [.setteeDoc] : [])
+        let header = ["workload", "engine", "value", "unit"] + references.map { "÷ \($0.rawValue)" }
+            + ["durability / method"]
         var rows: [[String]] = []
         for measurement in sorted() {
-            let settee = measurements.first { $0.workload == measurement.workload && $0.engine == .settee }
-            var ratio = "-"
-            if let settee, measurement.engine != .settee, settee.value > 0 {
-                ratio = String(format: "%.2f", measurement.value / settee.value)
+            let ratios = references.map { reference -> String in
+                guard measurement.engine != reference,
+                      let base = measurements.first(where: { $0.workload == measurement.workload && $0.engine == reference }),
+                      base.value > 0
+                else { return "-" }
+                return String(format: "%.2f", measurement.value / base.value)
             }
             rows.append([measurement.workload.rawValue, measurement.engine.rawValue,
-                         Self.format(measurement.value, for: measurement.workload), measurement.workload.unit,
-                         ratio, measurement.note])
+                         Self.format(measurement.value, for: measurement.workload), measurement.workload.unit]
+                        + ratios + [measurement.note])
         }
-        let numeric: Set<Int> = [2, 4]
+        let numeric = Set([2] + references.indices.map { 4 + $0 })
         let widths = header.indices.map { column in
             ([header] + rows).map { $0[column].count }.max() ?? 0
         }
@@ -44,7 +49,8 @@ struct Report {
             lines.append(line(row))
         }
         lines.append("")
-        lines.append("÷ settee: the peer's value divided by settee's. docs/s and commits/s: higher is better;")
+        lines.append("÷ \(references.map(\.rawValue).joined(separator: ", ÷ ")): the row's value divided by that engine's. "
+            + "docs/s and commits/s: higher is better;")
         lines.append("ns/op and bytes: lower is better.")
         return lines.joined(separator: "\n") + "\n"
     }
@@ -55,7 +61,7 @@ struct Report {
         case .pointGet, .durableCommit:
             let tenths = Int((value * 10).rounded())
             return grouped(tenths / 10) + "." + String(tenths % 10)
-        case .bulkLoad, .changesScan, .fileSize:
+        case .bulkLoad, .changesScan, .fileSize, .revInsert:
             return grouped(Int(value.rounded()))
         }
     }

@@ -10,7 +10,8 @@ struct Measurement {
 /// Runs the selected workloads on one engine at a time, in `Workload` order, and checks what every engine
 /// read against the dataset so no engine can win by doing less.
 ///
-/// The load always runs (the other workloads need the data); it is reported only when selected.
+/// The load runs whenever a workload that needs its data is selected (every one but `rev-insert`); it is
+/// reported only when selected. `rev-insert` writes a new database of its own, in `<directory>/rev-insert`.
 final class Runner {
     private let dataset: Dataset
     private let workloads: Set<Workload>
@@ -29,25 +30,36 @@ final class Runner {
             Progress.log("  \(E.name.rawValue) \(workload.rawValue): \(Report.format(value, for: workload)) \(workload.unit)")
         }
 
-        var engine = try E(directory: directory, documentCount: dataset.documentCount)
-        Files.settleWriteback()
-        report(.bulkLoad, try bulkLoad(engine))
-        try verifyBodies(engine, of: dataset.timedGets.prefix(1000), expected: dataset.body)
-        try engine.close()
-        report(.fileSize, Double(try E.footprint(of: directory)))
-
-        let later = [Workload.pointGet, .changesScan, .durableCommit].filter(workloads.contains)
-        guard !later.isEmpty else { return results }
-        engine = try E(directory: directory, documentCount: dataset.documentCount)
-        for workload in later {
+        if workloads.contains(where: \.needsLoad) {
+            var engine = try E(directory: directory, documentCount: dataset.documentCount)
             Files.settleWriteback()
-            switch workload {
-            case .pointGet: report(workload, try pointGet(engine))
-            case .changesScan: report(workload, try changesScan(engine))
-            default: report(workload, try durableCommit(engine))
+            report(.bulkLoad, try bulkLoad(engine))
+            try verifyBodies(engine, of: dataset.timedGets.prefix(1000), expected: dataset.body)
+            try engine.close()
+            report(.fileSize, Double(try E.footprint(of: directory)))
+
+            let later = [Workload.pointGet, .changesScan, .durableCommit].filter(workloads.contains)
+            if !later.isEmpty {
+                engine = try E(directory: directory, documentCount: dataset.documentCount)
+                for workload in later {
+                    Files.settleWriteback()
+                    switch workload {
+                    case .pointGet: report(workload, try pointGet(engine))
+                    case .changesScan: report(workload, try changesScan(engine))
+                    default: report(workload, try durableCommit(engine))
+                    }
+                }
+                try engine.close()
             }
         }
-        try engine.close()
+
+        if workloads.contains(.revInsert) {
+            if E.storesRevisionTrees {
+                report(.revInsert, try revInsert(E.self, in: directory + "/rev-insert"))
+            } else {
+                Progress.log("  \(E.name.rawValue) rev-insert: \(E.note(for: .revInsert))")
+            }
+        }
         return results
     }
 
@@ -59,8 +71,8 @@ final class Runner {
         let progress = Progress("\(E.name.rawValue) bulk-load", total: total)
         // Only the engine's work is timed: each batch is generated before its clock starts.
         var nanoseconds: UInt64 = 0
-        for start in stride(from: 0, to: total, by: 1000) {
-            let end = min(start + 1000, total)
+        for start in stride(from: 0, to: total, by: Dataset.batchSize) {
+            let end = min(start + Dataset.batchSize, total)
             let batch = dataset.insertion(start ..< end)
             let watch = Stopwatch()
             try engine.insert(batch)
@@ -123,6 +135,34 @@ final class Runner {
         let seconds = Double(nanoseconds) / 1e9
         try verifyBodies(engine, of: Set(dataset.updatedDocuments), expected: dataset.finalBody)
         return Double(count) / seconds
+    }
+
+    /// All documents again, into a new database, as replicated revisions with 10-revision histories,
+    /// 1000 per durable commit → docs/s.
+    private func revInsert<E: Engine>(_: E.Type, in directory: String) throws -> Double {
+        try Files.createDirectory(directory)
+        let engine = try E(directory: directory, documentCount: dataset.documentCount)
+        try engine.prepareForDurableCommits()
+        Files.settleWriteback()
+        let total = dataset.documentCount
+        let progress = Progress("\(E.name.rawValue) rev-insert", total: total)
+        // As in bulk-load: each batch, histories included, is generated before its clock starts.
+        var nanoseconds: UInt64 = 0
+        for start in stride(from: 0, to: total, by: Dataset.batchSize) {
+            let end = min(start + Dataset.batchSize, total)
+            let batch = dataset.replication(start ..< end)
+            let watch = Stopwatch()
+            try engine.insertReplicated(batch)
+            nanoseconds += watch.elapsedNanoseconds
+            progress.update(end)
+        }
+        for index in dataset.timedGets.prefix(1000) {
+            guard let (history, body) = try engine.replicatedDocument(dataset.key(index)),
+                  history == dataset.replicatedHistory(of: index), body.elementsEqual(dataset.body(index))
+            else { throw EngineError("\(E.name.rawValue): rev-insert: document \(index) reads back wrong") }
+        }
+        try engine.close()
+        return Double(total) / (Double(nanoseconds) / 1e9)
     }
 
     // MARK: - Checks (untimed)

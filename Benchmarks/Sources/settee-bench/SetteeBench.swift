@@ -1,6 +1,7 @@
 import Foundation
 
-/// `settee-bench`: the same workloads on Settee, SQLite and LMDB, side by side. See `Options.usage`.
+/// `settee-bench`: the same workloads on Settee (its storage engine and its document API), SQLite and LMDB,
+/// side by side. See `Options.usage`.
 @main
 struct SetteeBench {
     static func main() {
@@ -47,6 +48,7 @@ struct SetteeBench {
                             Double(dataset.byteCount) / 1e6, watch.elapsedSeconds) + "; databases in " + root)
 
         let runner = Runner(dataset: dataset, workloads: options.workloads)
+        let documentRunner = DocumentRunner(dataset: dataset, workloads: options.workloads)
         var measurements: [Measurement] = []
         for engine in options.engines {
             let directory = root + "/" + engine.rawValue
@@ -54,6 +56,7 @@ struct SetteeBench {
             Progress.log("\(engine.rawValue):")
             switch engine {
             case .settee: measurements += try runner.run(SetteeEngine.self, in: directory)
+            case .setteeDoc: measurements += try documentRunner.run(in: directory)
             case .sqlite: measurements += try runner.run(SQLiteEngine.self, in: directory)
             case .lmdb: measurements += try runner.run(LMDBEngine.self, in: directory)
             }

@@ -99,6 +99,7 @@ final class SetteeEngine: Engine {
         case .pointGet: "read transaction (snapshot) per get"
         case .changesScan: "one read transaction: by-seq in order, value by ref"
         case .durableCommit: "durability .synchronous: fdatasync per commit"
+        case .revInsert: "not run: the storage engine alone has no revision trees"
         }
     }
 
