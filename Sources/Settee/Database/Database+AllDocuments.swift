@@ -240,7 +240,7 @@ extension Database {
                 }
                 if meta.flags.contains(.deleted) && !o.includeDeleted { return true }
                 if skip > 0 { skip -= 1; return true }
-                guard let id = String(validating: key, as: UTF8.self) else {
+                guard let id = key.withUnsafeBytes(makeString) else {
                     throw SetteeError(.corrupted, "a document ID is not UTF-8")
                 }
                 out.documents.append(try core.document(tx, id: id, meta: meta))

@@ -36,10 +36,11 @@ extension Database {
         return try utf8ID.withUTF8 { utf8 -> Document? in
             let key = UnsafeRawBufferPointer(utf8)
             try validateDocumentID(key)
-            return try core.read { tx -> Document? in
+            func lookup(_ tx: some StoreReading) throws -> Document? {
                 guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else { return nil }
                 return try core.document(tx, id: id, meta: meta)
             }
+            return try core.read(snapshot: lookup, batch: lookup)
         }
     }
 

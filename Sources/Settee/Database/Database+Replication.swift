@@ -162,7 +162,8 @@ extension Database {
         guard (limit ?? 0) >= 0 else { throw SetteeError(.invalidParameter, "limit cannot be negative") }
         var out: [ChangeEntry] = []
         if limit == 0 || since == .max { return out }
-        try core.read { tx in
+        out.reserveCapacity(min(limit ?? 1024, 1 << 16))
+        func scan(_ tx: some StoreReading) throws {
             try tx.forEach(in: core.trees.bySequence, from: [UInt8](bigEndian: since + 1), reverse: false) { k, v in
                 guard let seq = k.bigEndianU64 else { throw SetteeError(.corrupted, "a sequence key is malformed") }
                 let e = try SequenceEntry(decoding: v)
@@ -181,6 +182,7 @@ extension Database {
                 return true
             }
         }
+        try core.read(snapshot: scan, batch: scan)
         return out
     }
 

@@ -176,6 +176,16 @@ final class DatabaseCore: @unchecked Sendable {
         return try translating { try store.read { tx in try body(tx) } }
     }
 
+    /// `read` for hot paths: the same generic body, called with the concrete transaction type so
+    /// it is specialized (no existential dispatch, no runtime generic metadata lookups).
+    @inline(__always)
+    func read<R>(snapshot: (ReadTransaction) throws -> R, batch: (WriteTransaction) throws -> R) throws -> R {
+        if let b = batchOnThisThread() {
+            return try translating { try batch(b.tx) }
+        }
+        return try translating { try store.read(snapshot) }
+    }
+
     /// The open batch when called from the thread running it (its counters are not flushed to
     /// the meta tree until it commits).
     func batchOnThisThread() -> WriteContext? {

@@ -62,8 +62,10 @@ struct DocMeta {
 
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
+        // The revision ID was checked when it was written and the record is checksummed by the
+        // engine; a winner read does not parse it again.
         guard let f = r.u8(), f & ~DocFlags.known == 0, let seq = r.varint(), let rev = r.string(),
-              RevisionID.generation(of: rev) != nil, let body = r.u64(), let tree = r.u64(), r.atEnd
+              !rev.isEmpty, let body = r.u64(), let tree = r.u64(), r.atEnd
         else { throw SetteeError(.corrupted, "document metadata is malformed") }
         self.init(flags: DocFlags(rawValue: f), sequence: seq, revisionID: rev, bodyRef: body, treeRef: tree)
     }

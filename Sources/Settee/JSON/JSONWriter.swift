@@ -15,6 +15,7 @@ enum JSONWriter {
     /// The canonical JSON of `value`.
     static func bytes(_ value: JSONValue, maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) -> [UInt8] {
         var out: [UInt8] = []
+        out.reserveCapacity(512)   // a typical document, without regrowing through 8, 16, 32 …
         try write(value, into: &out, maxDepth: maxDepth)
         return out
     }

@@ -31,9 +31,14 @@ struct RevTree: Sendable {
         w.varint(UInt64(revs.count))
         for r in revs {
             w.varint(r.generation)
-            let digest = r.id.utf8.drop { $0 != UInt8(ascii: "-") }.dropFirst()
-            w.varint(UInt64(digest.count))
-            w.bytes.append(contentsOf: digest)
+            var id = r.id
+            id.withUTF8 { u in
+                var dash = 0
+                while dash < u.count && u[dash] != UInt8(ascii: "-") { dash += 1 }
+                let digest = UnsafeBufferPointer(rebasing: u[min(dash + 1, u.count)...])
+                w.varint(UInt64(digest.count))
+                w.bytes.append(contentsOf: digest)
+            }
             w.varint(UInt64(r.parent + 1))
             var f: UInt8 = 0
             if r.deleted { f |= Self.flagDeleted }
@@ -66,7 +71,7 @@ struct RevTree: Sendable {
                 guard let x = r.u64() else { throw bad("revision \(i) cut short") }
                 ref = x
             }
-            guard let ds = String(validating: digest.bindMemory(to: UInt8.self), as: UTF8.self) else {
+            guard let ds = makeString(digest) else {
                 throw bad("revision \(i) digest is not text")
             }
             let id = "\(gen)-" + ds

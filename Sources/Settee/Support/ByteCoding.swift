@@ -81,7 +81,7 @@ struct ByteReader {
     /// A length-prefixed UTF-8 string; nil when cut short or not valid UTF-8.
     mutating func string() -> String? {
         guard let n = count(limit: remaining), let b = bytes(n) else { return nil }
-        return String(validating: b.bindMemory(to: UInt8.self), as: UTF8.self)
+        return makeString(b)
     }
 
     mutating func rest() -> UnsafeRawBufferPointer {
@@ -103,4 +103,24 @@ extension UnsafeRawBufferPointer {
         guard count == 8 else { return nil }
         return UInt64(bigEndian: loadUnaligned(as: UInt64.self))
     }
+}
+
+/// A String from stored UTF-8, or nil when it is not valid UTF-8. IDs are almost always ASCII,
+/// which needs no validation beyond the high bits (and skips the generic validating path).
+@inline(__always)
+func makeString(_ b: UnsafeRawBufferPointer) -> String? {
+    guard let base = b.baseAddress, !b.isEmpty else { return "" }
+    var i = 0
+    var high: UInt64 = 0
+    while i + 8 <= b.count {
+        high |= b.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+        i += 8
+    }
+    while i < b.count {
+        high |= UInt64(b[i])
+        i += 1
+    }
+    let u = UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: b.count)
+    if high & 0x8080_8080_8080_8080 == 0 { return String(decoding: u, as: UTF8.self) }
+    return String(validating: u, as: UTF8.self)
 }
