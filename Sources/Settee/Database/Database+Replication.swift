@@ -44,7 +44,13 @@ public struct ChangeEntry: Sendable, Hashable {
     /// ```swift
     /// let revs = entry.leafRevisionIDs
     /// ```
-    public var leafRevisionIDs: [String]
+    public var leafRevisionIDs: [String] { [revisionID] + otherLeafRevisionIDs }
+    /// The leaves other than the current one (usually none), in winner order.
+    ///
+    /// ```swift
+    /// if !entry.otherLeafRevisionIDs.isEmpty { fetchConflicts(entry.documentID) }
+    /// ```
+    public var otherLeafRevisionIDs: [String]
 }
 
 /// What ``Database/revsDiff(_:)`` reports for one document.
@@ -167,17 +173,18 @@ extension Database {
             try tx.forEach(in: core.trees.bySequence, from: [UInt8](bigEndian: since + 1), reverse: false) { k, v in
                 guard let seq = k.bigEndianU64 else { throw SetteeError(.corrupted, "a sequence key is malformed") }
                 let e = try SequenceEntry(decoding: v)
-                var leaves = [e.revisionID]
+                // An empty array costs no allocation: most documents have a single leaf.
+                var others: [String] = []
                 if e.flags.contains(.multipleLeaves) {
                     guard let meta = try core.meta(tx, id: Array(e.documentID.utf8)) else {
                         throw SetteeError(.corrupted, "the sequence index names a missing document")
                     }
                     let tree = try core.tree(tx, meta)
-                    leaves = tree.sortedLeaves().map { tree.revs[$0].id }
+                    others = tree.sortedLeaves().dropFirst().map { tree.revs[$0].id }
                 }
                 out.append(ChangeEntry(sequence: seq, documentID: e.documentID, revisionID: e.revisionID,
                                        isDeleted: e.flags.contains(.deleted), isConflicted: e.flags.contains(.conflicted),
-                                       leafRevisionIDs: leaves))
+                                       otherLeafRevisionIDs: others))
                 if let limit, out.count >= limit { return false }
                 return true
             }
