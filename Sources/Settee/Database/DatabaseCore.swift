@@ -54,9 +54,8 @@ final class DatabaseCore: @unchecked Sendable {
             var uuid: [UInt8] = []
             let trees = try translating {
                 try store.write { tx -> Trees in
-                    var t: [String: Tree] = [:]
-                    for n in TreeName.all { t[n] = try tx.tree(named: n) ?? tx.createTree(named: n) }
-                    let meta = t[TreeName.meta]!
+                    func tree(_ name: String) throws -> Tree { try tx.tree(named: name) ?? tx.createTree(named: name) }
+                    let meta = try tree(TreeName.meta)
                     if let f = try tx.value(forKey: MetaKey.format, in: meta) {
                         guard f.count == 8 else { throw SetteeError(.corrupted, "format marker is malformed") }
                         let v = f.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
@@ -72,8 +71,8 @@ final class DatabaseCore: @unchecked Sendable {
                         uuid = withUnsafeBytes(of: UUID().uuid, Array.init)
                         try tx.put(MetaKey.uuid, uuid, in: meta)
                     }
-                    return Trees(byID: t[TreeName.byID]!, bySequence: t[TreeName.bySequence]!,
-                                 conflicts: t[TreeName.conflicts]!, local: t[TreeName.local]!, meta: meta)
+                    return Trees(byID: try tree(TreeName.byID), bySequence: try tree(TreeName.bySequence),
+                                 conflicts: try tree(TreeName.conflicts), local: try tree(TreeName.local), meta: meta)
                 }
             }
             self.trees = trees

@@ -7,7 +7,6 @@ enum TreeName {
     static let conflicts = "doc.conflicts"
     static let local = "doc.local"
     static let meta = "db.meta"
-    static let all = [byID, bySequence, conflicts, local, meta]
 }
 
 /// Keys of the `db.meta` tree.
