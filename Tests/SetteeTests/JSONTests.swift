@@ -99,7 +99,7 @@ import Testing
         }
 
         // Random bit patterns: every finite double survives write → parse bit for bit.
-        var random = JSONTestRandom(seed: 0x5EED)
+        var random = SeededGenerator(seed: 0x5EED)
         for _ in 0..<20_000 {
             let number = Double(bitPattern: random.next())
             guard number.isFinite else { continue }
@@ -116,7 +116,7 @@ import Testing
     @Test func decimalTextConvertsLikeTheStandardLibrary() throws {
         // Short decimals take an exact fast path; every one must equal the correctly rounded
         // conversion, bit for bit.
-        var random = JSONTestRandom(seed: 1979)
+        var random = SeededGenerator(seed: 1979)
         func digits(_ count: Int) -> String { String((0..<count).map { _ in Character(String(random.below(10))) }) }
         for _ in 0..<50_000 {
             var text = random.below(3) == 0 ? "-" : ""
@@ -279,7 +279,7 @@ import Testing
     @Test func randomValuesRoundTrip() throws {
         for seed in [UInt64(20_261_121), UInt64.random(in: 1...UInt64.max)] {
             print("seed \(seed) (JSONTests.randomValuesRoundTrip)")
-            var random = JSONTestRandom(seed: seed)
+            var random = SeededGenerator(seed: seed)
             for round in 0..<300 {
                 let value = random.value(depth: 0)
                 let bytes = try JSONWriter.bytes(value)
@@ -350,7 +350,7 @@ import Testing
         #expect(SHA1.hex(oneShot) == "34aa973cd4c4daa4f61eeb2bdbad27316534016f")
         var hasher = SHA1()
         var offset = 0
-        var random = JSONTestRandom(seed: 180)
+        var random = SeededGenerator(seed: 180)
         million.withUnsafeBytes { buffer in
             while offset < buffer.count {
                 let size = min(buffer.count - offset, Int(random.next() % 200))
@@ -495,7 +495,7 @@ import Testing
 
         // Random instants: formatting then parsing gives the same millisecond, and Foundation's
         // own ISO-8601 parser agrees with the text.
-        var random = JSONTestRandom(seed: 8601)
+        var random = SeededGenerator(seed: 8601)
         let foundation = ISO8601DateFormatter()
         foundation.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         for _ in 0..<2_000 {
@@ -529,19 +529,8 @@ private func addingWhitespace(_ bytes: [UInt8]) -> [UInt8] {
     return out
 }
 
-/// SplitMix64: deterministic across platforms, so a printed seed reproduces a failure.
-private struct JSONTestRandom: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+/// Random JSON values from the suite's seeded generator, so a printed seed reproduces a failure.
+extension SeededGenerator {
 
     mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
 
