@@ -32,6 +32,28 @@ public struct DatabaseConfiguration: Sendable, Equatable {
     /// config.fullSync = false   // a cache that can be rebuilt
     /// ```
     public var fullSync: Bool = true
+    /// When true (the default), a compaction (``Database/compact(progress:)``) starts by itself in
+    /// the background once the space it would reclaim exceeds ``autoCompactionThreshold`` of the
+    /// file and the file is at least ``autoCompactionMinimumSize`` bytes.
+    ///
+    /// ```swift
+    /// config.autoCompaction = false   // compact only when asked
+    /// ```
+    public var autoCompaction: Bool = true
+    /// The share of the file that must be reclaimable (superseded revision trees, bodies no
+    /// longer kept, purged documents; an estimate kept as documents change) before automatic
+    /// compaction starts; default 0.5.
+    ///
+    /// ```swift
+    /// config.autoCompactionThreshold = 0.3
+    /// ```
+    public var autoCompactionThreshold: Double = 0.5
+    /// The smallest file, in bytes, that automatic compaction considers; default 16 MiB.
+    ///
+    /// ```swift
+    /// config.autoCompactionMinimumSize = 64 << 20
+    /// ```
+    public var autoCompactionMinimumSize: UInt64 = 16 << 20
 
     /// A configuration for databases in `directory` (default: the current directory).
     ///

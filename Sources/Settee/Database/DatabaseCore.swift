@@ -36,6 +36,12 @@ final class DatabaseCore: @unchecked Sendable {
     let batchThread = Mutex<pthread_t?>(nil)
     /// Whether any batch is open: lets every other read skip the lock above.
     let batchOpen = Atomic<Bool>(false)
+    /// One compaction at a time.
+    let compactionLock = NSLock()
+    /// Set when the database closes, so a running compaction stops at its next step.
+    let compactionCancelled = Atomic<Bool>(false)
+    /// Whether an automatic compaction is queued or running.
+    let autoCompactionScheduled = Atomic<Bool>(false)
     /// How many `Database` objects use this core; guarded by the registry lock.
     private var users = 0
 
@@ -110,6 +116,10 @@ final class DatabaseCore: @unchecked Sendable {
         }
         if last {
             hub.finish()
+            // A compaction still running stops at its next step; wait for it before closing.
+            compactionCancelled.store(true, ordering: .relaxed)
+            compactionLock.lock()
+            defer { compactionLock.unlock() }
             try translating { try store.close() }
         }
     }
@@ -134,7 +144,10 @@ final class DatabaseCore: @unchecked Sendable {
                 return r
             }
         }
-        if let context { publish(context) }
+        if let context {
+            publish(context)
+            compactIfWorthwhile(deadBytes: context.deadBytes)
+        }
         return result
     }
 
@@ -160,7 +173,10 @@ final class DatabaseCore: @unchecked Sendable {
                 try c.flush()
             }
         }
-        if let context { publish(context) }
+        if let context {
+            publish(context)
+            compactIfWorthwhile(deadBytes: context.deadBytes)
+        }
     }
 
     private func publish(_ c: WriteContext) {
@@ -231,6 +247,8 @@ final class WriteContext {
     let tx: WriteTransaction
     var lastSequence: UInt64
     var liveCount: UInt64
+    /// Estimated bytes the next compaction would reclaim (``MetaKey/deadBytes``).
+    var deadBytes: UInt64
     var metaDirty = false
     var changes: [DocumentChange] = []
 
@@ -245,6 +263,14 @@ final class WriteContext {
         }
         lastSequence = try u64(MetaKey.lastSequence)
         liveCount = try u64(MetaKey.liveCount)
+        deadBytes = try u64(MetaKey.deadBytes)
+    }
+
+    /// Counts the value at `ref` as space the next compaction reclaims.
+    func addDead(_ ref: UInt64) throws {
+        guard ref != 0 else { return }
+        deadBytes &+= UInt64(try tx.storedSize(at: ValueRef(rawValue: ref)))
+        metaDirty = true
     }
 
     func nextSequence() -> UInt64 {
@@ -255,8 +281,12 @@ final class WriteContext {
 
     func flush() throws {
         guard metaDirty else { return }
+        // This commit's operations (and the counters' own, about 64 bytes) are dead once the
+        // next checkpoint has written the trees.
+        deadBytes &+= UInt64(tx.operationBytes + 64)
         try tx.put(MetaKey.lastSequence, withUnsafeBytes(of: lastSequence.littleEndian, Array.init), in: core.trees.meta)
         try tx.put(MetaKey.liveCount, withUnsafeBytes(of: liveCount.littleEndian, Array.init), in: core.trees.meta)
+        try tx.put(MetaKey.deadBytes, withUnsafeBytes(of: deadBytes.littleEndian, Array.init), in: core.trees.meta)
         metaDirty = false
     }
 }

@@ -15,6 +15,9 @@ enum MetaKey {
     static let uuid = Array("uuid".utf8)
     static let lastSequence = Array("seq".utf8)
     static let liveCount = Array("live".utf8)
+    /// An estimate of the bytes compaction would reclaim (superseded trees, bodies no longer
+    /// kept, purged documents), reset by compaction; drives automatic compaction.
+    static let deadBytes = Array("dead".utf8)
 }
 
 /// Document-level flags, shared by the by-ID and by-sequence values.

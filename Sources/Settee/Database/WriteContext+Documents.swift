@@ -40,7 +40,7 @@ struct PreparedBody {
         blobDigests = digests
     }
 
-    private static func collect(_ v: JSONValue, into out: inout [String]) {
+    static func collect(_ v: JSONValue, into out: inout [String]) {
         switch v {
         case .object(let o):
             if o["@type"] == .string("blob"), case .string(let d)? = o["digest"] { out.append(d) }
@@ -136,6 +136,14 @@ extension WriteContext {
         if order.count > 1 { flags.insert(.multipleLeaves) }
         if order.count > 1 && !tree.revs[order[1]].deleted { flags.insert(.conflicted) }
         let seq = nextSequence()
+        if let old {
+            // The old tree is superseded; the old winner's body goes at the next compaction
+            // unless that revision is still a leaf (or an open conflict's base, rarely).
+            try addDead(old.treeRef)
+            if old.bodyRef != 0, let i = tree.index(of: old.revisionID), tree.revs.contains(where: { $0.parent == i }) {
+                try addDead(old.bodyRef)
+            }
+        }
         let treeRef = try tx.appendValue(tree.encoded()).rawValue
         let meta = DocMeta(flags: flags, sequence: seq, revisionID: winner.id,
                            bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
@@ -161,6 +169,8 @@ extension WriteContext {
     /// Removes every trace of a document; returns false when it was not there.
     func purge(id: String, key: [UInt8]) throws -> Bool {
         guard let old = try meta(key) else { return false }
+        try addDead(old.treeRef)
+        try addDead(old.bodyRef)
         try tx.delete(key, in: trees.byID)
         try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence)
         if old.flags.contains(.conflicted) { try tx.delete(key, in: trees.conflicts) }

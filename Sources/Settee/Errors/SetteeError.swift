@@ -43,6 +43,9 @@ public struct SetteeError: Error, Equatable, Sendable, CustomStringConvertible {
         case io
         /// The files were written by a format version this build cannot read.
         case versionMismatch
+        /// The operation was cancelled (a compaction whose progress handler returned false, or
+        /// one stopped because the database closed).
+        case cancelled
     }
 
     /// What went wrong.

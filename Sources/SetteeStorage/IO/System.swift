@@ -35,6 +35,14 @@ enum System {
         access(path, F_OK) == 0
     }
 
+    /// Deletes `path` if it exists.
+    static func removeIfPresent(_ path: String) throws(StorageError) {
+        if unlink(path) != 0 {
+            let e = Glibc.errno
+            if e != ENOENT { throw StorageError.io("unlink", errno: e) }
+        }
+    }
+
     static func rename(_ from: String, to: String) throws(StorageError) {
         try call("rename") { Glibc.rename(from, to) }
     }

@@ -106,7 +106,7 @@ extension Store {
         for off in written { verified.insert(off) }
         for i in trees.indices { trees[i].root = roots[i] == 0 ? nil : .disk(roots[i]) }
         w.reset()
-        publish(Snapshot(trees: trees, end: writer.logEnd, commitID: snapshot.commitID, previous: snapshot))
+        publish(Snapshot(trees: trees, end: writer.logEnd, commitID: snapshot.commitID, backing: backing, previous: snapshot))
     }
 
     /// Appends `node` and its in-memory descendants (children first) as node records; returns its offset.

@@ -36,7 +36,9 @@ extension Store {
         writer.dirtyNodes += tx.editor.createdNodes
         writer.replayBytes += payload - tx.valueBytes
         w.reset()
-        publish(Snapshot(trees: tx.trees, end: writer.logEnd, commitID: tx.commitID, previous: tx.base))
+        publish(Snapshot(trees: tx.trees, end: writer.logEnd, commitID: tx.commitID, backing: backing, previous: tx.base))
+        // After publishing: whoever takes these keys then reads a snapshot that holds them.
+        if let journal = writer.journal, !tx.touched.isEmpty { journal.append(tx.touched) }
         if writer.replayBytes >= configuration.checkpointInterval
             || writer.dirtyNodes >= configuration.maxDirtyNodes
             || writer.logEnd - writer.lastCheckpointEnd >= UInt64(configuration.checkpointInterval) * 16 {

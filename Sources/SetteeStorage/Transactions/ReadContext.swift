@@ -34,8 +34,16 @@ struct ReadContext {
         return StorageError(code: .invalidValueRef, reason: reason, offset: ref)
     }
 
-    /// Calls `body` with the stored value at `ref`, checked against its checksum and decompressed.
-    func withExternal<R>(_ ref: UInt64, tree: String?, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+    /// A value entry as stored: checked against its checksum, not decompressed.
+    struct StoredValue {
+        let data: UnsafeRawPointer
+        let stored: Int
+        let raw: Int
+        let compressed: Bool
+    }
+
+    /// Finds and checks the value entry at `ref`.
+    func storedValue(_ ref: UInt64, tree: String?) throws(StorageError) -> StoredValue {
         let entry: UnsafeRawPointer
         let available: UInt64
         if ref >= pendingStart, let pending {
@@ -76,19 +84,29 @@ struct ReadContext {
             }
             if cacheable { reader.markVerified(lastByte) }
         }
-        if flags & Layout.valueFlagLZ4 == 0 {
+        let compressed = flags & Layout.valueFlagLZ4 != 0
+        if !compressed {
             guard raw == stored else { throw StorageError.corrupted("value length mismatch", offset: ref, tree: tree) }
-            return try body(UnsafeRawBufferPointer(start: data, count: stored))
+        } else {
+            guard LZ4.canExpand(stored, to: raw) else {
+                throw StorageError.corrupted("compressed value length out of range", offset: ref, tree: tree)
+            }
         }
-        guard LZ4.canExpand(stored, to: raw) else {
-            throw StorageError.corrupted("compressed value length out of range", offset: ref, tree: tree)
+        return StoredValue(data: data, stored: stored, raw: raw, compressed: compressed)
+    }
+
+    /// Calls `body` with the stored value at `ref`, checked against its checksum and decompressed.
+    func withExternal<R>(_ ref: UInt64, tree: String?, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        let v = try storedValue(ref, tree: tree)
+        if !v.compressed {
+            return try body(UnsafeRawBufferPointer(start: v.data, count: v.stored))
         }
         // On the stack when small enough, so a compressed read allocates nothing.
-        return try withUnsafeTemporaryAllocation(byteCount: max(raw, 1), alignment: 16) { out in
-            guard LZ4.decompress(data, count: stored, into: out.baseAddress!, rawCount: raw) else {
+        return try withUnsafeTemporaryAllocation(byteCount: max(v.raw, 1), alignment: 16) { out in
+            guard LZ4.decompress(v.data, count: v.stored, into: out.baseAddress!, rawCount: v.raw) else {
                 throw StorageError.corrupted("compressed value does not decompress", offset: ref, tree: tree)
             }
-            return try body(UnsafeRawBufferPointer(start: out.baseAddress!, count: raw))
+            return try body(UnsafeRawBufferPointer(start: out.baseAddress!, count: v.raw))
         }
     }
 

@@ -6,10 +6,13 @@ final class Snapshot: @unchecked Sendable {
     /// Everything this snapshot refers to lies below this offset.
     let end: UInt64
     let commitID: UInt64
+    /// The log file this snapshot lives in.
+    let backing: LogBacking
 
     /// `previous` lends its name index when no tree was created since (the usual commit).
-    init(trees: [TreeState], end: UInt64, commitID: UInt64, previous: Snapshot? = nil) {
+    init(trees: [TreeState], end: UInt64, commitID: UInt64, backing: LogBacking, previous: Snapshot? = nil) {
         self.trees = trees
+        self.backing = backing
         if let previous, previous.trees.count == trees.count {
             names = previous.names
         } else {

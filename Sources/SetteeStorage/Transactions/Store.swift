@@ -35,11 +35,15 @@ public final class Store: @unchecked Sendable {
     /// ```
     public let configuration: StoreConfiguration
 
-    let file: any StorageFile
-    let map: MemoryMap
-    let verified: VerifiedBitmap
-    let salt: UInt64
-    private let lockFile: LockFile
+    /// The log in use; replaced (with the writer lock held) when compaction swaps in a new file.
+    var backing: LogBacking
+    var file: any StorageFile { backing.file }
+    var verified: VerifiedBitmap { backing.verified }
+    var salt: UInt64 { backing.salt }
+    /// How the store opens files, kept so compaction opens its new log the same way.
+    let openFile: (String) throws(StorageError) -> any StorageFile
+    /// nil for a compaction target, which lives under its source's lock.
+    private let lockFile: LockFile?
 
     /// Guards `current`; held only to copy a reference.
     private let snapshotLock = Lock()
@@ -68,6 +72,8 @@ public final class Store: @unchecked Sendable {
         let compressor = LZ4.Compressor()
         /// Whether every byte below `logEnd` is known durable (so the next record may say so).
         var priorDurable = true
+        /// Set while a compaction runs: the keys each commit changes.
+        var journal: ChangeJournal?
 
         init(header: HeaderSlot, logEnd: UInt64, allocated: UInt64, lastCheckpointEnd: UInt64) {
             self.header = header
@@ -91,42 +97,80 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Opens with a custom file implementation (fault injection in crash tests).
-    package init(directory: String, configuration: StoreConfiguration, openFile: (String) throws(StorageError) -> any StorageFile) throws(StorageError) {
+    package init(directory: String, configuration: StoreConfiguration, openFile: @escaping (String) throws(StorageError) -> any StorageFile) throws(StorageError) {
         guard configuration.checkpointInterval >= 1 << 16, configuration.maxDirtyNodes >= 64,
               configuration.compressionThreshold >= 16
         else { throw StorageError(code: .invalidArgument, reason: "configuration value out of range") }
         self.directory = directory
         self.configuration = configuration
+        self.openFile = openFile
         try System.makeDirectory(directory)
-        lockFile = try LockFile(path: directory + "/lock")
+        let lockFile = try LockFile(path: directory + "/lock")
+        self.lockFile = lockFile
         do throws(StorageError) {
-            let path = directory + "/log"
-            if !System.exists(path) {
-                // Created under another name and renamed once its header is durable, so a crash
-                // during creation leaves no log at all rather than one too short to open.
-                let fresh = try openFile(path + ".new")
-                do throws(StorageError) {
-                    try fresh.truncate(to: 0)
-                    try Store.initialize(fresh)
-                } catch {
-                    fresh.close()
-                    throw error
-                }
+            // A compaction that did not finish leaves its new log behind; holding the lock, we
+            // know no compaction is running, and the old log is still the database.
+            try System.removeIfPresent(directory + "/" + Store.compactionLogName)
+            try System.removeIfPresent(directory + "/" + Store.compactionLogName + ".new")
+            let opened = try Store.openLog(directory: directory, name: "log", openFile: openFile)
+            backing = opened.backing
+            current = opened.snapshot
+            writer = opened.writer
+        } catch {
+            lockFile.release()
+            throw error
+        }
+    }
+
+    /// Opens a fresh log named `name` in `directory` without taking the lock: the compaction
+    /// target, which its source store's lock already covers.
+    init(compactionTargetIn directory: String, name: String, configuration: StoreConfiguration,
+         openFile: @escaping (String) throws(StorageError) -> any StorageFile) throws(StorageError) {
+        self.directory = directory
+        self.configuration = configuration
+        self.openFile = openFile
+        lockFile = nil
+        try System.removeIfPresent(directory + "/" + name)
+        let opened = try Store.openLog(directory: directory, name: name, openFile: openFile)
+        backing = opened.backing
+        current = opened.snapshot
+        writer = opened.writer
+    }
+
+    static let compactionLogName = "log.compact"
+
+    /// Opens (creating when missing) the log `directory/name` and recovers it: the last
+    /// checkpoint is loaded, the commits after it replayed, and a new header written.
+    static func openLog(directory: String, name: String, openFile: (String) throws(StorageError) -> any StorageFile)
+        throws(StorageError) -> (backing: LogBacking, snapshot: Snapshot, writer: WriterState) {
+        let path = directory + "/" + name
+        if !System.exists(path) {
+            // Created under another name and renamed once its header is durable, so a crash
+            // during creation leaves no log at all rather than one too short to open.
+            let fresh = try openFile(path + ".new")
+            do throws(StorageError) {
+                try fresh.truncate(to: 0)
+                try Store.initialize(fresh)
+            } catch {
                 fresh.close()
-                try System.rename(path + ".new", to: path)
-                try System.syncDirectory(directory)
+                throw error
             }
-            file = try openFile(path)
+            fresh.close()
+            try System.rename(path + ".new", to: path)
+            try System.syncDirectory(directory)
+        }
+        let file = try openFile(path)
+        do throws(StorageError) {
             let size = try file.size()
             guard size >= UInt64(Layout.logStart) else {
                 throw StorageError.corrupted("file shorter than its header", offset: size)
             }
             var header = try Store.readHeader(file)
-            salt = header.salt
-            map = try MemoryMap(descriptor: file.descriptor)
-            verified = try VerifiedBitmap(coveringBytes: map.reserved)
+            let map = try MemoryMap(descriptor: file.descriptor)
+            let verified = try VerifiedBitmap(coveringBytes: map.reserved)
             guard size <= UInt64(map.reserved) else { throw StorageError(code: .invalidArgument, reason: "file larger than the address space reserved for it") }
-            let reader = NodeReader(base: map.base, end: size, salt: salt, verified: verified)
+            let backing = LogBacking(file: file, map: map, verified: verified, salt: header.salt)
+            let reader = NodeReader(base: map.base, end: size, salt: header.salt, verified: verified)
             var recovered = try Recovery.run(reader: reader, header: header, fileSize: size)
             // Records written from now on carry a new epoch, so whatever a crashed writer left
             // beyond the recovered end can never be mistaken for them.
@@ -141,14 +185,15 @@ public final class Store: @unchecked Sendable {
             header.epoch = recovered.lastEpoch + 1
             try Store.writeHeader(header, to: file)
             try file.sync()
-            current = Snapshot(trees: recovered.trees, end: recovered.end, commitID: recovered.commitID)
-            writer = WriterState(header: header, logEnd: recovered.end, allocated: size, lastCheckpointEnd: header.replayFrom)
+            let snapshot = Snapshot(trees: recovered.trees, end: recovered.end, commitID: recovered.commitID, backing: backing)
+            let writer = WriterState(header: header, logEnd: recovered.end, allocated: size, lastCheckpointEnd: header.replayFrom)
             writer.dirtyNodes = recovered.dirtyNodes
             writer.replayBytes = recovered.replayBytes
             writer.nextTransaction = recovered.nextTransaction
             recovered.trees = []
+            return (backing, snapshot, writer)
         } catch {
-            lockFile.release()
+            file.close()
             throw error
         }
     }
@@ -218,7 +263,8 @@ public final class Store: @unchecked Sendable {
     }
 
     func reader(for snapshot: Snapshot) -> NodeReader {
-        NodeReader(base: map.base, end: snapshot.end, salt: salt, verified: verified)
+        let b = snapshot.backing
+        return NodeReader(base: b.map.base, end: snapshot.end, salt: b.salt, verified: b.verified)
     }
 
     // MARK: - Transactions
@@ -297,10 +343,15 @@ public final class Store: @unchecked Sendable {
         }
         defer { writerLock.unlock() }
         guard !writer.closed else { return }
+        if writer.journal != nil {
+            // A compaction still running is abandoned; its thread's next step fails with `closed`.
+            writer.journal = nil
+            try? System.removeIfPresent(directory + "/" + Store.compactionLogName)
+        }
         defer {
             writer.closed = true
             file.close()
-            lockFile.release()
+            lockFile?.release()
         }
         guard writer.poisoned == nil else { return }
         if writer.logEnd > writer.lastCheckpointEnd || writer.dirtyNodes > 0 {
@@ -321,7 +372,7 @@ public final class Store: @unchecked Sendable {
         guard !writer.closed else { return }
         writer.closed = true
         file.close()
-        lockFile.release()
+        lockFile?.release()
     }
 
     /// The offset where the next record will be written (the end of the last commit).

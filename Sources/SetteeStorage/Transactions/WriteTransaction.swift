@@ -27,6 +27,10 @@ public final class WriteTransaction {
     private let compressionThreshold: Int
     let commitID: UInt64
     private(set) var hasOperations = false
+    /// Keys this transaction put or deleted, recorded only while a compaction runs (it copies
+    /// them again before swapping files).
+    private let journaling: Bool
+    private(set) var touched: [(tree: UInt32, key: [UInt8])] = []
     /// Bytes of value entries in the pending commit (replay skips them by their length).
     private(set) var valueBytes = 0
     private var finished = false
@@ -48,6 +52,7 @@ public final class WriteTransaction {
         compressor = store.writer.compressor
         salt = store.salt
         compressionThreshold = store.configuration.compressionThreshold
+        journaling = store.writer.journal != nil
         context = ReadContext(reader: reader, storeID: ObjectIdentifier(store), pendingStart: store.writer.logEnd, pending: w)
     }
 
@@ -151,6 +156,7 @@ public final class WriteTransaction {
             }
             t.setU16(UInt16(length), at: 1)
             hasOperations = true
+            if journaling { touched.append((tree.id, Array(key))) }
             _ = try editor.put(&trees[i], key: key, tail: UnsafeRawBufferPointer(start: t, count: 3 + length))
         }
     }
@@ -180,6 +186,7 @@ public final class WriteTransaction {
         w.varint(UInt64(key.count))
         w.append(key)
         hasOperations = true
+        if journaling { touched.append((tree.id, Array(key))) }
         try editor.delete(&trees[i], key: key)
         return true
     }
@@ -224,6 +231,69 @@ public final class WriteTransaction {
         try bytes.withUnsafeBytes { try appendValue($0) }
     }
 
+    /// Stores a copy of the value at `ref` in `source` (another store's snapshot, or this one's)
+    /// and returns where, copying its stored bytes as they are: a compressed value is not
+    /// decompressed and compressed again. Compaction copies live values this way.
+    ///
+    /// ```swift
+    /// let copied = try target.write { tx in try tx.appendValue(copying: ref, from: sourceTx) }
+    /// ```
+    ///
+    /// - Throws: ``StorageError/Code/invalidValueRef`` when `ref` is not a value of `source`,
+    ///   ``StorageError/Code/corrupted`` when the value is damaged.
+    public func appendValue(copying ref: ValueRef, from source: ReadTransaction) throws -> ValueRef {
+        try usable()
+        let v = try source.context.storedValue(ref.rawValue, tree: nil)
+        let w = values
+        guard w.count + operations.count + v.stored <= Layout.maxRecordPayload else {
+            throw StorageError(code: .valueTooLarge, reason: "transaction larger than \(Layout.maxRecordPayload) bytes")
+        }
+        hasOperations = true
+        let at = w.count
+        let offset = context.pendingStart + UInt64(at)
+        w.reserve(Layout.valueHeaderSize + v.stored)
+        let entry = w.base + at
+        let data = entry + Layout.valueHeaderSize
+        if v.stored > 0 { data.copyMemory(from: v.data, byteCount: v.stored) }
+        seal(entry, offset: offset, flags: v.compressed ? Layout.valueFlagLZ4 : 0, stored: v.stored, raw: v.raw)
+        w.count = at + Layout.valueHeaderSize + v.stored
+        valueBytes += Layout.valueHeaderSize + v.stored
+        return ValueRef(rawValue: offset)
+    }
+
+    /// Bytes of operations (puts, deletes) this transaction has recorded so far. They are replayed
+    /// after a crash until the next checkpoint writes the trees' nodes, and are dead space from
+    /// then on, until compaction.
+    ///
+    /// ```swift
+    /// let overhead = try store.write { tx in try tx.put(k, v, in: tree); return tx.operationBytes }
+    /// ```
+    public var operationBytes: Int { operations.count }
+
+    /// How many bytes of the log the value at `ref` occupies (its entry header and its stored,
+    /// possibly compressed, bytes): what dropping it would reclaim.
+    ///
+    /// ```swift
+    /// let reclaimable = try store.write { tx in try tx.storedSize(at: oldRef) }
+    /// ```
+    public func storedSize(at ref: ValueRef) throws -> Int {
+        try usable()
+        return Layout.valueHeaderSize + (try context.storedValue(ref.rawValue, tree: nil)).stored
+    }
+
+    /// Fills in a value entry's header and checksum (its bytes already follow it).
+    @inline(__always)
+    private func seal(_ entry: UnsafeMutableRawPointer, offset: UInt64, flags: UInt8, stored: Int, raw: Int) {
+        entry.setU8(Layout.opValue, at: Layout.vKind)
+        entry.setU8(flags, at: Layout.vFlags)
+        entry.setU16(0, at: 2)
+        entry.setU32(UInt32(stored), at: Layout.vStoredLength)
+        entry.setU32(UInt32(raw), at: Layout.vRawLength)
+        var crc = crc32c(checksumSeed(salt: salt, offset: offset), entry, Layout.vChecksum)
+        crc = crc32c(crc, entry + Layout.valueHeaderSize, stored)
+        entry.setU32(crc, at: Layout.vChecksum)
+    }
+
     /// Writes a value entry into the pending commit; returns its file offset.
     private func appendEntry(_ bytes: UnsafeRawBufferPointer) throws(StorageError) -> UInt64 {
         let w = values
@@ -245,14 +315,7 @@ public final class WriteTransaction {
         } else if bytes.count > 0 {
             data.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
         }
-        entry.setU8(Layout.opValue, at: Layout.vKind)
-        entry.setU8(flags, at: Layout.vFlags)
-        entry.setU16(0, at: 2)
-        entry.setU32(UInt32(stored), at: Layout.vStoredLength)
-        entry.setU32(UInt32(bytes.count), at: Layout.vRawLength)
-        var crc = crc32c(checksumSeed(salt: salt, offset: offset), entry, Layout.vChecksum)
-        crc = crc32c(crc, data, stored)
-        entry.setU32(crc, at: Layout.vChecksum)
+        seal(entry, offset: offset, flags: flags, stored: stored, raw: bytes.count)
         w.count = at + Layout.valueHeaderSize + stored
         valueBytes += Layout.valueHeaderSize + stored
         return offset

@@ -1,0 +1,342 @@
+import Foundation
+import SetteeStorage
+import Synchronization
+
+/// How far a running compaction has got.
+///
+/// ```swift
+/// try db.compact { progress in
+///     print("\(Int(progress.fraction * 100))%")
+///     return true   // false cancels
+/// }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct CompactionProgress: Sendable, Equatable {
+    /// Bytes of the old file accounted for so far (an estimate: the documents copied, in
+    /// proportion to the file).
+    ///
+    /// ```swift
+    /// print(progress.bytesDone)
+    /// ```
+    public var bytesDone: UInt64
+    /// The size of the old file when compaction began.
+    ///
+    /// ```swift
+    /// print(progress.bytesTotal)
+    /// ```
+    public var bytesTotal: UInt64
+
+    /// `bytesDone / bytesTotal`, from 0 to 1.
+    ///
+    /// ```swift
+    /// progressBar.value = progress.fraction
+    /// ```
+    public var fraction: Double { bytesTotal == 0 ? 1 : min(1, Double(bytesDone) / Double(bytesTotal)) }
+}
+
+/// What a compaction did.
+///
+/// ```swift
+/// let report = try db.compact()
+/// print("\(report.sizeBefore) → \(report.sizeAfter) bytes")
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct CompactionReport: Sendable, Equatable {
+    /// The database file's size before, in bytes.
+    ///
+    /// ```swift
+    /// print(report.sizeBefore)
+    /// ```
+    public var sizeBefore: UInt64
+    /// The database file's size after, in bytes.
+    ///
+    /// ```swift
+    /// print(report.sizeAfter)
+    /// ```
+    public var sizeAfter: UInt64
+    /// Documents in the compacted file (tombstones included).
+    ///
+    /// ```swift
+    /// print(report.documents)
+    /// ```
+    public var documents: Int
+    /// Blob files deleted because no kept revision references them.
+    ///
+    /// ```swift
+    /// print(report.blobsDeleted)
+    /// ```
+    public var blobsDeleted: Int
+}
+
+extension Database {
+    /// Rewrites the database file with only what is live, then swaps it in, and deletes blobs
+    /// nothing references any more.
+    ///
+    /// Kept: every document's revision tree, pruned to
+    /// ``DatabaseConfiguration/maxRevTreeDepth`` generations above each leaf (the paths from an
+    /// open conflict's common ancestor to its leaves are kept whole); the body of every leaf (the
+    /// current revision, each conflicting leaf, tombstones with their properties) and the body of
+    /// the common ancestor of every open conflict, so a three-way merge stays possible however
+    /// often the database is compacted. Dropped: every other body, and everything purged or
+    /// expired (expired documents are purged first, with their changes announced).
+    ///
+    /// Compaction is online: reads and writes go on while it runs, on this database object and
+    /// others; what is committed meanwhile is carried into the new file, and only the final swap
+    /// holds writers back briefly. A crash at any point leaves the database in its old or its new
+    /// form, with every committed change.
+    ///
+    /// ```swift
+    /// let report = try db.compact { progress in
+    ///     print("\(Int(progress.fraction * 100))%")
+    ///     return !userPressedCancel
+    /// }
+    /// print("\(report.sizeBefore) → \(report.sizeAfter) bytes")
+    /// ```
+    ///
+    /// - Parameter progress: called from this thread as the work advances; return false to cancel
+    ///   (the database is then unchanged and ``SetteeError/Code/cancelled`` is thrown).
+    /// - Throws: ``SetteeError`` with code `cancelled`, `notOpen`, `corrupted` (a damaged
+    ///   document stops the compaction and leaves the database as it was), `io`, or
+    ///   `invalidParameter` when called inside ``inBatch(_:)``.
+    @discardableResult
+    public func compact(progress: ((CompactionProgress) -> Bool)? = nil) throws -> CompactionReport {
+        try checkOpen()
+        return try core.compact(progress: progress)
+    }
+}
+
+extension DatabaseCore {
+    /// Documents per transaction of the new file: big enough that commits cost little, small
+    /// enough that a transaction's buffer stays a few MiB.
+    static let compactionBatch = 1_000
+    /// Changed keys left over after which the final, writer-blocking step is taken.
+    static let compactionFinalThreshold = 2_000
+
+    func compact(progress: ((CompactionProgress) -> Bool)?) throws -> CompactionReport {
+        compactionLock.lock()
+        defer { compactionLock.unlock() }
+        compactionCancelled.store(false, ordering: .relaxed)
+        let started = Date()
+        let before = store.fileSize
+        let compaction = try translating { try store.beginCompaction() }
+        var finished = false
+        defer { if !finished { compaction.cancel() } }
+        var copier = try translating { try CompactionCopier(core: self, compaction: compaction) }
+
+        func keepGoing(_ done: Int, of total: Int) throws {
+            if compactionCancelled.load(ordering: .relaxed) {
+                throw SetteeError(.cancelled, "compaction stopped: the database is closing")
+            }
+            guard let progress else { return }
+            let share = total == 0 ? compaction.sourceBytes
+                : UInt64(Double(compaction.sourceBytes) * Double(done) / Double(total))
+            if !progress(CompactionProgress(bytesDone: share, bytesTotal: compaction.sourceBytes)) {
+                throw SetteeError(.cancelled, "compaction cancelled")
+            }
+        }
+
+        // 1. Everything in the snapshot taken when compaction began.
+        try translating {
+            try compaction.readStart { source in
+                try copier.copyAll(from: source, progress: keepGoing)
+            }
+        }
+        // 2. What was committed meanwhile, without holding writers back, until little is left.
+        var rounds = 0
+        while compaction.pendingChanges > Self.compactionFinalThreshold && rounds < 8 {
+            try keepGoing(copier.documents, of: copier.documents)
+            try translating {
+                try compaction.catchUp { source, changes in
+                    try compaction.target.write { out in try copier.apply(changes, from: source, into: out) }
+                }
+            }
+            rounds += 1
+        }
+        try keepGoing(copier.documents, of: copier.documents)
+        // 3. The rest, with writers held back, then the swap. Blob files are collected under the
+        //    same lock, so no save can pick a blob that is about to be deleted.
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        guard batch == nil else {
+            throw SetteeError(.invalidParameter, "compact() cannot run inside inBatch")
+        }
+        try translating {
+            try compaction.finish { source, changes, out in
+                try copier.apply(changes, from: source, into: out)
+                try out.put(MetaKey.deadBytes, withUnsafeBytes(of: UInt64(0).littleEndian, Array.init), in: copier.target.meta)
+            }
+        }
+        finished = true
+        let blobsDeleted = collectBlobs(referenced: copier.blobDigests, olderThan: started)
+        let documents = try translating { try store.read { tx in try tx.count(in: trees.byID) } }
+        return CompactionReport(sizeBefore: before, sizeAfter: store.fileSize, documents: documents, blobsDeleted: blobsDeleted)
+    }
+
+    /// Deletes blob files that no kept revision references and that were last written before
+    /// `cutoff` (a blob stored for a save still on its way is newer). Caller holds the write lock.
+    func collectBlobs(referenced: Set<String>, olderThan cutoff: Date) -> Int {
+        var keep = Set<String>()
+        for d in referenced { if let f = BlobStore.fileName(forDigest: d) { keep.insert(f) } }
+        var deleted = 0
+        for name in blobs.allFileNames() where !keep.contains(name) {
+            let path = blobs.directory + "/" + name
+            var st = stat()
+            guard stat(path, &st) == 0 else { continue }
+            let modified = Date(timeIntervalSince1970: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9)
+            guard modified < cutoff else { continue }
+            if unlink(path) == 0 { deleted += 1 }
+        }
+        return deleted
+    }
+
+    /// Starts a compaction in the background when the dead space passes the configured share of
+    /// the file. Caller holds the write lock (just committed).
+    func compactIfWorthwhile(deadBytes: UInt64) {
+        guard configuration.autoCompaction else { return }
+        let size = store.fileSize
+        guard size >= configuration.autoCompactionMinimumSize,
+              Double(deadBytes) > configuration.autoCompactionThreshold * Double(size),
+              !autoCompactionScheduled.exchange(true, ordering: .acquiringAndReleasing)
+        else { return }
+        DispatchQueue.global(qos: .utility).async { [self] in
+            defer { autoCompactionScheduled.store(false, ordering: .releasing) }
+            _ = try? compact(progress: nil)
+        }
+    }
+}
+
+/// Copies the live content of one snapshot (and later the keys changed since) into the new file,
+/// translating the value references that documents hold.
+struct CompactionCopier {
+    let core: DatabaseCore
+    let compaction: StoreCompaction
+    /// The trees of the new file.
+    let target: Trees
+    /// Every other tree (local documents, metadata, indexes added later) by name, copied as is.
+    let plainTrees: [String]
+    /// Digests referenced by the bodies kept.
+    var blobDigests = Set<String>()
+    var documents = 0
+
+    init(core: DatabaseCore, compaction: StoreCompaction) throws {
+        self.core = core
+        self.compaction = compaction
+        let names = try compaction.target.read { $0.treeNames }
+        plainTrees = names.filter { $0 != TreeName.byID }
+        target = try compaction.target.read { tx in
+            guard let byID = tx.tree(named: TreeName.byID), let seq = tx.tree(named: TreeName.bySequence),
+                  let conflicts = tx.tree(named: TreeName.conflicts), let local = tx.tree(named: TreeName.local),
+                  let meta = tx.tree(named: TreeName.meta)
+            else { throw SetteeError(.corrupted, "compaction target lacks the database's trees") }
+            return Trees(byID: byID, bySequence: seq, conflicts: conflicts, local: local, meta: meta)
+        }
+    }
+
+    /// Copies every tree of `source`, the documents last; `progress` sees documents done / total.
+    mutating func copyAll(from source: ReadTransaction, progress: (Int, Int) throws -> Void) throws {
+        for name in plainTrees {
+            guard let from = source.tree(named: name) else { continue }
+            try copyTree(from, source: source)
+        }
+        guard let byID = source.tree(named: TreeName.byID) else { return }
+        let total = try source.count(in: byID)
+        var after: [UInt8]?
+        while true {
+            var n = 0
+            var last: [UInt8]?
+            try compaction.target.write { out in
+                try source.forEach(in: byID, from: after) { key, value in
+                    if let after, key.elementsEqual(after) { return true }
+                    try copyDocument(key: key, meta: value, from: source, into: out)
+                    n += 1
+                    if n == DatabaseCore.compactionBatch {
+                        last = Array(key)
+                        return false
+                    }
+                    return true
+                }
+            }
+            try progress(documents, total)
+            guard let last else { break }
+            after = last
+        }
+    }
+
+    /// Copies a tree whose values hold no references, in batches.
+    private func copyTree(_ tree: Tree, source: ReadTransaction) throws {
+        guard let to = try compaction.target.read({ $0.tree(named: tree.name) }) else { return }
+        var after: [UInt8]?
+        while true {
+            var n = 0
+            var last: [UInt8]?
+            try compaction.target.write { out in
+                try source.forEach(in: tree, from: after) { key, value in
+                    if let after, key.elementsEqual(after) { return true }
+                    try out.put(key, value, in: to)
+                    n += 1
+                    if n == 8 * DatabaseCore.compactionBatch {
+                        last = Array(key)
+                        return false
+                    }
+                    return true
+                }
+            }
+            guard let last else { return }
+            after = last
+        }
+    }
+
+    /// Copies one document: its pruned tree and the bodies compaction keeps.
+    mutating func copyDocument(key: UnsafeRawBufferPointer, meta value: UnsafeRawBufferPointer,
+                               from source: ReadTransaction, into out: WriteTransaction) throws {
+        var meta = try DocMeta(decoding: value)
+        var tree = try source.withValue(at: ValueRef(rawValue: meta.treeRef)) { b throws(SetteeError) in try RevTree(decoding: b) }
+        tree.prune(maxDepth: core.configuration.maxRevTreeDepth)
+        var keep = tree.leafMask()
+        if let base = tree.conflictBase() { keep[base] = true }
+        for i in tree.revs.indices where tree.revs[i].hasBody {
+            guard keep[i] else {
+                tree.revs[i].hasBody = false
+                tree.revs[i].bodyRef = 0
+                continue
+            }
+            let old = tree.revs[i].bodyRef
+            guard old != 0 else { continue }
+            if tree.revs[i].hasAttachments {
+                try source.withValue(at: ValueRef(rawValue: old)) { b in
+                    var found: [String] = []
+                    PreparedBody.collect(try JSONParser.parse(b), into: &found)
+                    blobDigests.formUnion(found)
+                }
+            }
+            tree.revs[i].bodyRef = try out.appendValue(copying: ValueRef(rawValue: old), from: source).rawValue
+        }
+        guard let w = tree.winner() else { throw SetteeError(.corrupted, "document without revisions") }
+        meta.bodyRef = tree.revs[w].hasBody ? tree.revs[w].bodyRef : 0
+        meta.treeRef = try out.appendValue(tree.encoded()).rawValue
+        try meta.encoded().withUnsafeBytes { try out.put(key, $0, in: target.byID) }
+        documents += 1
+    }
+
+    /// Brings the keys changed since the last copy up to date from `source`.
+    mutating func apply(_ changes: [ChangedKey], from source: ReadTransaction, into out: WriteTransaction) throws {
+        for change in changes {
+            guard let to = out.tree(named: change.tree.name) else { continue }
+            let copied: Bool? = try change.key.withUnsafeBytes { key in
+                if change.tree.name == TreeName.byID {
+                    return try source.withValue(forKey: key, in: change.tree) { value in
+                        try copyDocument(key: key, meta: value, from: source, into: out)
+                        return true
+                    }
+                }
+                return try source.withValue(forKey: key, in: change.tree) { (value: UnsafeRawBufferPointer) -> Bool in
+                    try out.put(key, value, in: to)
+                    return true
+                }
+            }
+            if copied == nil { try out.delete(change.key, in: to) }
+        }
+    }
+}
