@@ -59,7 +59,11 @@ final class BlobStore: Sendable {
         guard let final = path(forDigest: blob.digest) else {
             throw SetteeError(.invalidParameter, "malformed blob digest")
         }
-        if access(final, F_OK) == 0 { return }
+        if access(final, F_OK) == 0 {
+            // Marked as just written: compaction deletes only unreferenced blobs older than its
+            // start, and a save that is about to reference this one may commit after it.
+            if utimensat(AT_FDCWD, final, nil, 0) == 0 || errno != ENOENT { return }
+        }
         let tmp = temporary + "/" + UUID().uuidString
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SetteeError(.io, "cannot create a blob file (errno \(errno))") }

@@ -117,7 +117,8 @@ extension DatabaseCore {
     func compact(progress: ((CompactionProgress) -> Bool)?) throws -> CompactionReport {
         compactionLock.lock()
         defer { compactionLock.unlock() }
-        compactionCancelled.store(false, ordering: .relaxed)
+        // Set only when the core closes (a reopened database gets a new core).
+        if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.notOpen, "the database is closed") }
         let started = Date()
         let before = store.fileSize
         let compaction = try translating { try store.beginCompaction() }
