@@ -292,8 +292,38 @@ struct CompactionCopier {
     /// Copies one document: its pruned tree and the bodies compaction keeps.
     mutating func copyDocument(key: UnsafeRawBufferPointer, meta value: UnsafeRawBufferPointer,
                                from source: ReadTransaction, into out: WriteTransaction) throws {
-        var meta = try DocMeta(decoding: value)
-        var tree = try source.withValue(at: ValueRef(rawValue: meta.treeRef)) { b throws(SetteeError) in try RevTree(decoding: b) }
+        // The metadata ends with the body ref and the tree ref; the rest is copied as it is.
+        guard value.count >= 19 else { throw SetteeError(.corrupted, "document metadata is malformed") }
+        let bodyRef = value.loadUnaligned(fromByteOffset: value.count - 16, as: UInt64.self).littleEndian
+        let treeRef = value.loadUnaligned(fromByteOffset: value.count - 8, as: UInt64.self).littleEndian
+        let fast = try source.withValue(at: ValueRef(rawValue: treeRef)) { b in
+            try RevTreeRewriter.rewrite(b, maxDepth: core.configuration.maxRevTreeDepth, currentBody: bodyRef) { old, attachments in
+                try copyBody(old, attachments: attachments, from: source, into: out)
+            }
+        }
+        var newBody: UInt64
+        var encodedTree: [UInt8]
+        if let fast {
+            newBody = fast.currentBody
+            encodedTree = fast.bytes
+        } else {
+            (encodedTree, newBody) = try rewriteTree(treeRef, from: source, into: out)
+        }
+        let newTree = try out.appendValue(encodedTree).rawValue
+        try withUnsafeTemporaryAllocation(byteCount: value.count, alignment: 8) { buffer in
+            let p = buffer.baseAddress!
+            p.copyMemory(from: value.baseAddress!, byteCount: value.count - 16)
+            p.storeBytes(of: newBody.littleEndian, toByteOffset: value.count - 16, as: UInt64.self)
+            p.storeBytes(of: newTree.littleEndian, toByteOffset: value.count - 8, as: UInt64.self)
+            try out.put(key, UnsafeRawBufferPointer(buffer), in: target.byID)
+        }
+        documents += 1
+    }
+
+    /// The general rewrite: decode, prune, keep the leaves' and the conflict base's bodies.
+    private mutating func rewriteTree(_ treeRef: UInt64, from source: ReadTransaction,
+                                      into out: WriteTransaction) throws -> ([UInt8], UInt64) {
+        var tree = try source.withValue(at: ValueRef(rawValue: treeRef)) { b throws(SetteeError) in try RevTree(decoding: b) }
         tree.prune(maxDepth: core.configuration.maxRevTreeDepth)
         var keep = tree.leafMask()
         if let base = tree.conflictBase() { keep[base] = true }
@@ -305,20 +335,23 @@ struct CompactionCopier {
             }
             let old = tree.revs[i].bodyRef
             guard old != 0 else { continue }
-            if tree.revs[i].hasAttachments {
-                try source.withValue(at: ValueRef(rawValue: old)) { b in
-                    var found: [String] = []
-                    PreparedBody.collect(try JSONParser.parse(b), into: &found)
-                    blobDigests.formUnion(found)
-                }
-            }
-            tree.revs[i].bodyRef = try out.appendValue(copying: ValueRef(rawValue: old), from: source).rawValue
+            tree.revs[i].bodyRef = try copyBody(old, attachments: tree.revs[i].hasAttachments, from: source, into: out)
         }
         guard let w = tree.winner() else { throw SetteeError(.corrupted, "document without revisions") }
-        meta.bodyRef = tree.revs[w].hasBody ? tree.revs[w].bodyRef : 0
-        meta.treeRef = try out.appendValue(tree.encoded()).rawValue
-        try meta.encoded().withUnsafeBytes { try out.put(key, $0, in: target.byID) }
-        documents += 1
+        return (tree.encoded(), tree.revs[w].hasBody ? tree.revs[w].bodyRef : 0)
+    }
+
+    /// Copies a kept body as stored, noting the blobs it references.
+    private mutating func copyBody(_ old: UInt64, attachments: Bool, from source: ReadTransaction,
+                                   into out: WriteTransaction) throws -> UInt64 {
+        if attachments {
+            try source.withValue(at: ValueRef(rawValue: old)) { b in
+                var found: [String] = []
+                PreparedBody.collect(try JSONParser.parse(b), into: &found)
+                blobDigests.formUnion(found)
+            }
+        }
+        return try out.appendValue(copying: ValueRef(rawValue: old), from: source).rawValue
     }
 
     /// Brings the keys changed since the last copy up to date from `source`.
