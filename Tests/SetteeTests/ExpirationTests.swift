@@ -545,12 +545,19 @@ final class PurgeLog: Sendable {
         let db = try openDatabase(dir)
         try save(db, "soon")
         try save(db, "later")
+        try save(db, "never")
         let log = PurgeLog(db)
+        // The sweeper sleeps towards the year 4001 first (a timed wait cannot take every date).
+        try db.setDocumentExpiration(withID: "never", expiration: .distantFuture)
+        db.waitForExpirySweeper()
         try db.setDocumentExpiration(withID: "later", expiration: Date(timeIntervalSinceNow: 3600))
         try db.setDocumentExpiration(withID: "soon", expiration: Date(timeIntervalSinceNow: 1.5))
         #expect(log.wait(seconds: 60))
         #expect(log.purgedIDs == ["soon"])
         #expect(try db.document(withID: "later") != nil)
+        db.waitForExpirySweeper()
+        #expect(try db.document(withID: "never") != nil)
+        #expect(db.core.sweeper.lastError.withLock { $0 } == nil)
     }
 }
 

@@ -76,6 +76,8 @@ package final class SweepAlarm: @unchecked Sendable {
     /// The due time (whole seconds) the sweeper sleeps towards; `.max` while it is awake or has
     /// nothing to wait for, so that any new due time rings.
     private var target = UInt64.max
+    /// The longest timed wait, in seconds.
+    static let longestWait: TimeInterval = 3600
 
     init() {}
 
@@ -92,12 +94,16 @@ package final class SweepAlarm: @unchecked Sendable {
     }
 
     /// Blocks until the alarm rings or stops, or until the wall-clock `deadline` (nil: no
-    /// deadline). For ``ExpirationClock/sleep(until:alarm:)``.
+    /// deadline; a deadline more than an hour away: an hour). For
+    /// ``ExpirationClock/sleep(until:alarm:)``.
     ///
     /// ```swift
     /// alarm.wait(until: Date(timeIntervalSinceNow: 5))
     /// ```
     package func wait(until deadline: Date?) {
+        // A far deadline (an expiration in the year 4001, say) is waited for an hour at a time:
+        // a timed wait cannot take every date, and the sweeper just looks again.
+        let deadline = deadline.map { min($0, Date(timeIntervalSinceNow: Self.longestWait)) }
         condition.lock()
         defer { condition.unlock() }
         sleeping = true
