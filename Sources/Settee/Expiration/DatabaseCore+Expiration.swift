@@ -15,26 +15,35 @@ extension DatabaseCore {
     func purgeExpiredDocuments(asOf date: Date) throws -> Int {
         let seconds = ExpiryTime.seconds(roundingDown: date)
         var total = 0
-        while true {
+        // Inside a batch the index is the batch's own; otherwise a snapshot read tells whether
+        // anything is due before the write lock is taken.
+        func due() throws -> Bool {
+            if batchOnThisThread() != nil { return true }
+            guard let next = try nextDue() else { return false }
+            return next <= seconds
+        }
+        while try due() {
             let r = try write { c in try c.purgeExpired(asOf: seconds, limit: Self.expiryBatchSize) }
             total += r.purged
-            guard r.more else { return total }
+            guard r.more else { break }
             yieldToWriters()
         }
+        return total
     }
 
     /// One pass of the sweeper: what ``purgeExpiredDocuments(asOf:)`` does, giving up between
     /// batches when the database is closing; returns the next due time (whole seconds).
     func sweep(asOf now: Date, stopping: () -> Bool) throws -> UInt64? {
         let seconds = ExpiryTime.seconds(roundingDown: now)
-        while true {
-            guard let r = try writeForSweeper(stopping: stopping, { c in
+        // The write lock is taken only when a snapshot shows something due.
+        while let next = try nextDue() {
+            guard next <= seconds else { return next }
+            guard try writeForSweeper(stopping: stopping, { c in
                 try c.purgeExpired(asOf: seconds, limit: Self.expiryBatchSize)
-            }) else { return nil }
-            guard r.more else { break }
+            }) != nil else { return nil }
             yieldToWriters()
         }
-        return try nextDue()
+        return nil
     }
 
     /// The earliest due time in `doc.expiry`, in the last commit.
