@@ -16,7 +16,11 @@ import Synchronization
 /// - Note: Thread-safe. Reads never block and see a consistent snapshot; writes from several
 ///   threads are serialized. Several `Database` objects may be open on the same database in one
 ///   process: they share the files, writes and notifications. A second *process* gets
-///   ``SetteeError/Code/busy``.
+///   ``SetteeError/Code/busy``. While open, a database runs one background thread, its expiry
+///   sweeper, which purges expired documents (``setDocumentExpiration(withID:expiration:)``)
+///   and old tombstones (``DatabaseConfiguration/tombstoneMaxAge``) in short transactions of
+///   its own; it sleeps until the next due time and stops when the last object on the files
+///   closes.
 public final class Database: Sendable, CustomStringConvertible {
     /// The database name.
     ///
