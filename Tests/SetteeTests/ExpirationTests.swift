@@ -282,8 +282,9 @@ final class PurgeLog: Sendable {
         try db.setDocumentExpiration(withID: "updated", expiration: date(20))
         updated.setInt(2, forKey: "v")
         try db.saveDocument(updated)
-        try db.insertRevision(rev("updated", "9-z", ["9-z"], ["v": 9]))
+        try db.insertRevision(rev("updated", "9-z", ["9-z"], ["v": 9]))   // a second branch: a conflict
         #expect(try db.getDocumentExpiration(withID: "updated") == date(20))
+        #expect(try db.revisionTree(withID: "updated")?.isConflicted == true)
 
         // Deletion keeps it: the tombstone is purged when it comes.
         try save(db, "deleted")
@@ -315,6 +316,7 @@ final class PurgeLog: Sendable {
         #expect(try db.document(withID: "purged") != nil)
         #expect(try db.document(withID: "rolled-back") != nil)
         #expect(try indexCounts(db) == (0, 0))
+        #expect(try db.core.store.read { tx in try tx.count(in: db.core.trees.conflicts) } == 0)
     }
 
     @Test func anExpirationIsNotARevision() throws {
