@@ -13,7 +13,7 @@ import Foundation
 ///     private var alarms: [SweepAlarm] = []
 ///     func now() -> Date { lock.withLock { time } }
 ///     func sleep(until deadline: Date?, alarm: SweepAlarm) {
-///         lock.withLock { if !alarms.contains { $0 === alarm } { alarms.append(alarm) } }
+///         lock.withLock { if !alarms.contains(where: { $0 === alarm }) { alarms.append(alarm) } }
 ///         if let deadline, now() >= deadline { return }
 ///         alarm.wait(until: nil)   // until `advance` rings it
 ///     }
