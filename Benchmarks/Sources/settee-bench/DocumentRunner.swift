@@ -64,6 +64,16 @@ final class DocumentRunner {
         if workloads.contains(.revInsert) {
             report(.revInsert, try revInsert(in: directory + "/rev-insert"))
         }
+        if workloads.contains(where: \.isExpiry) {
+            let count = min(dataset.documentCount, ExpiryBench.documentCount)
+            let bench = ExpiryBench(count: count)
+            let ids = ids
+            let figures = try bench.run(in: directory + "/expiry") { range in
+                try range.map { Engine.NewDocument(id: ids[$0], properties: try Engine.properties(of: dataset.body($0))) }
+            }
+            report(.expiry, figures.purgeMilliseconds)
+            report(.expiryStall, figures.longestStallMilliseconds)
+        }
         return results
     }
 

@@ -51,14 +51,14 @@ struct Report {
         lines.append("")
         lines.append("÷ \(references.map(\.rawValue).joined(separator: ", ÷ ")): the row's value divided by that engine's. "
             + "docs/s and commits/s: higher is better;")
-        lines.append("ns/op and bytes: lower is better.")
+        lines.append("ns/op, bytes and ms: lower is better.")
         return lines.joined(separator: "\n") + "\n"
     }
 
     /// Grouped digits; one decimal for latencies and commit rates.
     static func format(_ value: Double, for workload: Workload) -> String {
         switch workload {
-        case .pointGet, .durableCommit:
+        case .pointGet, .durableCommit, .expiry, .expiryStall:
             let tenths = Int((value * 10).rounded())
             return grouped(tenths / 10) + "." + String(tenths % 10)
         case .bulkLoad, .changesScan, .fileSize, .revInsert:

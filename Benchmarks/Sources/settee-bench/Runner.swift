@@ -53,6 +53,9 @@ final class Runner {
             }
         }
 
+        if workloads.contains(where: \.isExpiry) {
+            Progress.log("  \(E.name.rawValue) expiry: \(E.note(for: .expiry))")
+        }
         if workloads.contains(.revInsert) {
             if E.storesRevisionTrees {
                 report(.revInsert, try revInsert(E.self, in: directory + "/rev-insert"))

@@ -197,6 +197,7 @@ final class SQLiteEngine: Engine {
         case .changesScan: "one SELECT ordered by the sequence index"
         case .durableCommit: "WAL, synchronous=FULL: fdatasync of the WAL per commit"
         case .revInsert: "WAL, synchronous=FULL; per doc SELECT, RawRevTree into extra, INSERT"
+        case .expiry, .expiryStall: "n/a: no document expiration"
         }
     }
 

@@ -14,7 +14,7 @@ final class SetteeDocEngine {
     /// The database is `<directory>/bench.settee/`.
     static let databaseName = "bench"
 
-    private let database: Database
+    let database: Database
 
     init(directory: String) throws {
         var configuration = DatabaseConfiguration(directory: directory)
@@ -110,6 +110,8 @@ final class SetteeDocEngine {
         case .changesScan: "changes(since:limit: 10000) pages: seq, ID, rev ID, leaves; no body"
         case .durableCommit: "fullSync: fdatasync per saveDocument"
         case .revInsert: "fullSync: fdatasync per insertRevisions of 1000"
+        case .expiry: "ms from the due second until the last purge is heard; sweeper batches of 1000"
+        case .expiryStall: "longest saveDocument (fullSync) of a concurrent writer during the purge"
         }
     }
 }

@@ -119,6 +119,8 @@ extension DatabaseCore {
         defer { compactionLock.unlock() }
         // Set only when the core closes (a reopened database gets a new core).
         if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.notOpen, "the database is closed") }
+        // Expired documents are purged first, as the sweeper would, so observers hear of them.
+        _ = try purgeExpiredDocuments(asOf: clock.now())
         let started = Date()
         let before = store.fileSize
         let compaction = try translating { try store.beginCompaction() }
@@ -166,7 +168,7 @@ extension DatabaseCore {
         try translating {
             try compaction.finish { source, changes, out in
                 try copier.apply(changes, from: source, into: out)
-                try out.put(MetaKey.deadBytes, withUnsafeBytes(of: UInt64(0).littleEndian, Array.init), in: copier.target.meta)
+                try out.put(MetaKey.deadBytes, withUnsafeBytes(of: UInt64(0).littleEndian, Array.init), in: copier.targetMeta)
             }
         }
         finished = true
@@ -213,8 +215,9 @@ extension DatabaseCore {
 struct CompactionCopier {
     let core: DatabaseCore
     let compaction: StoreCompaction
-    /// The trees of the new file.
-    let target: Trees
+    /// The document and metadata trees of the new file.
+    let targetByID: Tree
+    let targetMeta: Tree
     /// Every other tree (local documents, metadata, indexes added later) by name, copied as is.
     let plainTrees: [String]
     /// Digests referenced by the bodies kept.
@@ -226,12 +229,10 @@ struct CompactionCopier {
         self.compaction = compaction
         let names = try compaction.target.read { $0.treeNames }
         plainTrees = names.filter { $0 != TreeName.byID }
-        target = try compaction.target.read { tx in
-            guard let byID = tx.tree(named: TreeName.byID), let seq = tx.tree(named: TreeName.bySequence),
-                  let conflicts = tx.tree(named: TreeName.conflicts), let local = tx.tree(named: TreeName.local),
-                  let meta = tx.tree(named: TreeName.meta)
+        (targetByID, targetMeta) = try compaction.target.read { tx in
+            guard let byID = tx.tree(named: TreeName.byID), let meta = tx.tree(named: TreeName.meta)
             else { throw SetteeError(.corrupted, "compaction target lacks the database's trees") }
-            return Trees(byID: byID, bySequence: seq, conflicts: conflicts, local: local, meta: meta)
+            return (byID, meta)
         }
     }
 
@@ -315,7 +316,7 @@ struct CompactionCopier {
             p.copyMemory(from: value.baseAddress!, byteCount: value.count - 16)
             p.storeBytes(of: newBody.littleEndian, toByteOffset: value.count - 16, as: UInt64.self)
             p.storeBytes(of: newTree.littleEndian, toByteOffset: value.count - 8, as: UInt64.self)
-            try out.put(key, UnsafeRawBufferPointer(buffer), in: target.byID)
+            try out.put(key, UnsafeRawBufferPointer(buffer), in: targetByID)
         }
         documents += 1
     }

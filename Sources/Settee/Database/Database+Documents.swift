@@ -315,7 +315,8 @@ extension Database {
         try purgeDocument(withID: document.id)
     }
 
-    /// Removes every trace of the document `id` locally.
+    /// Removes every trace of the document `id` locally, its expiration included (the ID saved
+    /// again starts without one).
     ///
     /// ```swift
     /// try db.purgeDocument(withID: "task-1")

@@ -16,7 +16,11 @@ import Synchronization
 /// - Note: Thread-safe. Reads never block and see a consistent snapshot; writes from several
 ///   threads are serialized. Several `Database` objects may be open on the same database in one
 ///   process: they share the files, writes and notifications. A second *process* gets
-///   ``SetteeError/Code/busy``.
+///   ``SetteeError/Code/busy``. While open, a database runs one background thread, its expiry
+///   sweeper, which purges expired documents (``setDocumentExpiration(withID:expiration:)``)
+///   and old tombstones (``DatabaseConfiguration/tombstoneMaxAge``) in short transactions of
+///   its own; it sleeps until the next due time and stops when the last object on the files
+///   closes.
 public final class Database: Sendable, CustomStringConvertible {
     /// The database name.
     ///
@@ -54,11 +58,16 @@ public final class Database: Sendable, CustomStringConvertible {
     }
 
     /// Opens the database with its engine's files opened by `openFile` (the crash harness's
-    /// fault-injecting file); nil opens them normally. Ignored when the database is already
-    /// open in this process.
+    /// fault-injecting file; nil opens them normally) and expiration times read from `clock`
+    /// (tests; nil: the wall clock). Both are ignored when the database is already open in this
+    /// process.
     package init(name: String, config: DatabaseConfiguration,
-                 openFile: ((String) throws(StorageError) -> any StorageFile)?) throws {
+                 openFile: ((String) throws(StorageError) -> any StorageFile)?,
+                 clock: (any ExpirationClock)? = nil) throws {
         let path = try Self.path(name: name, directory: config.directory)
+        if let age = config.tombstoneMaxAge, !(age.isFinite && age >= 0) {
+            throw SetteeError(.invalidParameter, "tombstoneMaxAge must be a finite number of seconds, 0 or more")
+        }
         do {
             try FileManager.default.createDirectory(atPath: config.directory, withIntermediateDirectories: true)
         } catch {
@@ -67,7 +76,7 @@ public final class Database: Sendable, CustomStringConvertible {
         self.name = name
         self.path = path
         self.config = config
-        self.core = try DatabaseCore.open(name: name, path: path, configuration: config, openFile: openFile)
+        self.core = try DatabaseCore.open(name: name, path: path, configuration: config, openFile: openFile, clock: clock)
     }
 
     static func path(name: String, directory: String) throws(SetteeError) -> String {

@@ -54,6 +54,36 @@ public struct DatabaseConfiguration: Sendable, Equatable {
     /// config.autoCompactionMinimumSize = 64 << 20
     /// ```
     public var autoCompactionMinimumSize: UInt64 = 16 << 20
+    /// Tombstone eviction: when set, a document whose current revision is a tombstone (deleted
+    /// here or by replication) is purged once no change has touched it for this many seconds
+    /// (rounded up to a whole second). nil, the default, keeps tombstones until they are purged
+    /// explicitly or expire (``Database/setDocumentExpiration(withID:expiration:)``).
+    ///
+    /// ```swift
+    /// config.tombstoneMaxAge = 30 * 24 * 3600   // forget deletions after 30 days
+    /// ```
+    ///
+    /// Each deletion is given an eviction time (its commit time plus the age); a later change
+    /// that leaves the document deleted starts the count again, and a change that brings it back
+    /// to life (a save over the tombstone, a replicated revision that wins) removes it. The
+    /// database's expiry sweeper purges due tombstones in the background, as it purges expired
+    /// documents, and listeners see ``DocumentChange/isPurged``.
+    ///
+    /// **The trade-off.** Tombstones are how a deletion replicates. A purge is local and is not
+    /// replicated, so once a tombstone is evicted this database can no longer tell its peers
+    /// that the document was deleted, and a peer that still holds a live revision of it (one
+    /// that has not synced with this database for longer than the age, or never received the
+    /// deletion) pushes the document back here as new on its next replication. Choose an age
+    /// longer than the longest time a peer may stay offline. Evicting also means a pull of an old
+    /// revision from a peer is no longer matched against the deleted history.
+    ///
+    /// Only tombstones written while the policy is on get an eviction time: turning it on does
+    /// not look for older tombstones. Turning it off stops evictions: a tombstone whose eviction
+    /// time comes while the policy is off is kept (its eviction time is dropped then).
+    ///
+    /// Opening a database throws ``SetteeError/Code/invalidParameter`` when the age is negative,
+    /// infinite or NaN.
+    public var tombstoneMaxAge: TimeInterval? = nil
 
     /// A configuration for databases in `directory` (default: the current directory).
     ///

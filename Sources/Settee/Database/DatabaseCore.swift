@@ -9,12 +9,18 @@ struct Trees: Sendable {
     let conflicts: Tree
     let local: Tree
     let meta: Tree
+    let expiry: Tree
+    let expiryByID: Tree
 }
 
 /// What every ``Database`` object open on the same files shares: the engine store, the writer
-/// lock, listeners and validations. One per path per process, reference-counted.
+/// lock, listeners, validations and the expiry sweeper. One per path per process,
+/// reference-counted.
 final class DatabaseCore: @unchecked Sendable {
-    static let formatVersion: UInt64 = 1
+    /// The document format this build writes (Formats/documents.md). Version 1 databases are
+    /// upgraded when opened: version 2 only adds the expiry trees.
+    static let formatVersion: UInt64 = 2
+    static let upgradableVersions: Set<UInt64> = [1]
     private static let registry = Mutex<[String: DatabaseCore]>([:])
 
     let name: String
@@ -26,6 +32,12 @@ final class DatabaseCore: @unchecked Sendable {
     let uuid: [UInt8]
     let hub = ChangeHub()
     let validations = Mutex<[(name: String, body: Validation)]>([])
+    /// What expiration and tombstone eviction read the time from.
+    let clock: any ExpirationClock
+    let sweeper: ExpirySweeper
+    /// Threads waiting for `writeLock` in `write` or `runBatch`: the sweeper lets them go first
+    /// between its batches.
+    let waitingWriters = Atomic<Int>(0)
 
     /// Serializes writers. Recursive so that saves inside ``Database/inBatch(_:)`` on the batch's
     /// thread join the batch's transaction.
@@ -46,10 +58,12 @@ final class DatabaseCore: @unchecked Sendable {
     private var users = 0
 
     private init(name: String, path: String, configuration: DatabaseConfiguration,
-                 openFile: ((String) throws(StorageError) -> any StorageFile)?) throws {
+                 openFile: ((String) throws(StorageError) -> any StorageFile)?, clock: any ExpirationClock) throws {
         self.name = name
         self.path = path
         self.configuration = configuration
+        self.clock = clock
+        self.sweeper = ExpirySweeper(clock: clock)
         var sc = StoreConfiguration()
         sc.durability = configuration.fullSync ? .synchronous : .none
         let store = try translating {
@@ -65,7 +79,11 @@ final class DatabaseCore: @unchecked Sendable {
                     if let f = try tx.value(forKey: MetaKey.format, in: meta) {
                         guard f.count == 8 else { throw SetteeError(.corrupted, "format marker is malformed") }
                         let v = f.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
-                        guard v == Self.formatVersion else {
+                        if Self.upgradableVersions.contains(v) {
+                            // The trees added since are created below, empty, which is what they
+                            // hold for a database that never had expirations.
+                            try tx.put(MetaKey.format, withUnsafeBytes(of: Self.formatVersion.littleEndian, Array.init), in: meta)
+                        } else if v != Self.formatVersion {
                             throw SetteeError(.versionMismatch, "document format \(v); this build reads \(Self.formatVersion)")
                         }
                     } else {
@@ -78,7 +96,8 @@ final class DatabaseCore: @unchecked Sendable {
                         try tx.put(MetaKey.uuid, uuid, in: meta)
                     }
                     return Trees(byID: try tree(TreeName.byID), bySequence: try tree(TreeName.bySequence),
-                                 conflicts: try tree(TreeName.conflicts), local: try tree(TreeName.local), meta: meta)
+                                 conflicts: try tree(TreeName.conflicts), local: try tree(TreeName.local), meta: meta,
+                                 expiry: try tree(TreeName.expiry), expiryByID: try tree(TreeName.expiryByID))
                 }
             }
             self.trees = trees
@@ -93,15 +112,20 @@ final class DatabaseCore: @unchecked Sendable {
 
     /// The shared core for `path`, opening it if no other `Database` has.
     static func open(name: String, path: String, configuration: DatabaseConfiguration,
-                     openFile: ((String) throws(StorageError) -> any StorageFile)? = nil) throws -> DatabaseCore {
+                     openFile: ((String) throws(StorageError) -> any StorageFile)? = nil,
+                     clock: (any ExpirationClock)? = nil) throws -> DatabaseCore {
         try registry.withLock { open in
             if let core = open[path] {
                 core.users += 1
                 return core
             }
-            let core = try DatabaseCore(name: name, path: path, configuration: configuration, openFile: openFile)
+            let core = try DatabaseCore(name: name, path: path, configuration: configuration, openFile: openFile,
+                                        clock: clock ?? SystemExpirationClock())
             core.users = 1
             open[path] = core
+            core.sweeper.start(name: name) { [unowned core] now, stopping in
+                try core.sweep(asOf: now, stopping: stopping)
+            }
             return core
         }
     }
@@ -115,6 +139,7 @@ final class DatabaseCore: @unchecked Sendable {
             return true
         }
         if last {
+            sweeper.stop()   // a batch in progress ends first
             hub.finish()
             // A compaction still running stops at its next step; wait for it before closing.
             compactionCancelled.store(true, ordering: .relaxed)
@@ -131,8 +156,21 @@ final class DatabaseCore: @unchecked Sendable {
     /// Runs `body` in the open batch (same thread) or in a transaction of its own, then tells
     /// listeners what committed.
     func write<R>(_ body: (WriteContext) throws -> R) throws -> R {
-        writeLock.lock()
+        lockForWriting()
         defer { writeLock.unlock() }
+        return try writeHoldingLock(body)
+    }
+
+    /// Takes the write lock, counted in `waitingWriters` while it waits.
+    @inline(__always)
+    private func lockForWriting() {
+        waitingWriters.wrappingAdd(1, ordering: .relaxed)
+        writeLock.lock()
+        waitingWriters.wrappingSubtract(1, ordering: .relaxed)
+    }
+
+    /// `write` once the lock is held.
+    func writeHoldingLock<R>(_ body: (WriteContext) throws -> R) throws -> R {
         if let batch { return try body(batch) }
         var context: WriteContext?
         let result = try translating {
@@ -153,7 +191,7 @@ final class DatabaseCore: @unchecked Sendable {
 
     /// Runs `body` as one all-or-nothing transaction that saves on this thread join.
     func runBatch(_ body: () throws -> Void) throws {
-        writeLock.lock()
+        lockForWriting()
         defer { writeLock.unlock() }
         if batch != nil { return try body() }   // a batch inside a batch joins it
         var context: WriteContext?
@@ -179,8 +217,10 @@ final class DatabaseCore: @unchecked Sendable {
         }
     }
 
+    /// Tells listeners what committed, and the sweeper about a new earliest due time.
     private func publish(_ c: WriteContext) {
         hub.publish(DatabaseChange(database: name, changes: c.changes))
+        sweeper.note(due: c.earliestDue)
     }
 
     /// Runs `body` on a snapshot, or on the batch's transaction when called from inside a batch.
@@ -251,6 +291,8 @@ final class WriteContext {
     var deadBytes: UInt64
     var metaDirty = false
     var changes: [DocumentChange] = []
+    /// The earliest due time this transaction put in `doc.expiry`, for the sweeper.
+    var earliestDue: UInt64?
 
     init(core: DatabaseCore, tx: WriteTransaction) throws {
         self.core = core

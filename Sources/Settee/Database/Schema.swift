@@ -7,6 +7,10 @@ enum TreeName {
     static let conflicts = "doc.conflicts"
     static let local = "doc.local"
     static let meta = "db.meta"
+    /// Due time ‖ document ID → nothing: what the expiry sweeper reads in order (format 2).
+    static let expiry = "doc.expiry"
+    /// Document ID → ``ExpiryRecord`` (format 2).
+    static let expiryByID = "doc.expiry-by-id"
 }
 
 /// Keys of the `db.meta` tree.
@@ -99,6 +103,76 @@ struct SequenceEntry {
         guard let f = r.u8(), f & ~DocFlags.known == 0, let id = r.string(), let rev = r.string(), r.atEnd
         else { throw SetteeError(.corrupted, "changes entry is malformed") }
         self.init(flags: DocFlags(rawValue: f), documentID: id, revisionID: rev)
+    }
+}
+
+/// The `doc.expiry-by-id` value: a document's expiration (set by the application) and
+/// tombstone-eviction time (set by ``DatabaseConfiguration/tombstoneMaxAge``), in whole seconds
+/// since 1970-01-01T00:00:00Z. A document without either has no record.
+///
+/// ```
+/// | flags u8 (1: expiration, 2: eviction) | [expiration u64] | [eviction u64] |
+/// ```
+struct ExpiryRecord: Equatable {
+    var expiration: UInt64?
+    var eviction: UInt64?
+
+    init(expiration: UInt64? = nil, eviction: UInt64? = nil) {
+        self.expiration = expiration
+        self.eviction = eviction
+    }
+
+    /// When the document is next due: the earlier of the two times; nil when neither is set.
+    var due: UInt64? {
+        switch (expiration, eviction) {
+        case let (e?, v?): min(e, v)
+        case let (e?, nil): e
+        case let (nil, v?): v
+        case (nil, nil): nil
+        }
+    }
+
+    var isEmpty: Bool { expiration == nil && eviction == nil }
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 17)
+        w.u8((expiration == nil ? 0 : 1) | (eviction == nil ? 0 : 2))
+        if let expiration { w.u64(expiration) }
+        if let eviction { w.u64(eviction) }
+        return w.bytes
+    }
+
+    init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
+        var r = ByteReader(b)
+        guard let f = r.u8(), f & ~3 == 0, f != 0 else { throw SetteeError(.corrupted, "an expiration record is malformed") }
+        var e: UInt64?
+        var v: UInt64?
+        if f & 1 != 0 {
+            guard let x = r.u64() else { throw SetteeError(.corrupted, "an expiration record is malformed") }
+            e = x
+        }
+        if f & 2 != 0 {
+            guard let x = r.u64() else { throw SetteeError(.corrupted, "an expiration record is malformed") }
+            v = x
+        }
+        guard r.atEnd else { throw SetteeError(.corrupted, "an expiration record is malformed") }
+        self.init(expiration: e, eviction: v)
+    }
+}
+
+/// Keys of `doc.expiry`: the due time in whole seconds, big-endian (byte order is time order),
+/// then the document ID.
+enum ExpiryKey {
+    static func make(due: UInt64, id key: [UInt8]) -> [UInt8] {
+        var k = [UInt8](bigEndian: due)
+        k.append(contentsOf: key)
+        return k
+    }
+
+    /// The due time and document ID of a key; nil when it is malformed.
+    static func parse(_ k: UnsafeRawBufferPointer) -> (due: UInt64, id: [UInt8])? {
+        guard k.count > 8 else { return nil }
+        return (UInt64(bigEndian: k.loadUnaligned(as: UInt64.self)), Array(k[8...]))
     }
 }
 

@@ -161,6 +161,11 @@ extension WriteContext {
         if wasLive != !winner.deleted {
             liveCount = wasLive ? liveCount &- 1 : liveCount &+ 1
         }
+        // Tombstone eviction: only deletions and resurrections look at the expiry trees, so a
+        // save of a live document costs nothing more.
+        if winner.deleted || old?.flags.contains(.deleted) == true {
+            try updateEviction(key, deleted: winner.deleted, wasDeleted: old.map { $0.flags.contains(.deleted) })
+        }
         changes.append(DocumentChange(documentID: id, revisionID: winner.id, sequence: seq, isDeleted: winner.deleted,
                                       isConflicted: flags.contains(.conflicted), isPurged: false))
         return meta
@@ -169,15 +174,23 @@ extension WriteContext {
     /// Removes every trace of a document; returns false when it was not there.
     func purge(id: String, key: [UInt8]) throws -> Bool {
         guard let old = try meta(key) else { return false }
+        try purge(id: id, key: key, meta: old, record: try expiryRecord(key))
+        return true
+    }
+
+    /// Removes every trace of a document whose metadata and expiration record (if any) were
+    /// just read: its by-ID, by-sequence, conflict and expiry entries. Takes a sequence and
+    /// reports a purge change.
+    func purge(id: String, key: [UInt8], meta old: DocMeta, record: ExpiryRecord?) throws {
         try addDead(old.treeRef)
         try addDead(old.bodyRef)
         try tx.delete(key, in: trees.byID)
         try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence)
         if old.flags.contains(.conflicted) { try tx.delete(key, in: trees.conflicts) }
         if !old.flags.contains(.deleted) { liveCount &-= 1 }
+        if let record { try setExpiryRecord(key, old: record, new: ExpiryRecord()) }
         let seq = nextSequence()
         changes.append(DocumentChange(documentID: id, revisionID: nil, sequence: seq, isDeleted: false,
                                       isConflicted: false, isPurged: true))
-        return true
     }
 }

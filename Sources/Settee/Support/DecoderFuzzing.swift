@@ -17,6 +17,14 @@ package enum DecoderFuzzing {
             guard let again, again.flags == e.flags, again.documentID == e.documentID, again.revisionID == e.revisionID
             else { preconditionFailure("a changes entry does not survive re-encoding") }
         }
+        if let x = try? ExpiryRecord(decoding: data) {
+            precondition(!x.isEmpty && x.due != nil, "a decoded expiration record holds no time")
+            let again = x.encoded().withUnsafeBytes { try? ExpiryRecord(decoding: $0) }
+            guard again == x else { preconditionFailure("an expiration record does not survive re-encoding") }
+        }
+        if let k = ExpiryKey.parse(data) {
+            precondition(ExpiryKey.make(due: k.due, id: k.id).elementsEqual(data), "an expiry key does not survive re-encoding")
+        }
         // A local document's value: a save counter, then the JSON body.
         var reader = ByteReader(data)
         if reader.varint() != nil { _ = try? JSONParser.parse(reader.rest()) }
@@ -82,7 +90,8 @@ package enum DecoderFuzzing {
 
     /// Valid encodings of every decoded format, as seeds for the fuzzer: revision trees (one
     /// revision; a chain; a conflict with tombstones, attachments and pruned bodies), document
-    /// metadata, changes entries, a local document and JSON bodies.
+    /// metadata, changes entries, a local document, JSON bodies, and an expiration record and
+    /// expiry key.
     package static func seedInputs() -> [(name: String, bytes: [UInt8])] {
         var out: [(String, [UInt8])] = []
         var single = RevTree()
@@ -117,6 +126,8 @@ package enum DecoderFuzzing {
         local.bytes += json
         out.append(("local-document", local.bytes))
         out.append(("date", Array("2026-11-21T10:15:30.123+02:00".utf8)))
+        out.append(("expiry-record", ExpiryRecord(expiration: 1_700_000_000, eviction: 1_700_086_400).encoded()))
+        out.append(("expiry-key", ExpiryKey.make(due: 1_700_000_000, id: Array("doc-é-1".utf8))))
         return out
     }
 }

@@ -228,6 +228,12 @@ struct TreeEditor {
     private mutating func merge(_ parent: MemNode, left i: Int, tree: String) throws(StorageError) {
         let a = try ownedChild(parent, i, tree: tree)
         let b = try ownedChild(parent, i + 1, tree: tree)
+        // The merged node is at least the two nodes' bytes less one header and their prefixes
+        // (its prefix is at most as long as either). When even that is too big, skip copying
+        // the entries out: draining a run of keys (a purge, an expiry sweep) would otherwise copy
+        // the sibling on every delete.
+        let atLeast = a.usedBytes + b.usedBytes - NodeField.prefix - a.view.prefixLength - b.view.prefixLength
+        guard atLeast <= Layout.nodeSize * 3 / 4 else { return }
         var entries = a.entries()
         var right = b.entries()
         if !a.isLeaf, !right.isEmpty {
