@@ -263,3 +263,43 @@ private func logSize(_ db: Database) -> UInt64 {
         #expect(logSize(manual) > 20 << 20)
     }
 }
+
+/// A clock that only moves when told and never wakes the sweeper, so that what is due is left for
+/// compaction to find.
+private final class StillClock: ExpirationClock, @unchecked Sendable {
+    private let time = Mutex<TimeInterval>(1_700_000_000)
+    func now() -> Date { Date(timeIntervalSince1970: time.withLock { $0 }) }
+    func set(_ t: TimeInterval) { time.withLock { $0 = t } }
+    func sleep(until deadline: Date?, alarm: SweepAlarm) {
+        if let deadline, now() >= deadline { return }
+        alarm.wait(until: nil)
+    }
+}
+
+@Suite struct CompactionExpiryTests {
+    @Test func compactionPurgesExpiredDocumentsFirstAndObserversHear() throws {
+        let dir = try TemporaryDirectory()
+        let clock = StillClock()
+        var config = DatabaseConfiguration(directory: dir.path)
+        config.fullSync = false
+        let db = try Database(name: "db", config: config, openFile: nil, clock: clock)
+        for i in 0..<10 { try db.saveDocument(MutableDocument(id: "d\(i)", data: ["i": .int(Int64(i))])) }
+        for i in 0..<4 { try db.setDocumentExpiration(withID: "d\(i)", expiration: Date(timeIntervalSince1970: 1_700_000_010)) }
+        let purged = Locked<[String]>([])
+        let token = db.addChangeListener { change in
+            purged.withLock { $0 += change.changes.filter(\.isPurged).map(\.documentID) }
+        }
+        defer { token.remove() }
+        clock.set(1_700_000_020)
+        try db.compact()
+        #expect(db.count == 6)
+        for i in 0..<4 {
+            #expect(try db.document(withID: "d\(i)") == nil)
+            #expect(try db.getDocumentExpiration(withID: "d\(i)") == nil)
+        }
+        #expect(try db.document(withID: "d5")?.int(forKey: "i") == 5)
+        let deadline = Date().addingTimeInterval(5)
+        while purged.value.count < 4 && Date() < deadline { usleep(1_000) }
+        #expect(Set(purged.value) == ["d0", "d1", "d2", "d3"])
+    }
+}
