@@ -169,6 +169,7 @@ final class LMDBEngine: Engine {
         case .changesScan: "one read txn: cursor over seq, get in docs"
         case .durableCommit: "default sync: fdatasync + O_DSYNC meta write per commit"
         case .revInsert: "default sync; per doc get, RawRevTree + body in docs, seq entry"
+        case .compaction: "not run: settee-doc against SQLite's LiteCore layout only"
         }
     }
 

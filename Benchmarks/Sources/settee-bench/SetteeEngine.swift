@@ -100,6 +100,7 @@ final class SetteeEngine: Engine {
         case .changesScan: "one read transaction: by-seq in order, value by ref"
         case .durableCommit: "durability .synchronous: fdatasync per commit"
         case .revInsert: "not run: the storage engine alone has no revision trees"
+        case .compaction: "not run: the storage engine alone keeps no revision history"
         }
     }
 
