@@ -287,7 +287,8 @@ final class DocumentRunner {
         }
         try engine.close()
         for (name, figures) in [("before", first), ("during", during), ("after", last)] {
-            Progress.log("  \(Engine.name.rawValue) compaction: \(name): \(figures.commits) commits, \(figures.gets) gets in "
+            Progress.log("  \(Engine.name.rawValue) compaction: \(name): \(figures.commits) commits (longest "
+                + String(format: "%.1f ms", Double(figures.longestCommit) / 1e6) + "), \(figures.gets) gets in "
                 + String(format: "%.3f s", figures.seconds) + (figures.runs > 0 ? ", \(figures.runs) compact() runs" : ""))
         }
 
@@ -300,7 +301,8 @@ final class DocumentRunner {
         return [(.input, Double(before) / 1e6 / seconds, nil), (.seconds, seconds, nil),
                 (.sizeBefore, Double(before), nil), (.sizeAfter, Double(after), nil), (.freshSize, Double(freshSize), nil),
                 (.afterVsFresh, Double(after) / Double(freshSize), nil),
-                (.commitsNormal, commitsNormal, nil), (.commitsDuring, commitsDuring, "saveDocument, fullSync; " + duringNote),
+                (.commitsNormal, commitsNormal, nil), (.commitsDuring, commitsDuring, "saveDocument, fullSync; " + duringNote
+                    + String(format: "; longest commit %.0f ms", Double(during.longestCommit) / 1e6)),
                 (.commitsKept, commitsDuring / commitsNormal, nil),
                 (.getNormal, getNormal, nil), (.getDuring, getDuring, "document(withID:); " + duringNote),
                 (.getRateKept, getNormal / getDuring, nil)]
@@ -319,12 +321,15 @@ final class DocumentRunner {
         var gets = 0
         var seconds = 0.0
         var runs = 0
+        /// The longest of the counted commits, in nanoseconds (a stall shows here, not in the rate).
+        var longestCommit: UInt64 = 0
     }
 
     /// The threads' shared state: the phase (0 warm-up, 1 measured, 2 stop), their counts, an error.
     private final class LoadState: Sendable {
         let phase = Atomic<Int>(0)
         let commits = Atomic<Int>(0)
+        let longestCommit = Atomic<UInt64>(0)
         let gets = Atomic<Int>(0)
         let failure = Mutex<String?>(nil)
 
@@ -353,18 +358,25 @@ final class DocumentRunner {
             var random = SplitMix64(seed: seed, stream: Stream.compactionWrites, item: UInt64(stretch))
             var number = 0
             var counted = 0
+            var longest: UInt64 = 0
             do {
                 while true {
                     let phase = state.phase.load(ordering: .acquiring)
                     if phase == 2 { break }
                     let update = Engine.NewDocument(id: ids[random.bounded(total)], properties: bodies[number % bodies.count])
                     number += 1
+                    let watch = Stopwatch()
                     try engine.update(update)
-                    if phase == 1, state.phase.load(ordering: .acquiring) == 1 { counted += 1 }
+                    let elapsed = watch.elapsedNanoseconds
+                    if phase == 1, state.phase.load(ordering: .acquiring) == 1 {
+                        counted += 1
+                        longest = max(longest, elapsed)
+                    }
                 }
             } catch {
                 state.fail("writer: \(error)")
             }
+            state.longestCommit.store(longest, ordering: .releasing)
             state.commits.store(counted, ordering: .releasing)
         }.start()
         Thread {
@@ -413,6 +425,7 @@ final class DocumentRunner {
         if let failure { throw failure }
         if let message = state.failure.withLock({ $0 }) { throw EngineError("settee-doc: compaction: \(message)") }
         figures.commits = state.commits.load(ordering: .acquiring)
+        figures.longestCommit = state.longestCommit.load(ordering: .acquiring)
         figures.gets = state.gets.load(ordering: .acquiring)
         return figures
     }
