@@ -117,6 +117,8 @@ enum Stream {
     static let warmUpGets: UInt64 = 2
     static let timedGets: UInt64 = 3
     static let updates: UInt64 = 4
+    /// The documents `compaction`'s writer saves while it measures.
+    static let compactionWrites: UInt64 = 5
     static let versions: UInt64 = 0x100
     static let bodies: UInt64 = 0x200
     static let history: UInt64 = 0x300

@@ -1,4 +1,6 @@
+import Foundation
 import Settee
+import Synchronization
 
 /// `Runner`'s counterpart for `settee-doc`: the same workloads on the same data, in the same order and with
 /// the same timing rules, through Settee's document API.
@@ -32,7 +34,15 @@ final class DocumentRunner {
             guard workloads.contains(workload) else { return }
             results.append(Measurement(workload: workload, engine: Engine.name, value: value,
                                        note: Engine.note(for: workload)))
-            Progress.log("  \(Engine.name.rawValue) \(workload.rawValue): \(Report.format(value, for: workload)) \(workload.unit)")
+            Progress.log("  \(Engine.name.rawValue) \(workload.rawValue): \(Report.format(value, unit: workload.unit)) \(workload.unit)")
+        }
+        func report(_ workload: Workload, figures: [(Figure, Double, note: String?)]) {
+            for (figure, value, note) in figures {
+                let measurement = Measurement(workload: workload, figure: figure, engine: Engine.name, value: value,
+                                              note: note ?? Engine.note(for: figure))
+                results.append(measurement)
+                Progress.log("  \(Engine.name.rawValue) \(measurement.label): \(Report.format(value, unit: figure.unit)) \(figure.unit)")
+            }
         }
 
         if workloads.contains(where: \.needsLoad) {
@@ -73,6 +83,11 @@ final class DocumentRunner {
             }
             report(.expiry, figures.purgeMilliseconds)
             report(.expiryStall, figures.longestStallMilliseconds)
+        }
+
+        if workloads.contains(.compaction) {
+            report(.compaction, figures: try compaction(in: directory + "/compaction",
+                                                        fresh: directory + "/compaction-fresh"))
         }
         return results
     }
@@ -216,7 +231,248 @@ final class DocumentRunner {
         return Double(total) / (Double(nanoseconds) / 1e9)
     }
 
+    /// `compaction`: a database of every document with `HistoryBatch.generations` revisions (saved, then
+    /// updated four times with new bodies), built untimed with `autoCompaction` off, 1000 saves per
+    /// `inBatch`; closed, its files read into the page cache, reopened; `db.compact()` timed alone → input
+    /// MB/s, seconds, footprints before and after, and after ÷ the footprint of a fresh database
+    /// (`fresh`) holding the same live content (each document's 5th revision, saved once, 1000 per batch).
+    /// Then, on the compacted database, reopened: a writer thread (single-document durable saves) and a
+    /// reader thread (`document(withID:)`) for a stretch without compaction, one while `compact()` runs on
+    /// this thread (again and again until `minimumWindow` has passed), and one more without → their rates
+    /// (the two stretches without compaction pooled, so a drift of the disk's flush latency over the run
+    /// weighs on both sides) and the ratios.
+    private func compaction(in directory: String, fresh: String) throws -> [(Figure, Double, note: String?)] {
+        try Files.createDirectory(directory)
+        let total = dataset.documentCount
+        let generations = HistoryBatch.generations
+        var engine = try Engine(directory: directory, autoCompaction: false)
+        let progress = Progress("\(Engine.name.rawValue) compaction: history", total: total * generations)
+        for generation in 1 ... generations {
+            for start in stride(from: 0, to: total, by: Dataset.batchSize) {
+                let end = min(start + Dataset.batchSize, total)
+                try engine.insert(try newDocuments(dataset.history(start ..< end, generation: generation)))
+                progress.update((generation - 1) * total + end)
+            }
+        }
+        try verifyHistory(engine, bodiesKept: true)
+        try engine.close()
+        let before = try Engine.footprint(of: directory)
+        Files.settleWriteback()
+        let cached = try Files.readIntoPageCache(directory)
+        Progress.log("  \(Engine.name.rawValue) compaction: \(before) bytes before, \(cached) read into the page cache; compacting")
+
+        engine = try Engine(directory: directory, autoCompaction: false)
+        let watch = Stopwatch()
+        let compacted = try engine.compact()
+        let seconds = watch.elapsedSeconds
+        guard compacted.documents == total else {
+            throw EngineError("settee-doc: compaction kept \(compacted.documents) documents, expected \(total)")
+        }
+        try verifyHistory(engine, bodiesKept: false)
+        try engine.close()
+        let after = try Engine.footprint(of: directory)
+        Progress.log("  \(Engine.name.rawValue) compaction: \(String(format: "%.3f", seconds)) s; its report: "
+            + "\(compacted.sizeBefore) → \(compacted.sizeAfter) bytes, \(compacted.documents) documents")
+
+        // The same live content, saved once into a new database.
+        try Files.createDirectory(fresh)
+        engine = try Engine(directory: fresh, autoCompaction: false)
+        for start in stride(from: 0, to: total, by: Dataset.batchSize) {
+            let end = min(start + Dataset.batchSize, total)
+            try engine.insert(try newDocuments(dataset.history(start ..< end, generation: generations)))
+        }
+        try engine.close()
+        let freshSize = try Engine.footprint(of: fresh)
+
+        engine = try Engine(directory: directory, autoCompaction: false)
+        let window = max(Self.minimumWindow, seconds)
+        let first = try underLoad(engine, stretch: 0, compacting: false, window: window)
+        let during = try underLoad(engine, stretch: 1, compacting: true, window: Self.minimumWindow)
+        let last = try underLoad(engine, stretch: 2, compacting: false, window: window)
+        let normal = LoadFigures(commits: first.commits + last.commits, gets: first.gets + last.gets,
+                                 seconds: first.seconds + last.seconds)
+        let counts = engine.counts
+        guard counts.documents == UInt64(total) else {
+            throw EngineError("settee-doc: compaction: \(counts.documents) documents after the concurrent runs")
+        }
+        try engine.close()
+        for (name, figures) in [("before", first), ("during", during), ("after", last)] {
+            Progress.log("  \(Engine.name.rawValue) compaction: \(name): \(figures.commits) commits (longest "
+                + String(format: "%.1f ms", Double(figures.longestCommit) / 1e6) + "), \(figures.gets) gets in "
+                + String(format: "%.3f s", figures.seconds) + (figures.runs > 0 ? ", \(figures.runs) compact() runs" : ""))
+        }
+
+        let duringNote = "while compact() ran \(during.runs)× in \(String(format: "%.2f", during.seconds)) s; "
+            + "writer and reader threads"
+        let commitsNormal = Double(normal.commits) / normal.seconds
+        let commitsDuring = Double(during.commits) / during.seconds
+        let getNormal = normal.seconds * 1e9 / Double(max(normal.gets, 1))
+        let getDuring = during.seconds * 1e9 / Double(max(during.gets, 1))
+        return [(.input, Double(before) / 1e6 / seconds, nil), (.seconds, seconds, nil),
+                (.sizeBefore, Double(before), nil), (.sizeAfter, Double(after), nil), (.freshSize, Double(freshSize), nil),
+                (.afterVsFresh, Double(after) / Double(freshSize), nil),
+                (.commitsNormal, commitsNormal, nil), (.commitsDuring, commitsDuring, "saveDocument, fullSync; " + duringNote
+                    + String(format: "; longest commit %.0f ms", Double(during.longestCommit) / 1e6)),
+                (.commitsKept, commitsDuring / commitsNormal, nil),
+                (.getNormal, getNormal, nil), (.getDuring, getDuring, "document(withID:); " + duringNote),
+                (.getRateKept, getNormal / getDuring, nil)]
+    }
+
+    /// The shortest stretch `compaction`'s concurrent figures are measured over; `compact()` runs again
+    /// (on the same database: every run copies everything live) until it has passed.
+    static let minimumWindow = 1.0
+    /// Untimed warm-up of the writer and reader threads before a measured stretch.
+    static let warmUp = 0.2
+
+    /// What the writer and reader threads did while measured (only operations that began and ended within
+    /// the stretch count), the stretch's length, and how many compactions ran in it.
+    private struct LoadFigures {
+        var commits = 0
+        var gets = 0
+        var seconds = 0.0
+        var runs = 0
+        /// The longest of the counted commits, in nanoseconds (a stall shows here, not in the rate).
+        var longestCommit: UInt64 = 0
+    }
+
+    /// The threads' shared state: the phase (0 warm-up, 1 measured, 2 stop), their counts, an error.
+    private final class LoadState: Sendable {
+        let phase = Atomic<Int>(0)
+        let commits = Atomic<Int>(0)
+        let longestCommit = Atomic<UInt64>(0)
+        let gets = Atomic<Int>(0)
+        let failure = Mutex<String?>(nil)
+
+        func fail(_ message: String) {
+            failure.withLock { $0 = $0 ?? message }
+            phase.store(2, ordering: .releasing)
+        }
+    }
+
+    /// Runs a writer thread (single-document durable saves over random documents, bodies from the dataset's
+    /// updates, parsed beforehand) and a reader thread (`document(withID:)` over the timed-get list) for a
+    /// warm-up, then a measured stretch: `window` seconds, or, when `compacting`, `compact()` on this thread
+    /// again and again until `window` seconds have passed. `stretch` numbers the stretches, so each writes
+    /// its own sequence of documents.
+    private func underLoad(_ engine: Engine, stretch: Int, compacting: Bool, window: Double) throws -> LoadFigures {
+        let ids = ids
+        let total = dataset.documentCount
+        let bodies = try (0 ..< Dataset.updateCount).map { try Engine.properties(of: dataset.update($0).body) }
+        let reads = dataset.timedGets
+        let state = LoadState()
+        let seed = dataset.generator.seed
+        let finished = DispatchSemaphore(value: 0)
+
+        Thread {
+            defer { finished.signal() }
+            var random = SplitMix64(seed: seed, stream: Stream.compactionWrites, item: UInt64(stretch))
+            var number = 0
+            var counted = 0
+            var longest: UInt64 = 0
+            do {
+                while true {
+                    let phase = state.phase.load(ordering: .acquiring)
+                    if phase == 2 { break }
+                    let update = Engine.NewDocument(id: ids[random.bounded(total)], properties: bodies[number % bodies.count])
+                    number += 1
+                    let watch = Stopwatch()
+                    try engine.update(update)
+                    let elapsed = watch.elapsedNanoseconds
+                    if phase == 1, state.phase.load(ordering: .acquiring) == 1 {
+                        counted += 1
+                        longest = max(longest, elapsed)
+                    }
+                }
+            } catch {
+                state.fail("writer: \(error)")
+            }
+            state.longestCommit.store(longest, ordering: .releasing)
+            state.commits.store(counted, ordering: .releasing)
+        }.start()
+        Thread {
+            defer { finished.signal() }
+            var position = stretch * reads.count / 3
+            var counted = 0
+            do {
+                while true {
+                    let phase = state.phase.load(ordering: .acquiring)
+                    if phase == 2 { break }
+                    guard try engine.get(ids[reads[position]]) != nil else {
+                        throw EngineError("document \(reads[position]) is missing")
+                    }
+                    position = position + 1 == reads.count ? 0 : position + 1
+                    if phase == 1, state.phase.load(ordering: .acquiring) == 1 { counted += 1 }
+                }
+            } catch {
+                state.fail("reader: \(error)")
+            }
+            state.gets.store(counted, ordering: .releasing)
+        }.start()
+
+        var figures = LoadFigures()
+        Thread.sleep(forTimeInterval: Self.warmUp)
+        state.phase.store(1, ordering: .releasing)
+        let watch = Stopwatch()
+        var failure: Error?
+        if compacting {
+            do {
+                repeat {
+                    _ = try engine.compact()
+                    figures.runs += 1
+                } while watch.elapsedSeconds < window && state.phase.load(ordering: .acquiring) == 1
+            } catch {
+                failure = error
+            }
+        } else {
+            while watch.elapsedSeconds < window && state.phase.load(ordering: .acquiring) == 1 {
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+        }
+        figures.seconds = watch.elapsedSeconds
+        state.phase.store(2, ordering: .releasing)
+        finished.wait()
+        finished.wait()
+        if let failure { throw failure }
+        if let message = state.failure.withLock({ $0 }) { throw EngineError("settee-doc: compaction: \(message)") }
+        figures.commits = state.commits.load(ordering: .acquiring)
+        figures.longestCommit = state.longestCommit.load(ordering: .acquiring)
+        figures.gets = state.gets.load(ordering: .acquiring)
+        return figures
+    }
+
+    /// The documents of `batch` as the API takes them (untimed): IDs and parsed bodies.
+    private func newDocuments(_ batch: HistoryBatch) throws -> [Engine.NewDocument] {
+        let ids = ids
+        return try batch.indices.map { position in
+            Engine.NewDocument(id: ids[dataset.insertionOrder[position]], properties: try Engine.properties(of: batch[position].body))
+        }
+    }
+
     // MARK: - Checks (untimed)
+
+    /// Reads 1000 documents of `compaction`'s database back: the current revision is the 5th generation with
+    /// the 5th body, its history has every generation, and the older revisions' bodies are there when
+    /// `bodiesKept`, gone when not.
+    private func verifyHistory(_ engine: Engine, bodiesKept: Bool) throws {
+        let generations = HistoryBatch.generations
+        for index in dataset.timedGets.prefix(1000) {
+            let bodies = try stride(from: generations, through: 1, by: -1).map {
+                try dataset.revision(of: index, generation: $0).body.withUnsafeBytes(Engine.properties(of:))
+            }
+            guard let current = try engine.get(ids[index]), let revisionID = current.revisionID,
+                  revisionID.hasPrefix("\(generations)-"), current.toDictionary() == bodies[0],
+                  let revision = try engine.revision(of: ids[index], revisionID: revisionID),
+                  revision.history.count == generations, revision.properties == bodies[0]
+            else { throw EngineError("settee-doc: compaction: document \(index) reads back wrong") }
+            for depth in 1 ..< generations {
+                let old = try engine.revision(of: ids[index], revisionID: revision.history[depth])
+                guard bodiesKept ? old?.properties == bodies[depth] : old == nil else {
+                    throw EngineError("settee-doc: compaction: document \(index), revision \(revision.history[depth]): "
+                        + (bodiesKept ? "body missing or wrong" : "body still kept"))
+                }
+            }
+        }
+    }
 
     /// Reads `documents` back and compares each one's properties with `expected(document)` parsed.
     private func verifyDocuments(_ engine: Engine, _ documents: some Sequence<Int>,

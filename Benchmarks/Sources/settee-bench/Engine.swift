@@ -40,6 +40,25 @@ protocol Engine: AnyObject {
     /// Untimed: the check after `rev-insert`.
     func replicatedDocument(_ key: UnsafeRawBufferPointer) throws -> (history: [[UInt8]], body: [UInt8])?
 
+    /// Whether the engine takes part in `compaction` (SQLite, with LiteCore's record layout).
+    static var compactsHistory: Bool { get }
+
+    /// Writes one generation of `compaction`'s history in one commit (untimed): generation 1 inserts every
+    /// document; each later one saves a new revision on top of the current one, the old current revision's
+    /// body kept in the revision tree until compaction.
+    func saveHistory(_ batch: HistoryBatch) throws
+
+    /// `compaction`, first part (timed): drops the body of every revision that is not current.
+    func pruneOldBodies() throws
+
+    /// `compaction`, second part (timed): rebuilds the file without the space freed.
+    func vacuum() throws
+
+    /// A document `saveHistory` wrote: its revisions in stored order (current first; ASCII IDs, the bodies
+    /// kept in the tree) and its current body; nil when absent. Untimed: the checks of `compaction`.
+    func historyDocument(_ key: UnsafeRawBufferPointer) throws
+        -> (revisions: [(revisionID: [UInt8], body: [UInt8]?)], body: [UInt8])?
+
     /// Flushes and closes; the object is not used afterwards.
     func close() throws
 
@@ -48,6 +67,9 @@ protocol Engine: AnyObject {
 
     /// How durable `workload`'s writes are, or how it reads and measures, in a few words.
     static func note(for workload: Workload) -> String
+
+    /// The same for one figure of the `compaction` group.
+    static func note(for figure: Figure) -> String
 }
 
 /// The engines `--engines` accepts, in the default order.
@@ -68,6 +90,27 @@ extension Engine {
     }
 
     func replicatedDocument(_ key: UnsafeRawBufferPointer) throws -> (history: [[UInt8]], body: [UInt8])? {
+        nil
+    }
+
+    static var compactsHistory: Bool { false }
+
+    static func note(for figure: Figure) -> String { note(for: .compaction) }
+
+    func saveHistory(_ batch: HistoryBatch) throws {
+        throw EngineError("\(Self.name.rawValue) does not run compaction")
+    }
+
+    func pruneOldBodies() throws {
+        throw EngineError("\(Self.name.rawValue) does not run compaction")
+    }
+
+    func vacuum() throws {
+        throw EngineError("\(Self.name.rawValue) does not run compaction")
+    }
+
+    func historyDocument(_ key: UnsafeRawBufferPointer) throws
+        -> (revisions: [(revisionID: [UInt8], body: [UInt8]?)], body: [UInt8])? {
         nil
     }
 }

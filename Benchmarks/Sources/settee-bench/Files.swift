@@ -18,6 +18,29 @@ enum Files {
         sync()
     }
 
+    /// Reads every regular file under `directory` once, start to end, so all of it is in the OS page cache
+    /// (clean, as `settleWriteback` was called first) when a timed phase reads it. Returns the bytes read.
+    static func readIntoPageCache(_ directory: String) throws -> Int {
+        guard let walk = FileManager.default.enumerator(atPath: directory) else {
+            throw EngineError("cannot list \(directory)")
+        }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buffer.deallocate() }
+        var total = 0
+        while let relative = walk.nextObject() as? String {
+            guard walk.fileAttributes?[.type] as? FileAttributeType == .typeRegular else { continue }
+            let descriptor = open(directory + "/" + relative, O_RDONLY)
+            guard descriptor >= 0 else { throw EngineError("cannot open \(directory)/\(relative)") }
+            defer { close(descriptor) }
+            while true {
+                let count = read(descriptor, buffer, 1 << 20)
+                guard count > 0 else { break }
+                total += count
+            }
+        }
+        return total
+    }
+
     static func createDirectory(_ path: String) throws {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }

@@ -47,6 +47,12 @@ final class RecordBuffer {
         count += 8
     }
 
+    /// Drops what was appended after the first `count` bytes.
+    func truncate(to count: Int) {
+        precondition(count <= self.count)
+        self.count = count
+    }
+
     /// Overwrites a byte already appended.
     func patchByte(_ byte: UInt8, at offset: Int) {
         precondition(offset < count)

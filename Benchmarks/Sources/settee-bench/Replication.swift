@@ -94,7 +94,7 @@ enum RawRevTree {
 
     /// `<generation>-<hex digest>` → varint generation, digest bytes. Returns the generation.
     @inline(__always)
-    private static func appendCompact(_ revisionID: UnsafeRawBufferPointer, to buffer: RecordBuffer) throws -> UInt64 {
+    static func appendCompact(_ revisionID: UnsafeRawBufferPointer, to buffer: RecordBuffer) throws -> UInt64 {
         var generation: UInt64 = 0
         var index = 0
         while index < revisionID.count, revisionID[index] != UInt8(ascii: "-") {

@@ -19,13 +19,15 @@ struct Report {
         for measurement in sorted() {
             let ratios = references.map { reference -> String in
                 guard measurement.engine != reference,
-                      let base = measurements.first(where: { $0.workload == measurement.workload && $0.engine == reference }),
+                      let base = measurements.first(where: {
+                          $0.workload == measurement.workload && $0.figure == measurement.figure && $0.engine == reference
+                      }),
                       base.value > 0
                 else { return "-" }
                 return String(format: "%.2f", measurement.value / base.value)
             }
-            rows.append([measurement.workload.rawValue, measurement.engine.rawValue,
-                         Self.format(measurement.value, for: measurement.workload), measurement.workload.unit]
+            rows.append([measurement.label, measurement.engine.rawValue,
+                         Self.format(measurement.value, unit: measurement.unit), measurement.unit]
                         + ratios + [measurement.note])
         }
         let numeric = Set([2] + references.indices.map { 4 + $0 })
@@ -50,18 +52,24 @@ struct Report {
         }
         lines.append("")
         lines.append("÷ \(references.map(\.rawValue).joined(separator: ", ÷ ")): the row's value divided by that engine's. "
-            + "docs/s and commits/s: higher is better;")
-        lines.append("ns/op, bytes and ms: lower is better.")
+            + "docs/s, commits/s and MB/s: higher is better;")
+        lines.append("ns/op, bytes, ms and s: lower is better." + (measurements.contains { $0.unit == Figure.ratioUnit }
+            ? " \(Figure.ratioUnit): see each figure's target (Benchmarks/README.md)." : ""))
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// Grouped digits; one decimal for latencies and commit rates.
-    static func format(_ value: Double, for workload: Workload) -> String {
-        switch workload {
-        case .pointGet, .durableCommit, .expiry, .expiryStall:
+    /// Grouped digits: one decimal for ns/op, commits/s and MB/s, three for seconds and ratios, none for the
+    /// rest (docs/s, bytes).
+    static func format(_ value: Double, unit: String) -> String {
+        switch unit {
+        case "ns/op", "commits/s", "MB/s", "ms":
             let tenths = Int((value * 10).rounded())
             return grouped(tenths / 10) + "." + String(tenths % 10)
-        case .bulkLoad, .changesScan, .fileSize, .revInsert:
+        case "s", Figure.ratioUnit:
+            let thousandths = Int((value * 1000).rounded())
+            let fraction = String(thousandths % 1000)
+            return grouped(thousandths / 1000) + "." + String(repeating: "0", count: 3 - fraction.count) + fraction
+        default:
             return grouped(Int(value.rounded()))
         }
     }
@@ -76,16 +84,23 @@ struct Report {
         return text
     }
 
+    /// By workload, then figure (in `Figure` order, so the engines' values of one figure are together), then
+    /// in the order measured.
     private func sorted() -> [Measurement] {
-        measurements.enumerated().sorted { lhs, rhs in
-            lhs.element.workload != rhs.element.workload
-                ? lhs.element.workload < rhs.element.workload : lhs.offset < rhs.offset
+        func figureRank(_ measurement: Measurement) -> Int {
+            measurement.figure.map { Figure.allCases.firstIndex(of: $0)! + 1 } ?? 0
+        }
+        return measurements.enumerated().sorted { lhs, rhs in
+            if lhs.element.workload != rhs.element.workload { return lhs.element.workload < rhs.element.workload }
+            let (left, right) = (figureRank(lhs.element), figureRank(rhs.element))
+            return left != right ? left < right : lhs.offset < rhs.offset
         }.map(\.element)
     }
 
     // MARK: - JSON
 
-    /// `{"machine": …, "docs": …, "seed": …, "results": [{"workload", "engine", "value", "unit"}, …]}`
+    /// `{"machine": …, "docs": …, "seed": …, "results": [{"workload", "engine", "value", "unit"}, …]}`; rows of
+    /// a group (`compaction`) also have `"figure"`.
     func json() -> [UInt8] {
         var json = JSONWriter()
         json.beginObject()
@@ -97,9 +112,11 @@ struct Report {
         for measurement in sorted() {
             json.beginObject()
             json.name("workload"); json.string(measurement.workload.rawValue)
+            if let figure = measurement.figure { json.name("figure"); json.string(figure.rawValue) }
             json.name("engine"); json.string(measurement.engine.rawValue)
-            json.name("value"); json.number((measurement.value * 10).rounded() / 10)
-            json.name("unit"); json.string(measurement.workload.unit)
+            let scale = ["s", Figure.ratioUnit].contains(measurement.unit) ? 1000.0 : 10.0
+            json.name("value"); json.number((measurement.value * scale).rounded() / scale)
+            json.name("unit"); json.string(measurement.unit)
             json.endObject()
         }
         json.endArray()

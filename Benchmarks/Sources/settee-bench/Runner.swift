@@ -1,17 +1,34 @@
 /// One figure: a workload's value on one engine.
 struct Measurement {
     let workload: Workload
+    /// Which of a row group's figures this is (`compaction` has several); nil for the one figure of the
+    /// other workloads.
+    let figure: Figure?
     let engine: EngineName
     let value: Double
     /// Durability, or how the figure was taken.
     let note: String
+
+    init(workload: Workload, figure: Figure? = nil, engine: EngineName, value: Double, note: String) {
+        self.workload = workload
+        self.figure = figure
+        self.engine = engine
+        self.value = value
+        self.note = note
+    }
+
+    var unit: String { figure?.unit ?? workload.unit }
+
+    /// The row's name in the table: the workload, then the figure when there is one.
+    var label: String { figure.map { "\(workload.rawValue) \($0.rawValue)" } ?? workload.rawValue }
 }
 
 /// Runs the selected workloads on one engine at a time, in `Workload` order, and checks what every engine
 /// read against the dataset so no engine can win by doing less.
 ///
-/// The load runs whenever a workload that needs its data is selected (every one but `rev-insert`); it is
-/// reported only when selected. `rev-insert` writes a new database of its own, in `<directory>/rev-insert`.
+/// The load runs whenever a workload that needs its data is selected (every one but `rev-insert` and
+/// `compaction`); it is reported only when selected. `rev-insert` writes a new database of its own, in
+/// `<directory>/rev-insert`, and `compaction` in `<directory>/compaction`.
 final class Runner {
     private let dataset: Dataset
     private let workloads: Set<Workload>
@@ -27,7 +44,15 @@ final class Runner {
         func report(_ workload: Workload, _ value: Double) {
             guard workloads.contains(workload) else { return }
             results.append(Measurement(workload: workload, engine: E.name, value: value, note: E.note(for: workload)))
-            Progress.log("  \(E.name.rawValue) \(workload.rawValue): \(Report.format(value, for: workload)) \(workload.unit)")
+            Progress.log("  \(E.name.rawValue) \(workload.rawValue): \(Report.format(value, unit: workload.unit)) \(workload.unit)")
+        }
+        func report(_ workload: Workload, figures: [(Figure, Double)]) {
+            for (figure, value) in figures {
+                let measurement = Measurement(workload: workload, figure: figure, engine: E.name, value: value,
+                                              note: E.note(for: figure))
+                results.append(measurement)
+                Progress.log("  \(E.name.rawValue) \(measurement.label): \(Report.format(value, unit: figure.unit)) \(figure.unit)")
+            }
         }
 
         if workloads.contains(where: \.needsLoad) {
@@ -61,6 +86,14 @@ final class Runner {
                 report(.revInsert, try revInsert(E.self, in: directory + "/rev-insert"))
             } else {
                 Progress.log("  \(E.name.rawValue) rev-insert: \(E.note(for: .revInsert))")
+            }
+        }
+
+        if workloads.contains(.compaction) {
+            if E.compactsHistory {
+                report(.compaction, figures: try compaction(E.self, in: directory + "/compaction"))
+            } else {
+                Progress.log("  \(E.name.rawValue) compaction: \(E.note(for: .compaction))")
             }
         }
         return results
@@ -168,7 +201,60 @@ final class Runner {
         return Double(total) / (Double(nanoseconds) / 1e9)
     }
 
+    /// A new database (`directory`) of every document with `HistoryBatch.generations` revisions, built
+    /// untimed (a generation at a time, 1000 documents per commit), closed, its files read into the page
+    /// cache, reopened; then the engine's compaction, its two parts timed one after the other → input MB/s,
+    /// seconds (both parts and their sum) and the footprints before and after.
+    private func compaction<E: Engine>(_: E.Type, in directory: String) throws -> [(Figure, Double)] {
+        try Files.createDirectory(directory)
+        let total = dataset.documentCount
+        var engine = try E(directory: directory, documentCount: total)
+        let progress = Progress("\(E.name.rawValue) compaction: history", total: total * HistoryBatch.generations)
+        for generation in 1 ... HistoryBatch.generations {
+            for start in stride(from: 0, to: total, by: Dataset.batchSize) {
+                let end = min(start + Dataset.batchSize, total)
+                try engine.saveHistory(dataset.history(start ..< end, generation: generation))
+                progress.update((generation - 1) * total + end)
+            }
+        }
+        try verifyHistory(engine, bodiesKept: true)
+        try engine.close()
+        let before = try E.footprint(of: directory)
+        Files.settleWriteback()
+        let cached = try Files.readIntoPageCache(directory)
+        Progress.log("  \(E.name.rawValue) compaction: \(before) bytes before, \(cached) read into the page cache; compacting")
+
+        engine = try E(directory: directory, documentCount: total)
+        var watch = Stopwatch()
+        try engine.pruneOldBodies()
+        let prune = watch.elapsedSeconds
+        watch = Stopwatch()
+        try engine.vacuum()
+        let vacuum = watch.elapsedSeconds
+        try verifyHistory(engine, bodiesKept: false)
+        try engine.close()
+        let after = try E.footprint(of: directory)
+        let seconds = prune + vacuum
+        return [(.input, Double(before) / 1e6 / seconds), (.seconds, seconds), (.pruneSeconds, prune),
+                (.vacuumSeconds, vacuum), (.sizeBefore, Double(before)), (.sizeAfter, Double(after))]
+    }
+
     // MARK: - Checks (untimed)
+
+    /// Reads 1000 documents of `compaction`'s database back: every generation's revision ID, newest first,
+    /// the newest body current, and the older ones' bodies in the tree when `bodiesKept`, none when not.
+    private func verifyHistory<E: Engine>(_ engine: E, bodiesKept: Bool) throws {
+        for index in dataset.timedGets.prefix(1000) {
+            let expected = stride(from: HistoryBatch.generations, through: 1, by: -1).map {
+                dataset.revision(of: index, generation: $0)
+            }
+            guard let (revisions, body) = try engine.historyDocument(dataset.key(index)),
+                  revisions.map(\.revisionID) == expected.map(\.version), body == expected[0].body,
+                  revisions.first?.body == nil,
+                  revisions.dropFirst().map(\.body) == expected.dropFirst().map({ bodiesKept ? $0.body : nil })
+            else { throw EngineError("\(E.name.rawValue): compaction: document \(index) reads back wrong") }
+        }
+    }
 
     /// Reads `documents` back and compares each body with `expected(document)`.
     private func verifyBodies<E: Engine>(_ engine: E, of documents: some Sequence<Int>,

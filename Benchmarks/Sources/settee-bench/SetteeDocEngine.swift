@@ -9,16 +9,21 @@ import Settee
 /// a by-ID and a by-sequence entry per document. It takes document IDs as `String`s and properties as
 /// `JSONValue`s, so the runner (`DocumentRunner`) converts the dataset's bytes before any clock starts:
 /// IDs once, bodies with `JSONValue(parsing:)` per batch. Only the calls below are timed.
-final class SetteeDocEngine {
+///
+/// Sendable (it holds only the `Database`, which is): `compaction` calls it from a writer, a reader and the
+/// compacting thread at once.
+final class SetteeDocEngine: Sendable {
     static let name = EngineName.setteeDoc
     /// The database is `<directory>/bench.settee/`.
     static let databaseName = "bench"
 
     let database: Database
 
-    init(directory: String) throws {
+    /// `autoCompaction`: false for `compaction`, so only the compactions it measures run.
+    init(directory: String, autoCompaction: Bool = true) throws {
         var configuration = DatabaseConfiguration(directory: directory)
         configuration.fullSync = true
+        configuration.autoCompaction = autoCompaction
         database = try Database(name: Self.databaseName, config: configuration)
     }
 
@@ -91,6 +96,11 @@ final class SetteeDocEngine {
         try database.revision(withID: id, revisionID: revisionID)
     }
 
+    /// compaction: `db.compact()`, on the calling thread.
+    func compact() throws -> CompactionReport {
+        try database.compact()
+    }
+
     /// The number of live documents and the last sequence (untimed checks).
     var counts: (documents: UInt64, lastSequence: UInt64) { (database.count, database.lastSequence) }
 
@@ -112,6 +122,23 @@ final class SetteeDocEngine {
         case .revInsert: "fullSync: fdatasync per insertRevisions of 1000"
         case .expiry: "ms from the due second until the last purge is heard; sweeper batches of 1000"
         case .expiryStall: "longest saveDocument (fullSync) of a concurrent writer during the purge"
+        case .compaction: "db.compact(), autoCompaction off"
+        }
+    }
+
+    static func note(for figure: Figure) -> String {
+        switch figure {
+        case .input: "size-before ÷ seconds; files in the page cache"
+        case .seconds: "db.compact(), alone"
+        case .sizeBefore: "5 revisions per doc, old bodies kept; every file after close"
+        case .sizeAfter: "every file after close"
+        case .freshSize: "the 5th revisions saved once each, 1000 per inBatch"
+        case .afterVsFresh: "size-after ÷ fresh-size (target ≤ 1.1)"
+        case .commitsNormal: "saveDocument, fullSync, reader running; stretches before and after"
+        case .getNormal: "document(withID:), writer running; stretches before and after"
+        case .commitsKept: "commits-during ÷ commits-normal (target ≥ 0.5)"
+        case .getRateKept: "get-normal ÷ get-during: the get rate kept (target ≥ 0.5)"
+        default: note(for: .compaction)
         }
     }
 }

@@ -1,6 +1,6 @@
 /// The workloads, in the order they run. `durable-commit` changes the data, so it comes after the reads;
-/// `rev-insert` writes a database of its own, and so does `expiry` (settee-doc only), which measures two
-/// figures in one run: `expiry` and `expiry-stall`.
+/// `rev-insert` and `compaction` write databases of their own, and so does `expiry` (settee-doc only), which
+/// measures two figures in one run: `expiry` and `expiry-stall`.
 enum Workload: String, CaseIterable, Comparable {
     case bulkLoad = "bulk-load"
     case fileSize = "file-size"
@@ -12,6 +12,8 @@ enum Workload: String, CaseIterable, Comparable {
     case expiry = "expiry"
     /// The same run: the longest single-document save of a concurrent writer while they are purged.
     case expiryStall = "expiry-stall"
+    /// A row group: several figures (`Measurement.figure`), each with its own unit.
+    case compaction
 
     var unit: String {
         switch self {
@@ -20,16 +22,13 @@ enum Workload: String, CaseIterable, Comparable {
         case .pointGet: "ns/op"
         case .durableCommit: "commits/s"
         case .expiry, .expiryStall: "ms"
+        case .compaction: "MB/s"
         }
     }
 
-    /// Whether it needs the bulk-loaded database (not `rev-insert` and `expiry`, which start empty).
-    var needsLoad: Bool {
-        switch self {
-        case .revInsert, .expiry, .expiryStall: false
-        default: true
-        }
-    }
+    /// Whether it needs the bulk-loaded database (every workload but `rev-insert`, `compaction` and `expiry`,
+    /// which start empty).
+    var needsLoad: Bool { self != .revInsert && self != .compaction && !isExpiry }
 
     /// `expiry` and `expiry-stall` are measured by one run.
     var isExpiry: Bool { self == .expiry || self == .expiryStall }
