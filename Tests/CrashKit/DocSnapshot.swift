@@ -65,6 +65,19 @@ package struct DocSnapshot: Equatable {
         try db.forEachDocument(options) { allIDs.append($0.id); return true }
     }
 
+    /// The snapshot without what compaction may legitimately change: whether revisions that are
+    /// not leaves still have their bodies (compaction keeps the leaves' and an open conflict's
+    /// common ancestor's, drops the others; a database that compacted at another moment, or never,
+    /// keeps more). Leaves' bodies, trees, sequences and everything else stay compared.
+    package var comparable: DocSnapshot {
+        var s = self
+        for (id, var d) in s.documents {
+            for i in d.tree.revisions.indices where !d.tree.revisions[i].isLeaf { d.tree.revisions[i].hasBody = false }
+            s.documents[id] = d
+        }
+        return s
+    }
+
     /// An ID short enough for a message.
     static func short(_ id: String) -> String { id.count > 24 ? id.prefix(20) + "…(\(id.utf8.count) bytes)" : id }
 
