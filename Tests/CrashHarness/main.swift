@@ -5,10 +5,13 @@ import SetteeStorage
 // crash-harness: proves that a crash at any instant loses nothing acknowledged.
 //
 //   crash-harness [kill] [--cycles N] [--seed S] [--dir PATH]    SIGKILL a child writer (default 1000 cycles)
-//   crash-harness power-loss [--crash-points N] [--per-database N] [--seed S] [--dir PATH]    simulated power loss, in process
+//   crash-harness power-loss [--crash-points N] [--per-database N] [--compaction-share PCT] [--seed S] [--dir PATH]    simulated power loss, in process
 //   crash-harness corrupt [--corruptions N] [--seed S] [--dir PATH]       random damage to committed files
 //   crash-harness docs [--cycles N] [--seed S] [--dir PATH]     SIGKILL a child running document operations (default 100 cycles)
-//   crash-harness docs-power-loss [--crash-points N] [--seed S] [--dir PATH]    simulated power loss under the document layer
+//   crash-harness docs-power-loss [--crash-points N] [--compaction-share PCT] [--seed S] [--dir PATH]    simulated power loss under the document layer
+//
+// The SIGKILL rounds compact in half their cycles; the power-loss rounds run a compaction at
+// --compaction-share percent of their crash points (default 30; 0 turns it off).
 //
 // Every run prints its seed; a failure names the seed and the cycle (crash point, corruption)
 // to replay, and the exit status is non-zero.
@@ -43,7 +46,12 @@ if mode == "child" {
     config.checkpointInterval = number("checkpoint-interval", config.checkpointInterval)
     config.maxDirtyNodes = number("max-dirty-nodes", config.maxDirtyNodes)
     do {
-        try KillChild.run(directory: dir, seed: seed, start: number("start", 0), configuration: config)
+        var compaction = KillCompaction()
+        if let m = options["compact"] {
+            guard let mode = KillCompaction.Mode(rawValue: m) else { usage("--compact none|inline|background") }
+            compaction = KillCompaction(mode: mode, after: number("compact-after", 0), batch: number("compact-batch", 100))
+        }
+        try KillChild.run(directory: dir, seed: seed, start: number("start", 0), configuration: config, compaction: compaction)
     } catch {
         FileHandle.standardError.write(Data("crash-harness child: \(error)\n".utf8))
         exit(1)
@@ -53,7 +61,13 @@ if mode == "child" {
 if mode == "docs-child" {
     guard let dir = options["dir"], let name = options["name"] else { usage("docs-child needs --dir and --name") }
     do {
-        try DocKillChild.run(directory: dir, name: name, seed: seed, start: number("start", 0), maxDepth: number("max-depth", 20))
+        var compaction = DocKillCompaction()
+        if let m = options["compact"] {
+            guard let mode = DocKillCompaction.Mode(rawValue: m) else { usage("--compact none|inline|background") }
+            compaction = DocKillCompaction(mode: mode, every: number("compact-every", 10), auto: number("auto-compact", 0) != 0)
+        }
+        try DocKillChild.run(directory: dir, name: name, seed: seed, start: number("start", 0), maxDepth: number("max-depth", 20),
+                             compaction: compaction)
     } catch {
         FileHandle.standardError.write(Data("crash-harness docs-child: \(error)\n".utf8))
         exit(1)
@@ -77,12 +91,15 @@ case "kill":
     let report = KillHarness(seed: seed, cycles: number("cycles", 1000), directory: dir).run()
     print(report)
     print("in flight at the kill, kept/dropped: \(report.inFlightPresent)/\(report.inFlightAbsent); killed before the database was open: \(report.killedBeforeOpen)")
+    print(report.compactionDetails)
     failed = !report.failures.isEmpty
 case "power-loss":
     var run = PowerLossRun(seed: seed, crashPoints: number("crash-points", 2000), directory: dir)
     run.crashPointsPerDatabase = number("per-database", 30)
+    run.compactionShare = UInt64(number("compaction-share", 30))
     let report = run.run()
     print(report)
+    print(report.compactionDetails)
     failed = !report.failures.isEmpty
 case "corrupt":
     var run = CorruptionRun(seed: seed, corruptions: number("corruptions", 10_000), directory: dir)
@@ -97,8 +114,11 @@ case "docs":
     print(report.details)
     failed = !report.failures.isEmpty
 case "docs-power-loss":
-    let report = DocPowerLossRun(seed: seed, crashPoints: number("crash-points", 500), directory: dir).run()
+    var run = DocPowerLossRun(seed: seed, crashPoints: number("crash-points", 500), directory: dir)
+    run.compactionShare = UInt64(number("compaction-share", 30))
+    let report = run.run()
     print(report)
+    print(report.compactionDetails)
     failed = !report.failures.isEmpty
 default:
     usage("unknown mode \(mode)")

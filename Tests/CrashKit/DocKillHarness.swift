@@ -13,6 +13,13 @@ package struct DocKillReport: CustomStringConvertible {
     /// Aborted batches among the finished steps, verified to have left nothing.
     package var abortedBatchesVerified = 0
     package var killedBeforeOpen = 0
+    /// Cycles whose child compacted, compactions it finished, kills inside one (after its last
+    /// progress report: near or in its swap), kills that left a `log.compact` behind.
+    package var compactingCycles = 0
+    package var compactionsFinished = 0
+    package var killedInCompaction = 0
+    package var killedNearSwap = 0
+    package var leftoverNewLogs = 0
     package var inFlightPresent = 0
     package var inFlightAbsent = 0
     /// Documents in conflict at the verifications, summed over cycles.
@@ -32,24 +39,88 @@ package struct DocKillReport: CustomStringConvertible {
         operations acknowledged: \(kinds); aborted batches verified absent: \(abortedBatchesVerified)
         in flight at the kill, kept/dropped: \(inFlightPresent)/\(inFlightAbsent); killed before the database was open: \(killedBeforeOpen)
         documents verified: \(documentsVerified) (\(conflictedVerified) in conflict)
+        cycles compacting: \(compactingCycles), compactions finished: \(compactionsFinished), killed inside a compaction: \(killedInCompaction) (after its last progress report: \(killedNearSwap)), log.compact left by the kill and deleted on reopening: \(leftoverNewLogs)
         """
     }
 }
 
+/// How the document child compacts: never; `inline`, calling `compact()` on its own thread every
+/// `every` steps, its progress callback running the next workload steps while the copy is under
+/// way; or `background`, `compact()` again and again on a second thread while the main thread
+/// runs the workload. `auto` makes automatic compaction start early (from 256 KiB of file and a
+/// fifth of it dead).
+package struct DocKillCompaction: Equatable {
+    package enum Mode: String { case none, inline, background }
+    package var mode: Mode
+    package var every: Int
+    package var auto: Bool
+
+    package init(mode: Mode = .none, every: Int = 10, auto: Bool = false) {
+        self.mode = mode
+        self.every = max(1, every)
+        self.auto = auto
+    }
+
+    var arguments: [String] { ["--compact", mode.rawValue, "--compact-every", String(every), "--auto-compact", auto ? "1" : "0"] }
+}
+
 /// The child's side: opens the database and runs the document workload from `start`, telling
 /// the parent "R" once open, then "B <step>" before each step and "A <step>" once it returned
-/// (committed, durable) or "X <step>" when it aborted, until killed.
+/// (committed, durable) or "X <step>" when it aborted, until killed. A compaction says "C" when
+/// it starts, "P" at each progress report (the last comes just before its swap) and "D" once done.
 package enum DocKillChild {
-    package static func run(directory: String, name: String, seed: UInt64, start: Int, maxDepth: Int) throws {
+    package static func run(directory: String, name: String, seed: UInt64, start: Int, maxDepth: Int,
+                            compaction: DocKillCompaction = DocKillCompaction()) throws {
         var config = DatabaseConfiguration(directory: directory)
         config.maxRevTreeDepth = maxDepth
+        if compaction.auto {
+            config.autoCompactionMinimumSize = 256 << 10
+            config.autoCompactionThreshold = 0.2
+        }
         let db = try Database(name: name, config: config)
         say("R")
         let workload = DocWorkload(seed: seed)
-        for i in start..<start + 1_000_000 {
+        if compaction.mode == .background {
+            let thread = Thread {
+                var r = SplitMix(seed: seed ^ 0xC0)
+                do {
+                    while true {
+                        usleep(UInt32(r.next(below: 20_000)))
+                        say("C")
+                        try db.compact { _ in say("P"); return true }
+                        say("D")
+                    }
+                } catch {
+                    FileHandle.standardError.write(Data("crash-harness docs-child: compaction: \(error)\n".utf8))
+                    exit(3)
+                }
+            }
+            thread.start()
+        }
+        var i = start
+        func runStep() throws {
             say("B \(i)")
             let outcome = try workload.run(i, on: db)
             say(outcome.committed ? "A \(i)" : "X \(i)")
+            i += 1
+        }
+        while i < start + 1_000_000 {
+            try runStep()
+            if compaction.mode == .inline, (i - start) % compaction.every == 0 {
+                // Steps run from the progress callback land between the copy and the swap.
+                var failure: (any Error)?
+                say("C")
+                try db.compact { _ in
+                    say("P")
+                    do { try runStep() } catch {
+                        failure = error
+                        return false
+                    }
+                    return true
+                }
+                if let failure { throw failure }
+                say("D")
+            }
         }
     }
 
@@ -60,18 +131,23 @@ package enum DocKillChild {
     }
 }
 
-/// The parent's side: starts a child running ``DocWorkload`` on a ``Database``, SIGKILLs it at a
-/// random moment (during start-up, between operations, just after one began: inside its
-/// transaction, its `fdatasync`, a blob write), then checks the store (`check()`), reopens the
-/// database and compares everything it shows with a reference database that ran the same steps
-/// without crashing: every acknowledged step must be there exactly (revision trees, current
-/// revisions and bodies, deletions, leaves, purges, local documents, blobs), the step in flight
-/// wholly or not at all, and the snapshot must hold together (``DocSnapshot/problems()``).
+/// The parent's side: starts a child running ``DocWorkload`` on a ``Database`` (compacting it
+/// in half the cycles: inline, in the background, automatically), SIGKILLs it at a random moment
+/// (during start-up, between operations, just after one began: inside its transaction, its
+/// `fdatasync`, a blob write; just after a compaction's progress report, near its swap), then
+/// checks the store (`check()`), reopens the database and compares everything it shows with a
+/// reference database that ran the same steps without crashing or compacting: every acknowledged
+/// step must be there exactly (revision trees, current revisions and bodies, deletions, leaves,
+/// purges, local documents, blobs; which inner revisions keep a body is left to compaction), the
+/// step in flight wholly or not at all, the snapshot must hold together
+/// (``DocSnapshot/problems()``), and no unfinished compaction's log may be left.
 package struct DocKillHarness {
     package var seed: UInt64
     package var cycles: Int
     package var directory: String
     package var cyclesPerDatabase = 50
+    /// The share of cycles (percent) whose child compacts.
+    package var compactionShare: UInt64 = 50
     package var log: (String) -> Void = { print($0) }
 
     package init(seed: UInt64, cycles: Int, directory: String) {
@@ -104,11 +180,27 @@ package struct DocKillHarness {
 
     private func runCycle(_ cycle: Int, _ state: DocRunState, report: inout DocKillReport) throws {
         var r = SplitMix(seed: SplitMix.mix(seed, UInt64(cycle)))
+        var compaction = DocKillCompaction()
+        if compactionShare > 0 && r.chance(compactionShare) {
+            compaction.mode = [.inline, .background, .none][Int(r.next(below: 3))]
+            compaction.every = 2 + Int(r.next(below: 12))
+            compaction.auto = compaction.mode == .none || r.chance(30)
+            report.compactingCycles += 1
+        }
         let child = try ChildProcess(arguments: [
             "docs-child", "--dir", state.realDirectory, "--name", DocRunState.name, "--seed", String(state.workload.seed),
             "--start", String(state.nextStep), "--max-depth", String(state.maxDepth),
-        ])
+        ] + compaction.arguments)
         var lines: [String] = []
+        if compaction.mode != .none && r.chance(40) {
+            // Just after a progress report: the rest of the copy, the catch-up, the swap.
+            let target = 1 + Int(r.next(below: 3))
+            var reports = 0
+            try child.readLines(until: { if $0 == "P" { reports += 1 }; return reports >= target }, into: &lines, timeoutMs: 20_000)
+            let spin = r.next(below: 5000)
+            let start = DispatchTime.now().uptimeNanoseconds
+            while DispatchTime.now().uptimeNanoseconds - start < spin * 1000 {}
+        } else {
         switch r.next(below: 10) {
         case 0:
             // Anywhere in start-up, recovery and the database's own opening transaction.
@@ -126,19 +218,30 @@ package struct DocKillHarness {
             let start = DispatchTime.now().uptimeNanoseconds
             while DispatchTime.now().uptimeNanoseconds - start < spin * 1000 {}
         }
+        }
         let status = child.kill()
         child.drain(into: &lines)
         guard status == .killed else { throw DocRunState.Failure(description: "the child writer \(status) before it was killed") }
 
         var ready = false
         var candidates: [(step: Int, committed: Bool?)] = []
+        var (begunCompactions, done, reportedSinceBegin) = (0, 0, false)
         for line in lines {
             if line == "R" { ready = true }
+            else if line == "C" { begunCompactions += 1; reportedSinceBegin = false }
+            else if line == "P" { reportedSinceBegin = true }
+            else if line == "D" { done += 1 }
             else if line.hasPrefix("B "), let i = Int(line.dropFirst(2)) { candidates.append((i, nil)) }
             else if line.hasPrefix("A "), let i = Int(line.dropFirst(2)), candidates.last?.step == i { candidates[candidates.count - 1].committed = true }
             else if line.hasPrefix("X "), let i = Int(line.dropFirst(2)), candidates.last?.step == i { candidates[candidates.count - 1].committed = false }
         }
         if !ready { report.killedBeforeOpen += 1 }
+        report.compactionsFinished += done
+        if begunCompactions > done {
+            report.killedInCompaction += 1
+            if reportedSinceBegin { report.killedNearSwap += 1 }
+        }
+        if FileManager.default.fileExists(atPath: state.realPath + "/log.compact") { report.leftoverNewLogs += 1 }
         // Every step that returned must be there; the one in flight (begun, not returned) may be.
         let inFlight = candidates.last.flatMap { $0.committed == nil ? $0.step : nil }
         let acknowledged = inFlight == nil ? candidates.count : candidates.count - 1

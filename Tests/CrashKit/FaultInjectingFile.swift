@@ -1,13 +1,75 @@
 import Glibc
 import SetteeStorage
 
+/// What the disk holds of one file (one inode) under simulated power loss, shared by every
+/// ``FaultInjectingFile`` open on it: `durable` survives a power loss for certain, `pending` holds
+/// the writes and size changes made since the last successful sync, which may land whole, in part
+/// (a prefix, or any subset of 512-byte sectors), out of order, or not at all.
+package final class SimulatedFileState {
+    /// What the file holds for certain after a power loss.
+    package internal(set) var durable: [UInt8]
+    /// Changes since the last successful sync.
+    package internal(set) var pending: [FaultInjectingFile.Pending] = []
+    /// Changes a failed sync may or may not have written. A later sync does not make them
+    /// durable: like Linux after an `fdatasync` error, the kernel has forgotten them.
+    package internal(set) var uncertain: [FaultInjectingFile.Pending] = []
+    /// The real file's inode number, by which a ``SimulatedDirectory`` follows it across renames.
+    package let inode: UInt64
+
+    package init(durable: [UInt8], inode: UInt64) {
+        self.durable = durable
+        self.inode = inode
+    }
+
+    /// Whether everything written is durable.
+    package var isSynced: Bool { pending.isEmpty && uncertain.isEmpty }
+
+    /// What the disk could hold after the power fails now: the durable image, plus each pending
+    /// or uncertain change dropped, applied whole, cut to a prefix, or applied in a random subset
+    /// of its 512-byte sectors, in a random order.
+    package func imageAfterPowerLoss(random r: inout SplitMix) -> [UInt8] {
+        var image = durable
+        var changes = uncertain + pending
+        r.shuffle(&changes)
+        for change in changes {
+            switch change {
+            case .truncate:
+                if r.next(below: 2) == 0 { FaultInjectingFile.apply(change, to: &image) }
+            case .write(let offset, let bytes):
+                switch r.next(below: 4) {
+                case 0:
+                    break
+                case 1:
+                    FaultInjectingFile.apply(change, to: &image)
+                case 2:
+                    let n = Int(r.next(below: UInt64(bytes.count) + 1))
+                    FaultInjectingFile.apply(.write(offset: offset, bytes: Array(bytes[0..<n])), to: &image)
+                default:
+                    // Sectors are aligned to the file, not to the write.
+                    var at = 0
+                    while at < bytes.count {
+                        let sectorEnd = Int((offset + UInt64(at)) / 512 + 1) * 512 - Int(offset)
+                        let end = min(bytes.count, sectorEnd)
+                        if r.next(below: 2) == 0 {
+                            FaultInjectingFile.apply(.write(offset: offset + UInt64(at), bytes: Array(bytes[at..<end])), to: &image)
+                        }
+                        at = end
+                    }
+                }
+            }
+        }
+        return image
+    }
+}
+
 /// A ``StorageFile`` that keeps what is durable apart from what was only written, so a test can
 /// cut the power at any operation and see what a disk could hold afterwards.
 ///
 /// Every write also goes to a real file (the engine reads through its memory map, as from the
-/// page cache); `durable` is what survives a power loss for certain, and `pending` holds the
-/// writes and size changes made since the last successful sync, which may land whole, in part
-/// (a prefix, or any subset of 512-byte sectors), out of order, or not at all.
+/// page cache); what the disk holds is kept in a ``SimulatedFileState``: the durable image and
+/// the changes since the last sync. Opened on its own, a file has a state of its own; opened
+/// through a ``SimulatedDirectory``, every file open on one inode shares its state, and the
+/// directory knows which names would survive a power loss.
 ///
 /// Used by one thread at a time, like every `StorageFile`.
 package final class FaultInjectingFile: StorageFile {
@@ -16,13 +78,14 @@ package final class FaultInjectingFile: StorageFile {
         case truncate(size: UInt64)
     }
 
+    /// What the disk holds of this file.
+    package let state: SimulatedFileState
     /// What the file holds for certain after a power loss.
-    package private(set) var durable: [UInt8]
+    package var durable: [UInt8] { state.durable }
     /// Changes since the last successful sync.
-    package private(set) var pending: [Pending] = []
-    /// Changes a failed sync may or may not have written. A later sync does not make them
-    /// durable: like Linux after an `fdatasync` error, the kernel has forgotten them.
-    package private(set) var uncertain: [Pending] = []
+    package var pending: [Pending] { state.pending }
+    /// Changes a failed sync may or may not have written.
+    package var uncertain: [Pending] { state.uncertain }
 
     /// When the power fails and which operations fail; shared by every file of one database.
     package let plan: FaultPlan
@@ -30,34 +93,43 @@ package final class FaultInjectingFile: StorageFile {
 
     private let real: PosixFile
     private var random: SplitMix
+    /// Called after each successful sync (a durable write included).
+    private let synced: () -> Void
 
     package var descriptor: Int32 { real.descriptor }
 
     /// Opens (creating when missing) the file at `path`; what it holds now is taken as durable.
-    package init(path: String, plan: FaultPlan, seed: UInt64) throws(StorageError) {
+    package convenience init(path: String, plan: FaultPlan, seed: UInt64) throws(StorageError) {
+        let real = try PosixFile(path: path)
+        let state = SimulatedFileState(durable: try Self.contents(of: real), inode: Self.inode(of: real))
+        self.init(real: real, state: state, plan: plan, seed: seed, synced: { plan.onDurable?() })
+    }
+
+    /// A file open on `real`, whose disk state is `state` (shared with other files on the inode).
+    package init(real: PosixFile, state: SimulatedFileState, plan: FaultPlan, seed: UInt64, synced: @escaping () -> Void) {
+        self.real = real
+        self.state = state
         self.plan = plan
-        real = try PosixFile(path: path)
+        self.synced = synced
         random = SplitMix(seed: seed)
+    }
+
+    static func contents(of real: PosixFile) throws(StorageError) -> [UInt8] {
         let size = Int(try real.size())
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
         defer { buffer.deallocate() }
         let n = try real.read(into: buffer, at: 0)
-        durable = Array(buffer[0..<n])
+        return Array(buffer[0..<n])
     }
 
-    private func begin() throws(StorageError) -> Bool {
-        if crashed {
-            plan.operationsAfterCrash += 1
-            throw StorageError(code: .io, reason: "the power is off", errno: EIO, operation: "simulated power loss")
-        }
-        plan.operations += 1
-        return plan.operations == plan.crashAt
+    static func inode(of real: PosixFile) -> UInt64 {
+        var st = stat()
+        return fstat(real.descriptor, &st) == 0 ? UInt64(st.st_ino) : 0
     }
 
-    private func powerFails() -> StorageError {
-        plan.crashed = true
-        return StorageError(code: .io, reason: "simulated power loss", errno: EIO, operation: "simulated power loss")
-    }
+    private func begin() throws(StorageError) -> Bool { try plan.begin(state) }
+
+    private func powerFails() -> StorageError { plan.powerFails() }
 
     package func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
         let dying = try begin()
@@ -67,14 +139,14 @@ package final class FaultInjectingFile: StorageFile {
             if n > 0 {
                 let part = UnsafeRawBufferPointer(rebasing: bytes[0..<n])
                 try real.write(part, at: offset)
-                pending.append(.write(offset: offset, bytes: Array(part)))
+                state.pending.append(.write(offset: offset, bytes: Array(part)))
             }
             if dying { throw powerFails() }
-            plan.writeFailures += 1
+            plan.injected(in: state, write: true)
             throw StorageError(code: .io, reason: "injected write failure", errno: EIO, operation: "pwrite")
         }
         try real.write(bytes, at: offset)
-        pending.append(.write(offset: offset, bytes: Array(bytes)))
+        state.pending.append(.write(offset: offset, bytes: Array(bytes)))
     }
 
     package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int {
@@ -97,21 +169,21 @@ package final class FaultInjectingFile: StorageFile {
             let n = Int(random.next(below: UInt64(bytes.count) + 1))
             let part = UnsafeRawBufferPointer(rebasing: bytes[0..<n])
             if n > 0 { try real.write(part, at: offset) }
-            pending.append(.write(offset: offset, bytes: Array(part)))
+            state.pending.append(.write(offset: offset, bytes: Array(part)))
             if dying { throw powerFails() }
-            plan.writeFailures += 1
+            plan.injected(in: state, write: true)
             throw StorageError(code: .io, reason: "injected write failure", errno: EIO, operation: "pwritev2")
         }
         try real.write(bytes, at: offset)
         if plan.operations == plan.failSyncAt {
-            pending.append(.write(offset: offset, bytes: Array(bytes)))
+            state.pending.append(.write(offset: offset, bytes: Array(bytes)))
             failSync()
             throw StorageError(code: .io, reason: "injected RWF_DSYNC failure", errno: EIO, operation: "pwritev2")
         }
         // RWF_DSYNC makes this write durable, and only this one: other pending writes stay
         // pending (ext4 syncs the written range plus the metadata needed to read it).
-        Self.apply(.write(offset: offset, bytes: Array(bytes)), to: &durable)
-        plan.onDurable?()
+        Self.apply(.write(offset: offset, bytes: Array(bytes)), to: &state.durable)
+        synced()
     }
 
     package func size() throws(StorageError) -> UInt64 {
@@ -121,62 +193,31 @@ package final class FaultInjectingFile: StorageFile {
 
     package func truncate(to size: UInt64) throws(StorageError) {
         if try begin() {
-            if random.next(below: 2) == 0 { pending.append(.truncate(size: size)) }
+            if random.next(below: 2) == 0 { state.pending.append(.truncate(size: size)) }
             throw powerFails()
         }
         try real.truncate(to: size)
-        pending.append(.truncate(size: size))
+        state.pending.append(.truncate(size: size))
     }
 
     package func close() { real.close() }
 
     private func makeDurable() {
-        for change in pending { Self.apply(change, to: &durable) }
-        pending.removeAll()
-        plan.onDurable?()
+        for change in state.pending { Self.apply(change, to: &state.durable) }
+        state.pending.removeAll()
+        synced()
     }
 
     private func failSync() {
-        plan.syncFailures += 1
-        uncertain += pending
-        pending.removeAll()
+        plan.injected(in: state, write: false)
+        state.uncertain += state.pending
+        state.pending.removeAll()
     }
 
-    /// What the disk could hold after the power fails now: the durable image, plus each pending
-    /// or uncertain change dropped, applied whole, cut to a prefix, or applied in a random subset
-    /// of its 512-byte sectors, in a random order.
+    /// What the disk could hold of this file after the power fails now (see
+    /// ``SimulatedFileState/imageAfterPowerLoss(random:)``).
     package func imageAfterPowerLoss(random r: inout SplitMix) -> [UInt8] {
-        var image = durable
-        var changes = uncertain + pending
-        r.shuffle(&changes)
-        for change in changes {
-            switch change {
-            case .truncate:
-                if r.next(below: 2) == 0 { Self.apply(change, to: &image) }
-            case .write(let offset, let bytes):
-                switch r.next(below: 4) {
-                case 0:
-                    break
-                case 1:
-                    Self.apply(change, to: &image)
-                case 2:
-                    let n = Int(r.next(below: UInt64(bytes.count) + 1))
-                    Self.apply(.write(offset: offset, bytes: Array(bytes[0..<n])), to: &image)
-                default:
-                    // Sectors are aligned to the file, not to the write.
-                    var at = 0
-                    while at < bytes.count {
-                        let sectorEnd = Int((offset + UInt64(at)) / 512 + 1) * 512 - Int(offset)
-                        let end = min(bytes.count, sectorEnd)
-                        if r.next(below: 2) == 0 {
-                            Self.apply(.write(offset: offset + UInt64(at), bytes: Array(bytes[at..<end])), to: &image)
-                        }
-                        at = end
-                    }
-                }
-            }
-        }
-        return image
+        state.imageAfterPowerLoss(random: &r)
     }
 
     static func apply(_ change: Pending, to image: inout [UInt8]) {
@@ -193,26 +234,69 @@ package final class FaultInjectingFile: StorageFile {
 }
 
 /// When the power fails and which operations fail, counted over every file of one database (the
-/// log and, while a database is created, the file that becomes it).
+/// log, the file that becomes it while a database is created, a compaction's new log) and,
+/// through a ``SimulatedDirectory``, its renames and directory syncs.
 package final class FaultPlan {
-    /// The operation (1-based: writes, syncs, durable writes and truncations counted together)
-    /// at which the power fails; that operation may be partly done.
+    /// The operation (1-based: writes, syncs, durable writes, truncations, and a simulated
+    /// directory's renames and syncs counted together) at which the power fails; that operation
+    /// may be partly done.
     package var crashAt: Int?
     /// The operation at which `fdatasync` (or a durable write's sync) fails with EIO.
     package var failSyncAt: Int?
     /// The operation at which a write fails with EIO after writing a random prefix.
     package var failWriteAt: Int?
-    /// Called after each successful sync (durable write included).
+    /// Called after each successful sync (durable write included) of a file opened on its own;
+    /// through a ``SimulatedDirectory``, when what is durably named `log` has become durable.
     package var onDurable: (() -> Void)?
 
     package internal(set) var operations = 0
     package internal(set) var crashed = false
     package internal(set) var syncFailures = 0
     package internal(set) var writeFailures = 0
-    /// Operations attempted after the power failed.
+    /// Operations attempted after the power failed on the file (or directory) whose operation
+    /// failed: the store must not touch it again.
     package internal(set) var operationsAfterCrash = 0
+    /// Operations attempted after the power failed on other files: legitimate when the failure
+    /// hit a compaction's new log (abandoned) and the store itself goes on, closing, say.
+    package internal(set) var operationsElsewhereAfterCrash = 0
     /// Whether a write or sync has failed (without the power failing).
     package var injectedFailure: Bool { syncFailures + writeFailures > 0 }
+    /// The files (their ``SimulatedFileState``s) and directories an injected failure hit.
+    private var failedIn: Set<ObjectIdentifier> = []
+
+    /// Counts an injected failure of a write (or rename) or a sync on `target`.
+    package func injected(in target: AnyObject, write: Bool) {
+        if write { writeFailures += 1 } else { syncFailures += 1 }
+        failedIn.insert(ObjectIdentifier(target))
+    }
+
+    /// Whether an injected failure hit `target`.
+    package func failed(in target: AnyObject?) -> Bool {
+        target.map { failedIn.contains(ObjectIdentifier($0)) } ?? false
+    }
 
     package init(crashAt: Int? = nil) { self.crashAt = crashAt }
+
+    /// Where the power failed: the file (its ``SimulatedFileState``) or directory whose
+    /// operation it cut short.
+    private var crashedIn: ObjectIdentifier?
+
+    /// Counts an operation about to be made on `target` (a file's state, a directory); throws
+    /// once the power is off. Returns whether the power fails at this one (the caller may do part
+    /// of it, then throws ``powerFails()``).
+    package func begin(_ target: AnyObject) throws(StorageError) -> Bool {
+        if crashed {
+            if ObjectIdentifier(target) == crashedIn { operationsAfterCrash += 1 } else { operationsElsewhereAfterCrash += 1 }
+            throw StorageError(code: .io, reason: "the power is off", errno: EIO, operation: "simulated power loss")
+        }
+        operations += 1
+        if operations == crashAt { crashedIn = ObjectIdentifier(target) }
+        return operations == crashAt
+    }
+
+    /// Turns the power off; the error the operation in progress fails with.
+    package func powerFails() -> StorageError {
+        crashed = true
+        return StorageError(code: .io, reason: "simulated power loss", errno: EIO, operation: "simulated power loss")
+    }
 }

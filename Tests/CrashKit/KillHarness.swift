@@ -7,6 +7,14 @@ package struct KillReport: CustomStringConvertible {
     package var cycles = 0
     package var commitsVerified = 0
     package var killedBeforeOpen = 0
+    /// Cycles whose child compacted (inline or in the background), compactions it finished,
+    /// kills inside a compaction, kills inside a compaction's finish (the swap among it), and
+    /// kills that left a `log.compact` behind (deleted by the reopening).
+    package var compactingCycles = 0
+    package var compactionsFinished = 0
+    package var killedInCompaction = 0
+    package var killedInFinish = 0
+    package var leftoverNewLogs = 0
     package var inFlightPresent = 0
     package var inFlightAbsent = 0
     package var lost = 0
@@ -16,20 +24,72 @@ package struct KillReport: CustomStringConvertible {
     package var description: String {
         "cycles: \(cycles), acknowledged commits verified: \(commitsVerified), lost: \(lost), corrupt opens: \(corruptOpens)"
     }
+
+    package var compactionDetails: String {
+        "cycles compacting: \(compactingCycles), compactions finished: \(compactionsFinished), killed inside a compaction: \(killedInCompaction) (inside its finish: \(killedInFinish)), log.compact left by the kill and deleted on reopening: \(leftoverNewLogs)"
+    }
+}
+
+/// When the child compacts its store: never, `inline` (between its commits, one step of the
+/// compaction after each commit, a new compaction every 40 steps from step `after` on), or
+/// `background` (compactions one after another on a second thread, from the start, while the
+/// main thread commits). `batch` entries are copied per step.
+package struct KillCompaction: Equatable {
+    package enum Mode: String { case none, inline, background }
+    package var mode: Mode
+    package var after: Int
+    package var batch: Int
+
+    package init(mode: Mode = .none, after: Int = 0, batch: Int = 100) {
+        self.mode = mode
+        self.after = after
+        self.batch = batch
+    }
+
+    var arguments: [String] { ["--compact", mode.rawValue, "--compact-after", String(after), "--compact-batch", String(batch)] }
 }
 
 /// The child's side: runs the workload from `start`, telling the parent on standard output
 /// "B <step>" before each commit and "A <step>" once it is acknowledged (durable), until killed.
+/// A compaction says "C" once begun, "F" just before its finish (the swap) and "D" once done.
 package enum KillChild {
-    package static func run(directory: String, seed: UInt64, start: Int, configuration: StoreConfiguration) throws {
+    package static func run(directory: String, seed: UInt64, start: Int, configuration: StoreConfiguration,
+                            compaction: KillCompaction = KillCompaction()) throws {
         let store = try Store(directory: directory, configuration: configuration)
         say("R")
+        if compaction.mode == .background {
+            let thread = Thread {
+                do {
+                    while true {
+                        let c = try SteppedCompaction(store, batch: compaction.batch, catchUps: 2)
+                        say("C")
+                        try c.run(willFinish: { say("F") })
+                        say("D")
+                    }
+                } catch {
+                    FileHandle.standardError.write(Data("crash-harness child: compaction: \(error)\n".utf8))
+                    exit(3)
+                }
+            }
+            thread.start()
+        }
         let workload = Workload(seed: seed)
-        for i in start..<start + 1_000_000 {
+        var running: SteppedCompaction?
+        for (n, i) in (start..<start + 1_000_000).enumerated() {
             let s = workload.step(i)
             if !s.aborts { say("B \(i)") }
             if try workload.run(s, on: store) { say("A \(i)") }
             if s.checkpoint { try store.checkpoint() }
+            if compaction.mode == .inline {
+                if running == nil, n >= compaction.after, (n - compaction.after) % 40 == 0 {
+                    running = try SteppedCompaction(store, batch: compaction.batch, catchUps: 1)
+                    say("C")
+                }
+                if let c = running, try c.step(willFinish: { say("F") }) {
+                    say("D")
+                    running = nil
+                }
+            }
         }
     }
 
@@ -41,14 +101,17 @@ package enum KillChild {
 }
 
 /// The parent's side: starts a child writer, kills it with SIGKILL at a random moment (before it
-/// opens the database, between commits, mid-commit, mid-`fdatasync`, mid-checkpoint), reopens the
-/// database, runs `check()`, and verifies that every acknowledged commit is there with exactly its
-/// values and that the one in flight is wholly there or wholly absent.
+/// opens the database, between commits, mid-commit, mid-`fdatasync`, mid-checkpoint, inside a
+/// compaction: its copy, catch-ups or swap), reopens the database, runs `check()`, and verifies
+/// that every acknowledged commit is there with exactly its values, that the one in flight is
+/// wholly there or wholly absent, and that no unfinished compaction's log is left.
 package struct KillHarness {
     package var seed: UInt64
     package var cycles: Int
     package var directory: String
     package var cyclesPerDatabase = 100
+    /// The share of cycles (percent) whose child compacts.
+    package var compactionShare: UInt64 = 50
     package var log: (String) -> Void = { print($0) }
 
     package init(seed: UInt64, cycles: Int, directory: String) {
@@ -90,11 +153,30 @@ package struct KillHarness {
         var config = StoreConfiguration()
         config.checkpointInterval = (1 << 16) << Int(r.next(below: 3))
         config.maxDirtyNodes = 64 << Int(r.next(below: 4))
+        var compaction = KillCompaction()
+        if compactionShare > 0 && r.chance(compactionShare) {
+            compaction.mode = r.chance(50) ? .inline : .background
+            compaction.after = Int(r.next(below: 12))
+            // Inline, a step per commit: batches big enough that a compaction ends in a cycle.
+            compaction.batch = compaction.mode == .inline ? [50, 500, 5000][Int(r.next(below: 3))]
+                : [1, 20, 200, 2000][Int(r.next(below: 4))]
+            report.compactingCycles += 1
+        }
         let child = try ChildProcess(arguments: [
             "child", "--dir", db, "--seed", String(workloadSeed), "--start", String(nextStep),
             "--checkpoint-interval", String(config.checkpointInterval), "--max-dirty-nodes", String(config.maxDirtyNodes),
-        ])
+        ] + compaction.arguments)
         var lines: [String] = []
+        if compaction.mode != .none && r.chance(40) {
+            // Inside a compaction's finish: copying the last changes, syncing the new log,
+            // renaming it over the old one, syncing the directory, opening it.
+            let target = 1 + Int(r.next(below: 2))
+            var finishing = 0
+            try child.readLines(until: { if $0 == "F" { finishing += 1 }; return finishing >= target }, into: &lines, timeoutMs: 20_000)
+            let spin = r.next(below: 4000)
+            let start = DispatchTime.now().uptimeNanoseconds
+            while DispatchTime.now().uptimeNanoseconds - start < spin * 1000 {}
+        } else {
         switch r.next(below: 10) {
         case 0:
             // Anywhere in start-up and recovery.
@@ -112,6 +194,7 @@ package struct KillHarness {
             let start = DispatchTime.now().uptimeNanoseconds
             while DispatchTime.now().uptimeNanoseconds - start < spin * 1000 {}
         }
+        }
         let status = child.kill()
         child.drain(into: &lines)
         guard status == .killed else { throw Failure(description: "the child writer \(status) before it was killed") }
@@ -119,12 +202,20 @@ package struct KillHarness {
         var acknowledged: [Int] = []
         var begun: [Int] = []
         var ready = false
+        var (begunCompactions, finishing, done) = (0, 0, 0)
         for line in lines {
             if line == "R" { ready = true }
+            else if line == "C" { begunCompactions += 1 }
+            else if line == "F" { finishing += 1 }
+            else if line == "D" { done += 1 }
             else if line.hasPrefix("A "), let i = Int(line.dropFirst(2)) { acknowledged.append(i) }
             else if line.hasPrefix("B "), let i = Int(line.dropFirst(2)) { begun.append(i) }
         }
         if !ready { report.killedBeforeOpen += 1 }
+        report.compactionsFinished += done
+        if begunCompactions > done { report.killedInCompaction += 1 }
+        if finishing > done { report.killedInFinish += 1 }
+        if FileManager.default.fileExists(atPath: db + "/log.compact") { report.leftoverNewLogs += 1 }
         let inFlight = begun.last.flatMap { acknowledged.last != $0 ? $0 : nil }
         let candidates = acknowledged + (inFlight.map { [$0] } ?? [])
         let workload = Workload(seed: workloadSeed)
@@ -140,6 +231,10 @@ package struct KillHarness {
         case .lost(let why):
             report.lost += 1
             throw Failure(description: "after SIGKILL (in flight: \(inFlight.map(String.init) ?? "none")): " + why)
+        }
+        // The reopening deleted what an unfinished compaction left.
+        for name in ["log.compact", "log.compact.new"] where FileManager.default.fileExists(atPath: db + "/" + name) {
+            throw Failure(description: "after SIGKILL and reopening, \(name) is still there")
         }
         report.commitsVerified += acknowledged.count
         if inFlight != nil { if j > acknowledged.count { report.inFlightPresent += 1 } else { report.inFlightAbsent += 1 } }

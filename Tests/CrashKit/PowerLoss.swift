@@ -9,6 +9,14 @@ package struct PowerLossReport: CustomStringConvertible {
     package var inFlightAbsent = 0
     package var syncFailures = 0
     package var writeFailures = 0
+    /// Compactions begun and finished (swapped in), crash points whose power failed inside one,
+    /// and power failures between the swap's rename and its directory sync, by how the rename
+    /// came out (on disk or not: the database opened in its new or its old form).
+    package var compactionsBegun = 0
+    package var compactionsFinished = 0
+    package var crashesInCompaction = 0
+    package var swapRenameKept = 0
+    package var swapRenameLost = 0
     package var lost = 0
     package var corruptOpens = 0
     package var failures: [String] = []
@@ -16,19 +24,28 @@ package struct PowerLossReport: CustomStringConvertible {
     package var description: String {
         "crash points: \(crashPoints), acknowledged commits verified: \(commitsVerified), in flight kept/dropped: \(inFlightPresent)/\(inFlightAbsent), injected sync failures: \(syncFailures), write failures: \(writeFailures), lost: \(lost), corrupt opens: \(corruptOpens)"
     }
+
+    package var compactionDetails: String {
+        "compactions begun: \(compactionsBegun), finished: \(compactionsFinished), power failures inside one: \(crashesInCompaction), between the swap's rename and its directory sync: \(swapRenameKept + swapRenameLost) (rename on disk: \(swapRenameKept), not: \(swapRenameLost))"
+    }
 }
 
-/// Simulated power loss, in process: each crash point opens the database through a
-/// ``FaultInjectingFile``, runs the workload until the power fails at a random I/O operation
-/// (sometimes after an injected `fdatasync` or write failure), builds what the disk could hold,
-/// reopens that image with the real engine, and checks it: `check()` passes, every acknowledged
-/// (durable) commit is there with exactly its values, nothing partly visible. The database carries
-/// on from the recovered image, and starts over every `crashPointsPerDatabase`.
+/// Simulated power loss, in process: each crash point opens the database in a
+/// ``SimulatedDirectory`` (its files ``FaultInjectingFile``s, its renames and directory syncs
+/// simulated), runs the workload until the power fails at a random I/O operation (sometimes after
+/// an injected `fdatasync`, write or rename failure), with a compaction running among its commits
+/// at some crash points (a batch of its copy, a catch-up or its finish after each commit), builds
+/// what the disk could hold (each name the directory keeps with its file's image), reopens that
+/// with the real engine, and checks it: `check()` passes, every acknowledged (durable) commit is
+/// there with exactly its values, nothing partly visible, no `log.compact` left. The database
+/// carries on from the recovered image, and starts over every `crashPointsPerDatabase`.
 package struct PowerLossRun {
     package var seed: UInt64
     package var crashPoints: Int
     package var directory: String
     package var crashPointsPerDatabase = 30
+    /// The share of crash points (percent) that run a compaction.
+    package var compactionShare: UInt64 = 30
     package var log: (String) -> Void = { print($0) }
 
     package init(seed: UInt64, crashPoints: Int, directory: String) {
@@ -84,18 +101,32 @@ package struct PowerLossRun {
         let config = configuration(&r)
         try FileManager.default.createDirectory(atPath: db, withIntermediateDirectories: true)
         let plan = FaultPlan()
-        let crashAt = 1 + Int(r.next(below: config.durability == .synchronous ? 60 : 90))
+        // A compaction begins after commit `compactAt`: its new log's creation, copy batches,
+        // catch-ups, checkpoint, rename and directory sync are operations too.
+        let compactAt: Int? = r.chance(compactionShare) ? Int(r.next(below: 10)) : nil
+        var compactionBatch = [3, 40, 400, 4000][Int(r.next(below: 4))]
+        let catchUps = Int(r.next(below: 3))
+        var crashAt = 1 + Int(r.next(below: (config.durability == .synchronous ? 60 : 90) + (compactAt == nil ? 0 : 120)))
+        // Now and then the power fails right at the swap: at the rename, or at the directory
+        // sync after it (the copy in big batches, so the swap comes soon).
+        let crashAtSwap: Int? = compactAt != nil && r.chance(30) ? Int(r.next(below: 2)) : nil
+        if crashAtSwap != nil {
+            compactionBatch = 4000
+            crashAt = Int.max
+        }
         plan.crashAt = crashAt
-        if r.chance(12) { plan.failSyncAt = 1 + Int(r.next(below: UInt64(crashAt))) }
-        if r.chance(6) { plan.failWriteAt = 1 + Int(r.next(below: UInt64(crashAt))) }
+        if r.chance(12) { plan.failSyncAt = 1 + Int(r.next(below: UInt64(min(crashAt, 200)))) }
+        if r.chance(6) { plan.failWriteAt = 1 + Int(r.next(below: UInt64(min(crashAt, 200)))) }
         let logPath = db + "/log"
         if image == nil {
             try? FileManager.default.removeItem(atPath: logPath)
         } else {
             try writeImage(image!, to: logPath)
         }
-        var log: FaultInjectingFile?
         let fileSeed = r.next()
+        let directory = try SimulatedDirectory(path: db, plan: plan, seed: fileSeed)
+        defer { directory.detach() }
+        directory.crashAtSwap = crashAtSwap
 
         var returned: [Int] = []
         var durableCount = 0
@@ -103,14 +134,55 @@ package struct PowerLossRun {
         var step = nextStep
         plan.onDurable = { durableCount = returned.count }
 
+        var compaction: SteppedCompaction?
+        var commits = 0
+        let begunBefore = report.compactionsBegun
         let faulty = try? Store(directory: db, configuration: config, openFile: { (path) throws(StorageError) in
-            let file = try FaultInjectingFile(path: path, plan: plan, seed: fileSeed)
-            if path == logPath { log = file }
-            return file
+            try directory.open(path)
         })
         if let store = faulty {
-            defer { store.abandon() }
+            defer {
+                // As a crash leaves them: no cancel, no close, nothing written.
+                compaction?.compaction.target.abandon()
+                store.abandon()
+            }
+            /// One step of the compaction (begun first if need be); false when it failed and
+            /// the round must stop.
+            func compactionStep() throws -> Bool {
+                do {
+                    if compaction == nil {
+                        compaction = try SteppedCompaction(store, batch: compactionBatch, catchUps: catchUps)
+                        report.compactionsBegun += 1
+                    }
+                    if try compaction!.step() {
+                        compaction = nil
+                        report.compactionsFinished += 1
+                    }
+                    return true
+                } catch {
+                    if !plan.crashed { compaction = nil } else if compaction == nil { report.crashesInCompaction += 1 }
+                    guard plan.crashed || plan.injectedFailure else {
+                        throw Failure(description: "compaction failed without an injected fault: \(error)")
+                    }
+                    // An injected failure before the swap abandons the compaction (or its start),
+                    // deleting its new log, and leaves the store as it was; one after the rename
+                    // poisons it.
+                    if !plan.crashed && FileManager.default.fileExists(atPath: db + "/log.compact") {
+                        throw Failure(description: "a compaction abandoned after \(error) left log.compact behind")
+                    }
+                    return false
+                }
+            }
             while !plan.crashed && step < nextStep + 400 {
+                if plan.injectedFailure, compaction != nil, !plan.failed(in: directory.current["log"]) {
+                    // The failure hit the compaction's new log inside one of its commits, whose
+                    // own checkpoint's failure the commit does not report: the compaction must fail
+                    // at its next step and leave the store as it was.
+                    guard try !compactionStep() else {
+                        throw Failure(description: "a compaction went on after its new log failed")
+                    }
+                    break
+                }
                 if plan.injectedFailure {
                     // After a failed write or sync the store must refuse to write until reopened.
                     try expectPoisoned(store, point: point)
@@ -134,11 +206,18 @@ package struct PowerLossRun {
                         break
                     }
                 }
+                commits += 1
+                // (A commit's own checkpoint may have failed: the loop's top deals with that.)
+                if let at = compactAt, commits > at, !plan.crashed, !plan.injectedFailure,
+                   compaction != nil || report.compactionsBegun == begunBefore {
+                    guard try compactionStep() else { break }
+                }
             }
+            if compaction != nil, plan.crashed { report.crashesInCompaction += 1 }
         } else if !(plan.crashed || plan.injectedFailure) {
             throw Failure(description: "open failed without an injected fault")
         }
-        // Once an operation has failed, the store must not touch the file again.
+        // Once an operation has failed, the store must not touch that file again.
         guard plan.operationsAfterCrash == 0 else {
             throw Failure(description: "the store used the file \(plan.operationsAfterCrash) times after the power failed")
         }
@@ -146,12 +225,19 @@ package struct PowerLossRun {
         report.writeFailures += plan.writeFailures
         let acknowledged = config.durability == .synchronous ? returned.count : durableCount
 
-        // The power fails; the disk holds the durable image plus some of the rest. A crash while
-        // the database was being created leaves no log (it is renamed into place once durable).
-        guard let log else { return (nil, base, step) }
+        // The power fails; the disk holds the durable image plus some of the rest, under the
+        // names the directory kept. A crash while the database was being created leaves no log
+        // (it is renamed into place once durable).
         var tear = SplitMix(seed: r.next())
-        try writeImage(log.imageAfterPowerLoss(random: &tear), to: logPath)
-        log.close()
+        let swapPending = directory.logRenamePending
+        let newLog = directory.current["log"]
+        let kept = try directory.powerLoss(random: &tear)
+        // From here on the real engine opens what the disk holds, with the kernel's renames.
+        directory.detach()
+        if swapPending, kept != nil {
+            if kept === newLog { report.swapRenameKept += 1 } else { report.swapRenameLost += 1 }
+        }
+        guard kept != nil else { return (nil, base, step) }
         let candidates = returned + (inFlight.map { [$0] } ?? [])
 
         let j: Int
@@ -165,6 +251,9 @@ package struct PowerLossRun {
         case .lost(let why):
             report.lost += 1
             throw Failure(description: "after the power loss: " + why)
+        }
+        for name in ["log.compact", "log.compact.new"] where FileManager.default.fileExists(atPath: db + "/" + name) {
+            throw Failure(description: "after the power loss and reopening, \(name) is still there")
         }
         report.commitsVerified += acknowledged
         if inFlight != nil, config.durability == .synchronous {

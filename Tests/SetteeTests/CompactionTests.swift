@@ -225,6 +225,48 @@ private func logSize(_ db: Database) -> UInt64 {
         #expect(try db.blob(withDigest: kept.digest) == nil)
     }
 
+    /// A save carrying a blob whose content is already stored (written before the compaction
+    /// started, referenced by nothing) finds it there, then waits for the write lock; a compaction
+    /// that holds the lock meanwhile collects that file. The save must still succeed, with its blob
+    /// (the document crash round hit this: `notFound` from the save, with compactions running on
+    /// another thread).
+    @Test func aSaveWaitingForTheLockKeepsItsBlobThroughACompaction() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let blob = Blob(contentType: "application/octet-stream", data: Data(repeating: 7, count: 3_000))
+        try db.saveBlob(blob)
+        let path = try #require(db.core.blobs.path(forDigest: blob.digest))
+        var old = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, path, &old, 0) == 0)
+
+        let saving = DispatchSemaphore(value: 0)
+        let saved = DispatchSemaphore(value: 0)
+        let outcome = Mutex<String>("")
+        let saver = Thread {
+            let m = MutableDocument(id: "doc")
+            m.setBlob(blob, forKey: "file")
+            saving.signal()
+            do {
+                try db.saveDocument(m)
+                outcome.withLock { $0 = "saved" }
+            } catch {
+                outcome.withLock { $0 = "\(error)" }
+            }
+            saved.signal()
+        }
+        // The write lock held as a compaction's swap holds it: the save installs its blob (the
+        // file is there), then waits; the compaction collects what nothing it kept references.
+        try db.inBatch {
+            saver.start()
+            saving.wait()
+            usleep(200_000)
+            _ = db.core.collectBlobs(referenced: [], olderThan: Date())
+        }
+        saved.wait()
+        #expect(outcome.withLock { $0 } == "saved")
+        #expect(try db.document(withID: "doc")?.blob(forKey: "file")?.content == blob.content)
+    }
+
     @Test func automaticCompactionRunsWhenDeadSpacePassesTheThreshold() throws {
         let dir = try TemporaryDirectory()
         var config = DatabaseConfiguration(directory: dir.path)

@@ -152,6 +152,11 @@ extension Database {
     /// The save protocol of DESIGN "Semantics decided" 4.
     private func save(_ document: MutableDocument, key: [UInt8], body: PreparedBody, context c: WriteContext,
                       conflict: (DocMeta) -> ConflictDecision) throws -> SaveOutcome {
+        // Compaction deletes unreferenced blob files under the write lock this runs under: it may
+        // have deleted one the install before the lock found already stored (written before the
+        // compaction began, referenced by nothing yet). Installing again here puts it back; a file
+        // that is there costs one access(2).
+        try installBlobs(document, body)
         let old = try c.meta(key)
         var tree = try c.tree(old)
         var parent: Int? = nil

@@ -27,6 +27,21 @@ public struct ChangedKey: Hashable, Sendable {
 final class ChangeJournal: @unchecked Sendable {
     private let lock = Lock()
     private var entries: [(tree: UInt32, key: [UInt8])] = []
+    /// Why the compaction is over (finished, cancelled, its store closed), once it is.
+    private var ended: StorageError?
+    /// The compaction's new log, abandoned with it when the source store closes.
+    let target: Store
+
+    init(target: Store) { self.target = target }
+
+    /// Marks the compaction as over: its later steps throw `reason`.
+    func end(_ reason: StorageError) {
+        lock.withLock { if ended == nil { ended = reason } }
+    }
+
+    func checkRunning() throws(StorageError) {
+        if let e = lock.withLock({ ended }) { throw e }
+    }
 
     func append(_ more: [(tree: UInt32, key: [UInt8])]) {
         lock.withLock { entries.append(contentsOf: more) }
@@ -126,7 +141,12 @@ public final class StoreCompaction: @unchecked Sendable {
     /// ```swift
     /// try compaction.catchUp { source, changes in try recopy(changes, from: source) }
     /// ```
+    ///
+    /// - Throws: ``StorageError/Code/closed`` when the store was closed during the compaction,
+    ///   ``StorageError/Code/invalidArgument`` once it was cancelled, finished or abandoned; what
+    ///   `body` throws.
     public func catchUp<R>(_ body: (_ source: ReadTransaction, _ changes: [ChangedKey]) throws -> R) throws -> R {
+        try journal.checkRunning()
         // Keys first, then the snapshot: a commit publishes its snapshot before it records its
         // keys, so the snapshot holds every change taken.
         let raw = journal.take()
@@ -209,7 +229,16 @@ extension Store {
         var config = configuration
         // The target's commits are synced once, before the swap.
         config.durability = .none
-        let target = try Store(compactionTargetIn: directory, name: Store.compactionLogName, configuration: config, openFile: openFile)
+        let target: Store
+        do {
+            target = try Store(compactionTargetIn: directory, name: Store.compactionLogName, configuration: config, openFile: openFile)
+        } catch {
+            // What a failed creation left (`log.compact.new`, or `log.compact` renamed into place
+            // but not opened) goes too: a failed start leaves the directory as it was.
+            try? System.removeIfPresent(directory + "/" + Store.compactionLogName)
+            try? System.removeIfPresent(directory + "/" + Store.compactionLogName + ".new")
+            throw error
+        }
         let snapshot = currentSnapshot
         do {
             try target.write { tx in
@@ -220,7 +249,7 @@ extension Store {
             try? System.removeIfPresent(directory + "/" + Store.compactionLogName)
             throw error
         }
-        let journal = ChangeJournal()
+        let journal = ChangeJournal(target: target)
         writer.journal = journal
         return StoreCompaction(source: self, target: target, journal: journal, start: snapshot, sourceBytes: writer.logEnd)
     }
@@ -231,6 +260,7 @@ extension Store {
         defer { writerLock.unlock() }
         guard writer.journal === c.journal else { return }
         writer.journal = nil
+        c.journal.end(StorageError(code: .invalidArgument, reason: "the compaction was cancelled"))
         c.target.abandon()
         try? System.removeIfPresent(directory + "/" + Store.compactionLogName)
     }
@@ -241,12 +271,14 @@ extension Store {
         }
         defer { writerLock.unlock() }
         guard writer.journal === c.journal else {
+            try c.journal.checkRunning()
             throw StorageError(code: .invalidArgument, reason: "the compaction is no longer running")
         }
         let logPath = directory + "/log"
         let newPath = directory + "/" + Store.compactionLogName
         func abandon() {
             writer.journal = nil
+            c.journal.end(StorageError(code: .invalidArgument, reason: "the compaction failed and was abandoned"))
             c.target.abandon()
             try? System.removeIfPresent(newPath)
         }
@@ -261,6 +293,10 @@ extension Store {
                 try body(ReadTransaction(store: self, snapshot: snapshot), c.changedKeys(raw, snapshot), tx)
             }
             // A checkpoint and a sync: the new log is complete and durable before it is named `log`.
+            // The checkpoint is taken even when the target checkpointed last and nothing was
+            // committed since (close would then skip it): it records the commit number the new log
+            // continues from, which `continueCommitIDs` only set in memory.
+            try c.target.checkpoint()
             try c.target.close()
             try System.rename(newPath, to: logPath)
         } catch {
@@ -268,6 +304,7 @@ extension Store {
             throw error
         }
         writer.journal = nil
+        c.journal.end(StorageError(code: .invalidArgument, reason: "the compaction has finished"))
         do throws(StorageError) {
             // From the rename on, the new log is the database: the old file is no longer named,
             // so a failure here must stop all writing until the database is reopened.

@@ -343,9 +343,12 @@ public final class Store: @unchecked Sendable {
         }
         defer { writerLock.unlock() }
         guard !writer.closed else { return }
-        if writer.journal != nil {
-            // A compaction still running is abandoned; its thread's next step fails with `closed`.
+        if let journal = writer.journal {
+            // A compaction still running is abandoned; its thread's next step fails with `closed`
+            // (its target too, instead of writing on to an unlinked file).
             writer.journal = nil
+            journal.end(StorageError(code: .closed, reason: "the store was closed during the compaction"))
+            journal.target.abandon()
             try? System.removeIfPresent(directory + "/" + Store.compactionLogName)
         }
         defer {
