@@ -71,15 +71,8 @@ private func logSize(_ db: Database) -> UInt64 {
     @Test func conflictLeavesAndTheirCommonAncestorSurviveRepeatedCompaction() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
-        let m = MutableDocument(id: "doc", data: ["v": 1])
-        try db.saveDocument(m)
-        let r1 = try #require(m.revisionID)
-        m.setInt(2, forKey: "v")
-        try db.saveDocument(m)
-        let r2 = try #require(m.revisionID)
-        m.setInt(3, forKey: "v")
-        try db.saveDocument(m)
-        let r3 = try #require(m.revisionID)
+        let revs = try saveRevisions(db, id: "doc", values: [1, 2, 3])
+        let (r1, r2, r3) = (revs[0], revs[1], revs[2])
         try db.insertRevision(rev("doc", "3-other", ["3-other", r2, r1], ["v": 30]))
         // A tombstone that keeps a routing property is a leaf too.
         try db.insertRevision(rev("doc", "4-gone", ["4-gone", "3-gone", r2, r1], deleted: true, ["worker": "w1"]))

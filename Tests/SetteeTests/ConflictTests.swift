@@ -286,15 +286,8 @@ import Testing
     @Test func parentBodiesAreReadableBeforeCompaction() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
-        let m = MutableDocument(id: "doc", data: ["v": 1])
-        try db.saveDocument(m)
-        let r1 = try #require(m.revisionID)
-        m.setInt(2, forKey: "v")
-        try db.saveDocument(m)
-        let r2 = try #require(m.revisionID)
-        m.setInt(3, forKey: "v")
-        try db.saveDocument(m)
-        let r3 = try #require(m.revisionID)
+        let revs = try saveRevisions(db, id: "doc", values: [1, 2, 3])
+        let (r1, r2, r3) = (revs[0], revs[1], revs[2])
 
         let old = try #require(try db.document(withID: "doc", revisionID: r1))
         #expect(old.int(forKey: "v") == 1)

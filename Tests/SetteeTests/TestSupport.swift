@@ -14,6 +14,19 @@ func openDatabase(_ dir: TemporaryDirectory, _ name: String = "db", fullSync: Bo
     return try Database(name: name, config: config)
 }
 
+/// Saves document `id` once per value of its property `v`, each revision on the previous one;
+/// returns the revision IDs in order.
+func saveRevisions(_ db: Database, id: String, values: [Int]) throws -> [String] {
+    let m = MutableDocument(id: id)
+    var revisions: [String] = []
+    for v in values {
+        m.setInt(v, forKey: "v")
+        try db.saveDocument(m)
+        revisions.append(try #require(m.revisionID))
+    }
+    return revisions
+}
+
 /// A value shared with listeners and threads.
 final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>

@@ -197,7 +197,11 @@ extension DatabaseCore {
     /// Starts a compaction in the background when the dead space passes the configured share of
     /// the file. Caller holds the write lock (just committed).
     func compactIfWorthwhile(deadBytes: UInt64) {
-        guard configuration.autoCompaction else { return }
+        // The file is at least the minimum size, so below this no file size can qualify; most
+        // commits stop here without asking the engine for the size.
+        guard configuration.autoCompaction,
+              Double(deadBytes) > configuration.autoCompactionThreshold * Double(configuration.autoCompactionMinimumSize)
+        else { return }
         let size = store.fileSize
         guard size >= configuration.autoCompactionMinimumSize,
               Double(deadBytes) > configuration.autoCompactionThreshold * Double(size),
@@ -239,52 +243,45 @@ struct CompactionCopier {
     /// Copies every tree of `source`, the documents last; `progress` sees documents done / total.
     mutating func copyAll(from source: ReadTransaction, progress: (Int, Int) throws -> Void) throws {
         for name in plainTrees {
-            guard let from = source.tree(named: name) else { continue }
-            try copyTree(from, source: source)
+            guard let from = source.tree(named: name),
+                  let to = try compaction.target.read({ $0.tree(named: name) }) else { continue }
+            try Self.copyInBatches(from, source: source, into: compaction.target, batch: 8 * DatabaseCore.compactionBatch) { key, value, out in
+                try out.put(key, value, in: to)
+            }
         }
         guard let byID = source.tree(named: TreeName.byID) else { return }
         let total = try source.count(in: byID)
-        var after: [UInt8]?
-        while true {
-            var n = 0
-            var last: [UInt8]?
-            try compaction.target.write { out in
-                try source.forEach(in: byID, from: after) { key, value in
-                    if let after, key.elementsEqual(after) { return true }
-                    try copyDocument(key: key, meta: value, from: source, into: out)
-                    n += 1
-                    if n == DatabaseCore.compactionBatch {
-                        last = Array(key)
-                        return false
-                    }
-                    return true
-                }
-            }
-            try progress(documents, total)
-            guard let last else { break }
-            after = last
+        let target = compaction.target
+        try Self.copyInBatches(byID, source: source, into: target, batch: DatabaseCore.compactionBatch,
+                               afterEach: { copied in try progress(copied, total) }) {
+            key, value, out in try copyDocument(key: key, meta: value, from: source, into: out)
         }
     }
 
-    /// Copies a tree whose values hold no references, in batches.
-    private func copyTree(_ tree: Tree, source: ReadTransaction) throws {
-        guard let to = try compaction.target.read({ $0.tree(named: tree.name) }) else { return }
+    /// Walks `tree` in key order, `batch` entries per transaction of the new file, resuming each
+    /// walk after the last key copied.
+    private static func copyInBatches(_ tree: Tree, source: ReadTransaction, into target: Store, batch: Int,
+                                      afterEach: (_ copied: Int) throws -> Void = { _ in },
+                                      _ copy: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, WriteTransaction) throws -> Void) throws {
         var after: [UInt8]?
+        var copied = 0
         while true {
             var n = 0
             var last: [UInt8]?
-            try compaction.target.write { out in
+            try target.write { out in
                 try source.forEach(in: tree, from: after) { key, value in
                     if let after, key.elementsEqual(after) { return true }
-                    try out.put(key, value, in: to)
+                    try copy(key, value, out)
                     n += 1
-                    if n == 8 * DatabaseCore.compactionBatch {
+                    copied += 1
+                    guard n < batch else {
                         last = Array(key)
                         return false
                     }
                     return true
                 }
             }
+            try afterEach(copied)
             guard let last else { return }
             after = last
         }
@@ -293,10 +290,7 @@ struct CompactionCopier {
     /// Copies one document: its pruned tree and the bodies compaction keeps.
     mutating func copyDocument(key: UnsafeRawBufferPointer, meta value: UnsafeRawBufferPointer,
                                from source: ReadTransaction, into out: WriteTransaction) throws {
-        // The metadata ends with the body ref and the tree ref; the rest is copied as it is.
-        guard value.count >= 19 else { throw SetteeError(.corrupted, "document metadata is malformed") }
-        let bodyRef = value.loadUnaligned(fromByteOffset: value.count - 16, as: UInt64.self).littleEndian
-        let treeRef = value.loadUnaligned(fromByteOffset: value.count - 8, as: UInt64.self).littleEndian
+        let (bodyRef, treeRef) = try DocMeta.refs(in: value)
         let fast = try source.withValue(at: ValueRef(rawValue: treeRef)) { b in
             try RevTreeRewriter.rewrite(b, maxDepth: core.configuration.maxRevTreeDepth, currentBody: bodyRef) { old, attachments in
                 try copyBody(old, attachments: attachments, from: source, into: out)
@@ -311,13 +305,7 @@ struct CompactionCopier {
             (encodedTree, newBody) = try rewriteTree(treeRef, from: source, into: out)
         }
         let newTree = try out.appendValue(encodedTree).rawValue
-        try withUnsafeTemporaryAllocation(byteCount: value.count, alignment: 8) { buffer in
-            let p = buffer.baseAddress!
-            p.copyMemory(from: value.baseAddress!, byteCount: value.count - 16)
-            p.storeBytes(of: newBody.littleEndian, toByteOffset: value.count - 16, as: UInt64.self)
-            p.storeBytes(of: newTree.littleEndian, toByteOffset: value.count - 8, as: UInt64.self)
-            try out.put(key, UnsafeRawBufferPointer(buffer), in: targetByID)
-        }
+        try DocMeta.withRefs(replacedIn: value, bodyRef: newBody, treeRef: newTree) { try out.put(key, $0, in: targetByID) }
         documents += 1
     }
 

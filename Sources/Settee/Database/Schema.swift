@@ -66,6 +66,27 @@ struct DocMeta {
         self.treeRef = treeRef
     }
 
+    /// The body and tree refs of an encoded value, which ends with them (compaction rewrites
+    /// them without decoding the rest).
+    static func refs(in b: UnsafeRawBufferPointer) throws(SetteeError) -> (body: UInt64, tree: UInt64) {
+        guard b.count >= 19 else { throw SetteeError(.corrupted, "document metadata is malformed") }
+        return (b.loadUnaligned(fromByteOffset: b.count - 16, as: UInt64.self).littleEndian,
+                b.loadUnaligned(fromByteOffset: b.count - 8, as: UInt64.self).littleEndian)
+    }
+
+    /// Calls `body` with a copy of the encoded value `b` whose refs are replaced.
+    static func withRefs<R>(replacedIn b: UnsafeRawBufferPointer, bodyRef: UInt64, treeRef: UInt64,
+                            _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        _ = try refs(in: b)
+        return try withUnsafeTemporaryAllocation(byteCount: b.count, alignment: 8) { buffer in
+            let p = buffer.baseAddress!
+            p.copyMemory(from: b.baseAddress!, byteCount: b.count - 16)
+            p.storeBytes(of: bodyRef.littleEndian, toByteOffset: b.count - 16, as: UInt64.self)
+            p.storeBytes(of: treeRef.littleEndian, toByteOffset: b.count - 8, as: UInt64.self)
+            return try body(UnsafeRawBufferPointer(buffer))
+        }
+    }
+
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
         // The revision ID was checked when it was written and the record is checksummed by the

@@ -42,8 +42,9 @@ struct ReadContext {
         let compressed: Bool
     }
 
-    /// Finds and checks the value entry at `ref`.
-    func storedValue(_ ref: UInt64, tree: String?) throws(StorageError) -> StoredValue {
+    /// The bytes of the value entry at `ref`, bounds-checked (header and stored length), not
+    /// yet checked against its checksum.
+    func valueEntry(_ ref: UInt64, tree: String?) throws(StorageError) -> (entry: UnsafeRawPointer, stored: Int) {
         let entry: UnsafeRawPointer
         let available: UInt64
         if ref >= pendingStart, let pending {
@@ -62,9 +63,18 @@ struct ReadContext {
             throw Self.badReference("no value at reference", ref, tree)
         }
         let stored = Int(entry.u32(Layout.vStoredLength))
+        guard UInt64(stored) <= available - UInt64(Layout.valueHeaderSize) else {
+            throw StorageError.corrupted("value length out of range", offset: ref, tree: tree)
+        }
+        return (entry, stored)
+    }
+
+    /// Finds and checks the value entry at `ref`.
+    func storedValue(_ ref: UInt64, tree: String?) throws(StorageError) -> StoredValue {
+        let (entry, stored) = try valueEntry(ref, tree: tree)
         let raw = Int(entry.u32(Layout.vRawLength))
         let flags = entry.u8(Layout.vFlags)
-        guard UInt64(stored) <= available - UInt64(Layout.valueHeaderSize), raw <= StoreConfiguration.maxValueLength else {
+        guard raw <= StoreConfiguration.maxValueLength else {
             throw StorageError.corrupted("value length out of range", offset: ref, tree: tree)
         }
         let data = entry + Layout.valueHeaderSize

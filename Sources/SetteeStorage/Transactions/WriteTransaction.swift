@@ -278,7 +278,9 @@ public final class WriteTransaction {
     /// ```
     public func storedSize(at ref: ValueRef) throws -> Int {
         try usable()
-        return Layout.valueHeaderSize + (try context.storedValue(ref.rawValue, tree: nil)).stored
+        // Only the entry's header is read (bounds-checked): an estimate needs no checksum pass
+        // over the old value, which a save would otherwise pay for on every update.
+        return Layout.valueHeaderSize + (try context.valueEntry(ref.rawValue, tree: nil)).stored
     }
 
     /// Fills in a value entry's header and checksum (its bytes already follow it).
