@@ -497,7 +497,7 @@ final class PurgeLog: Sendable {
         #expect(sweeper.lastError.withLock { $0 } == nil)
     }
 
-    @Test func aVersionOneDatabaseIsUpgradedOnOpen() throws {
+    @Test func olderDatabasesAreUpgradedOnOpen() throws {
         let dir = try TemporaryDirectory()
         let clock = ManualClock()
         func setFormat(_ v: UInt64) throws {
@@ -517,14 +517,16 @@ final class PurgeLog: Sendable {
             }
         }
         try open(dir, clock).close()
-        #expect(try format() == 2)
-        try setFormat(1)
-        let db = try open(dir, clock)
-        try save(db, "doc")
-        try db.setDocumentExpiration(withID: "doc", expiration: date(10))
-        try db.close()
-        #expect(try format() == 2)
-        try setFormat(3)
+        #expect(try format() == 3)
+        for old: UInt64 in [1, 2] {
+            try setFormat(old)
+            let db = try open(dir, clock)
+            try save(db, "doc-\(old)")
+            try db.setDocumentExpiration(withID: "doc-\(old)", expiration: date(10))
+            try db.close()
+            #expect(try format() == 3)
+        }
+        try setFormat(4)
         #expect(setteeError { _ = try open(dir, clock) }?.code == .versionMismatch)
     }
 

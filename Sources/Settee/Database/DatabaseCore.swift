@@ -17,10 +17,12 @@ struct Trees: Sendable {
 /// lock, listeners, validations and the expiry sweeper. One per path per process,
 /// reference-counted.
 final class DatabaseCore: @unchecked Sendable {
-    /// The document format this build writes (Formats/documents.md). Version 1 databases are
-    /// upgraded when opened: version 2 only adds the expiry trees.
-    static let formatVersion: UInt64 = 2
-    static let upgradableVersions: Set<UInt64> = [1]
+    /// The document format this build writes (Formats/documents.md). Older databases are
+    /// upgraded when opened, without rewriting anything: version 2 added the expiry trees
+    /// (created empty), version 3 the compact digests of revision trees (older trees stay
+    /// readable; compaction rewrites them).
+    static let formatVersion: UInt64 = 3
+    static let upgradableVersions: Set<UInt64> = [1, 2]
     private static let registry = Mutex<[String: DatabaseCore]>([:])
 
     let name: String
@@ -81,7 +83,8 @@ final class DatabaseCore: @unchecked Sendable {
                         let v = f.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
                         if Self.upgradableVersions.contains(v) {
                             // The trees added since are created below, empty, which is what they
-                            // hold for a database that never had expirations.
+                            // hold for a database that never had expirations; revision trees of
+                            // the older format are read as they are.
                             try tx.put(MetaKey.format, withUnsafeBytes(of: Self.formatVersion.littleEndian, Array.init), in: meta)
                         } else if v != Self.formatVersion {
                             throw SetteeError(.versionMismatch, "document format \(v); this build reads \(Self.formatVersion)")

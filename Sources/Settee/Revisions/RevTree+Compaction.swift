@@ -18,6 +18,7 @@ enum RevTreeRewriter {
     static func rewrite(_ b: UnsafeRawBufferPointer, maxDepth: Int, currentBody: UInt64,
                         copyBody: (UInt64, Bool) throws -> UInt64) throws -> (bytes: [UInt8], currentBody: UInt64)? {
         var r = ByteReader(b)
+        // An older format takes the full path, which writes the current one.
         guard r.u8() == RevTree.formatVersion, let n = r.count(limit: r.remaining / 4), n > 0, n <= maxDepth else { return nil }
         var entries: [Entry] = []
         entries.reserveCapacity(n)
@@ -25,8 +26,8 @@ enum RevTreeRewriter {
         generations.reserveCapacity(n)
         for i in 0..<n {
             let start = b.count - r.remaining
-            guard let gen = r.varint(), gen >= 1, let dlen = r.count(limit: RevisionID.maxLength), dlen > 0,
-                  r.bytes(dlen) != nil, let p1 = r.count(limit: i)
+            guard let gen = r.varint(), gen >= 1, RevTree.skipDigest(&r, format: RevTree.formatVersion),
+                  let p1 = r.count(limit: i)
             else { return nil }
             let flagsAt = b.count - r.remaining
             guard let flags = r.u8() else { return nil }

@@ -16,17 +16,23 @@ struct RevTree: Sendable {
         var bodyRef: UInt64
     }
 
-    static let formatVersion: UInt8 = 1
+    /// The format written. Version 2 stores a 40-digit lowercase hex digest (every locally made
+    /// revision ID, and CouchDB's 32-digit ones stay text) as its 20 bytes; version 1 trees are
+    /// still read, and compaction rewrites them as version 2.
+    static let formatVersion: UInt8 = 2
+    static let readableFormats: ClosedRange<UInt8> = 1...2
     static let flagDeleted: UInt8 = 1
     static let flagAttachments: UInt8 = 2
     static let flagBody: UInt8 = 4
+    /// Bytes of a compact digest (version 2: a digest length of 0 announces them).
+    static let compactDigestBytes = 20
 
     var revs: [Rev] = []
 
     // MARK: - Encoding
 
     func encoded() -> [UInt8] {
-        var w = ByteWriter(capacity: 16 + revs.count * 40)
+        var w = ByteWriter(capacity: 16 + revs.count * 32)
         w.u8(Self.formatVersion)
         w.varint(UInt64(revs.count))
         for r in revs {
@@ -36,8 +42,7 @@ struct RevTree: Sendable {
                 var dash = 0
                 while dash < u.count && u[dash] != UInt8(ascii: "-") { dash += 1 }
                 let digest = UnsafeBufferPointer(rebasing: u[min(dash + 1, u.count)...])
-                w.varint(UInt64(digest.count))
-                w.bytes.append(contentsOf: digest)
+                Self.appendDigest(digest, to: &w)
             }
             w.varint(UInt64(r.parent + 1))
             var f: UInt8 = 0
@@ -50,6 +55,65 @@ struct RevTree: Sendable {
         return w.bytes
     }
 
+    /// A digest of exactly 40 lowercase hex digits as a 0 length and its 20 bytes; any other as
+    /// its length and text.
+    private static func appendDigest(_ digest: UnsafeBufferPointer<UInt8>, to w: inout ByteWriter) {
+        if digest.count == compactDigestBytes * 2 {
+            var packed = (UInt64(0), UInt64(0), UInt32(0))
+            let ok = withUnsafeMutableBytes(of: &packed) { out -> Bool in
+                for i in 0..<compactDigestBytes {
+                    guard let hi = hexValue(digest[2 * i]), let lo = hexValue(digest[2 * i + 1]) else { return false }
+                    out[i] = hi << 4 | lo
+                }
+                return true
+            }
+            if ok {
+                w.varint(0)
+                withUnsafeBytes(of: &packed) { w.raw(UnsafeRawBufferPointer(rebasing: $0[0..<compactDigestBytes])) }
+                return
+            }
+        }
+        w.varint(UInt64(digest.count))
+        w.bytes.append(contentsOf: digest)
+    }
+
+    /// Lowercase hex only: an uppercase digest must come back as it was sent.
+    @inline(__always)
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+
+    /// Reads a revision's digest field: its text, or (version 2, length 0) 20 bytes as hex.
+    static func readDigest(_ r: inout ByteReader, format: UInt8) -> String? {
+        guard let dlen = r.count(limit: RevisionID.maxLength) else { return nil }
+        if dlen == 0 {
+            guard format >= 2, let packed = r.bytes(compactDigestBytes) else { return nil }
+            let digits: StaticString = "0123456789abcdef"
+            return String(unsafeUninitializedCapacity: compactDigestBytes * 2) { out in
+                digits.withUTF8Buffer { d in
+                    for i in 0..<compactDigestBytes {
+                        out[2 * i] = d[Int(packed[i] >> 4)]
+                        out[2 * i + 1] = d[Int(packed[i] & 0x0F)]
+                    }
+                }
+                return compactDigestBytes * 2
+            }
+        }
+        guard let digest = r.bytes(dlen) else { return nil }
+        return makeString(digest)
+    }
+
+    /// Skips a revision's digest field (either form); false when it is cut short or malformed.
+    static func skipDigest(_ r: inout ByteReader, format: UInt8) -> Bool {
+        guard let dlen = r.count(limit: RevisionID.maxLength) else { return false }
+        if dlen == 0 { return format >= 2 && r.bytes(compactDigestBytes) != nil }
+        return r.bytes(dlen) != nil
+    }
+
     init() {}
 
     /// Decodes a stored tree; any inconsistency is `corrupted`, never a crash.
@@ -57,22 +121,17 @@ struct RevTree: Sendable {
         var r = ByteReader(b)
         func bad(_ why: String) -> SetteeError { SetteeError(.corrupted, "revision tree: \(why)") }
         guard let v = r.u8() else { throw bad("empty") }
-        guard v == Self.formatVersion else { throw bad("unknown format \(v)") }
+        guard Self.readableFormats.contains(v) else { throw bad("unknown format \(v)") }
         guard let n = r.count(limit: r.remaining / 4), n > 0 else { throw bad("bad revision count") }
         revs.reserveCapacity(n)
         for i in 0 ..< n {
-            guard let gen = r.varint(), gen >= 1,
-                  let dlen = r.count(limit: RevisionID.maxLength), dlen > 0,
-                  let digest = r.bytes(dlen),
-                  let p1 = r.count(limit: i), let flags = r.u8()
-            else { throw bad("revision \(i) cut short") }
+            guard let gen = r.varint(), gen >= 1 else { throw bad("revision \(i) cut short") }
+            guard let ds = Self.readDigest(&r, format: v) else { throw bad("revision \(i) digest is cut short or not text") }
+            guard let p1 = r.count(limit: i), let flags = r.u8() else { throw bad("revision \(i) cut short") }
             var ref: UInt64 = 0
             if flags & Self.flagBody != 0 {
                 guard let x = r.u64() else { throw bad("revision \(i) cut short") }
                 ref = x
-            }
-            guard let ds = makeString(digest) else {
-                throw bad("revision \(i) digest is not text")
             }
             let id = "\(gen)-" + ds
             guard RevisionID.generation(of: id) == gen else { throw bad("revision \(i) has a malformed ID") }

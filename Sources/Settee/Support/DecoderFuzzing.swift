@@ -98,6 +98,11 @@ package enum DecoderFuzzing {
         single.add(id: "1-" + String(repeating: "a", count: 40), generation: 1, parent: nil, deleted: false,
                    hasAttachments: false, bodyRef: 4096)
         out.append(("revtree-single", single.encoded()))
+        // Tree format 1 (textual 40-digit digests), as documents of format 1 and 2 hold them.
+        var format1: [UInt8] = [1, 2]
+        format1 += [1, 40] + Array(String(repeating: "b", count: 40).utf8) + [0, RevTree.flagBody] + [0, 16, 0, 0, 0, 0, 0, 0]
+        format1 += [2, 40] + Array(String(repeating: "c", count: 40).utf8) + [1, RevTree.flagDeleted]
+        out.append(("revtree-format1", format1))
         var chain = RevTree()
         var parent: Int? = nil
         for g in 1...6 as ClosedRange<UInt64> {

@@ -165,6 +165,16 @@ public final class StoreCompaction: @unchecked Sendable {
     /// try compaction.finish { source, changes, out in try recopy(changes, from: source, into: out) }
     /// ```
     public func finish(_ body: (_ source: ReadTransaction, _ changes: [ChangedKey], _ target: WriteTransaction) throws -> Void) throws {
+        try journal.checkRunning()
+        // The new log's index nodes and values reach the disk now, while the source's writer
+        // keeps committing: what is left for the swap (with the writer held) is the last few
+        // changes' nodes and a small sync, not the whole new file.
+        do {
+            try target.checkpoint()
+        } catch {
+            cancel()
+            throw error
+        }
         try source.finishCompaction(self, body)
     }
 

@@ -74,6 +74,11 @@ public final class Store: @unchecked Sendable {
         var priorDurable = true
         /// Set while a compaction runs: the keys each commit changes.
         var journal: ChangeJournal?
+        /// False for a compaction target: its puts and deletes are not written to the log, only
+        /// applied to the trees, which the checkpoint before its swap writes. Nothing ever
+        /// replays a target's commits (an unfinished target is deleted), so their operations
+        /// would be dead bytes in the compacted file.
+        var logsOperations = true
 
         init(header: HeaderSlot, logEnd: UInt64, allocated: UInt64, lastCheckpointEnd: UInt64) {
             self.header = header
@@ -135,6 +140,7 @@ public final class Store: @unchecked Sendable {
         backing = opened.backing
         current = opened.snapshot
         writer = opened.writer
+        writer.logsOperations = false
     }
 
     static let compactionLogName = "log.compact"

@@ -30,6 +30,8 @@ public final class WriteTransaction {
     /// Keys this transaction put or deleted, recorded only while a compaction runs (it copies
     /// them again before swapping files).
     private let journaling: Bool
+    /// False in a compaction target (see `Store.WriterState.logsOperations`).
+    private let logging: Bool
     private(set) var touched: [(tree: UInt32, key: [UInt8])] = []
     /// Bytes of value entries in the pending commit (replay skips them by their length).
     private(set) var valueBytes = 0
@@ -53,6 +55,7 @@ public final class WriteTransaction {
         salt = store.salt
         compressionThreshold = store.configuration.compressionThreshold
         journaling = store.writer.journal != nil
+        logging = store.writer.logsOperations
         context = ReadContext(reader: reader, storeID: ObjectIdentifier(store), pendingStart: store.writer.logEnd, pending: w)
     }
 
@@ -132,25 +135,32 @@ public final class WriteTransaction {
             ref = try appendEntry(value)
         }
         let w = operations
-        w.u8(Layout.opPut)
-        w.varint(UInt64(tree.id))
-        w.varint(UInt64(key.count))
-        w.append(key)
-        w.u8(kind)
+        let logging = logging
+        if logging {
+            w.u8(Layout.opPut)
+            w.varint(UInt64(tree.id))
+            w.varint(UInt64(key.count))
+            w.append(key)
+            w.u8(kind)
+        }
         try withUnsafeTemporaryAllocation(byteCount: 3 + StoreConfiguration.maxInlineValueLength, alignment: 8) { (tail: UnsafeMutableRawBufferPointer) throws in
             let t = tail.baseAddress!
             t.setU8(kind, at: 0)
             let length: Int
             if kind == NodeField.valueInline {
                 length = value.count
-                w.varint(UInt64(length))
-                w.append(value)
+                if logging {
+                    w.varint(UInt64(length))
+                    w.append(value)
+                }
                 if length > 0 { (t + 3).copyMemory(from: value.baseAddress!, byteCount: length) }
             } else {
                 length = NodeField.externalValueLength
-                w.varint(UInt64(length))
-                w.u64(ref)
-                w.u32(UInt32(value.count))
+                if logging {
+                    w.varint(UInt64(length))
+                    w.u64(ref)
+                    w.u32(UInt32(value.count))
+                }
                 t.setU64(ref, at: 3)
                 t.setU32(UInt32(value.count), at: 11)
             }
@@ -180,11 +190,13 @@ public final class WriteTransaction {
         try usable()
         let i = try index(tree)
         guard try context.find(key, in: trees[i]) != nil else { return false }
-        let w = operations
-        w.u8(Layout.opDelete)
-        w.varint(UInt64(tree.id))
-        w.varint(UInt64(key.count))
-        w.append(key)
+        if logging {
+            let w = operations
+            w.u8(Layout.opDelete)
+            w.varint(UInt64(tree.id))
+            w.varint(UInt64(key.count))
+            w.append(key)
+        }
         hasOperations = true
         if journaling { touched.append((tree.id, Array(key))) }
         try editor.delete(&trees[i], key: key)

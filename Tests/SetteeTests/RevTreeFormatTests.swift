@@ -1,0 +1,113 @@
+import Foundation
+import SetteeStorage
+import Testing
+@testable import Settee
+
+/// The stored form of revision trees (Formats/documents.md, "Revision tree"): version 2 packs
+/// 40-digit lowercase hex digests into 20 bytes, keeps every other digest as text, and still
+/// reads version 1.
+@Suite struct RevTreeFormatTests {
+    private static let hex40 = "0123456789abcdef0123456789abcdef01234567"
+
+    private func tree(_ ids: [String], bodyRef: UInt64 = 77) -> RevTree {
+        var t = RevTree()
+        for (i, id) in ids.enumerated() {
+            let last = i == ids.count - 1
+            t.revs.append(RevTree.Rev(id: id, generation: UInt64(i + 1), parent: i - 1, deleted: false,
+                                      hasAttachments: false, hasBody: last, bodyRef: last ? bodyRef : 0))
+        }
+        return t
+    }
+
+    private func decode(_ bytes: [UInt8]) throws -> RevTree {
+        try bytes.withUnsafeBytes { b throws(SetteeError) in try RevTree(decoding: b) }
+    }
+
+    @Test func lowercaseHexDigestsArePackedAndComeBackTheSame() throws {
+        let ids = (1...5).map { "\($0)-" + Self.hex40 }
+        let t = tree(ids)
+        let bytes = t.encoded()
+        #expect(bytes[0] == 2)
+        // Per revision: generation 1, length 0, 20 digest bytes, parent 1, flags 1; the leaf's ref 8.
+        #expect(bytes.count == 2 + 5 * 24 + 8)
+        let back = try decode(bytes)
+        #expect(back.revs.map(\.id) == ids)
+        #expect(back.revs.map(\.parent) == [-1, 0, 1, 2, 3])
+        #expect(back.revs.last?.bodyRef == 77)
+        #expect(back.encoded() == bytes)
+    }
+
+    @Test func otherDigestsStayTextExactlyAsReceived() throws {
+        let ids = ["1-" + Self.hex40.uppercased(),
+                   "2-" + String(Self.hex40.prefix(32)),          // CouchDB's MD5 digests
+                   "3-" + Self.hex40.dropLast() + "g",            // not hex
+                   "4-" + Self.hex40 + "0",                        // 41 digits
+                   "5-x"]
+        let t = tree(ids)
+        let back = try decode(t.encoded())
+        #expect(back.revs.map(\.id) == ids)
+        #expect(back.encoded() == t.encoded())
+    }
+
+    @Test func versionOneTreesAreStillRead() throws {
+        // Version 1, two revisions with textual 40-digit digests, the second a leaf with a body.
+        var v1: [UInt8] = [1, 2]
+        v1 += [1, 40] + Array(Self.hex40.utf8) + [0, 0]
+        v1 += [2, 40] + Array(Self.hex40.utf8) + [1, RevTree.flagBody] + [9, 0, 0, 0, 0, 0, 0, 0]
+        let t = try decode(v1)
+        #expect(t.revs.map(\.id) == ["1-" + Self.hex40, "2-" + Self.hex40])
+        #expect(t.revs[1].bodyRef == 9)
+        // Written again, it takes the current, packed form.
+        let again = t.encoded()
+        #expect(again[0] == RevTree.formatVersion)
+        #expect(again.count < v1.count - 2 * 19)
+        #expect(try decode(again).revs.map(\.id) == t.revs.map(\.id))
+        // Compaction's byte-level rewrite leaves older trees to the full path, which re-encodes.
+        let rewritten = try v1.withUnsafeBytes { b in
+            try RevTreeRewriter.rewrite(b, maxDepth: 20, currentBody: 9) { ref, _ in ref + 1 }
+        }
+        #expect(rewritten == nil)
+    }
+
+    @Test func damagedCompactDigestsAreReportedNotRead() throws {
+        let good = tree(["1-" + Self.hex40]).encoded()
+        // Cut inside the packed digest, at every length.
+        for n in 3..<(3 + RevTree.compactDigestBytes) {
+            #expect(throws: SetteeError.self) { try decode(Array(good.prefix(n))) }
+        }
+        // A zero-length digest means "packed" only from version 2 on.
+        var v1 = good
+        v1[0] = 1
+        #expect(throws: SetteeError.self) { try decode(v1) }
+        var v9 = good
+        v9[0] = 9
+        #expect(throws: SetteeError.self) { try decode(v9) }
+    }
+
+    @Test func savedDocumentsStoreTheirTreesPacked() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        let doc = MutableDocument(id: "d", data: ["v": 1])
+        try db.saveDocument(doc)
+        for v in 2...5 {
+            let m = try #require(try db.document(withID: "d")).toMutable()
+            m.setInt(v, forKey: "v")
+            try db.saveDocument(m)
+        }
+        func storedTree() throws -> [UInt8] {
+            try db.core.store.read { tx in
+                let meta = try #require(try db.core.meta(tx, id: Array("d".utf8)))
+                return try tx.withValue(at: ValueRef(rawValue: meta.treeRef)) { Array($0) }
+            }
+        }
+        // Until compaction every revision keeps its body (a ref of 8 bytes each).
+        var bytes = try storedTree()
+        #expect(bytes[0] == RevTree.formatVersion)
+        #expect(bytes.count == 2 + 5 * 24 + 5 * 8)
+        _ = try db.compact()
+        bytes = try storedTree()
+        #expect(bytes.count == 2 + 5 * 24 + 8)
+        #expect(try db.revisionTree(withID: "d")?.revisions.count == 5)
+    }
+}
