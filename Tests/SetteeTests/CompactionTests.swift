@@ -208,14 +208,38 @@ private func logSize(_ db: Database) -> UInt64 {
         try db.saveDocument(other)
         try db.deleteDocument(other, concurrencyControl: .lastWriteWins)
         #expect(try db.blob(withDigest: first.digest) != nil)
+        // Saved ahead of the document that will reference it, as a replicator does: kept.
+        let ahead = Blob(contentType: "text/plain", data: Data("ahead".utf8))
+        try db.saveBlob(ahead)
 
-        // Blob files written before the compaction started are candidates; give the clock a tick.
-        usleep(20_000)
-        let report = try db.compact()
+        // An unreferenced blob goes once it is older than the retention (an hour): age the others.
+        for blob in [first, second, kept] { try age(blob, in: db, seconds: 2 * 3600) }
+        var report = try db.compact()
         #expect(report.blobsDeleted == 2)   // the first image, and the deleted document's blob
         #expect(try db.blob(withDigest: first.digest) == nil)
         #expect(try db.document(withID: "photo")?.blob(forKey: "image")?.content == second.content)
         #expect(try db.blob(withDigest: kept.digest) == nil)
+        #expect(try db.blob(withDigest: ahead.digest) != nil)
+        let later = MutableDocument(id: "later")
+        later.setBlob(try #require(try db.blob(withDigest: ahead.digest, contentType: "text/plain")), forKey: "b")
+        try db.saveDocument(later)
+        #expect(try db.document(withID: "later")?.blob(forKey: "b")?.content == ahead.content)
+
+        // Within the hour, even an unreferenced blob stays; past it, it goes.
+        try db.purgeDocument(withID: "later")
+        report = try db.compact()
+        #expect(report.blobsDeleted == 0)
+        try age(ahead, in: db, seconds: 3600 + 60)
+        report = try db.compact()
+        #expect(report.blobsDeleted == 1)
+        #expect(try db.blob(withDigest: ahead.digest) == nil)
+    }
+
+    private func age(_ blob: Blob, in db: Database, seconds: Int) throws {
+        let path = try #require(db.core.blobs.path(forDigest: blob.digest))
+        let then = time(nil) - seconds
+        var times = [timespec(tv_sec: then, tv_nsec: 0), timespec(tv_sec: then, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
     }
 
     /// A save carrying a blob whose content is already stored (written before the compaction

@@ -80,7 +80,10 @@ extension Database {
     /// current revision, each conflicting leaf, tombstones with their properties) and the body of
     /// the common ancestor of every open conflict, so a three-way merge stays possible however
     /// often the database is compacted. Dropped: every other body, and everything purged or
-    /// expired (expired documents are purged first, with their changes announced).
+    /// expired (expired documents are purged first, with their changes announced). Blob files
+    /// that no kept revision references are deleted once they were last written (or saved again
+    /// with ``saveBlob(_:)``) more than an hour before the compaction began, so a blob saved ahead
+    /// of the document that will reference it is not collected in between.
     ///
     /// Compaction is online: reads and writes go on while it runs, on this database object and
     /// others; what is committed meanwhile is carried into the new file, and only the final swap
@@ -172,10 +175,17 @@ extension DatabaseCore {
             }
         }
         finished = true
-        let blobsDeleted = collectBlobs(referenced: copier.blobDigests, olderThan: started)
+        let blobsDeleted = collectBlobs(referenced: copier.blobDigests,
+                                        olderThan: started.addingTimeInterval(-Self.unreferencedBlobRetention))
         let documents = try translating { try store.read { tx in try tx.count(in: trees.byID) } }
         return CompactionReport(sizeBefore: before, sizeAfter: store.fileSize, documents: documents, blobsDeleted: blobsDeleted)
     }
+
+    /// How long a blob file nothing references is kept after it was last written (or saved again
+    /// with `saveBlob`): a blob stored ahead of the document that will reference it, as a
+    /// replicator stores what it pulls before inserting the revisions, must survive a compaction
+    /// that runs in between.
+    static let unreferencedBlobRetention: TimeInterval = 3600
 
     /// Deletes blob files that no kept revision references and that were last written before
     /// `cutoff` (a blob stored for a save still on its way is newer). Caller holds the write lock.
