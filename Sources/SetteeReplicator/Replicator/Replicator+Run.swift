@@ -75,7 +75,10 @@ extension Replicator {
                 }
                 if kind.pushes {
                     group.addTask {
-                        try await self.runDirection(.push, reset: reset, conflicts: nil, after: kind.pulls ? pullDone : nil)
+                        // A continuous push hears of the pull's resolutions as local changes; a one-shot one
+                        // makes a last pass once the pull is done.
+                        try await self.runDirection(.push, reset: reset, conflicts: nil,
+                                                    after: kind.pulls && !self.config.continuous ? pullDone : nil)
                     }
                 }
                 try await group.waitForAll()
@@ -185,6 +188,8 @@ extension Replicator {
                     inFlight = nil
                     try await absorb(try await f.value)
                 }
+                // Stopping drops the batch read ahead; the one in flight was inserted.
+                if isStopRequested { break }
                 if page.changes.isEmpty && page.lastSequence == since { break }
                 inFlight = Task { [self] in try await self.commit(direction, batch, target: target, conflicts: conflicts) }
                 since = page.lastSequence
