@@ -64,21 +64,27 @@ extension Replicator {
                 // Conflicts a resolver failed on in an earlier run are tried again first (seed 000).
                 try await resolver!.retryPending()
             }
-            let pullDone = OneShotSignal()
+            // One-shot push-and-pull: the push makes a last pass once the pull has caught up (to send
+            // what the pull's resolutions wrote), and the pull a last pass once the push is done (to
+            // see its own echo in the target's feed), so both checkpoints end at the end of both feeds
+            // and the next run with nothing new is the fast no-op. A continuous run hears of both as
+            // changes anyway.
+            let staged = kind == .pushAndPull && !config.continuous
+            let pullCaughtUp = OneShotSignal(), pushDone = OneShotSignal()
             let conflicts = resolver
             try await withThrowingTaskGroup(of: Void.self) { group in
                 if kind.pulls {
                     group.addTask {
-                        defer { pullDone.fire() }
-                        try await self.runDirection(.pull, reset: reset, conflicts: conflicts, after: nil)
+                        defer { pullCaughtUp.fire() }
+                        try await self.runDirection(.pull, reset: reset, conflicts: conflicts,
+                                                    caughtUp: pullCaughtUp, after: staged ? pushDone : nil)
                     }
                 }
                 if kind.pushes {
                     group.addTask {
-                        // A continuous push hears of the pull's resolutions as local changes; a one-shot one
-                        // makes a last pass once the pull is done.
+                        defer { pushDone.fire() }
                         try await self.runDirection(.push, reset: reset, conflicts: nil,
-                                                    after: kind.pulls && !self.config.continuous ? pullDone : nil)
+                                                    caughtUp: nil, after: staged ? pullCaughtUp : nil)
                     }
                 }
                 try await group.waitForAll()
@@ -92,10 +98,10 @@ extension Replicator {
     }
 
     /// One direction: checkpoints, then batches until caught up; a continuous one then idles
-    /// until the source has changes. `after`: a one-shot push makes one more pass once the pull has
-    /// finished, to send what the pull's conflict resolutions wrote.
+    /// until the source has changes. `caughtUp` is fired after the first pass; `after`: one more
+    /// pass once it fires.
     func runDirection(_ direction: ReplicationDirection, reset: Bool, conflicts: ConflictPass?,
-                      after: OneShotSignal?) async throws {
+                      caughtUp passed: OneShotSignal?, after: OneShotSignal?) async throws {
         let push = direction == .push
         let source: any ReplicationPeer = push ? local : config.target
         let target: any ReplicationPeer = push ? config.target : local
@@ -116,11 +122,14 @@ extension Replicator {
                 if isStopRequested { break }
             }
             caughtUp = false
+            passed?.fire()
             if let signal = pending {
                 update { $0.directions[direction] = .idle }
                 await signal.wait()
                 pending = nil
                 update { $0.directions[direction] = .busy }
+                // Only a new scan if the source changed meanwhile.
+                caughtUp = try await source.info().lastSequence == since
                 continue
             }
             guard config.continuous else { break }
