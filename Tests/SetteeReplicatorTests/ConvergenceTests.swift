@@ -61,13 +61,15 @@ import Testing
             let current = try db.document(withID: id)
             if r < 15, let current {
                 if Bool.random(using: &rng) {
-                    try db.deleteDocument(current)
+                    _ = try db.deleteDocument(current, concurrencyControl: .lastWriteWins)
                 } else {
                     // A tombstone keeping a property (seed 003).
                     let m = current.toMutable()
                     m.setData(["kept": current["v"] ?? .null])
                     m.isDeletion = true
-                    try db.saveDocument(m)
+                    // A continuous replicator may delete it meanwhile: then the save reports the
+                    // conflict (false) instead of resurrecting it.
+                    _ = try db.saveDocument(m, concurrencyControl: .lastWriteWins)
                 }
                 stats.deletes += 1
             } else if r < 20 {
@@ -76,7 +78,7 @@ import Testing
                 let m = current?.toMutable() ?? MutableDocument(id: id)
                 m.setInt(Int.random(in: 0 ..< 5, using: &rng), forKey: "v")
                 m.setString("k\(Int.random(in: 0 ..< 3, using: &rng))", forKey: "k\(Int.random(in: 0 ..< 3, using: &rng))")
-                try db.saveDocument(m)
+                _ = try db.saveDocument(m, concurrencyControl: .lastWriteWins)
                 stats.edits += 1
             }
         }

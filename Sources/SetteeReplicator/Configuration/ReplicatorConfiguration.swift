@@ -6,6 +6,8 @@ import Settee
 /// ```swift
 /// config.replicatorType = .pull
 /// ```
+///
+/// - Note: A value type; safe to share between threads.
 public enum ReplicatorType: String, Sendable, CaseIterable {
     /// From the local database to the target.
     case push
@@ -61,6 +63,8 @@ public typealias ReplicationFilter = @Sendable (Document, DocumentFlags) -> Bool
 /// ```swift
 /// config.logHandler = { level, message in if level >= .warning { print(message) } }
 /// ```
+///
+/// - Note: A value type; safe to share between threads.
 public enum ReplicatorLogLevel: Int, Sendable, Comparable, CaseIterable {
     /// Details of the run.
     case debug

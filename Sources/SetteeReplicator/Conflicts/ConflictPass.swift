@@ -40,8 +40,7 @@ final class ConflictPass: Sendable {
         guard !todo.isEmpty else { return }
         var documents: [ReplicatedDocument] = []
         for (id, p) in todo.sorted(by: { $0.key < $1.key }) {
-            if let failure = resolveIfConflicted(id: id, remote: p.remote, before: LocalHead(revisionID: p.local, isDeleted: false),
-                                                 beforeDeletedUnknown: true) {
+            if let failure = resolveIfConflicted(id: id, remote: p.remote, before: LocalHead(revisionID: p.local, isDeleted: false)) {
                 documents.append(failure)
             } else if let tree = try database.revisionTree(withID: id) {
                 let deleted = tree.revisions.first { $0.revisionID == tree.currentRevisionID }?.isDeleted ?? false
@@ -65,8 +64,10 @@ final class ConflictPass: Sendable {
     /// Resolves document `id` if the pull left it in conflict with the remote revision `remote`;
     /// returns the document's event entry when resolving failed (nil when there was nothing to do
     /// or it worked).
-    func resolveIfConflicted(id: String, remote: String, before: LocalHead?, beforeDeletedUnknown: Bool = false) -> ReplicatedDocument? {
+    func resolveIfConflicted(id: String, remote: String, before: LocalHead?) -> ReplicatedDocument? {
         let config = replicator.config
+        // The local side, once known: what a failure records for the next run.
+        var local = before?.revisionID ?? ""
         do {
             guard let tree = try database.revisionTree(withID: id) else { forget(id); return nil }
             var deleted: [String: Bool] = [:]
@@ -80,8 +81,8 @@ final class ConflictPass: Sendable {
                 localID = b
             }
             guard let localID else { forget(id); return nil }
+            local = localID
             let localDeleted = deleted[localID] ?? false
-            _ = beforeDeletedUnknown
             let conflict = Conflict(
                 documentID: id,
                 localDocument: localDeleted ? nil : try database.document(withID: id, revisionID: localID),
@@ -100,11 +101,11 @@ final class ConflictPass: Sendable {
             forget(id)
             return nil
         } catch let e as ReplicatorError {
-            remember(id, local: before?.revisionID ?? "", remote: remote)
+            remember(id, local: local, remote: remote)
             return ReplicatedDocument(id: id, revisionID: remote, flags: [], error: e)
         } catch {
             config.log(.warning, "resolving the conflict of document \(id) failed: \(error)")
-            remember(id, local: before?.revisionID ?? "", remote: remote)
+            remember(id, local: local, remote: remote)
             return ReplicatedDocument(id: id, revisionID: remote, flags: [],
                                       error: ReplicatorError(.resolutionFailed, "writing the resolution failed", documentID: id,
                                                              underlying: error as? SetteeError))

@@ -6,6 +6,8 @@ import Settee
 /// ```swift
 /// if replicator.status.activity == .idle { print("caught up") }
 /// ```
+///
+/// - Note: A value type; safe to share between threads.
 public enum ReplicatorActivity: String, Sendable, CaseIterable {
     /// Not running: never started, finished (one-shot), stopped, or failed (see the status's error).
     case stopped
@@ -78,6 +80,8 @@ public struct ReplicatorStatus: Sendable, Equatable {
 /// ```swift
 /// if replication.direction == .pull { refresh(replication.documents.map(\.id)) }
 /// ```
+///
+/// - Note: A value type; safe to share between threads.
 public enum ReplicationDirection: String, Sendable, CaseIterable {
     /// From the local database to the target.
     case push
