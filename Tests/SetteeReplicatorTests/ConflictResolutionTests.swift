@@ -48,12 +48,12 @@ struct ForeignResolver: ConflictResolver {
     func resolve(_ conflict: Conflict) throws -> Document? { try other.document(withID: conflict.documentID) }
 }
 
-/// Blocks until told, so a test can stop the replicator while it resolves.
+/// Blocks until told (at most 10 s), so a test can stop the replicator while it resolves.
 final class SlowResolver: ConflictResolver {
-    let entered = DispatchSemaphore(value: 0)
+    let entered = Locked(false)
     let release = DispatchSemaphore(value: 0)
     func resolve(_ conflict: Conflict) throws -> Document? {
-        entered.signal()
+        entered.withLock { $0 = true }
         _ = release.wait(timeout: .now() + 10)
         return conflict.localDocument
     }
@@ -225,9 +225,9 @@ final class SlowResolver: ConflictResolver {
         config.conflictResolver = resolver
         let replicator = Replicator(config: config)
         replicator.start()
-        // Wait (off the cooperative pool) until the resolver runs, then stop while it does.
-        let entered = await Task.detached { resolver.entered.wait(timeout: .now() + 10) == .success }.value
-        #expect(entered)
+        // Wait until the resolver runs (polling: a blocking wait here could hold the thread the
+        // replicator needs), then stop while it does.
+        #expect(await eventually { resolver.entered.value })
         replicator.stop()
         try await Task.sleep(for: .milliseconds(100))
         #expect(replicator.status.activity != .stopped)   // still resolving
