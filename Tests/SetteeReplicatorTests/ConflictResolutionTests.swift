@@ -48,13 +48,14 @@ struct ForeignResolver: ConflictResolver {
     func resolve(_ conflict: Conflict) throws -> Document? { try other.document(withID: conflict.documentID) }
 }
 
-/// Blocks until told (at most 10 s), so a test can stop the replicator while it resolves.
+/// Blocks until told (at most 120 s: under the full suite's load the test may not run for a while),
+/// so a test can stop the replicator while it resolves.
 final class SlowResolver: ConflictResolver {
     let entered = Locked(false)
     let release = DispatchSemaphore(value: 0)
     func resolve(_ conflict: Conflict) throws -> Document? {
         entered.withLock { $0 = true }
-        _ = release.wait(timeout: .now() + 10)
+        _ = release.wait(timeout: .now() + 120)
         return conflict.localDocument
     }
 }
