@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .library(name: "Settee", targets: ["Settee"]),
         .library(name: "SetteeStorage", targets: ["SetteeStorage"]),
+        .library(name: "SetteeReplicator", targets: ["SetteeReplicator"]),
     ],
     targets: [
         // Debian's liblz4-dev, plus a few C helpers (CRC32C, atomic bit operations) in the shim header.
@@ -27,6 +28,13 @@ let package = Package(
         .target(
             name: "Settee",
             dependencies: ["SetteeStorage"]
+        ),
+        // Push, pull and continuous replication between peers (the CouchDB replication protocol's
+        // steps), conflict resolution, filters, checkpoints. Above the document API only: it
+        // never imports the engine.
+        .target(
+            name: "SetteeReplicator",
+            dependencies: ["Settee"]
         ),
         .executableTarget(
             name: "settee-storage-demo",
@@ -56,6 +64,10 @@ let package = Package(
         .testTarget(
             name: "SetteeTests",
             dependencies: ["Settee"]
+        ),
+        .testTarget(
+            name: "SetteeReplicatorTests",
+            dependencies: ["SetteeReplicator", "Settee"]
         ),
         .testTarget(
             name: "SetteeStorageTests",

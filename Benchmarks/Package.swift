@@ -30,6 +30,7 @@ let package = Package(
                 "CLMDB",
                 .product(name: "SetteeStorage", package: "Settee"),
                 .product(name: "Settee", package: "Settee"),
+                .product(name: "SetteeReplicator", package: "Settee"),
             ]
         ),
     ],

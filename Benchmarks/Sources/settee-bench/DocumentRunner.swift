@@ -85,6 +85,16 @@ final class DocumentRunner {
             report(.expiryStall, figures.longestStallMilliseconds)
         }
 
+        if workloads.contains(where: \.isReplication) {
+            let figures = try ReplicationBench(total: dataset.documentCount, ids: ids, dataset: dataset)
+                .run(in: directory + "/replicate")
+            // One run measures both; selecting either reports both.
+            for (workload, value) in [(Workload.replicateLocal, figures.docsPerSecond), (.replicateNoop, figures.noopMilliseconds)] {
+                results.append(Measurement(workload: workload, engine: Engine.name, value: value, note: Engine.note(for: workload)))
+                Progress.log("  \(Engine.name.rawValue) \(workload.rawValue): \(Report.format(value, unit: workload.unit)) \(workload.unit)")
+            }
+        }
+
         if workloads.contains(.compaction) {
             report(.compaction, figures: try compaction(in: directory + "/compaction",
                                                         fresh: directory + "/compaction-fresh"))

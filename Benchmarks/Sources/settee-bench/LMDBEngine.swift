@@ -170,6 +170,7 @@ final class LMDBEngine: Engine {
         case .durableCommit: "default sync: fdatasync + O_DSYNC meta write per commit"
         case .revInsert: "default sync; per doc get, RawRevTree + body in docs, seq entry"
         case .expiry, .expiryStall: "n/a: no document expiration"
+        case .replicateLocal, .replicateNoop: "n/a: replication is settee-doc only (SetteeReplicator)"
         case .compaction: "not run: settee-doc against SQLite's LiteCore layout only"
         }
     }

@@ -81,6 +81,9 @@ final class Runner {
         if workloads.contains(where: \.isExpiry) {
             Progress.log("  \(E.name.rawValue) expiry: \(E.note(for: .expiry))")
         }
+        if workloads.contains(where: \.isReplication) {
+            Progress.log("  \(E.name.rawValue) replicate-local: \(E.note(for: .replicateLocal))")
+        }
         if workloads.contains(.revInsert) {
             if E.storesRevisionTrees {
                 report(.revInsert, try revInsert(E.self, in: directory + "/rev-insert"))

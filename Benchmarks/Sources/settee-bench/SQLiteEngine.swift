@@ -315,6 +315,7 @@ final class SQLiteEngine: Engine {
         case .durableCommit: "WAL, synchronous=FULL: fdatasync of the WAL per commit"
         case .revInsert: "WAL, synchronous=FULL; per doc SELECT, RawRevTree into extra, INSERT"
         case .expiry, .expiryStall: "n/a: no document expiration"
+        case .replicateLocal, .replicateNoop: "n/a: replication is settee-doc only (SetteeReplicator)"
         case .compaction: "WAL, synchronous=NORMAL; old bodies dropped from extra, then VACUUM"
         }
     }

@@ -101,6 +101,7 @@ final class SetteeEngine: Engine {
         case .durableCommit: "durability .synchronous: fdatasync per commit"
         case .revInsert: "not run: the storage engine alone has no revision trees"
         case .expiry, .expiryStall: "n/a: no document expiration (document API only)"
+        case .replicateLocal, .replicateNoop: "n/a: replication is settee-doc only (SetteeReplicator)"
         case .compaction: "not run: the storage engine alone keeps no revision history"
         }
     }

@@ -14,6 +14,10 @@ enum Workload: String, CaseIterable, Comparable {
     case expiryStall = "expiry-stall"
     /// A row group: several figures (`Measurement.figure`), each with its own unit.
     case compaction
+    /// settee-doc only: a one-shot push of min(N, 100,000) documents between two databases (`SetteeReplicator`).
+    case replicateLocal = "replicate-local"
+    /// The same run: a push-and-pull with nothing new between two databases of N documents in step.
+    case replicateNoop = "replicate-noop"
 
     var unit: String {
         switch self {
@@ -21,14 +25,18 @@ enum Workload: String, CaseIterable, Comparable {
         case .fileSize: "bytes"
         case .pointGet: "ns/op"
         case .durableCommit: "commits/s"
-        case .expiry, .expiryStall: "ms"
+        case .expiry, .expiryStall, .replicateNoop: "ms"
+        case .replicateLocal: "docs/s"
         case .compaction: "MB/s"
         }
     }
 
     /// Whether it needs the bulk-loaded database (every workload but `rev-insert`, `compaction` and `expiry`,
     /// which start empty).
-    var needsLoad: Bool { self != .revInsert && self != .compaction && !isExpiry }
+    var needsLoad: Bool { self != .revInsert && self != .compaction && !isExpiry && !isReplication }
+
+    /// `replicate-local` and `replicate-noop` are measured by one run, and both reported when either is selected.
+    var isReplication: Bool { self == .replicateLocal || self == .replicateNoop }
 
     /// `expiry` and `expiry-stall` are measured by one run.
     var isExpiry: Bool { self == .expiry || self == .expiryStall }

@@ -88,7 +88,8 @@ public struct DatabaseChange: Sendable {
 public final class ListenerToken: Sendable {
     private let removal: Mutex<(@Sendable () -> Void)?>
 
-    init(_ removal: @escaping @Sendable () -> Void) { self.removal = Mutex(removal) }
+    /// `package`: the replicator's listeners hand out the same tokens.
+    package init(_ removal: @escaping @Sendable () -> Void) { self.removal = Mutex(removal) }
 
     /// Stops the listener; it is not called after this returns (a call already running may end).
     ///

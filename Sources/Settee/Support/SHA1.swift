@@ -5,8 +5,9 @@ import Foundation
 /// Used for content digests (revision IDs, blob keys), not for security. Written here instead of
 /// depending on swift-crypto, which costs far more build time than these lines. Whole blocks are
 /// hashed straight from the caller's buffer; only a partial block is copied, into inline storage,
-/// so hashing allocates nothing until ``finalize()`` returns the digest.
-struct SHA1: Sendable {
+/// so hashing allocates nothing until ``finalize()`` returns the digest. `package`: the replicator
+/// derives replication IDs with it (never for security either).
+package struct SHA1: Sendable {
     private struct State: Sendable {
         var a: UInt32 = 0x6745_2301
         var b: UInt32 = 0xEFCD_AB89
@@ -22,9 +23,9 @@ struct SHA1: Sendable {
     /// Total bytes hashed so far.
     private var length: UInt64 = 0
 
-    init() {}
+    package init() {}
 
-    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard var p = bytes.baseAddress, bytes.count > 0 else { return }
         var n = bytes.count
         length &+= UInt64(n)
@@ -50,12 +51,12 @@ struct SHA1: Sendable {
         }
     }
 
-    mutating func update(_ bytes: [UInt8]) {
+    package mutating func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// The 20-byte digest of everything passed to `update`; the hasher then starts over.
-    mutating func finalize() -> [UInt8] {
+    package mutating func finalize() -> [UInt8] {
         let bitLength = length &* 8
         // Padding: 0x80, zeros up to 56 mod 64, then the length in bits, big-endian.
         var tail = [UInt8](repeating: 0, count: (pendingCount < 56 ? 64 : 128) - pendingCount)
@@ -75,18 +76,18 @@ struct SHA1: Sendable {
         return digest
     }
 
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+    package static func hash(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         var hasher = SHA1()
         hasher.update(bytes)
         return hasher.finalize()
     }
 
-    static func hash(_ bytes: [UInt8]) -> [UInt8] {
+    package static func hash(_ bytes: [UInt8]) -> [UInt8] {
         bytes.withUnsafeBytes { hash($0) }
     }
 
     /// Lowercase hexadecimal, two digits per byte.
-    static func hex(_ digest: [UInt8]) -> String {
+    package static func hex(_ digest: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(digest.count * 2)

@@ -1,0 +1,202 @@
+import Foundation
+import Settee
+
+/// Which way a replicator copies changes.
+///
+/// ```swift
+/// config.replicatorType = .pull
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public enum ReplicatorType: String, Sendable, CaseIterable {
+    /// From the local database to the target.
+    case push
+    /// From the target to the local database.
+    case pull
+    /// Both ways at once.
+    case pushAndPull
+
+    var pushes: Bool { self != .pull }
+    var pulls: Bool { self != .push }
+}
+
+/// Flags of a replicated revision, given to filters and reported in document events.
+///
+/// ```swift
+/// config.pushFilter = { doc, flags in flags.contains(.deleted) || doc["shared"] == true }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct DocumentFlags: OptionSet, Sendable, Hashable {
+    /// The bits.
+    ///
+    /// ```swift
+    /// let f = DocumentFlags(rawValue: 1)
+    /// ```
+    public let rawValue: UInt8
+
+    /// Flags from bits.
+    ///
+    /// ```swift
+    /// let f = DocumentFlags(rawValue: 1)   // .deleted
+    /// ```
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// The revision is a tombstone (possibly keeping properties, seed 003).
+    ///
+    /// ```swift
+    /// if flags.contains(.deleted) { … }
+    /// ```
+    public static let deleted = DocumentFlags(rawValue: 1)
+}
+
+/// A push or pull filter: whether to replicate a revision. Pushes see the local current
+/// revision, pulls the fetched remote one; tombstones come with whatever properties they kept.
+///
+/// ```swift
+/// config.pullFilter = { doc, flags in doc["worker_id"] == "w-7" }
+/// ```
+public typealias ReplicationFilter = @Sendable (Document, DocumentFlags) -> Bool
+
+/// How important a replicator log message is.
+///
+/// ```swift
+/// config.logHandler = { level, message in if level >= .warning { print(message) } }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public enum ReplicatorLogLevel: Int, Sendable, Comparable, CaseIterable {
+    /// Details of the run.
+    case debug
+    /// Sessions starting and stopping.
+    case info
+    /// Something the application should fix (a resolver returning another document's ID, a
+    /// throwing resolver).
+    case warning
+    /// A replication failed.
+    case error
+
+    /// Orders by importance.
+    ///
+    /// ```swift
+    /// if level >= .warning { … }
+    /// ```
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// What a ``Replicator`` does: the Couchbase Lite configuration (seed 002), over any
+/// ``ReplicationPeer``.
+///
+/// ```swift
+/// var config = ReplicatorConfiguration(database: db, target: DatabaseEndpoint(database: other))
+/// config.replicatorType = .pushAndPull
+/// config.continuous = true
+/// config.conflictResolver = LocalWinsResolver()
+/// let replicator = Replicator(config: config)
+/// ```
+///
+/// - Note: A value type; safe to share between threads. A replicator copies its configuration
+///   when created: later changes to the value do not affect it.
+public struct ReplicatorConfiguration: Sendable {
+    /// The local database.
+    ///
+    /// ```swift
+    /// print(config.database.name)
+    /// ```
+    public let database: Database
+    /// The other side.
+    ///
+    /// ```swift
+    /// print(config.target.identifier)
+    /// ```
+    public let target: any ReplicationPeer
+    /// Push, pull or both (default ``ReplicatorType/pushAndPull``).
+    ///
+    /// ```swift
+    /// config.replicatorType = .push
+    /// ```
+    public var replicatorType: ReplicatorType = .pushAndPull
+    /// Whether it keeps running after catching up, watching for new changes (idle meanwhile);
+    /// otherwise it stops once caught up (default false).
+    ///
+    /// ```swift
+    /// config.continuous = true
+    /// ```
+    public var continuous = false
+    /// The resolver of conflicts pulled into the local database; nil: ``DefaultConflictResolver``
+    /// (a deletion wins, otherwise the higher generation, ties by revision ID).
+    ///
+    /// ```swift
+    /// config.conflictResolver = MergeResolver()
+    /// ```
+    public var conflictResolver: (any ConflictResolver)?
+    /// Which local documents to push (their current revision); nil: all.
+    ///
+    /// ```swift
+    /// config.pushFilter = { doc, _ in doc["shared"] == true }
+    /// ```
+    public var pushFilter: ReplicationFilter?
+    /// Which pulled revisions to keep; nil: all.
+    ///
+    /// ```swift
+    /// config.pullFilter = { doc, flags in flags.contains(.deleted) || doc["type"] == "task" }
+    /// ```
+    public var pullFilter: ReplicationFilter?
+    /// Only these documents, both ways; nil: all.
+    ///
+    /// ```swift
+    /// config.documentIDs = ["settings", "profile"]
+    /// ```
+    public var documentIDs: [String]?
+    /// Only documents in these channels (their `channels` property), both ways, for peers that
+    /// support channels; nil: all.
+    ///
+    /// ```swift
+    /// config.channels = ["team-a"]
+    /// ```
+    public var channels: [String]?
+    /// A filter function on the peer to pull through (a CouchDB design-document filter, or one
+    /// registered on a ``DatabaseEndpoint``); nil: none.
+    ///
+    /// ```swift
+    /// config.filterName = "by_worker"
+    /// ```
+    public var filterName: String?
+    /// Parameters for that filter function (seed 003, `filterParams`).
+    ///
+    /// ```swift
+    /// config.filterParameters = ["worker_id": "w-7"]
+    /// ```
+    public var filterParameters: [String: JSONValue] = [:]
+    /// Changes per batch (default 500): one changes page, one `_revs_diff`, one fetch and one
+    /// insertion transaction each.
+    ///
+    /// ```swift
+    /// config.batchSize = 1000
+    /// ```
+    public var batchSize = 500
+    /// Where warnings and errors go; nil writes warnings and errors to standard error.
+    ///
+    /// ```swift
+    /// config.logHandler = { level, message in logger.log("\(level): \(message)") }
+    /// ```
+    public var logHandler: (@Sendable (ReplicatorLogLevel, String) -> Void)?
+
+    /// A configuration replicating `database` with `target`, both ways, one-shot.
+    ///
+    /// ```swift
+    /// let config = ReplicatorConfiguration(database: db, target: DatabaseEndpoint(database: other))
+    /// ```
+    public init(database: Database, target: any ReplicationPeer) {
+        self.database = database
+        self.target = target
+    }
+
+    func log(_ level: ReplicatorLogLevel, _ message: @autoclosure () -> String) {
+        if let logHandler {
+            logHandler(level, message())
+        } else if level >= .warning {
+            FileHandle.standardError.write(Data("SetteeReplicator \(level): \(message())\n".utf8))
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import Settee
+
+/// The one error type of the replicator: a code, a short message free of document content, and
+/// the document and underlying database error when there is one.
+///
+/// ```swift
+/// replicator.addDocumentReplicationListener { replication in
+///     for doc in replication.documents {
+///         if let error = doc.error, error.code == .conflictResolverFailed { print(doc.id, error.message) }
+///     }
+/// }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct ReplicatorError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong.
+    ///
+    /// ```swift
+    /// if error.code == .rejected { showValidationMessage(error.message) }
+    /// ```
+    public enum Code: String, Sendable, Equatable, CaseIterable {
+        /// The conflict resolver threw; the conflict stays in the database and is retried when
+        /// the replicator starts again.
+        case conflictResolverFailed
+        /// The conflict resolver returned a document read from another database; the conflict
+        /// stays, as for a throwing resolver.
+        case resolverReturnedForeignDocument
+        /// Writing a resolution failed (the document changed meanwhile, a validation refused it).
+        case resolutionFailed
+        /// The receiving database refused a revision (a validation: ``SetteeError/Code/forbidden``;
+        /// a blob the sender does not have; a malformed revision).
+        case rejected
+        /// A request a peer cannot answer (an unknown filter, a sequence of the wrong kind).
+        case invalidRequest
+        /// A call to a peer or to the local database failed; ``ReplicatorError/underlying`` says how.
+        case peerFailed
+        /// The operation needs another kind of replicator (for example pending documents of a
+        /// pull-only replicator).
+        case unsupported
+    }
+
+    /// What went wrong.
+    ///
+    /// ```swift
+    /// switch error.code { case .rejected: … default: … }
+    /// ```
+    public var code: Code
+    /// A short explanation, free of document content.
+    ///
+    /// ```swift
+    /// print(error.message)
+    /// ```
+    public var message: String
+    /// The document concerned, when there is one.
+    ///
+    /// ```swift
+    /// print(error.documentID ?? "-")
+    /// ```
+    public var documentID: String?
+    /// The database error behind it, when there is one.
+    ///
+    /// ```swift
+    /// if error.underlying?.code == .forbidden { … }
+    /// ```
+    public var underlying: SetteeError?
+
+    /// Makes an error.
+    ///
+    /// ```swift
+    /// throw ReplicatorError(.invalidRequest, "no filter function named 'x'")
+    /// ```
+    public init(_ code: Code, _ message: String, documentID: String? = nil, underlying: SetteeError? = nil) {
+        self.code = code
+        self.message = message
+        self.documentID = documentID
+        self.underlying = underlying
+    }
+
+    /// Wraps any error thrown by a peer or the database.
+    static func wrapping(_ error: any Error, documentID: String? = nil) -> ReplicatorError {
+        if var e = error as? ReplicatorError {
+            if e.documentID == nil { e.documentID = documentID }
+            return e
+        }
+        if let s = error as? SetteeError {
+            return ReplicatorError(.peerFailed, s.description, documentID: documentID, underlying: s)
+        }
+        return ReplicatorError(.peerFailed, String(describing: error), documentID: documentID)
+    }
+
+    /// Code, document and message.
+    ///
+    /// ```swift
+    /// print(error)   // ReplicatorError.rejected (doc-1): invalid date
+    /// ```
+    public var description: String {
+        "ReplicatorError.\(code.rawValue)\(documentID.map { " (\($0))" } ?? ""): \(message)"
+    }
+}
+
+extension ReplicatorError.Code {
+    /// Lets `catch ReplicatorError.Code.unsupported` match.
+    ///
+    /// ```swift
+    /// do { _ = try pullOnly.pendingDocumentIDs() } catch ReplicatorError.Code.unsupported { }
+    /// ```
+    public static func ~= (code: Self, error: any Error) -> Bool {
+        (error as? ReplicatorError)?.code == code
+    }
+}

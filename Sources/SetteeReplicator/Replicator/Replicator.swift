@@ -1,0 +1,325 @@
+import Dispatch
+import Settee
+import Synchronization
+
+/// Replicates a local ``Database`` with a ``ReplicationPeer``: push, pull or both, one-shot or
+/// continuous, resolving the conflicts it pulls (Couchbase Lite's `Replicator`, seeds 000–003).
+///
+/// ```swift
+/// var config = ReplicatorConfiguration(database: molly, target: DatabaseEndpoint(database: naomi))
+/// config.replicatorType = .pushAndPull
+/// config.continuous = true
+/// let replicator = Replicator(config: config)
+/// let token = replicator.addChangeListener { status in
+///     print(status.activity, status.progress.completed, "/", status.progress.total)
+/// }
+/// replicator.start()
+/// …
+/// replicator.stop()
+/// ```
+///
+/// Each direction follows the CouchDB replication protocol: read the checkpoints on both sides,
+/// then batches of changes (`style=all_docs`), `_revs_diff`, the missing revisions with their
+/// history and the blobs the receiver lacks, `_bulk_docs` with `new_edits=false`, and a new
+/// checkpoint. The next batch is fetched while the current one is inserted. A one-shot run with
+/// nothing new reads the two checkpoints and the source's last sequence and stops: no scan.
+/// A continuous replicator waits on the database's change events (no polling) and is
+/// ``ReplicatorActivity/idle`` while caught up.
+///
+/// Conflicts arriving by pull are resolved as they arrive (``ConflictResolver``; DESIGN
+/// "Semantics decided" 3); pushes leave conflicts on the target, as CouchDB does, for its own
+/// replicators to resolve. In a push-and-pull one-shot run the push goes on until it has sent the
+/// resolutions the pull wrote, so both sides end converged.
+///
+/// - Note: Thread-safe: call any method from any thread or task. Listeners are called on a serial
+///   background queue, in order; the status stream may be consumed from any task.
+public final class Replicator: Sendable {
+    /// The configuration, as given when the replicator was created.
+    ///
+    /// ```swift
+    /// print(replicator.config.replicatorType)
+    /// ```
+    public let config: ReplicatorConfiguration
+
+    let local: DatabaseEndpoint
+    let state = Mutex(State())
+    private let listenerQueue = DispatchQueue(label: "settee.replicator.listeners")
+
+    struct State {
+        var status = ReplicatorStatus(activity: .stopped, progress: ReplicatorProgress(), error: nil)
+        var run: Task<Void, Never>?
+        var runNumber: UInt64 = 0
+        var stopRequested = false
+        var directions: [ReplicationDirection: ReplicatorActivity] = [:]
+        /// The push direction's last committed source sequence in the current or last run.
+        var pushedThrough: UInt64?
+        var nextToken: UInt64 = 0
+        var statusListeners: [UInt64: @Sendable (ReplicatorStatus) -> Void] = [:]
+        var documentListeners: [UInt64: @Sendable (DocumentReplication) -> Void] = [:]
+        var streams: [UInt64: AsyncStream<ReplicatorStatus>.Continuation] = [:]
+        var stopWaiters: [CheckedContinuation<ReplicatorStatus, Never>] = []
+    }
+
+    /// A replicator for `config` (not started).
+    ///
+    /// ```swift
+    /// let replicator = Replicator(config: config)
+    /// ```
+    public init(config: ReplicatorConfiguration) {
+        self.config = config
+        self.local = DatabaseEndpoint(database: config.database)
+    }
+
+    deinit {
+        state.withLock { $0.run?.cancel() }
+    }
+
+    // MARK: - Running
+
+    /// Starts replicating from the saved checkpoints; does nothing while already running.
+    ///
+    /// ```swift
+    /// replicator.start()
+    /// ```
+    public func start() { start(reset: false) }
+
+    /// Starts replicating; with `reset` true the checkpoints are ignored and every change since
+    /// the beginning of the feeds is considered again (what is already there is not copied again:
+    /// `_revs_diff` filters it out). Does nothing while already running.
+    ///
+    /// ```swift
+    /// replicator.start(reset: true)   // e.g. after a purge, or after changing a filter closure
+    /// ```
+    public func start(reset: Bool) {
+        state.withLock { s in
+            guard s.run == nil else { return }
+            s.runNumber += 1
+            s.stopRequested = false
+            s.directions = [:]
+            s.status = ReplicatorStatus(activity: .connecting, progress: ReplicatorProgress(), error: nil)
+            let number = s.runNumber
+            s.run = Task { [self] in await self.run(number: number, reset: reset) }
+        }
+        publishStatus()
+    }
+
+    /// Asks the replicator to stop and returns at once. It stops after the batch in flight is
+    /// inserted and the conflicts found in it are resolved (seed 002: apps "should expect to see
+    /// some delay"), then saves its checkpoint; the status becomes ``ReplicatorActivity/stopped``.
+    /// Await ``waitUntilStopped()`` to wait for it.
+    ///
+    /// ```swift
+    /// replicator.stop()
+    /// let final = await replicator.waitUntilStopped()
+    /// ```
+    public func stop() {
+        let run = state.withLock { s -> Task<Void, Never>? in
+            s.stopRequested = true
+            return s.run
+        }
+        // Cancelling interrupts only waits (an idle continuous replicator); a batch and its
+        // resolutions run in tasks of their own and finish.
+        run?.cancel()
+    }
+
+    /// Waits until the replicator is stopped (at once if it is) and returns the final status.
+    ///
+    /// ```swift
+    /// replicator.start()
+    /// let status = await replicator.waitUntilStopped()   // a one-shot run ends by itself
+    /// if let error = status.error { print(error) }
+    /// ```
+    public func waitUntilStopped() async -> ReplicatorStatus {
+        await withCheckedContinuation { (c: CheckedContinuation<ReplicatorStatus, Never>) in
+            let now = state.withLock { s -> ReplicatorStatus? in
+                if s.run == nil { return s.status }
+                s.stopWaiters.append(c)
+                return nil
+            }
+            if let now { c.resume(returning: now) }
+        }
+    }
+
+    /// The current activity, progress and last error.
+    ///
+    /// ```swift
+    /// print(replicator.status.activity)
+    /// ```
+    public var status: ReplicatorStatus { state.withLock { $0.status } }
+
+    var isStopRequested: Bool { state.withLock { $0.stopRequested } }
+
+    // MARK: - Listeners
+
+    /// Calls `listener` with each new status (activity, progress or error changed), on a serial
+    /// background queue, in order.
+    ///
+    /// ```swift
+    /// let token = replicator.addChangeListener { status in
+    ///     if status.activity == .stopped { print("done", status.error.map(String.init(describing:)) ?? "") }
+    /// }
+    /// token.remove()
+    /// ```
+    @discardableResult
+    public func addChangeListener(_ listener: @escaping @Sendable (ReplicatorStatus) -> Void) -> ListenerToken {
+        let id = state.withLock { s in s.nextToken += 1; s.statusListeners[s.nextToken] = listener; return s.nextToken }
+        return ListenerToken { [weak self] in self?.state.withLock { _ = $0.statusListeners.removeValue(forKey: id) } }
+    }
+
+    /// The statuses from now on, starting with the current one; the stream stays open across
+    /// runs and ends when the consuming task is cancelled.
+    ///
+    /// ```swift
+    /// for await status in replicator.statusChanges() where status.activity == .idle { break }
+    /// ```
+    public func statusChanges() -> AsyncStream<ReplicatorStatus> {
+        let (stream, continuation) = AsyncStream<ReplicatorStatus>.makeStream(bufferingPolicy: .unbounded)
+        let id = state.withLock { s in
+            s.nextToken += 1
+            s.streams[s.nextToken] = continuation
+            continuation.yield(s.status)
+            return s.nextToken
+        }
+        continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.streams.removeValue(forKey: id) } }
+        return stream
+    }
+
+    /// Calls `listener` with the documents of each batch pushed or pulled (and each conflict
+    /// resolved or failed), on a serial background queue, in order.
+    ///
+    /// ```swift
+    /// let token = replicator.addDocumentReplicationListener { replication in
+    ///     for doc in replication.documents where doc.error != nil { print("failed:", doc.id) }
+    /// }
+    /// ```
+    @discardableResult
+    public func addDocumentReplicationListener(_ listener: @escaping @Sendable (DocumentReplication) -> Void) -> ListenerToken {
+        let id = state.withLock { s in s.nextToken += 1; s.documentListeners[s.nextToken] = listener; return s.nextToken }
+        return ListenerToken { [weak self] in self?.state.withLock { _ = $0.documentListeners.removeValue(forKey: id) } }
+    }
+
+    // MARK: - Pending documents
+
+    /// The IDs of local documents changed since the push last recorded its progress (and that
+    /// its filters let through): what a push has still to send. Documents sent in a batch after
+    /// the last checkpoint of an earlier run count as pending until the push sees them again.
+    ///
+    /// ```swift
+    /// let waiting = try replicator.pendingDocumentIDs()
+    /// print("\(waiting.count) documents not yet pushed")
+    /// ```
+    ///
+    /// - Throws: ``ReplicatorError/Code/unsupported`` for a pull-only replicator; a
+    ///   ``SetteeError`` from the database.
+    public func pendingDocumentIDs() throws -> Set<String> {
+        let since = try pushProgress()
+        var ids = Set<String>()
+        var from = since
+        while true {
+            let rows = try config.database.changes(since: from, limit: 1000)
+            for row in rows where try isPushable(id: row.documentID, revisionID: row.revisionID, deleted: row.isDeleted) {
+                ids.insert(row.documentID)
+            }
+            guard let last = rows.last, rows.count == 1000 else { break }
+            from = last.sequence
+        }
+        return ids
+    }
+
+    /// Whether a local document has changes a push has still to send (see
+    /// ``pendingDocumentIDs()``); false for an unknown ID.
+    ///
+    /// ```swift
+    /// if try replicator.isDocumentPending("task-1") { showSyncBadge() }
+    /// ```
+    ///
+    /// - Throws: ``ReplicatorError/Code/unsupported`` for a pull-only replicator.
+    public func isDocumentPending(_ id: String) throws -> Bool {
+        let since = try pushProgress()
+        guard let tree = try config.database.revisionTree(withID: id),
+              let current = try config.database.document(withID: id, revisionID: tree.currentRevisionID),
+              current.sequence > since else { return false }
+        return try isPushable(id: id, revisionID: tree.currentRevisionID, deleted: current.isDeleted)
+    }
+
+    /// Where the push stands: this run's progress, else the local checkpoint's.
+    private func pushProgress() throws -> UInt64 {
+        guard config.replicatorType.pushes else {
+            throw ReplicatorError(.unsupported, "pending documents are those a push has to send; this replicator only pulls")
+        }
+        let recorded = try config.database.localDocument(withID: "_local/" + replicationID(.push))?["source_last_seq"]
+            .flatMap(ReplicationSequence.init(json:))?.integerValue ?? 0
+        return max(recorded, state.withLock { $0.pushedThrough } ?? 0)
+    }
+
+    /// Whether the push's filters let the document's current revision through.
+    func isPushable(id: String, revisionID: String, deleted: Bool) throws -> Bool {
+        if let ids = config.documentIDs, !ids.contains(id) { return false }
+        guard config.channels != nil || config.pushFilter != nil else { return true }
+        guard let doc = try config.database.document(withID: id, revisionID: revisionID) else { return false }
+        if let channels = config.channels, !DatabaseEndpoint.channels(of: doc).contains(where: channels.contains) { return false }
+        if let filter = config.pushFilter, !filter(doc, deleted ? .deleted : []) { return false }
+        return true
+    }
+
+    func replicationID(_ direction: ReplicationDirection) -> String {
+        direction == .push
+            ? ReplicationID.make(source: local.identifier, target: config.target.identifier, config: config, push: true)
+            : ReplicationID.make(source: config.target.identifier, target: local.identifier, config: config, push: false)
+    }
+
+    // MARK: - Status
+
+    /// Changes the state and tells listeners when the status changed.
+    func update(_ body: (inout State) -> Void) {
+        let changed = state.withLock { s -> Bool in
+            let before = s.status
+            body(&s)
+            if s.run != nil {
+                let activities = Array(s.directions.values)
+                if activities.contains(.busy) {
+                    s.status.activity = .busy
+                } else if activities.contains(.offline) {
+                    s.status.activity = .offline
+                } else if !activities.isEmpty, activities.allSatisfy({ $0 == .idle || $0 == .stopped }),
+                          activities.contains(.idle) {
+                    s.status.activity = .idle
+                }
+            }
+            return s.status != before
+        }
+        if changed { publishStatus() }
+    }
+
+    func publishStatus() {
+        let (status, listeners, streams) = state.withLock { s in
+            (s.status, Array(s.statusListeners.values), Array(s.streams.values))
+        }
+        for c in streams { c.yield(status) }
+        guard !listeners.isEmpty else { return }
+        listenerQueue.async { for l in listeners { l(status) } }
+    }
+
+    func publish(_ replication: DocumentReplication) {
+        guard !replication.documents.isEmpty else { return }
+        let listeners = state.withLock { Array($0.documentListeners.values) }
+        guard !listeners.isEmpty else { return }
+        listenerQueue.async { for l in listeners { l(replication) } }
+    }
+
+    /// Ends a run: stopped, with its error; wakes whoever waits.
+    func finish(number: UInt64, error: ReplicatorError?) {
+        let waiters = state.withLock { s -> [CheckedContinuation<ReplicatorStatus, Never>] in
+            guard s.runNumber == number else { return [] }
+            s.run = nil
+            s.status.activity = .stopped
+            s.status.error = error
+            s.directions = [:]
+            defer { s.stopWaiters = [] }
+            return s.stopWaiters
+        }
+        publishStatus()
+        let status = self.status
+        for w in waiters { w.resume(returning: status) }
+    }
+}
