@@ -30,7 +30,8 @@ public typealias PeerFilterFunction = @Sendable (Document, [String: JSONValue]) 
 /// ])
 /// ```
 ///
-/// - Note: Thread-safe (a `Database` is); the calls run synchronously on the calling task.
+/// - Note: Thread-safe (a `Database` is); the calls run synchronously on the calling task, and
+///   block it while the database reads or commits (a replicator calls them from its own threads).
 public struct DatabaseEndpoint: ReplicationPeer {
     /// The database this endpoint serves.
     ///

@@ -150,7 +150,7 @@ extension Replicator {
     private func saveCheckpoint(_ checkpoint: inout Checkpointer, _ sequence: ReplicationSequence,
                                 _ stats: SessionStats) async throws {
         let copy = checkpoint
-        checkpoint = try await Task {
+        checkpoint = try await Task(executorPreference: ReplicatorExecutor.shared) {
             var c = copy
             try await c.save(sequence, stats: stats)
             return c
@@ -200,7 +200,7 @@ extension Replicator {
                 // Stopping drops the batch read ahead; the one in flight was inserted.
                 if isStopRequested { break }
                 if page.changes.isEmpty && page.lastSequence == since { break }
-                inFlight = Task { [self] in try await self.commit(direction, batch, target: target, conflicts: conflicts) }
+                inFlight = Task(executorPreference: ReplicatorExecutor.shared) { [self] in try await self.commit(direction, batch, target: target, conflicts: conflicts) }
                 since = page.lastSequence
                 if page.reachedEnd { break }
             }

@@ -32,7 +32,9 @@ import Synchronization
 /// resolutions the pull wrote, so both sides end converged.
 ///
 /// - Note: Thread-safe: call any method from any thread or task. Listeners are called on a serial
-///   background queue, in order; the status stream may be consumed from any task.
+///   background queue, in order; the status stream may be consumed from any task. The replication
+///   itself runs on a few threads shared by every replicator in the process, not on Swift's
+///   cooperative pool, because its database calls block while they read and commit.
 public final class Replicator: Sendable {
     /// The configuration, as given when the replicator was created.
     ///
@@ -98,7 +100,7 @@ public final class Replicator: Sendable {
             s.directions = [:]
             s.status = ReplicatorStatus(activity: .connecting, progress: ReplicatorProgress(), error: nil)
             let number = s.runNumber
-            s.run = Task { [self] in await self.run(number: number, reset: reset) }
+            s.run = Task(executorPreference: ReplicatorExecutor.shared) { [self] in await self.run(number: number, reset: reset) }
         }
         publishStatus()
     }

@@ -33,6 +33,19 @@ extension Store {
         }
         writer.priorDurable = synchronous
         writer.logEnd = start + UInt64(footprint)
+        if !writer.logsOperations, writer.logEnd - writer.syncedEnd >= Store.compactionSyncInterval {
+            // A compaction target writes hundreds of MiB unsynced. Flushed all at once before the
+            // swap, they would queue ahead of the source writer's commit syncs for a long moment;
+            // flushed as they come, each source sync waits behind a few MiB at most, and the sync
+            // before the swap has little left to do. (No record claims durability from this sync.)
+            do throws(StorageError) {
+                try file.sync()
+            } catch {
+                writer.poisoned = error
+                throw error
+            }
+            writer.syncedEnd = writer.logEnd
+        }
         writer.dirtyNodes += tx.editor.createdNodes
         writer.replayBytes += payload - tx.valueBytes
         w.reset()

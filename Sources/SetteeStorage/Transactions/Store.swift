@@ -79,6 +79,9 @@ public final class Store: @unchecked Sendable {
         /// replays a target's commits (an unfinished target is deleted), so their operations
         /// would be dead bytes in the compacted file.
         var logsOperations = true
+        /// A compaction target syncs every `Store.compactionSyncInterval` bytes (see `commit`);
+        /// where the last of those syncs ended.
+        var syncedEnd: UInt64 = 0
 
         init(header: HeaderSlot, logEnd: UInt64, allocated: UInt64, lastCheckpointEnd: UInt64) {
             self.header = header
@@ -144,6 +147,8 @@ public final class Store: @unchecked Sendable {
     }
 
     static let compactionLogName = "log.compact"
+    /// How much a compaction target writes between two syncs of its own.
+    static let compactionSyncInterval: UInt64 = 32 << 20
 
     /// Opens (creating when missing) the log `directory/name` and recovers it: the last
     /// checkpoint is loaded, the commits after it replayed, and a new header written.
