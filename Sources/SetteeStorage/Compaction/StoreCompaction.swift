@@ -165,17 +165,30 @@ public final class StoreCompaction: @unchecked Sendable {
     /// try compaction.finish { source, changes, out in try recopy(changes, from: source, into: out) }
     /// ```
     public func finish(_ body: (_ source: ReadTransaction, _ changes: [ChangedKey], _ target: WriteTransaction) throws -> Void) throws {
+        if target.hasUncheckpointedWork { try flush() }
+        try source.finishCompaction(self, body)
+    }
+
+    /// Writes and syncs everything the new log holds so far (a checkpoint of ``target``) while
+    /// the source's writer keeps committing, so that ``finish(_:)``, which holds the writer, has
+    /// only the last changes to write and sync. `finish` does it itself when it is needed; call it
+    /// first when you hold a lock of your own around `finish` that your writers wait for.
+    ///
+    /// ```swift
+    /// try compaction.flush()
+    /// appLock.withLock { try compaction.finish(recopy) }
+    /// ```
+    ///
+    /// - Throws: what the target's checkpoint throws (`io`, `closed`); the compaction is then
+    ///   abandoned.
+    public func flush() throws {
         try journal.checkRunning()
-        // The new log's index nodes and values reach the disk now, while the source's writer
-        // keeps committing: what is left for the swap (with the writer held) is the last few
-        // changes' nodes and a small sync, not the whole new file.
         do {
             try target.checkpoint()
         } catch {
             cancel()
             throw error
         }
-        try source.finishCompaction(self, body)
     }
 
     /// Abandons the compaction: the new log is deleted, the store goes on with the old one.
@@ -324,9 +337,9 @@ extension Store {
             backing = opened.backing
             writer = opened.writer
             publish(opened.snapshot)
-            // Earlier snapshots keep the old map (and so the old file's data) alive; its
-            // descriptor is no longer needed.
-            old.file.close()
+            // Earlier snapshots keep the old map (and so the old file's data) alive; the last of
+            // them to go hands the file to a background thread that frees it.
+            old.retire()
         } catch {
             writer.poisoned = error
             throw error

@@ -1,3 +1,7 @@
+import Dispatch
+import Glibc
+import Synchronization
+
 /// One open log file and what reads it: the file, its memory map, the verified-record bitmap and
 /// the salt its checksums use. A store has one at a time; compaction replaces it with the new log.
 /// Every snapshot holds the backing it was committed in, so readers that started before a swap
@@ -7,6 +11,9 @@ final class LogBacking: @unchecked Sendable {
     let map: MemoryMap
     let verified: VerifiedBitmap
     let salt: UInt64
+    /// Set when a compaction swapped this log out (its name now belongs to the new log); only
+    /// the last snapshot's release touches it, after the swap published the new backing.
+    private let retired = Atomic<Bool>(false)
 
     init(file: any StorageFile, map: MemoryMap, verified: VerifiedBitmap, salt: UInt64) {
         self.file = file
@@ -14,4 +21,48 @@ final class LogBacking: @unchecked Sendable {
         self.verified = verified
         self.salt = salt
     }
+
+    /// Marks the backing as replaced by a compaction: its memory is released off the thread that
+    /// drops it last.
+    func retire() { retired.store(true, ordering: .releasing) }
+
+    deinit {
+        guard retired.load(ordering: .acquiring) else { return }
+        // The old log's name went to the new one (the rename is durable: its directory was
+        // synced before the swap was published), so only this descriptor and the map keep its
+        // data. Dropping them at once would free gigabytes of page cache and blocks in one go,
+        // in whichever thread dropped the last snapshot (often the writer), and hold the
+        // filesystem's journal meanwhile, so every commit sync waits: about 100 to 300 ms at
+        // a million documents. The reaper frees it a slice at a time instead.
+        let map = Unmanaged.passRetained(self.map)
+        let verified = Unmanaged.passRetained(self.verified)
+        // Nothing else uses the file any more: the reaper is its only user from here on.
+        nonisolated(unsafe) let file = self.file
+        LogBacking.reaper.async {
+            map.release()
+            verified.release()
+            // Straight on the descriptor, not through the file seam: this is not a write of the
+            // database (no name leads to this file any more), and a crash test's fault plan
+            // must not count it.
+            var st = stat()
+            if fstat(file.descriptor, &st) == 0 {
+                var size = UInt64(max(st.st_size, 0))
+                while size > LogBacking.reapSlice {
+                    size -= LogBacking.reapSlice
+                    var t0 = timespec(), t1 = timespec()
+                    clock_gettime(CLOCK_MONOTONIC, &t0)
+                    guard ftruncate(file.descriptor, off_t(size)) == 0 else { break }
+                    clock_gettime(CLOCK_MONOTONIC, &t1)
+                    // As long again for the writer's syncs (which wait while a slice is freed),
+                    // and at least 2 ms.
+                    let took = (t1.tv_sec - t0.tv_sec) * 1_000_000 + (t1.tv_nsec - t0.tv_nsec) / 1_000
+                    usleep(UInt32(clamping: max(2_000, took)))
+                }
+            }
+            file.close()
+        }
+    }
+
+    private static let reapSlice: UInt64 = 16 << 20
+    private static let reaper = DispatchQueue(label: "settee.storage.retired-logs", qos: .utility)
 }

@@ -70,7 +70,22 @@ extension Store {
             // 1. Nodes.
             if w.count > 0 {
                 try ensureAllocated(from: start, to: start + UInt64(w.count))
-                try file.write(w.bytes, at: start)
+                if writer.logsOperations {
+                    try file.write(w.bytes, at: start)
+                } else {
+                    // A compaction target's checkpoint writes a hundred MiB of nodes or more
+                    // while the source's writer commits; synced in one go, they would sit in the
+                    // disk's queue ahead of its commits' syncs (a 300 ms stall at a million
+                    // documents). A few MiB at a time, each commit waits for a few MiB at most.
+                    let bytes = w.bytes
+                    var at = 0
+                    while at < bytes.count {
+                        let n = min(Int(Store.compactionSyncInterval), bytes.count - at)
+                        try file.write(UnsafeRawBufferPointer(rebasing: bytes[at ..< at + n]), at: start + UInt64(at))
+                        at += n
+                        if at < bytes.count { try file.sync() }
+                    }
+                }
                 try file.sync()
             }
             start += UInt64(w.count)

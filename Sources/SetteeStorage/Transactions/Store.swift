@@ -148,7 +148,7 @@ public final class Store: @unchecked Sendable {
 
     static let compactionLogName = "log.compact"
     /// How much a compaction target writes between two syncs of its own.
-    static let compactionSyncInterval: UInt64 = 32 << 20
+    static let compactionSyncInterval: UInt64 = 16 << 20
 
     /// Opens (creating when missing) the log `directory/name` and recovers it: the last
     /// checkpoint is loaded, the commits after it replayed, and a new header written.
@@ -387,6 +387,13 @@ public final class Store: @unchecked Sendable {
         writer.closed = true
         file.close()
         lockFile?.release()
+    }
+
+    /// Whether something was committed or changed in memory since the last checkpoint.
+    var hasUncheckpointedWork: Bool {
+        guard writerLock.lock() else { return true }
+        defer { writerLock.unlock() }
+        return writer.logEnd > writer.lastCheckpointEnd || writer.dirtyNodes > 0
     }
 
     /// The offset where the next record will be written (the end of the last commit).
