@@ -13,15 +13,13 @@ package final class SteppedCompaction {
 
     package let compaction: StoreCompaction
     package private(set) var phase = Phase.copying
-    private let names: [String]
-    private var index = 0
-    private var after: [UInt8]?
+    private var copier: SnapshotCopier
     private let batch: Int
 
     /// Begins a compaction of `store`: `batch` entries per copy step, then `catchUps` catch-ups.
     package init(_ store: Store, batch: Int, catchUps: Int) throws {
         compaction = try store.beginCompaction()
-        names = compaction.readStart { $0.treeNames }
+        copier = SnapshotCopier(compaction)
         self.batch = max(1, batch)
         self.catchUps = catchUps
     }
@@ -35,7 +33,7 @@ package final class SteppedCompaction {
         do {
             switch phase {
             case .copying:
-                if try copyBatch() { phase = catchUps > 0 ? .catchingUp(left: catchUps) : .catchingUp(left: 0) }
+                if try !copier.step(compaction, batch: batch) { phase = catchUps > 0 ? .catchingUp(left: catchUps) : .catchingUp(left: 0) }
             case .catchingUp(let left):
                 if left == 0 {
                     willFinish()
@@ -62,17 +60,42 @@ package final class SteppedCompaction {
         while try !step(willFinish: willFinish) {}
     }
 
-    /// Copies up to `batch` entries of the starting snapshot; returns true when all are copied.
-    private func copyBatch() throws -> Bool {
-        guard index < names.count else { return true }
+    /// Brings the keys in `changes` up to date in `out` from `source`.
+    package static func apply(_ changes: [ChangedKey], from source: ReadTransaction, into out: WriteTransaction) throws {
+        for change in changes {
+            guard let tree = out.tree(named: change.tree.name) else {
+                throw StorageError(code: .noSuchTree, reason: "the compaction target lacks \(change.tree.name)")
+            }
+            if let value = try source.value(forKey: change.key, in: change.tree) {
+                try out.put(change.key, value, in: tree)
+            } else {
+                _ = try out.delete(change.key, in: tree)
+            }
+        }
+    }
+}
+
+/// The snapshot a compaction began with, copied into its target a batch of entries per target
+/// transaction (values by `put`), so that writes to the source can run between batches.
+package struct SnapshotCopier {
+    private let names: [String]
+    private var index = 0
+    private var after: [UInt8]?
+    /// Entries copied so far.
+    package private(set) var copied = 0
+
+    package init(_ c: StoreCompaction) { names = c.readStart { $0.treeNames } }
+
+    /// Copies up to `batch` entries; returns false once everything is copied.
+    package mutating func step(_ c: StoreCompaction, batch: Int) throws -> Bool {
+        guard index < names.count else { return false }
         let name = names[index]
         let start = after
         var last: [UInt8]?
         var n = 0
-        let batch = self.batch
-        try compaction.readStart { source in
+        try c.readStart { source in
             guard let from = source.tree(named: name) else { return }
-            try compaction.target.write { out in
+            try c.target.write { out in
                 guard let to = out.tree(named: name) else {
                     throw StorageError(code: .noSuchTree, reason: "the compaction target lacks \(name)")
                 }
@@ -88,21 +111,13 @@ package final class SteppedCompaction {
                 }
             }
         }
+        copied += n
         if let last { after = last } else { index += 1; after = nil }
-        return index >= names.count
+        return index < names.count
     }
 
-    /// Brings the keys in `changes` up to date in `out` from `source`.
-    package static func apply(_ changes: [ChangedKey], from source: ReadTransaction, into out: WriteTransaction) throws {
-        for change in changes {
-            guard let tree = out.tree(named: change.tree.name) else {
-                throw StorageError(code: .noSuchTree, reason: "the compaction target lacks \(change.tree.name)")
-            }
-            if let value = try source.value(forKey: change.key, in: change.tree) {
-                try out.put(change.key, value, in: tree)
-            } else {
-                _ = try out.delete(change.key, in: tree)
-            }
-        }
+    /// Copies everything left.
+    package mutating func all(_ c: StoreCompaction) throws {
+        while try step(c, batch: 500) {}
     }
 }

@@ -25,65 +25,6 @@ import Testing
         return stat(path, &st) == 0 ? UInt64(st.st_ino) : 0
     }
 
-    /// Brings the keys in `changes` up to date in `out` from `source`.
-    static func apply(_ changes: [ChangedKey], from source: ReadTransaction, into out: WriteTransaction) throws {
-        for change in changes {
-            guard let tree = out.tree(named: change.tree.name) else {
-                throw StorageError(code: .noSuchTree, reason: "the target lacks \(change.tree.name)")
-            }
-            if let value = try source.value(forKey: change.key, in: change.tree) {
-                try out.put(change.key, value, in: tree)
-            } else {
-                _ = try out.delete(change.key, in: tree)
-            }
-        }
-    }
-
-    /// Copies the snapshot a compaction began with into its target, a batch of entries per
-    /// target transaction, so writes to the source can run between batches.
-    struct Copier {
-        let names: [String]
-        var index = 0
-        var after: [UInt8]?
-        var copied = 0
-
-        init(_ c: StoreCompaction) { names = c.readStart { $0.treeNames } }
-
-        /// Copies up to `batch` entries; returns false once everything is copied.
-        mutating func step(_ c: StoreCompaction, batch: Int) throws -> Bool {
-            guard index < names.count else { return false }
-            let name = names[index]
-            let start = after
-            var last: [UInt8]?
-            var n = 0
-            try c.readStart { source throws in
-                guard let from = source.tree(named: name) else { return }
-                try c.target.write { out in
-                    guard let to = out.tree(named: name) else {
-                        throw StorageError(code: .noSuchTree, reason: "the target lacks \(name)")
-                    }
-                    try source.forEach(in: from, from: start) { k, v in
-                        if let start, k.elementsEqual(start) { return true }
-                        try out.put(k, v, in: to)
-                        n += 1
-                        if n == batch {
-                            last = Array(k)
-                            return false
-                        }
-                        return true
-                    }
-                }
-            }
-            copied += n
-            if let last { after = last } else { index += 1; after = nil }
-            return index < names.count
-        }
-
-        mutating func all(_ c: StoreCompaction) throws {
-            while try step(c, batch: 500) {}
-        }
-    }
-
     /// Everything in the store, empty trees left out.
     static func contents(_ store: Store) throws -> Model {
         try store.read { tx throws in
@@ -173,7 +114,7 @@ import Testing
             let sizeBefore = store.fileSize
             let c = try store.beginCompaction()
             #expect(Self.exists(dir.path + "/log.compact"))
-            var copier = Copier(c)
+            var copier = SnapshotCopier(c)
             while try copier.step(c, batch: Int.random(in: 5...120, using: &rng)) {
                 try w.write(store, count: Int.random(in: 0...3, using: &rng))
                 if Int.random(in: 0..<10, using: &rng) == 0 { try store.checkpoint() }
@@ -185,13 +126,13 @@ import Testing
             for _ in 0..<Int.random(in: 0...2, using: &rng) {
                 try w.write(store, count: Int.random(in: 1...20, using: &rng))
                 try c.catchUp { source, changes in
-                    try c.target.write { out in try Self.apply(changes, from: source, into: out) }
+                    try c.target.write { out in try SteppedCompaction.apply(changes, from: source, into: out) }
                 }
                 #expect(c.pendingChanges == 0)
             }
             try w.write(store, count: Int.random(in: 0...10, using: &rng))
             let commitBefore = store.lastCommitID
-            try c.finish { source, changes, out in try Self.apply(changes, from: source, into: out) }
+            try c.finish { source, changes, out in try SteppedCompaction.apply(changes, from: source, into: out) }
             #expect(!Self.exists(dir.path + "/log.compact"), "seed \(seed) round \(round)")
             #expect(store.lastCommitID >= commitBefore, "seed \(seed) round \(round)")
             #expect(Self.normalized(try Self.contents(store)) == Self.normalized(w.model), "seed \(seed) round \(round)")
@@ -241,16 +182,16 @@ import Testing
         thread.start()
         for _ in 0..<3 {
             let c = try store.beginCompaction()
-            var copier = Copier(c)
+            var copier = SnapshotCopier(c)
             try copier.all(c)
             var rounds = 0
             while c.pendingChanges > 20 && rounds < 5 {
                 try c.catchUp { source, changes in
-                    try c.target.write { out in try Self.apply(changes, from: source, into: out) }
+                    try c.target.write { out in try SteppedCompaction.apply(changes, from: source, into: out) }
                 }
                 rounds += 1
             }
-            try c.finish { source, changes, out in try Self.apply(changes, from: source, into: out) }
+            try c.finish { source, changes, out in try SteppedCompaction.apply(changes, from: source, into: out) }
             _ = try store.check()
         }
         stop.store(true, ordering: .releasing)
@@ -279,9 +220,9 @@ import Testing
         let oldInode = Self.inode(dir.path + "/log")
         try store.read { old throws in
             let c = try store.beginCompaction()
-            var copier = Copier(c)
+            var copier = SnapshotCopier(c)
             try copier.all(c)
-            try c.finish { source, changes, out in try Self.apply(changes, from: source, into: out) }
+            try c.finish { source, changes, out in try SteppedCompaction.apply(changes, from: source, into: out) }
             #expect(Self.inode(dir.path + "/log") != oldInode)
             try w.write(store, count: 50)
             // Both snapshots read in full (every value checked against its checksum).
@@ -318,10 +259,10 @@ import Testing
         reader.start()
         for _ in 0..<4 {
             let c = try store.beginCompaction()
-            var copier = Copier(c)
+            var copier = SnapshotCopier(c)
             try copier.all(c)
             try w.write(store, count: 10)
-            try c.finish { source, changes, out in try Self.apply(changes, from: source, into: out) }
+            try c.finish { source, changes, out in try SteppedCompaction.apply(changes, from: source, into: out) }
         }
         while reads.load(ordering: .relaxed) < 3 { usleep(1000) }
         stop.store(true, ordering: .releasing)
@@ -340,7 +281,7 @@ import Testing
         try w.write(store, count: 100)
         let inode = Self.inode(dir.path + "/log")
         let c = try store.beginCompaction()
-        var copier = Copier(c)
+        var copier = SnapshotCopier(c)
         _ = try copier.step(c, batch: 50)
         try w.write(store, count: 10)
         let commit = store.lastCommitID
@@ -357,9 +298,9 @@ import Testing
         _ = try store.check()
         // The journal stopped: a new compaction starts and finishes normally.
         let again = try store.beginCompaction()
-        var copier2 = Copier(again)
+        var copier2 = SnapshotCopier(again)
         try copier2.all(again)
-        try again.finish { source, changes, out in try Self.apply(changes, from: source, into: out) }
+        try again.finish { source, changes, out in try SteppedCompaction.apply(changes, from: source, into: out) }
         #expect(Self.normalized(try Self.contents(store)) == Self.normalized(w.model))
         c.cancel()   // an old compaction's cancel does not touch the store
         #expect(Self.normalized(try Self.contents(store)) == Self.normalized(w.model))
@@ -378,11 +319,11 @@ import Testing
         let c = try store.beginCompaction()
         #expect(Self.code { _ = try store.beginCompaction() } == .invalidArgument)
         #expect(Self.code { try store.write { _ in _ = try store.beginCompaction() } } == .invalidArgument)
-        var copier = Copier(c)
+        var copier = SnapshotCopier(c)
         try copier.all(c)
         #expect(Self.code { try store.write { _ in try c.finish { _, _, _ in } } } == .invalidArgument)
         // The refused attempts did not disturb the running one.
-        try c.finish { source, changes, out in try Self.apply(changes, from: source, into: out) }
+        try c.finish { source, changes, out in try SteppedCompaction.apply(changes, from: source, into: out) }
         #expect(Self.normalized(try Self.contents(store)) == Self.normalized(w.model))
         #expect(Self.code { try c.finish { _, _, _ in } } == .invalidArgument)
         let next = try store.beginCompaction()
@@ -400,7 +341,7 @@ import Testing
             let store = try Store(directory: dir.path, configuration: smallConfiguration())
             try w.write(store, count: 60)
             let c = try store.beginCompaction()
-            var copier = Copier(c)
+            var copier = SnapshotCopier(c)
             _ = try copier.step(c, batch: 20)
             try store.close()
             #expect(!Self.exists(dir.path + "/log.compact"))
@@ -425,7 +366,7 @@ import Testing
             let store = try Store(directory: dir.path, configuration: smallConfiguration())
             try w.write(store, count: 40)
             let c = try store.beginCompaction()
-            var copier = Copier(c)
+            var copier = SnapshotCopier(c)
             try copier.all(c)
             // A crash: nothing closed, nothing deleted.
             c.target.abandon()
@@ -492,7 +433,7 @@ import Testing
         try w.write(store, count: 50)
         let inode = Self.inode(dir.path + "/log")
         let c = try store.beginCompaction()
-        var copier = Copier(c)
+        var copier = SnapshotCopier(c)
         try copier.all(c)
         // Enough changes that the finish's commit in the new log checkpoints by itself.
         try store.write { tx in
@@ -503,7 +444,7 @@ import Testing
         var thrown: (any Error)?
         do {
             try c.finish { source, changes, out in
-                try Self.apply(changes, from: source, into: out)
+                try SteppedCompaction.apply(changes, from: source, into: out)
                 // The commit's write is the next operation; the checkpoint's first write fails.
                 plan.failWriteAt = plan.operations + 2
             }
@@ -534,7 +475,7 @@ import Testing
         }
         let c = try store.beginCompaction()
         #expect(try c.target.read { $0.treeNames } == ["a"])
-        var copier = Copier(c)
+        var copier = SnapshotCopier(c)
         try copier.all(c)
         let z = try store.write { tx in
             let z = try tx.createTree(named: "z")
@@ -543,7 +484,7 @@ import Testing
         }
         try c.catchUp { source, changes in
             #expect(changes.map(\.tree.name) == ["z"])
-            try c.target.write { out in try Self.apply(changes, from: source, into: out) }
+            try c.target.write { out in try SteppedCompaction.apply(changes, from: source, into: out) }
         }
         #expect(try c.target.read { tx in tx.tree(named: "z")?.id } == z.id)
         // One created between the last catch-up and the finish, one with no keys at all.
@@ -555,7 +496,7 @@ import Testing
         try c.finish { source, changes, out in
             #expect(out.tree(named: "m")?.id == m.id)
             #expect(out.tree(named: "empty")?.id == empty.id)
-            try Self.apply(changes, from: source, into: out)
+            try SteppedCompaction.apply(changes, from: source, into: out)
         }
         try store.read { tx throws in
             #expect(tx.treeNames == ["a", "z", "m", "empty"])
@@ -635,7 +576,7 @@ import Testing
                 }
             }
         }
-        try c.finish { source, changes, out in try Self.apply(changes, from: source, into: out) }
+        try c.finish { source, changes, out in try SteppedCompaction.apply(changes, from: source, into: out) }
         let after = try copies.map { try Self.storedEntry(dir.path + "/log", $0) }
         for i in values.indices {
             #expect(after[i].flags == before[i].flags, "value \(i)")
@@ -715,9 +656,9 @@ import Testing
 
         // Fewer commits in the copy than in the source: the numbers continue from the source's.
         var c = try store.beginCompaction()
-        var copier = Copier(c)
+        var copier = SnapshotCopier(c)
         try copier.all(c)
-        try c.finish { source, changes, out in try Self.apply(changes, from: source, into: out) }
+        try c.finish { source, changes, out in try SteppedCompaction.apply(changes, from: source, into: out) }
         #expect(store.lastCommitID >= last)
         last = store.lastCommitID
         let id = try store.write { tx in
@@ -729,7 +670,7 @@ import Testing
 
         // A finish with nothing to copy and no commit of its own.
         c = try store.beginCompaction()
-        copier = Copier(c)
+        copier = SnapshotCopier(c)
         try copier.all(c)
         try c.finish { _, changes, _ in #expect(changes.isEmpty) }
         #expect(store.lastCommitID == last)
@@ -737,7 +678,7 @@ import Testing
         // The same when the target has just checkpointed (as it does by itself after a large
         // copy): the number it continues from must still reach the new log.
         c = try store.beginCompaction()
-        copier = Copier(c)
+        copier = SnapshotCopier(c)
         try copier.all(c)
         try c.target.checkpoint()
         try c.finish { _, changes, _ in #expect(changes.isEmpty) }
@@ -751,9 +692,9 @@ import Testing
         try store.write { tx in for i in 200..<400 { try tx.put(paddedKey("k", i), bytes("\(i)"), in: t) } }
         last = store.lastCommitID
         c = try store.beginCompaction()
-        copier = Copier(c)
+        copier = SnapshotCopier(c)
         while try copier.step(c, batch: 1) {}
-        try c.finish { source, changes, out in try Self.apply(changes, from: source, into: out) }
+        try c.finish { source, changes, out in try SteppedCompaction.apply(changes, from: source, into: out) }
         #expect(store.lastCommitID > last)
         last = store.lastCommitID
         store.abandon()

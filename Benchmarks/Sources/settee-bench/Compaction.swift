@@ -95,6 +95,20 @@ extension Dataset {
         HistoryBatch(dataset: self, positions: positions, generation: generation)
     }
 
+    /// Saves every generation of every document through `save`, a batch at a time, in the
+    /// order `HistoryBatch` describes (untimed), reporting progress.
+    func loadHistory(engine name: String, _ save: (HistoryBatch) throws -> Void) throws {
+        let total = documentCount
+        let progress = Progress("\(name) compaction: history", total: total * HistoryBatch.generations)
+        for generation in 1 ... HistoryBatch.generations {
+            for start in stride(from: 0, to: total, by: Dataset.batchSize) {
+                let end = min(start + Dataset.batchSize, total)
+                try save(history(start ..< end, generation: generation))
+                progress.update((generation - 1) * total + end)
+            }
+        }
+    }
+
     /// The version and body document `index` has at `generation` (untimed checks).
     func revision(of index: Int, generation: Int) -> (version: [UInt8], body: [UInt8]) {
         generation == 1 ? (Array(version(index)), Array(body(index)))
@@ -231,21 +245,7 @@ extension RawRevTree {
     static func decodeRevisions(_ tree: UnsafeRawBufferPointer) throws -> [(revisionID: [UInt8], body: [UInt8]?)] {
         var revisions: [(revisionID: [UInt8], body: [UInt8]?)] = []
         try forEachRevision(in: tree) { revision in
-            var id = revision.revisionID[...]
-            var generation: UInt64 = 0
-            var shift: UInt64 = 0
-            while let byte = id.popFirst() {
-                generation |= UInt64(byte & 0x7F) << shift
-                shift += 7
-                if byte < 0x80 { break }
-            }
-            let hex = Array("0123456789abcdef".utf8)
-            var text = Array("\(generation)-".utf8)
-            for byte in id {
-                text.append(hex[Int(byte >> 4)])
-                text.append(hex[Int(byte & 0xF)])
-            }
-            revisions.append((text, revision.data.map(Array.init)))
+            revisions.append((asciiRevisionID(revision.revisionID), revision.data.map(Array.init)))
         }
         return revisions
     }

@@ -254,22 +254,12 @@ final class DocumentRunner {
     private func compaction(in directory: String, fresh: String) throws -> [(Figure, Double, note: String?)] {
         try Files.createDirectory(directory)
         let total = dataset.documentCount
-        let generations = HistoryBatch.generations
         var engine = try Engine(directory: directory, autoCompaction: false)
-        let progress = Progress("\(Engine.name.rawValue) compaction: history", total: total * generations)
-        for generation in 1 ... generations {
-            for start in stride(from: 0, to: total, by: Dataset.batchSize) {
-                let end = min(start + Dataset.batchSize, total)
-                try engine.insert(try newDocuments(dataset.history(start ..< end, generation: generation)))
-                progress.update((generation - 1) * total + end)
-            }
-        }
+        try dataset.loadHistory(engine: Engine.name.rawValue) { try engine.insert(try newDocuments($0)) }
         try verifyHistory(engine, bodiesKept: true)
         try engine.close()
         let before = try Engine.footprint(of: directory)
-        Files.settleWriteback()
-        let cached = try Files.readIntoPageCache(directory)
-        Progress.log("  \(Engine.name.rawValue) compaction: \(before) bytes before, \(cached) read into the page cache; compacting")
+        try Files.warmBeforeCompaction(directory, engine: Engine.name.rawValue, bytes: before)
 
         engine = try Engine(directory: directory, autoCompaction: false)
         let watch = Stopwatch()
@@ -289,7 +279,7 @@ final class DocumentRunner {
         engine = try Engine(directory: fresh, autoCompaction: false)
         for start in stride(from: 0, to: total, by: Dataset.batchSize) {
             let end = min(start + Dataset.batchSize, total)
-            try engine.insert(try newDocuments(dataset.history(start ..< end, generation: generations)))
+            try engine.insert(try newDocuments(dataset.history(start ..< end, generation: HistoryBatch.generations)))
         }
         try engine.close()
         let freshSize = try Engine.footprint(of: fresh)

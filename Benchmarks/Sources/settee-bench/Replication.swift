@@ -119,6 +119,25 @@ enum RawRevTree {
         return generation
     }
 
+    /// The ASCII form (`<generation>-<hex>`) of a compact revision ID written by `appendCompact`.
+    static func asciiRevisionID(_ compact: UnsafeRawBufferPointer) -> [UInt8] {
+        var id = compact[...]
+        var generation: UInt64 = 0
+        var shift: UInt64 = 0
+        while let byte = id.popFirst() {
+            generation |= UInt64(byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80 { break }
+        }
+        let hex = Array("0123456789abcdef".utf8)
+        var text = Array("\(generation)-".utf8)
+        for byte in id {
+            text.append(hex[Int(byte >> 4)])
+            text.append(hex[Int(byte & 0xF)])
+        }
+        return text
+    }
+
     @inline(__always)
     private static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
@@ -142,21 +161,7 @@ enum RawRevTree {
             else { return nil }
             let idLength = Int(tree[offset + 7])
             guard 8 + idLength < size else { return nil }
-            var id = UnsafeRawBufferPointer(rebasing: tree[(offset + 8) ..< (offset + 8 + idLength)])[...]
-            var generation: UInt64 = 0
-            var shift: UInt64 = 0
-            while let byte = id.popFirst() {
-                generation |= UInt64(byte & 0x7F) << shift
-                shift += 7
-                if byte < 0x80 { break }
-            }
-            let hex = Array("0123456789abcdef".utf8)
-            var text = Array("\(generation)-".utf8)
-            for byte in id {
-                text.append(hex[Int(byte >> 4)])
-                text.append(hex[Int(byte & 0xF)])
-            }
-            revisions.append(text)
+            revisions.append(asciiRevisionID(UnsafeRawBufferPointer(rebasing: tree[(offset + 8) ..< (offset + 8 + idLength)])))
             offset += size
         }
         return nil

@@ -212,20 +212,11 @@ final class Runner {
         try Files.createDirectory(directory)
         let total = dataset.documentCount
         var engine = try E(directory: directory, documentCount: total)
-        let progress = Progress("\(E.name.rawValue) compaction: history", total: total * HistoryBatch.generations)
-        for generation in 1 ... HistoryBatch.generations {
-            for start in stride(from: 0, to: total, by: Dataset.batchSize) {
-                let end = min(start + Dataset.batchSize, total)
-                try engine.saveHistory(dataset.history(start ..< end, generation: generation))
-                progress.update((generation - 1) * total + end)
-            }
-        }
+        try dataset.loadHistory(engine: E.name.rawValue) { try engine.saveHistory($0) }
         try verifyHistory(engine, bodiesKept: true)
         try engine.close()
         let before = try E.footprint(of: directory)
-        Files.settleWriteback()
-        let cached = try Files.readIntoPageCache(directory)
-        Progress.log("  \(E.name.rawValue) compaction: \(before) bytes before, \(cached) read into the page cache; compacting")
+        try Files.warmBeforeCompaction(directory, engine: E.name.rawValue, bytes: before)
 
         engine = try E(directory: directory, documentCount: total)
         var watch = Stopwatch()

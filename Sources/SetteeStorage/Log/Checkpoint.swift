@@ -70,7 +70,7 @@ extension Store {
             // 1. Nodes.
             if w.count > 0 {
                 try ensureAllocated(from: start, to: start + UInt64(w.count))
-                if writer.logsOperations {
+                if !writer.isCompactionTarget {
                     try file.write(w.bytes, at: start)
                 } else {
                     // A compaction target's checkpoint writes a hundred MiB of nodes or more

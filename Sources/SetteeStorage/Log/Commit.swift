@@ -33,7 +33,7 @@ extension Store {
         }
         writer.priorDurable = synchronous
         writer.logEnd = start + UInt64(footprint)
-        if !writer.logsOperations, writer.logEnd - writer.syncedEnd >= Store.compactionSyncInterval {
+        if writer.isCompactionTarget, writer.logEnd - writer.syncedEnd >= Store.compactionSyncInterval {
             // A compaction target writes hundreds of MiB unsynced. Flushed all at once before the
             // swap, they would queue ahead of the source writer's commit syncs for a long moment;
             // flushed as they come, each source sync waits behind a few MiB at most, and the sync

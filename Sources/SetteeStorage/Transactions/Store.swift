@@ -74,11 +74,13 @@ public final class Store: @unchecked Sendable {
         var priorDurable = true
         /// Set while a compaction runs: the keys each commit changes.
         var journal: ChangeJournal?
-        /// False for a compaction target: its puts and deletes are not written to the log, only
-        /// applied to the trees, which the checkpoint before its swap writes. Nothing ever
-        /// replays a target's commits (an unfinished target is deleted), so their operations
-        /// would be dead bytes in the compacted file.
-        var logsOperations = true
+        /// A compaction's new log. Its puts and deletes are not written to the log, only applied
+        /// to the trees, which the checkpoint before its swap writes: nothing ever replays a
+        /// target's commits (an unfinished target is deleted), so their operations would be dead
+        /// bytes in the compacted file. And it syncs as it writes, a slice at a time (see
+        /// `commit`, `writeCheckpoint`), so the source's commit syncs never queue behind one
+        /// large flush.
+        var isCompactionTarget = false
         /// A compaction target syncs every `Store.compactionSyncInterval` bytes (see `commit`);
         /// where the last of those syncs ended.
         var syncedEnd: UInt64 = 0
@@ -143,7 +145,7 @@ public final class Store: @unchecked Sendable {
         backing = opened.backing
         current = opened.snapshot
         writer = opened.writer
-        writer.logsOperations = false
+        writer.isCompactionTarget = true
     }
 
     static let compactionLogName = "log.compact"

@@ -30,7 +30,7 @@ public final class WriteTransaction {
     /// Keys this transaction put or deleted, recorded only while a compaction runs (it copies
     /// them again before swapping files).
     private let journaling: Bool
-    /// False in a compaction target (see `Store.WriterState.logsOperations`).
+    /// False in a compaction target (see `Store.WriterState.isCompactionTarget`).
     private let logging: Bool
     private(set) var touched: [(tree: UInt32, key: [UInt8])] = []
     /// Bytes of value entries in the pending commit (replay skips them by their length).
@@ -55,7 +55,7 @@ public final class WriteTransaction {
         salt = store.salt
         compressionThreshold = store.configuration.compressionThreshold
         journaling = store.writer.journal != nil
-        logging = store.writer.logsOperations
+        logging = !store.writer.isCompactionTarget
         context = ReadContext(reader: reader, storeID: ObjectIdentifier(store), pendingStart: store.writer.logEnd, pending: w)
     }
 
