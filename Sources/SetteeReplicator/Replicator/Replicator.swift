@@ -100,9 +100,10 @@ public final class Replicator: Sendable {
             s.directions = [:]
             s.status = ReplicatorStatus(activity: .connecting, progress: ReplicatorProgress(), error: nil)
             let number = s.runNumber
+            // Announced before the run exists, so no status of the run can be announced ahead of it.
+            announce(s)
             s.run = Task(executorPreference: ReplicatorExecutor.shared) { [self] in await self.run(number: number, reset: reset) }
         }
-        publishStatus()
     }
 
     /// Asks the replicator to stop and returns at once. It stops after the batch in flight is
@@ -274,7 +275,7 @@ public final class Replicator: Sendable {
 
     /// Changes the state and tells listeners when the status changed.
     func update(_ body: (inout State) -> Void) {
-        let changed = state.withLock { s -> Bool in
+        state.withLock { s in
             let before = s.status
             body(&s)
             if s.run != nil {
@@ -288,40 +289,43 @@ public final class Replicator: Sendable {
                     s.status.activity = .idle
                 }
             }
-            return s.status != before
+            if s.status != before { announce(s) }
         }
-        if changed { publishStatus() }
     }
 
-    func publishStatus() {
-        let (status, listeners, streams) = state.withLock { s in
-            (s.status, Array(s.statusListeners.values), Array(s.streams.values))
-        }
-        for c in streams { c.yield(status) }
-        guard !listeners.isEmpty else { return }
+    /// Hands the status in `s` to streams and listeners. Called with the state locked, so that
+    /// statuses reach them in the order they were set: announcing after unlocking let a thread
+    /// that read an older status deliver it after a newer one.
+    private func announce(_ s: State) {
+        let status = s.status
+        for c in s.streams.values { c.yield(status) }
+        guard !s.statusListeners.isEmpty else { return }
+        let listeners = Array(s.statusListeners.values)
         listenerQueue.async { for l in listeners { l(status) } }
     }
 
     func publish(_ replication: DocumentReplication) {
         guard !replication.documents.isEmpty else { return }
-        let listeners = state.withLock { Array($0.documentListeners.values) }
-        guard !listeners.isEmpty else { return }
-        listenerQueue.async { for l in listeners { l(replication) } }
+        // Queued with the state locked, like statuses, so batches reach listeners in order.
+        state.withLock { s in
+            guard !s.documentListeners.isEmpty else { return }
+            let listeners = Array(s.documentListeners.values)
+            listenerQueue.async { for l in listeners { l(replication) } }
+        }
     }
 
     /// Ends a run: stopped, with its error; wakes whoever waits.
     func finish(number: UInt64, error: ReplicatorError?) {
-        let waiters = state.withLock { s -> [CheckedContinuation<ReplicatorStatus, Never>] in
-            guard s.runNumber == number else { return [] }
+        let (waiters, status) = state.withLock { s -> ([CheckedContinuation<ReplicatorStatus, Never>], ReplicatorStatus) in
+            guard s.runNumber == number else { return ([], s.status) }
             s.run = nil
             s.status.activity = .stopped
             s.status.error = error
             s.directions = [:]
+            announce(s)
             defer { s.stopWaiters = [] }
-            return s.stopWaiters
+            return (s.stopWaiters, s.status)
         }
-        publishStatus()
-        let status = self.status
         for w in waiters { w.resume(returning: status) }
     }
 }
