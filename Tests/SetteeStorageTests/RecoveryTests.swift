@@ -177,4 +177,32 @@ import Testing
         try damage(slot: 1)
         #expect { _ = try Store(directory: path) } throws: { ($0 as? StorageError)?.code == .corrupted }
     }
+
+    /// A new log's first header goes into the slot its generation selects, so the first open's
+    /// header (the next generation, in the other slot) can be torn by a power failure and the
+    /// database still opens. It once went into slot 0, the slot generation 2 overwrites.
+    @Test func aTornFirstHeaderWriteAfterCreationLeavesTheCreationHeader() throws {
+        let dir = TemporaryDirectory("first-header"); defer { dir.cleanup() }
+        let path = dir.sub("db")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let file = try PosixFile(path: path + "/log")
+        try Store.initialize(file)
+        let created = try Store.readHeader(file)
+        #expect(created.generation == 1)
+        // What the first open writes, torn: half of generation 2's slot, the rest as it was.
+        var next = created
+        next.generation += 1
+        let whole = UnsafeMutableRawPointer.allocate(byteCount: Layout.headerSlotSize, alignment: 16)
+        defer { whole.deallocate() }
+        whole.initializeMemory(as: UInt8.self, repeating: 0, count: Layout.headerSlotSize)
+        next.encode(into: whole)
+        let slot = Int(next.generation % 2)
+        try file.write(UnsafeRawBufferPointer(start: whole, count: 24), at: UInt64(slot * Layout.headerSlotSize))
+        #expect(try Store.readHeader(file).generation == 1)
+        file.close()
+        let store = try Store(directory: path)
+        try store.write { tx throws in _ = try tx.createTree(named: "t") }
+        try store.close()
+        #expect(try Store(directory: path).read { tx in tx.tree(named: "t") != nil })
+    }
 }

@@ -226,7 +226,9 @@ public final class Store: @unchecked Sendable {
         let buf = UnsafeMutableRawPointer.allocate(byteCount: Int(Layout.logStart), alignment: 16)
         defer { buf.deallocate() }
         buf.initializeMemory(as: UInt8.self, repeating: 0, count: Int(Layout.logStart))
-        header.encode(into: buf)
+        // In the slot its generation selects, like every later header: the first open writes
+        // generation 2 into the other slot, so a power failure tearing that write leaves this one.
+        header.encode(into: buf + Int(header.generation % 2) * Layout.headerSlotSize)
         try file.write(UnsafeRawBufferPointer(start: buf, count: Int(Layout.logStart)), at: 0)
         try file.sync()
     }
