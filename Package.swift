@@ -27,7 +27,8 @@ let package = Package(
         // The document API: documents, revision trees, conflicts, blobs, change feeds.
         .target(
             name: "Settee",
-            dependencies: ["SetteeStorage"]
+            // CLZ4 for its C helpers only (SHA-1 with the CPU's SHA instructions).
+            dependencies: ["SetteeStorage", "CLZ4"]
         ),
         // Push, pull and continuous replication between peers (the CouchDB replication protocol's
         // steps), conflict resolution, filters, checkpoints. Above the document API only: it

@@ -75,4 +75,61 @@ static inline void settee_bit_set(uint64_t *words, uint64_t bit) {
     __atomic_fetch_or(&words[bit >> 6], (uint64_t)1 << (bit & 63), __ATOMIC_RELAXED);
 }
 
+// SHA-1 blocks with the SHA extensions (SHA-NI), for revision IDs and blob digests: about four
+// times the speed of the portable Swift rounds on CPUs that have them. Returns 0 without touching
+// `state` when the CPU lacks them; the caller then hashes in Swift.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+__attribute__((target("sha,sse4.1,ssse3")))
+static inline void settee_sha1_blocks_ni(uint32_t state[5], const uint8_t *p, size_t blocks) {
+    // Lanes hold words high to low: A in lane 3 down to D in lane 0; E alone in lane 3.
+    const __m128i swap = _mm_set_epi64x(0x0001020304050607LL, 0x08090a0b0c0d0e0fLL);
+    __m128i abcd = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)state), 0x1B);
+    __m128i e0 = _mm_set_epi32((int)state[4], 0, 0, 0);
+    for (; blocks > 0; blocks--, p += 64) {
+        const __m128i abcd_in = abcd, e_in = e0;
+        // w[i]: the schedule's words 4i .. 4i+3, a ring of four.
+        __m128i w[4];
+        for (int i = 0; i < 4; i++) w[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), swap);
+        __m128i e = _mm_add_epi32(e0, w[0]), prev;
+        // Twenty groups of four rounds; group g uses the round function g / 5. From the second
+        // group on, E comes from the ABCD of the group before (sha1nexte), and the schedule
+        // grows by one vector per group: w[g] = msg2(msg1(w[g-4], w[g-3]) ^ w[g-2], w[g-1]).
+#define SETTEE_SHA1_GROUP(g, f)                                                                   \
+        if (g > 0) {                                                                              \
+            if (g >= 4) w[g & 3] = _mm_sha1msg2_epu32(_mm_xor_si128(_mm_sha1msg1_epu32(w[g & 3],   \
+                w[(g + 1) & 3]), w[(g + 2) & 3]), w[(g + 3) & 3]);                                  \
+            e = _mm_sha1nexte_epu32(prev, w[g & 3]);                                              \
+        }                                                                                         \
+        prev = abcd;                                                                              \
+        abcd = _mm_sha1rnds4_epu32(abcd, e, f);
+        SETTEE_SHA1_GROUP(0, 0) SETTEE_SHA1_GROUP(1, 0) SETTEE_SHA1_GROUP(2, 0) SETTEE_SHA1_GROUP(3, 0) SETTEE_SHA1_GROUP(4, 0)
+        SETTEE_SHA1_GROUP(5, 1) SETTEE_SHA1_GROUP(6, 1) SETTEE_SHA1_GROUP(7, 1) SETTEE_SHA1_GROUP(8, 1) SETTEE_SHA1_GROUP(9, 1)
+        SETTEE_SHA1_GROUP(10, 2) SETTEE_SHA1_GROUP(11, 2) SETTEE_SHA1_GROUP(12, 2) SETTEE_SHA1_GROUP(13, 2) SETTEE_SHA1_GROUP(14, 2)
+        SETTEE_SHA1_GROUP(15, 3) SETTEE_SHA1_GROUP(16, 3) SETTEE_SHA1_GROUP(17, 3) SETTEE_SHA1_GROUP(18, 3) SETTEE_SHA1_GROUP(19, 3)
+#undef SETTEE_SHA1_GROUP
+        e0 = _mm_sha1nexte_epu32(prev, e_in);
+        abcd = _mm_add_epi32(abcd, abcd_in);
+    }
+    _mm_storeu_si128((__m128i *)state, _mm_shuffle_epi32(abcd, 0x1B));
+    state[4] = (uint32_t)_mm_extract_epi32(e0, 3);
+}
+#endif
+
+static inline int settee_sha1_blocks(uint32_t state[5], const void *data, size_t blocks) {
+#if defined(__x86_64__)
+    static int hw = -1;
+    int h = __atomic_load_n(&hw, __ATOMIC_RELAXED);
+    if (h < 0) {
+        __builtin_cpu_init();
+        h = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3") ? 1 : 0;
+        __atomic_store_n(&hw, h, __ATOMIC_RELAXED);
+    }
+    if (h) { settee_sha1_blocks_ni(state, (const uint8_t *)data, blocks); return 1; }
+#endif
+    (void)state; (void)data; (void)blocks;
+    return 0;
+}
+
 #endif

@@ -27,16 +27,15 @@ struct PreparedBody {
     var blobDigests: [String]
 
     init(_ properties: [String: JSONValue], checkReserved: Bool = true) throws(SetteeError) {
-        if checkReserved, let k = properties.keys.first(where: { $0.hasPrefix("_") }) {
+        if checkReserved, let k = properties.keys.first(where: { $0.utf8.first == UInt8(ascii: "_") }) {
             throw SetteeError(.invalidParameter, "property '\(k)' is reserved: top-level keys starting with '_' belong to the database")
         }
         self.properties = properties
-        self.bytes = try JSONWriter.bytes(.object(properties))
+        var digests: [String] = []
+        self.bytes = try JSONWriter.body(properties, blobDigests: &digests)
         guard bytes.count <= maxBodySize else {
             throw SetteeError(.tooLarge, "document body is \(bytes.count) bytes; the limit is \(maxBodySize) (store large content in blobs)")
         }
-        var digests: [String] = []
-        Self.collect(.object(properties), into: &digests)
         blobDigests = digests
     }
 

@@ -9,7 +9,17 @@ enum JSONWriter {
     /// Throws ``SetteeError/Code/invalidJSON`` for NaN or infinite doubles and for nesting deeper
     /// than `maxDepth` (by default what ``JSONParser`` accepts, so the output can be read back).
     static func write(_ value: JSONValue, into out: inout [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) {
-        try writeValue(value, into: &out, depth: 0, maxDepth: maxDepth, lenient: false)
+        var digests: [String] = []
+        try writeValue(value, into: &out, depth: 0, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
+    }
+
+    /// The canonical JSON of a document body, and the digests of the blobs it references (each
+    /// object with `"@type": "blob"` and a string `digest`, at any depth), found in the same pass.
+    static func body(_ properties: [String: JSONValue], blobDigests: inout [String]) throws(SetteeError) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        try writeMembers(properties, into: &out, depth: 1, maxDepth: JSONParser.defaultMaxDepth, lenient: false, blobDigests: &blobDigests)
+        return out
     }
 
     /// The canonical JSON of `value`.
@@ -22,18 +32,21 @@ enum JSONWriter {
 
     /// Appends the canonical JSON of an object (a document body) without wrapping it in a value.
     static func writeObject(_ object: [String: JSONValue], into out: inout [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) {
-        try writeMembers(object, into: &out, depth: 1, maxDepth: maxDepth, lenient: false)
+        var digests: [String] = []
+        try writeMembers(object, into: &out, depth: 1, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
     }
 
     /// For `description`: never throws; non-finite numbers show as `NaN`, `Infinity`, `-Infinity`
     /// and nesting is not limited.
     static func writeForDescription(_ value: JSONValue, into out: inout [UInt8]) {
-        try? writeValue(value, into: &out, depth: 0, maxDepth: .max, lenient: true)
+        var digests: [String] = []
+        try? writeValue(value, into: &out, depth: 0, maxDepth: .max, lenient: true, blobDigests: &digests)
     }
 
     // MARK: Values
 
-    private static func writeValue(_ value: JSONValue, into out: inout [UInt8], depth: Int, maxDepth: Int, lenient: Bool) throws(SetteeError) {
+    private static func writeValue(_ value: JSONValue, into out: inout [UInt8], depth: Int, maxDepth: Int, lenient: Bool,
+                                   blobDigests: inout [String]) throws(SetteeError) {
         switch value {
         case .null:
             out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])  // null
@@ -52,27 +65,50 @@ enum JSONWriter {
             out.append(UInt8(ascii: "["))
             for (n, element) in elements.enumerated() {
                 if n > 0 { out.append(UInt8(ascii: ",")) }
-                try writeValue(element, into: &out, depth: depth + 1, maxDepth: maxDepth, lenient: lenient)
+                try writeValue(element, into: &out, depth: depth + 1, maxDepth: maxDepth, lenient: lenient, blobDigests: &blobDigests)
             }
             out.append(UInt8(ascii: "]"))
         case .object(let members):
-            try writeMembers(members, into: &out, depth: depth + 1, maxDepth: maxDepth, lenient: lenient)
+            try writeMembers(members, into: &out, depth: depth + 1, maxDepth: maxDepth, lenient: lenient, blobDigests: &blobDigests)
         }
     }
 
     /// `depth` counts this object itself.
-    private static func writeMembers(_ members: [String: JSONValue], into out: inout [UInt8], depth: Int, maxDepth: Int, lenient: Bool) throws(SetteeError) {
+    private static func writeMembers(_ members: [String: JSONValue], into out: inout [UInt8], depth: Int, maxDepth: Int, lenient: Bool,
+                                     blobDigests: inout [String]) throws(SetteeError) {
         guard depth <= maxDepth else { throw tooDeep(maxDepth) }
         out.append(UInt8(ascii: "{"))
         // Byte order, not `String.<` (which compares canonically equivalent forms as equal and
-        // is not plain code point order).
-        let sorted = members.sorted { utf8Precedes($0.key, $1.key) }
-        for (n, member) in sorted.enumerated() {
-            if n > 0 { out.append(UInt8(ascii: ",")) }
-            writeString(member.key, into: &out)
-            out.append(UInt8(ascii: ":"))
-            try writeValue(member.value, into: &out, depth: depth, maxDepth: maxDepth, lenient: lenient)
+        // is not plain code point order). The members' indices are sorted, not copies of the
+        // members: copying retained every value, the largest cost of writing a document.
+        let result: Result<Void, SetteeError> = withUnsafeTemporaryAllocation(of: [String: JSONValue].Index.self,
+                                                                               capacity: members.count) { buffer in
+            var order = buffer
+            var n = 0
+            var i = members.startIndex
+            while i != members.endIndex {
+                order.initializeElement(at: n, to: i)
+                n += 1
+                members.formIndex(after: &i)
+            }
+            let keys = members.keys
+            order.sort { utf8Precedes(keys[$0], keys[$1]) }
+            let values = members.values
+            return Result { () throws(SetteeError) in
+                var isBlob = false
+                for k in 0..<n {
+                    if k > 0 { out.append(UInt8(ascii: ",")) }
+                    let key = keys[order[k]]
+                    writeString(key, into: &out)
+                    out.append(UInt8(ascii: ":"))
+                    let value = values[order[k]]
+                    if key.utf8.first == UInt8(ascii: "@"), key == "@type", case .string("blob") = value { isBlob = true }
+                    try writeValue(value, into: &out, depth: depth, maxDepth: maxDepth, lenient: lenient, blobDigests: &blobDigests)
+                }
+                if isBlob, case .string(let digest)? = members["digest"] { blobDigests.append(digest) }
+            }
         }
+        try result.get()
         out.append(UInt8(ascii: "}"))
     }
 

@@ -1,3 +1,4 @@
+import CLZ4
 import Foundation
 
 /// SHA-1 (FIPS 180-4), streaming.
@@ -8,7 +9,7 @@ import Foundation
 /// so hashing allocates nothing until ``finalize()`` returns the digest. `package`: the replicator
 /// derives replication IDs with it (never for security either).
 package struct SHA1: Sendable {
-    private struct State: Sendable {
+    struct State: Sendable {
         var a: UInt32 = 0x6745_2301
         var b: UInt32 = 0xEFCD_AB89
         var c: UInt32 = 0x98BA_DCFE
@@ -23,7 +24,13 @@ package struct SHA1: Sendable {
     /// Total bytes hashed so far.
     private var length: UInt64 = 0
 
+    /// Hashes in Swift even where the CPU has SHA instructions (tests compare the two paths).
+    private var portable = false
+
     package init() {}
+
+    /// A hasher that never uses the CPU's SHA instructions.
+    package init(portable: Bool) { self.portable = portable }
 
     package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard var p = bytes.baseAddress, bytes.count > 0 else { return }
@@ -37,13 +44,13 @@ package struct SHA1: Sendable {
             p += take
             n -= take
             guard pendingCount == 64 else { return }
-            withUnsafeBytes(of: pending) { SHA1.compress(&state, $0.baseAddress!) }
+            withUnsafeBytes(of: pending) { SHA1.compress(&state, $0.baseAddress!, blocks: 1, portable: portable) }
             pendingCount = 0
         }
-        while n >= 64 {
-            SHA1.compress(&state, p)
-            p += 64
-            n -= 64
+        if n >= 64 {
+            SHA1.compress(&state, p, blocks: n / 64, portable: portable)
+            p += n & ~63
+            n &= 63
         }
         if n > 0 {
             withUnsafeMutableBytes(of: &pending) { $0.baseAddress!.copyMemory(from: p, byteCount: n) }
@@ -72,7 +79,7 @@ package struct SHA1: Sendable {
             digest.append(UInt8(truncatingIfNeeded: word >> 8))
             digest.append(UInt8(truncatingIfNeeded: word))
         }
-        self = SHA1()
+        self = SHA1(portable: portable)
         return digest
     }
 
@@ -105,12 +112,23 @@ package struct SHA1: Sendable {
 
     // MARK: Compression
 
+    /// Hashes `blocks` 64-byte blocks at `data` into `s`: with the CPU's SHA instructions when it
+    /// has them (C, in the CLZ4 shim), else in Swift.
+    private static func compress(_ s: inout State, _ data: UnsafeRawPointer, blocks: Int, portable: Bool) {
+        // State is five UInt32s, laid out in order: what the C function takes.
+        let done = !portable && withUnsafeMutableBytes(of: &s) { raw in
+            settee_sha1_blocks(raw.baseAddress!.assumingMemoryBound(to: UInt32.self), data, blocks) != 0
+        }
+        guard !done else { return }
+        for k in 0..<blocks { compressInSwift(&s, data + k &* 64) }
+    }
+
     /// Hashes one 64-byte block at `block` into `s`.
     ///
     /// The message schedule is a 16-word ring on the stack; the 80 rounds are unrolled in groups
     /// of five so the working variables rotate by renaming instead of by moves.
     @inline(__always)
-    private static func compress(_ s: inout State, _ block: UnsafeRawPointer) {
+    static func compressInSwift(_ s: inout State, _ block: UnsafeRawPointer) {
         withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 16) { w in
             for t in 0..<16 {
                 w[t] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: t &* 4, as: UInt32.self))
