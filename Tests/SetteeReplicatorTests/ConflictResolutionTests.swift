@@ -153,6 +153,28 @@ final class SlowResolver: ConflictResolver {
             }
             #expect(try shapes(a) == shapes(b))
         }
+        // The same when the edits are pushed before the deletion is pulled (as a push-and-pull run
+        // may do): the remote's current revision is then the edit, and the deletion arrives as a
+        // leaf beside it.
+        do {
+            let dir = try TestDirectory()
+            let a = try dir.open("a"), b = try dir.open("b")
+            try save(a, "doc", ["v": 0])
+            #expect(await replicate(a, b).error == nil)
+            try save(a, "doc", ["v": 1])
+            try save(a, "doc", ["v": 2])
+            try b.deleteDocument(try #require(try b.document(withID: "doc")))
+            #expect(await replicate(a, b, .push).error == nil)
+            #expect(try b.document(withID: "doc")?["v"] == 2)   // a live leaf beats a deleted one
+            #expect(await replicate(a, b, .pull).error == nil)
+            #expect(try a.document(withID: "doc") == nil)
+            #expect(await replicate(a, b).error == nil)
+            for db in [a, b] {
+                #expect(try db.document(withID: "doc") == nil)
+                #expect(try db.revisionTree(withID: "doc")?.isConflicted == false)
+            }
+            #expect(try shapes(a) == shapes(b))
+        }
     }
 
     @Test func throwingResolverLeavesTheConflictUntilRestart() async throws {

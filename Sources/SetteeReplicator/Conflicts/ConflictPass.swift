@@ -64,21 +64,35 @@ final class ConflictPass: Sendable {
     /// Resolves document `id` if the pull left it in conflict with the remote revision `remote`;
     /// returns the document's event entry when resolving failed (nil when there was nothing to do
     /// or it worked).
-    func resolveIfConflicted(id: String, remote: String, before: LocalHead?) -> ReplicatedDocument? {
+    ///
+    /// `inserted` holds the revisions of the document this pull batch inserted. One of them can be
+    /// the remote's deletion while the remote's current revision is our own edit: the push running
+    /// beside this pull gave the remote that edit first, and a live leaf beats a deleted one in
+    /// the remote's tree. A deleted leaf inserted here that branches off the history of our live
+    /// current revision is then that deletion against our edit, as if it had arrived first. (A
+    /// resolution's tombstone branches off a losing leaf instead, never off the winner's history.)
+    func resolveIfConflicted(id: String, remote announced: String, before: LocalHead?, inserted: Set<String> = []) -> ReplicatedDocument? {
         let config = replicator.config
+        var remote = announced
         // The local side, once known: what a failure records for the next run.
         var local = before?.revisionID ?? ""
         do {
             guard let tree = try database.revisionTree(withID: id) else { forget(id); return nil }
             var deleted: [String: Bool] = [:]
             for r in tree.revisions where r.isLeaf { deleted[r.revisionID] = r.isDeleted }
-            guard let remoteDeleted = deleted[remote] else { forget(id); return nil }
+            guard let announcedDeleted = deleted[remote] else { forget(id); return nil }
+            var remoteDeleted = announcedDeleted
             var localID: String?
             if !remoteDeleted, let other = tree.leafRevisionIDs.first(where: { $0 != remote && deleted[$0] == false }) {
                 // Both sides edited: prefer the revision that was current here.
                 if let b = before?.revisionID, b != remote, deleted[b] == false { localID = b } else { localID = other }
             } else if let b = before?.revisionID, b != remote, let bDeleted = deleted[b], bDeleted != remoteDeleted {
                 localID = b
+            } else if !remoteDeleted, let b = before?.revisionID, b == remote, deleted[b] == false,
+                      let deletion = Self.deletionBeside(b, in: tree, among: inserted, deleted: deleted) {
+                localID = b
+                remote = deletion
+                remoteDeleted = true
             }
             guard let localID else { forget(id); return nil }
             local = localID
@@ -109,6 +123,20 @@ final class ConflictPass: Sendable {
             return ReplicatedDocument(id: id, revisionID: remote, flags: [],
                                       error: ReplicatorError(.resolutionFailed, "writing the resolution failed", documentID: id,
                                                              underlying: error as? SetteeError))
+        }
+    }
+
+    /// A deleted leaf among `inserted` whose parent is `head` or one of its ancestors, except
+    /// `head` itself (deleting `head` would have made it no leaf).
+    private static func deletionBeside(_ head: String, in tree: RevisionTree, among inserted: Set<String>,
+                                       deleted: [String: Bool]) -> String? {
+        guard !inserted.isEmpty else { return nil }
+        let parents = Dictionary(tree.revisions.map { ($0.revisionID, $0.parentRevisionID) }, uniquingKeysWith: { a, _ in a })
+        var history: Set<String> = []
+        var next: String? = head
+        while let r = next, history.insert(r).inserted { next = parents[r] ?? nil }
+        return inserted.sorted().first { r in
+            deleted[r] == true && r != head && (parents[r] ?? nil).map(history.contains) == true
         }
     }
 

@@ -267,12 +267,14 @@ extension Replicator {
         var documents: [String: ReplicatedDocument] = [:]
         var order: [String] = []
         var changed: [String] = []
+        var inserted: [String: Set<String>] = [:]
         for (r, outcome) in zip(batch.revisions, outcomes) {
             var entry = ReplicatedDocument(id: r.documentID, revisionID: r.revisionID, flags: r.isDeleted ? .deleted : [], error: nil)
             switch outcome {
             case .inserted:
                 done.written += 1
                 changed.append(r.documentID)
+                inserted[r.documentID, default: []].insert(r.revisionID)
             case .alreadyPresent:
                 continue
             case .rejected(let e):
@@ -288,7 +290,7 @@ extension Replicator {
             let winners = Dictionary(batch.rows.map { ($0.documentID, $0.revisionID) }, uniquingKeysWith: { _, b in b })
             for id in Set(changed).sorted() {
                 guard let remote = winners[id] else { continue }
-                if let failure = conflicts.resolveIfConflicted(id: id, remote: remote, before: heads[id]) {
+                if let failure = conflicts.resolveIfConflicted(id: id, remote: remote, before: heads[id], inserted: inserted[id] ?? []) {
                     if documents[id] == nil { order.append(id) }
                     documents[id] = failure
                 }
