@@ -64,11 +64,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SetteeTests",
-            dependencies: ["Settee"]
+            dependencies: ["Settee", "SetteeCrashKit"]
         ),
         .testTarget(
             name: "SetteeReplicatorTests",
-            dependencies: ["SetteeReplicator", "Settee"]
+            dependencies: ["SetteeReplicator", "Settee", "SetteeCrashKit"]
         ),
         .testTarget(
             name: "SetteeStorageTests",

@@ -1,4 +1,5 @@
 import Foundation
+import SetteeCrashKit
 import Settee
 import Synchronization
 import Testing
@@ -193,15 +194,5 @@ func save(_ db: Database, _ id: String, _ properties: [String: JSONValue]) throw
     return try #require(m.revisionID)
 }
 
-/// A small deterministic random generator (SplitMix64), so randomized tests can print their seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The crash kit's SplitMix64, so a failing randomized test replays from its seed.
+typealias SeededGenerator = SplitMix

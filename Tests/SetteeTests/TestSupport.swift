@@ -1,4 +1,5 @@
 import Foundation
+import SetteeCrashKit
 import Synchronization
 import Testing
 @testable import Settee
@@ -94,18 +95,8 @@ func setteeError(_ body: () throws -> Void) -> SetteeError? {
     }
 }
 
-/// A small deterministic random generator (SplitMix64), so randomized tests can print their seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The crash kit's SplitMix64, so a failing randomized test replays from its seed.
+typealias SeededGenerator = SplitMix
 
 /// Tests that must not run beside each other: they measure resident memory or build very large
 /// databases. Nested suites in other files extend it.

@@ -1,4 +1,5 @@
 import Foundation
+import SetteeCrashKit
 @testable import SetteeStorage
 
 /// A fresh directory under the system temporary directory, removed by `cleanup()`.
@@ -16,18 +17,8 @@ struct TemporaryDirectory {
     func cleanup() { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// A small deterministic generator (SplitMix64), so a failing randomized test replays from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The crash kit's SplitMix64, so a failing randomized test replays from its seed.
+typealias SeededGenerator = SplitMix
 
 func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
