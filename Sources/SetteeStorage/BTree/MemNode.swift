@@ -53,7 +53,12 @@ final class MemNode: @unchecked Sendable {
     init(cloning source: MemNode, owner: UInt64) {
         buffer = UnsafeMutableRawPointer.allocate(byteCount: Layout.nodeSize, alignment: 16)
         self.owner = owner
-        buffer.copyMemory(from: source.buffer, byteCount: Layout.nodeSize)
+        // The used parts only (header and slots, then the cells): the free space between them is
+        // never read, and a bulk load clones a leaf for nearly every put.
+        let slotsEnd = source.view.slotsStart + source.count * NodeField.slotSize
+        let cells = source.cellsStart
+        buffer.copyMemory(from: source.buffer, byteCount: slotsEnd)
+        (buffer + cells).copyMemory(from: source.buffer + cells, byteCount: Layout.nodeSize - cells)
         base = source.base
         added = source.added
         garbage = source.garbage
