@@ -299,6 +299,113 @@ import Testing
         }
     }
 
+    // MARK: The body scan (replicated JSON stored as it came)
+
+    /// Whether the scan accepts `bytes`, and whether the parser reads them as an object; with the
+    /// writer's digests when it does. The two must agree on every input.
+    private func expectScanAgrees(_ bytes: [UInt8], _ context: String) {
+        let scan = bytes.withUnsafeBytes { b in Result { () throws(SetteeError) in try JSONParser.scanBody(b, checkReserved: false) } }
+        let parsed = try? JSONParser.parse(bytes)
+        guard case .object(let o)? = parsed else {
+            #expect(throws: SetteeError.self, "accepted what the parser refuses: \(context)") { try scan.get() }
+            if case .failure(let e) = scan { #expect(e.code == .invalidJSON, "\(context)") }
+            return
+        }
+        guard case .success(let found) = scan else {
+            Issue.record("refused an object the parser reads: \(context)")
+            return
+        }
+        var digests: [String] = []
+        _ = try? JSONWriter.body(o, blobDigests: &digests)
+        #expect(found.isEmpty == o.isEmpty, "\(context)")
+        #expect(found.blobDigests.sorted() == digests.sorted(), "\(context)")
+    }
+
+    @Test func bodyScanAcceptsExactlyTheObjectsTheParserReads() {
+        // Every refusal of the parser, as a body and as a member's value.
+        let broken = ["[1,]", "{\"a\":1,}", "{\"a\" 1}", "01", "-", "1.", "1e+", "1e999", "tru", "\"abc", "\"a\\q\"",
+                      "\"\\u12G4\"", "\"\\uD800\"", "\"\\uDC00\"", "\"x\\uD800\\u0041\"", "\"a\u{1}b\"",
+                      "{\"a\":1,\"a\":2}", "[{\"k\":1,\"b\":{\"k\":2},\"k\":3}]", "\u{FEFF}{}", "{} x", "{", "{\"a\""]
+        for text in broken {
+            expectScanAgrees(Array(text.utf8), text)
+            expectScanAgrees(Array("{\"v\":\(text)}".utf8), "member \(text)")
+        }
+        for bytes: [UInt8] in [[0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D], [0x7B, 0x22, 0x61, 0x22, 0x3A, 0x22, 0xED, 0xA0, 0x80, 0x22, 0x7D], []] {
+            expectScanAgrees(bytes, "\(bytes)")
+        }
+        // Bodies that are JSON but not objects.
+        for text in ["[]", "1", "\"s\"", "null", " true "] { expectScanAgrees(Array(text.utf8), text) }
+        // Keys equal as Strings collide however they are spelled: escaped, or canonically equivalent.
+        for text in ["{\"ab\":1,\"a\\u0062\":2}", "{\"\u{E9}\":1,\"e\u{301}\":2}", "{\"x\":{\"\u{E9}\":1,\"e\\u0301\":2}}"] {
+            expectScanAgrees(Array(text.utf8), text)
+            #expect(throws: SetteeError.self, "\(text)") { try JSONParser.parse(text) }
+        }
+        // Past 16 keys the duplicate check takes another path.
+        let many = (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
+        expectScanAgrees(Array("{\(many)}".utf8), "40 keys")
+        expectScanAgrees(Array("{\(many),\"k\\u00337\":0}".utf8), "40 keys and a duplicate of k37")
+        // Nesting: the parser's limit exactly.
+        let atLimit = "{\"a\":" + String(repeating: "[", count: 255) + String(repeating: "]", count: 255) + "}"
+        let tooDeep = "{\"a\":" + String(repeating: "[", count: 256) + String(repeating: "]", count: 256) + "}"
+        expectScanAgrees(Array(atLimit.utf8), "at the nesting limit")
+        expectScanAgrees(Array(tooDeep.utf8), "past the nesting limit")
+        #expect((try? JSONParser.parse(atLimit)) != nil)
+    }
+
+    @Test func bodyScanFindsBlobsAndReservedKeys() throws {
+        let body = """
+         {"a":{"@type":"blob","digest":"sha1-AAAA","length":3},"list":[{"digest":"sha1-BBBB","\\u0040type":"bl\\u006fb"},
+          {"@type":"blob"},{"@type":"other","digest":"sha1-CCCC"},{"@type":"blob","digest":7}],
+          "deep":{"x":{"@type":"blob","digest":"sha1-DDDD","inner":{"@type":"blob","digest":"sha1-EEEE"}}}}
+        """
+        let scan = try JSONParser.scanBody(UnsafeRawBufferPointer(start: Array(body.utf8), count: body.utf8.count))
+        #expect(scan.blobDigests.sorted() == ["sha1-AAAA", "sha1-BBBB", "sha1-DDDD", "sha1-EEEE"])
+        #expect(!scan.isEmpty)
+        expectScanAgrees(Array(body.utf8), "blob references")
+        #expect(try JSONParser.scanBody(UnsafeRawBufferPointer(start: Array(" { } ".utf8), count: 5)).isEmpty)
+
+        for reserved in ["{\"_id\":1}", "{\"a\":1,\"_rev\":2}", "{\"\\u005fdeleted\":true}"] {
+            let bytes = Array(reserved.utf8)
+            let error = #expect(throws: SetteeError.self, "\(reserved)") {
+                try bytes.withUnsafeBytes { b in try Result { () throws(SetteeError) in try JSONParser.scanBody(b) }.get() }
+            }
+            #expect(error?.code == .invalidParameter, "\(reserved)")
+        }
+        // Below the top level, `_` keys are ordinary properties.
+        let nested = Array("{\"a\":{\"_id\":1},\"b\":[{\"_x\":2}]}".utf8)
+        #expect(try nested.withUnsafeBytes { b in try Result { () throws(SetteeError) in try JSONParser.scanBody(b) }.get() }.isEmpty == false)
+    }
+
+    @Test func bodyScanAgreesWithTheParserOnRandomAndDamagedBodies() throws {
+        for seed in [UInt64(20_261_122), UInt64.random(in: 1...UInt64.max)] {
+            print("seed \(seed) (JSONTests.bodyScanAgreesWithTheParserOnRandomAndDamagedBodies)")
+            var random = SeededGenerator(seed: seed)
+            for round in 0..<400 {
+                var members: [String: JSONValue] = [:]
+                for _ in 0..<random.below(5) { members[random.string()] = random.value(depth: 1) }
+                if random.below(3) == 0 {
+                    members["photo"] = ["@type": "blob", "digest": .string("sha1-\(random.below(1000))"), "length": 1]
+                }
+                var bytes = try JSONWriter.bytes(.object(members))
+                if random.below(2) == 0 { bytes = addingWhitespace(bytes) }
+                expectScanAgrees(bytes, "seed \(seed), round \(round)")
+                // Damaged copies: a byte changed, inserted or removed, or the text cut short.
+                for _ in 0..<8 where !bytes.isEmpty {
+                    var damaged = bytes
+                    let at = random.below(damaged.count)
+                    let interesting: [UInt8] = [0x22, 0x5C, 0x7B, 0x7D, 0x5B, 0x5D, 0x2C, 0x3A, 0x30, 0x2D, 0x65, 0x75, 0x5F, 0x40, 0x00, 0x80, 0xC3, 0xFF, 0x20]
+                    switch random.below(4) {
+                    case 0: damaged[at] = interesting[random.below(interesting.count)]
+                    case 1: damaged.insert(interesting[random.below(interesting.count)], at: at)
+                    case 2: damaged.remove(at: at)
+                    default: damaged = Array(damaged[..<at])
+                    }
+                    expectScanAgrees(damaged, "seed \(seed), round \(round), damaged at \(at)")
+                }
+            }
+        }
+    }
+
     @Test func literalsAndAccessors() throws {
         let value: JSONValue = ["s": "text \(1 + 1)", "i": 7, "d": 2.0, "h": 2.5, "b": true, "n": nil, "a": [1, "x"], "o": ["k": "v"]]
         #expect(value["s"]?.stringValue == "text 2")

@@ -123,6 +123,62 @@ import Testing
         #expect(try db.document(withID: "x")?.blob(forKey: "file")?.content == Data("attached".utf8))
     }
 
+    @Test func jsonBodiesAreCheckedAndStoredAsTheyCame() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        func json(_ id: String, _ revID: String, _ text: String, deleted: Bool = false) -> ReplicatedRevision {
+            ReplicatedRevision(documentID: id, revisionID: revID, history: [revID], isDeleted: deleted, json: Array(text.utf8))
+        }
+        let spaced = #" { "title" : "Naomi\u0027s",  "n": [1, 2.5e1, -0] } "#
+        let missingBlob = Blob(contentType: "text/plain", data: Data("never saved".utf8))
+        let outcomes = try db.insertRevisions([
+            json("a", "1-a", spaced),
+            json("b", "1-b", #"{"v":1,}"#),                 // not JSON
+            json("c", "1-c", #"{"_id":"c"}"#),               // a reserved key
+            json("d", "1-d", #"[1]"#),                       // not an object
+            json("e", "1-e", #"{"k":1,"k":2}"#),             // a duplicate key
+            json("f", "1-f", "{}", deleted: true),
+            json("g", "1-g", #"{"x":{"@type":"blob","digest":"\#(missingBlob.digest)","length":1}}"#),
+        ])
+        #expect(outcomes[0] == .inserted)
+        for (i, code) in [(1, SetteeError.Code.invalidJSON), (2, .invalidParameter), (3, .invalidJSON), (4, .invalidJSON), (6, .notFound)] {
+            guard case .rejected(let e) = outcomes[i] else { Issue.record("revision \(i) was accepted"); continue }
+            #expect(e.code == code, "revision \(i): \(e)")
+        }
+        #expect(outcomes[5] == .inserted)
+        // Stored byte for byte, read as properties.
+        let doc = try #require(try db.document(withID: "a"))
+        #expect(doc.string(forKey: "title") == "Naomi's")
+        #expect(doc["n"] == [1, 25.0, 0])
+        let back = try #require(try db.revision(withID: "a", revisionID: "1-a"))
+        #expect(back.json == Array(spaced.utf8))
+        #expect(back.properties == ["title": "Naomi's", "n": [1, 25.0, 0]])
+        #expect(back == ReplicatedRevision(documentID: "a", revisionID: "1-a", history: ["1-a"], isDeleted: false,
+                                           properties: ["title": "Naomi's", "n": [1, 25.0, 0]]))
+        #expect(try db.document(withID: "f") == nil)
+        #expect(try db.revision(withID: "f", revisionID: "1-f")?.properties == [:])
+        // Rejected ones left nothing.
+        for id in ["b", "c", "d", "e", "g"] { #expect(try db.revisionTree(withID: id) == nil, "\(id)") }
+        #expect(db.count == 1)
+
+        // Validations see a JSON body's properties.
+        db.addValidation(named: "needs title") { new, _ in
+            if new.string(forKey: "title") == nil && !new.isDeleted { throw SetteeError.forbidden("no title") }
+        }
+        let checked = try db.insertRevisions([json("h", "1-h", #"{"title":"ok"}"#), json("i", "1-i", #"{"other":1}"#)])
+        #expect(checked[0] == .inserted)
+        guard case .rejected(let e) = checked[1] else { Issue.record("validation skipped"); return }
+        #expect(e.code == .forbidden)
+
+        // A revision made from JSON, changed through `properties`, carries properties from then on.
+        var edited = json("j", "1-j", #"{"v":1}"#)
+        #expect(edited.properties == ["v": 1])
+        edited.properties["title"] = "set"
+        #expect(edited.json == nil)
+        #expect(try db.insertRevision(edited))
+        #expect(try db.document(withID: "j")?.toDictionary() == ["v": 1, "title": "set"])
+    }
+
     @Test func localDocumentsAreNeverReplicatedOrListed() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

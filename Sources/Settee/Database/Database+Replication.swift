@@ -86,6 +86,15 @@ public struct RevsDiffResult: Sendable, Hashable {
 /// try db.insertRevision(rev)
 /// ```
 ///
+/// Its body is either properties or JSON text as it came over the wire
+/// (``init(documentID:revisionID:history:isDeleted:json:)``). A JSON body is stored as it is after
+/// ``Database/insertRevisions(_:)`` has checked it, never parsed and written again; revisions a
+/// ``Database`` hands out (``Database/revision(withID:revisionID:)``) carry their stored JSON, so
+/// one database's revisions move into another without being parsed.
+///
+/// Two revisions are equal when their IDs, histories, deletion flags and properties are; a JSON
+/// body and properties with the same content are equal.
+///
 /// - Note: A value type; safe to share between threads.
 public struct ReplicatedRevision: Sendable, Hashable {
     /// The document ID.
@@ -113,12 +122,46 @@ public struct ReplicatedRevision: Sendable, Hashable {
     /// if rev.isDeleted { … }
     /// ```
     public var isDeleted: Bool
-    /// The body (no reserved `_` keys).
+
+    enum Body: Sendable {
+        case properties([String: JSONValue])
+        case json([UInt8])
+    }
+
+    var body: Body
+
+    /// The body (no reserved `_` keys). Setting it replaces a JSON body.
     ///
     /// ```swift
     /// print(rev.properties["title"] ?? nil)
     /// ```
-    public var properties: [String: JSONValue]
+    ///
+    /// A revision made from JSON parses it on every read of this property (read it once); JSON
+    /// that is not an object the parser accepts reads as empty, and ``Database/insertRevisions(_:)``
+    /// rejects it with ``SetteeError/Code/invalidJSON``.
+    public var properties: [String: JSONValue] {
+        get {
+            switch body {
+            case .properties(let properties):
+                return properties
+            case .json(let bytes):
+                guard case .object(let o)? = try? JSONParser.parse(bytes) else { return [:] }
+                return o
+            }
+        }
+        set { body = .properties(newValue) }
+    }
+
+    /// The body as JSON text (UTF-8), when the revision was made from JSON; nil when it was made
+    /// from properties.
+    ///
+    /// ```swift
+    /// if let json = rev.json { forward(json) }
+    /// ```
+    public var json: [UInt8]? {
+        if case .json(let bytes) = body { return bytes }
+        return nil
+    }
 
     /// A revision with its history.
     ///
@@ -130,7 +173,65 @@ public struct ReplicatedRevision: Sendable, Hashable {
         self.revisionID = revisionID
         self.history = history
         self.isDeleted = isDeleted
-        self.properties = properties
+        self.body = .properties(properties)
+    }
+
+    /// A revision whose body is JSON text (UTF-8), such as a body received from a peer: it must
+    /// be a JSON object (strict RFC 8259, as `JSONValue(parsing:)` reads it) with no
+    /// top-level key starting with `_`. It is checked when inserted, not here, and stored as it is.
+    ///
+    /// ```swift
+    /// let r = ReplicatedRevision(documentID: "d", revisionID: "1-a", history: ["1-a"], isDeleted: false,
+    ///                            json: Array(#"{"title":"Naomi's"}"#.utf8))
+    /// try db.insertRevision(r)
+    /// ```
+    public init(documentID: String, revisionID: String, history: [String], isDeleted: Bool, json: [UInt8]) {
+        self.documentID = documentID
+        self.revisionID = revisionID
+        self.history = history
+        self.isDeleted = isDeleted
+        self.body = .json(json)
+    }
+
+    /// Equal IDs, histories, deletion flags and properties (JSON bodies compared as their values,
+    /// unless their bytes are the same).
+    ///
+    /// ```swift
+    /// assert(fetched == expected)
+    /// ```
+    public static func == (a: ReplicatedRevision, b: ReplicatedRevision) -> Bool {
+        guard a.documentID == b.documentID, a.revisionID == b.revisionID, a.isDeleted == b.isDeleted,
+              a.history == b.history else { return false }
+        if case .json(let x) = a.body, case .json(let y) = b.body, x == y { return true }
+        return a.properties == b.properties
+    }
+
+    /// Hashes the IDs, history and deletion flag (not the body, whose two forms compare equal).
+    ///
+    /// ```swift
+    /// let unique = Set(fetched)
+    /// ```
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(documentID)
+        hasher.combine(revisionID)
+        hasher.combine(history)
+        hasher.combine(isDeleted)
+    }
+
+    /// The digests of the blobs the body references (objects with `"@type": "blob"` and a string
+    /// `digest`), found without parsing a JSON body; empty when a JSON body is malformed.
+    package var blobDigests: [String] {
+        switch body {
+        case .properties(let properties):
+            var out: [String] = []
+            for v in properties.values { PreparedBody.collect(v, into: &out) }
+            return out
+        case .json(let bytes):
+            let scan = bytes.withUnsafeBytes { b in
+                Result { () throws(SetteeError) in try JSONParser.scanBody(b, checkReserved: false) }
+            }
+            return (try? scan.get())?.blobDigests ?? []
+        }
     }
 }
 
@@ -264,7 +365,10 @@ extension Database {
                 for (i, h) in r.history.enumerated() where try RevisionID.validate(h) != gen &- UInt64(i) || UInt64(i) >= gen {
                     throw SetteeError(.invalidParameter, "history generations must count down by one")
                 }
-                return (key, gen, try PreparedBody(r.properties))
+                switch r.body {
+                case .properties(let properties): return (key, gen, try PreparedBody(properties))
+                case .json(let json): return (key, gen, try PreparedBody(json: json))
+                }
             })
         }
         return try core.write { c -> [RevisionInsertOutcome] in
@@ -332,14 +436,10 @@ extension Database {
 
     private func replicated(_ tx: any StoreReading, id: String, tree: RevTree, index i: Int) throws -> ReplicatedRevision {
         let r = tree.revs[i]
-        var props: [String: JSONValue] = [:]
-        if r.hasBody {
-            guard case .object(let o) = try JSONParser.parse(try core.body(tx, ref: r.bodyRef)) else {
-                throw SetteeError(.corrupted, "a stored body is not a JSON object")
-            }
-            props = o
-        }
+        // The stored JSON, unparsed: whoever inserts it checks it (a damaged body is rejected
+        // there, not stored), and a filter or resolver that reads properties parses it then.
+        let json = r.hasBody ? try core.body(tx, ref: r.bodyRef) : [UInt8(ascii: "{"), UInt8(ascii: "}")]
         return ReplicatedRevision(documentID: id, revisionID: r.id, history: tree.history(of: i),
-                                  isDeleted: r.deleted, properties: props)
+                                  isDeleted: r.deleted, json: json)
     }
 }

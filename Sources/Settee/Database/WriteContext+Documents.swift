@@ -20,23 +20,43 @@ public typealias Validation = @Sendable (_ newRevision: Document, _ current: Doc
 /// large content belongs in blobs).
 let maxBodySize = 16 << 20
 
-/// A body ready to store: canonical JSON and what it references.
+/// A body ready to store and what it references: canonical JSON written from properties, or a
+/// replicated revision's JSON, checked and kept as it came.
 struct PreparedBody {
-    var properties: [String: JSONValue]
+    /// The properties, when the body was written from them (a checked JSON body is not parsed).
+    var properties: [String: JSONValue]?
     var bytes: [UInt8]
     var blobDigests: [String]
+    /// No properties: stored as no body at all (ref 0).
+    var isEmpty: Bool
 
     init(_ properties: [String: JSONValue], checkReserved: Bool = true) throws(SetteeError) {
         if checkReserved, let k = properties.keys.first(where: { $0.utf8.first == UInt8(ascii: "_") }) {
-            throw SetteeError(.invalidParameter, "property '\(k)' is reserved: top-level keys starting with '_' belong to the database")
+            throw reservedKey(k)
         }
         self.properties = properties
         var digests: [String] = []
         self.bytes = try JSONWriter.body(properties, blobDigests: &digests)
+        try Self.checkSize(bytes)
+        blobDigests = digests
+        isEmpty = properties.isEmpty
+    }
+
+    /// A JSON body as received: it must be an object the parser accepts, with no reserved
+    /// top-level key, within the size limit.
+    init(json: [UInt8]) throws(SetteeError) {
+        try Self.checkSize(json)
+        let scan = try json.withUnsafeBytes { b in Result { () throws(SetteeError) in try JSONParser.scanBody(b) } }.get()
+        properties = nil
+        bytes = json
+        blobDigests = scan.blobDigests
+        isEmpty = scan.isEmpty
+    }
+
+    private static func checkSize(_ bytes: [UInt8]) throws(SetteeError) {
         guard bytes.count <= maxBodySize else {
             throw SetteeError(.tooLarge, "document body is \(bytes.count) bytes; the limit is \(maxBodySize) (store large content in blobs)")
         }
-        blobDigests = digests
     }
 
     static func collect(_ v: JSONValue, into out: inout [String]) {
@@ -50,7 +70,6 @@ struct PreparedBody {
         }
     }
 
-    var isEmpty: Bool { properties.isEmpty }
 }
 
 /// Document IDs: non-empty, at most 1,000 bytes of UTF-8, no leading `_` (reserved, as in CouchDB).
@@ -83,8 +102,9 @@ extension WriteContext {
     func validate(id: String, revisionID: String, deleted: Bool, body: PreparedBody, old: DocMeta?) throws {
         let validations = core.validations.withLock { $0 }
         guard !validations.isEmpty else { return }
-        let new = Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted,
-                           properties: body.properties, body: body.bytes, blobs: core.blobs)
+        let new = body.properties.map {
+            Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, properties: $0, body: body.bytes, blobs: core.blobs)
+        } ?? Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, body: body.bytes, blobs: core.blobs)
         let current = try old.map { try core.document(tx, id: id, meta: $0) }
         for v in validations {
             do {

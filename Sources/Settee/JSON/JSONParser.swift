@@ -18,6 +18,27 @@ enum JSONParser {
         return try reader.parseDocument()
     }
 
+    /// What ``scanBody(_:checkReserved:)`` learned about a document body without building it.
+    struct BodyScan {
+        /// The object has no members (`{}`).
+        var isEmpty: Bool
+        /// The digests of the blobs the body references, as ``JSONWriter/body(_:blobDigests:)``
+        /// finds them (every object with `"@type": "blob"` and a string `digest`), in text order.
+        var blobDigests: [String]
+    }
+
+    /// Checks that `bytes` are a JSON object ``parse(_:maxDepth:)`` accepts, by the same grammar
+    /// and limits, without building its values: a replicated body arrives as JSON and is stored
+    /// as it came, so checking it costs a pass over the bytes instead of a parse and a rewrite.
+    /// With `checkReserved`, a top-level key starting with `_` is refused as it is in a save.
+    static func scanBody(_ bytes: UnsafeRawBufferPointer, checkReserved: Bool = true) throws(SetteeError) -> BodyScan {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            throw SetteeError(.invalidJSON, "unexpected end of input at byte 0")
+        }
+        var reader = Reader(base: base.assumingMemoryBound(to: UInt8.self), end: bytes.count, maxDepth: defaultMaxDepth)
+        return try reader.scanBody(checkReserved: checkReserved)
+    }
+
     /// Parses one JSON value filling the whole array.
     static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(SetteeError) -> JSONValue {
         let result = bytes.withUnsafeBytes { buffer in
@@ -71,6 +92,19 @@ private struct Frame {
     var isObject: Bool
     var firstValue: Int
     var firstKey: Int
+}
+
+/// One open container of a body scan; an object notes whether it is a blob reference.
+private struct ScanFrame {
+    var isObject: Bool
+    var firstKey: Int
+    var isBlob = false
+    var digest: String? = nil
+}
+
+/// The error a save gives for a top-level key starting with `_`.
+func reservedKey(_ key: String) -> SetteeError {
+    SetteeError(.invalidParameter, "property '\(key)' is reserved: top-level keys starting with '_' belong to the database")
 }
 
 private struct Reader {
@@ -199,6 +233,118 @@ private struct Reader {
         keys.append(PendingKey(key: key, at: at))
     }
 
+    /// ``parseDocument()``'s loop, step for step, with nothing built: strings are checked but only
+    /// kept when they are keys (for the duplicate-key rule) or may mark a blob, numbers are read
+    /// and dropped. Whatever one accepts the other accepts; the fuzzer holds them to it.
+    mutating func scanBody(checkReserved: Bool) throws(SetteeError) -> JSONParser.BodyScan {
+        var keys: [PendingKey] = []
+        var frames: [ScanFrame] = []
+        var digests: [String] = []
+        var topLevelMembers = 0
+
+        skipWhitespace()
+        guard i < end, p[i] == openBrace else {
+            throw fail(i < end ? "a document body must be a JSON object" : "unexpected end of input")
+        }
+        nextValue: while true {
+            skipWhitespace()
+            guard i < end else { throw fail("unexpected end of input") }
+            let c = p[i]
+            switch c {
+            case openBrace, openBracket:
+                guard frames.count < maxDepth else { throw fail("nesting deeper than \(maxDepth) levels") }
+                let isObject = c == openBrace
+                i += 1
+                skipWhitespace()
+                if i < end && p[i] == (isObject ? closeBrace : closeBracket) {
+                    i += 1
+                } else {
+                    frames.append(ScanFrame(isObject: isObject, firstKey: keys.count))
+                    if isObject { try readScannedKey(into: &keys, topLevel: frames.count == 1 && checkReserved) }
+                    continue nextValue
+                }
+            case quote:
+                i += 1
+                // The innermost open container is an object whose current key is the last one
+                // pushed: a string under `@type` or `digest` may mark a blob, so it is kept.
+                if let frame = frames.last, frame.isObject, let key = keys.last?.key,
+                   key.utf8.first == UInt8(ascii: "@") || key.utf8.first == UInt8(ascii: "d"),
+                   key == "@type" || key == "digest" {
+                    let text = try readString()
+                    if key == "@type" {
+                        if text == "blob" { frames[frames.count - 1].isBlob = true }
+                    } else {
+                        frames[frames.count - 1].digest = text
+                    }
+                } else {
+                    _ = try readString(keep: false)
+                }
+            case UInt8(ascii: "t"):
+                try readLiteral("true")
+            case UInt8(ascii: "f"):
+                try readLiteral("false")
+            case UInt8(ascii: "n"):
+                try readLiteral("null")
+            case minus, zero...nine:
+                _ = try readNumber()
+            default:
+                throw fail("unexpected character")
+            }
+
+            while let frame = frames.last {
+                skipWhitespace()
+                guard i < end else { throw fail("unexpected end of input") }
+                if p[i] == comma {
+                    i += 1
+                    if frame.isObject { try readScannedKey(into: &keys, topLevel: frames.count == 1 && checkReserved) }
+                    continue nextValue
+                }
+                guard p[i] == (frame.isObject ? closeBrace : closeBracket) else {
+                    throw fail(frame.isObject ? "expected ',' or '}'" : "expected ',' or ']'")
+                }
+                i += 1
+                if frame.isObject {
+                    try checkDistinct(keys, from: frame.firstKey)
+                    if frames.count == 1 { topLevelMembers = keys.count - frame.firstKey }
+                    if frame.isBlob, let digest = frame.digest { digests.append(digest) }
+                    keys.removeSubrange(frame.firstKey...)
+                }
+                frames.removeLast()
+            }
+
+            skipWhitespace()
+            guard i == end else { throw fail("unexpected character after the value") }
+            return JSONParser.BodyScan(isEmpty: topLevelMembers == 0, blobDigests: digests)
+        }
+    }
+
+    /// ``readKey(into:)``, refusing a reserved top-level key as ``PreparedBody`` does.
+    mutating func readScannedKey(into keys: inout [PendingKey], topLevel: Bool) throws(SetteeError) {
+        try readKey(into: &keys)
+        if topLevel, let key = keys.last?.key, key.utf8.first == UInt8(ascii: "_") {
+            throw reservedKey(key)
+        }
+    }
+
+    /// The duplicate-key rule of ``makeObject(values:keys:frame:)``: keys equal as `String`s (so
+    /// canonically equivalent spellings collide, as they do in a dictionary).
+    func checkDistinct(_ keys: [PendingKey], from first: Int) throws(SetteeError) {
+        let n = keys.count - first
+        guard n > 1 else { return }
+        if n <= 16 {
+            for a in first..<(keys.count - 1) {
+                for b in (a + 1)..<keys.count where keys[a].key == keys[b].key {
+                    throw fail("duplicate key", at: keys[b].at)
+                }
+            }
+            return
+        }
+        var seen = Set<String>(minimumCapacity: n)
+        for k in first..<keys.count where !seen.insert(keys[k].key).inserted {
+            throw fail("duplicate key", at: keys[k].at)
+        }
+    }
+
     // Elements leave the stacks by `swap` with a placeholder, a move: copying them out and then
     // removing them would retain and release every element once more.
 
@@ -323,16 +469,23 @@ private struct Reader {
 
     /// Reads a string whose opening quote is just behind `i`, through its closing quote.
     mutating func readString() throws(SetteeError) -> String {
+        try readString(keep: true) ?? ""
+    }
+
+    /// Reads a string through its closing quote, checking it as ``readString()`` does; builds the
+    /// `String` only when `keep` is set (a body scan checks most strings without keeping them).
+    @inline(__always)
+    mutating func readString(keep: Bool) throws(SetteeError) -> String? {
         let start = i
         while i < end {
             let c = p[i]
             if c == quote {
                 // No escapes: the bytes are the string (already validated as UTF-8).
-                let text = String(decoding: UnsafeBufferPointer(start: p + start, count: i - start), as: UTF8.self)
+                let text = keep ? String(decoding: UnsafeBufferPointer(start: p + start, count: i - start), as: UTF8.self) : nil
                 i += 1
                 return text
             }
-            if c == backslash { return try readEscapedString(from: start) }
+            if c == backslash { return try readEscapedString(from: start, keep: keep) }
             if c < 0x20 { throw fail("control character in string") }
             if c < 0x80 { i += 1 } else { try skipUTF8Sequence() }
         }
@@ -340,35 +493,40 @@ private struct Reader {
     }
 
     /// The slow path, from the first backslash on: decoded bytes go to `scratch`.
-    mutating func readEscapedString(from start: Int) throws(SetteeError) -> String {
+    mutating func readEscapedString(from start: Int, keep: Bool = true) throws(SetteeError) -> String? {
         scratch.removeAll(keepingCapacity: true)
         var run = start
         while i < end {
             let c = p[i]
             if c == quote {
-                scratch.append(contentsOf: UnsafeBufferPointer(start: p + run, count: i - run))
                 i += 1
+                guard keep else { return nil }
+                scratch.append(contentsOf: UnsafeBufferPointer(start: p + run, count: i - 1 - run))
                 return String(decoding: scratch, as: UTF8.self)
             }
             if c == backslash {
-                scratch.append(contentsOf: UnsafeBufferPointer(start: p + run, count: i - run))
+                // When not keeping, the scratch is left empty: only the checks below matter.
+                if keep { scratch.append(contentsOf: UnsafeBufferPointer(start: p + run, count: i - run)) }
                 guard i + 1 < end else { break }
+                let decoded: UInt8
                 switch p[i + 1] {
-                case quote: scratch.append(quote)
-                case backslash: scratch.append(backslash)
-                case slash: scratch.append(slash)
-                case UInt8(ascii: "b"): scratch.append(0x08)
-                case UInt8(ascii: "f"): scratch.append(0x0C)
-                case UInt8(ascii: "n"): scratch.append(0x0A)
-                case UInt8(ascii: "r"): scratch.append(0x0D)
-                case UInt8(ascii: "t"): scratch.append(0x09)
+                case quote: decoded = quote
+                case backslash: decoded = backslash
+                case slash: decoded = slash
+                case UInt8(ascii: "b"): decoded = 0x08
+                case UInt8(ascii: "f"): decoded = 0x0C
+                case UInt8(ascii: "n"): decoded = 0x0A
+                case UInt8(ascii: "r"): decoded = 0x0D
+                case UInt8(ascii: "t"): decoded = 0x09
                 case UInt8(ascii: "u"):
-                    appendUTF8(try readUnicodeEscape())
+                    let scalar = try readUnicodeEscape()
+                    if keep { appendUTF8(scalar) }
                     run = i
                     continue
                 default:
                     throw fail("invalid escape")
                 }
+                if keep { scratch.append(decoded) }
                 i += 2
                 run = i
             } else if c < 0x20 {

@@ -42,9 +42,22 @@ package enum DecoderFuzzing {
     }
 
     /// Strict parsing, then: whatever parses is written, and what is written parses back to the
-    /// same value and is written again byte for byte (bodies are stored canonical).
+    /// same value and is written again byte for byte (bodies are stored canonical). The body scan
+    /// that checks replicated JSON must agree with the parser on every input: it accepts exactly
+    /// the objects the parser reads, and finds the blob digests the writer finds.
     private static func json(_ data: UnsafeRawBufferPointer) {
-        guard let value = try? JSONParser.parse(data) else { return }
+        let scan = try? JSONParser.scanBody(data, checkReserved: false)
+        let parsed = try? JSONParser.parse(data)
+        if case .object(let o)? = parsed {
+            guard let scan else { preconditionFailure("the body scan refuses an object the parser reads") }
+            var digests: [String] = []
+            _ = try? JSONWriter.body(o, blobDigests: &digests)
+            precondition(scan.isEmpty == o.isEmpty && scan.blobDigests.sorted() == digests.sorted(),
+                         "the body scan and the writer disagree on a body")
+        } else {
+            precondition(scan == nil, "the body scan accepts what the parser refuses")
+        }
+        guard let value = parsed else { return }
         guard let written = try? JSONWriter.bytes(value) else { preconditionFailure("a parsed JSON value cannot be written") }
         guard let again = try? JSONParser.parse(written), again == value else {
             preconditionFailure("written JSON does not parse back to the same value")

@@ -246,7 +246,7 @@ extension Replicator {
             }
         }
         var digests = Set<String>()
-        for r in revisions { BlobReferences.collect(r.properties, into: &digests) }
+        for r in revisions { digests.formUnion(r.blobDigests) }
         if !digests.isEmpty {
             for digest in try await target.missingBlobs(digests.sorted()) {
                 // A blob the source lacks leaves the revision to be rejected (not found), reported per document.
@@ -298,25 +298,5 @@ extension Replicator {
         }
         publish(DocumentReplication(direction: direction, documents: order.compactMap { documents[$0] }))
         return done
-    }
-}
-
-/// Finds the blobs a document's properties reference (dictionaries with `"@type": "blob"` and a
-/// digest, at any depth).
-enum BlobReferences {
-    static func collect(_ properties: [String: JSONValue], into digests: inout Set<String>) {
-        for v in properties.values { collect(v, into: &digests) }
-    }
-
-    static func collect(_ value: JSONValue, into digests: inout Set<String>) {
-        switch value {
-        case .object(let o):
-            if o["@type"] == .string("blob"), case .string(let d)? = o["digest"] { digests.insert(d) }
-            for v in o.values { collect(v, into: &digests) }
-        case .array(let a):
-            for v in a { collect(v, into: &digests) }
-        default:
-            return
-        }
     }
 }
