@@ -237,8 +237,11 @@ private struct Reader {
     /// kept when they are keys (for the duplicate-key rule) or may mark a blob, numbers are read
     /// and dropped. Whatever one accepts the other accepts; the fuzzer holds them to it.
     mutating func scanBody(checkReserved: Bool) throws(SetteeError) -> JSONParser.BodyScan {
+        // One allocation each for a typical body, not one per doubling.
         var keys: [PendingKey] = []
+        keys.reserveCapacity(32)
         var frames: [ScanFrame] = []
+        frames.reserveCapacity(8)
         var digests: [String] = []
         var topLevelMembers = 0
 

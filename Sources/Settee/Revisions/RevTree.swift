@@ -223,6 +223,7 @@ struct RevTree: Sendable {
             }
         }
         // Add the unknown ancestors oldest first, so parents precede children.
+        revs.reserveCapacity(revs.count + known)
         var i = known - 1
         while i >= 1 {
             parent = add(id: history[i], generation: generation - UInt64(i), parent: parent,
