@@ -346,6 +346,12 @@ extension Database {
     /// Stores replicated revisions in one transaction, reporting each one's outcome: a rejected
     /// revision does not stop the others (as CouchDB's `_bulk_docs` reports per document).
     ///
+    /// A body given as properties is stored as its canonical JSON; a body given as JSON
+    /// (``ReplicatedRevision/json``) is checked without being parsed (a JSON object, strict
+    /// RFC 8259, no duplicate keys, at most 256 levels deep, no top-level `_` key, at most 16 MiB)
+    /// and stored byte for byte; one that fails is rejected with ``SetteeError/Code/invalidJSON``
+    /// (``SetteeError/Code/invalidParameter`` for a reserved key, ``SetteeError/Code/tooLarge``).
+    ///
     /// ```swift
     /// let outcomes = try db.insertRevisions(fetched)
     /// ```
@@ -402,7 +408,8 @@ extension Database {
     }
 
     /// A revision with its history and body (CouchDB's `open_revs=[rev]&revs=true`); nil when the
-    /// revision is unknown or its body is no longer kept.
+    /// revision is unknown or its body is no longer kept. The body comes as the stored JSON
+    /// (``ReplicatedRevision/json``), parsed only if ``ReplicatedRevision/properties`` is read.
     ///
     /// ```swift
     /// if let r = try db.revision(withID: "doc", revisionID: "2-877") { send(r) }
@@ -419,7 +426,8 @@ extension Database {
     }
 
     /// Every leaf revision with its history and body (CouchDB's `open_revs=all&revs=true`), the
-    /// current one first; empty when the document is unknown.
+    /// current one first; empty when the document is unknown. Bodies come as stored JSON, as in
+    /// ``revision(withID:revisionID:)``.
     ///
     /// ```swift
     /// for leaf in try db.leafRevisions(withID: "doc") { print(leaf.revisionID, leaf.isDeleted) }
