@@ -57,6 +57,8 @@ struct TreeEditor {
     /// Counts the nodes this editor added to what the next checkpoint writes: copies of disk
     /// nodes and new nodes. A copy of a memory node replaces it and adds nothing.
     var createdNodes = 0
+    /// Scratch for rebuilding, splitting and merging nodes.
+    let entries = EntryList()
 
     mutating func owned(_ ref: NodeRef, height: Int?, tree: String) throws(StorageError) -> MemNode {
         switch ref {
@@ -98,8 +100,14 @@ struct TreeEditor {
             guard node.height + 1 < maxTreeHeight else {
                 throw StorageError(code: .invalidArgument, reason: "tree too deep", tree: state.name)
             }
-            top.rebuild([MemNode.Entry(key: [], tail: [0, 0, 0, 0, 0, 0, 0, 0], child: node),
-                         MemNode.Entry(key: separator, tail: [0, 0, 0, 0, 0, 0, 0, 0], child: right)])
+            // Both child fields are placeholders: the rebuild points them at the two nodes.
+            let zero: UInt64 = 0
+            withUnsafeBytes(of: zero) { field in
+                entries.reset()
+                entries.insert(at: 0, key: UnsafeRawBufferPointer(start: nil, count: 0), tail: field, child: node)
+                separator.withUnsafeBytes { entries.insert(at: 1, key: $0, tail: field, child: right) }
+            }
+            top.rebuild(from: entries, 0..<2)
             state.root = .memory(top)
         } else {
             state.root = .memory(node)
@@ -142,47 +150,22 @@ struct TreeEditor {
                 if let child { node.appendChild(child) }
                 return nil
             }
-            var entries = node.entries()
-            entries.insert(MemNode.Entry(key: [UInt8](key), tail: [UInt8](tailBytes), child: child), at: i)
+            entries.reset()
+            entries.append(from: node)
+            entries.insert(at: i, key: key, tail: tailBytes, child: child)
             let leaf = node.isLeaf
-            if MemNode.size(of: entries[...], leaf: leaf) <= Layout.nodeSize {
-                node.rebuild(entries[...])
+            let n = entries.count
+            if entries.size(0..<n, leaf: leaf) <= Layout.nodeSize {
+                node.rebuild(from: entries, 0..<n)
                 return nil
             }
-            let at = TreeEditor.splitPoint(entries, leaf: leaf, appended: i == entries.count - 1)
+            let at = entries.splitPoint(leaf: leaf, appended: i == n - 1)
             let right = MemNode(kind: leaf ? .leaf : .branch, height: node.height, owner: owner)
             createdNodes += 1
-            node.rebuild(entries[..<at])
-            right.rebuild(entries[at...])
-            return (entries[at].key, right)
+            node.rebuild(from: entries, 0..<at)
+            right.rebuild(from: entries, at..<n)
+            return (entries.key(at), right)
         }
-    }
-
-    /// Where to cut an overfull node: after the old entries when the new one was appended at the
-    /// end (sequential loads fill nodes), otherwise near the middle by bytes; both halves must fit.
-    static func splitPoint(_ entries: [MemNode.Entry], leaf: Bool, appended: Bool) -> Int {
-        let n = entries.count
-        func fits(_ at: Int) -> Bool {
-            at > 0 && at < n
-                && MemNode.size(of: entries[..<at], leaf: leaf) <= Layout.nodeSize
-                && MemNode.size(of: entries[at...], leaf: leaf) <= Layout.nodeSize
-        }
-        if appended && fits(n - 1) { return n - 1 }
-        let total = entries.reduce(0) { $0 + 6 + $1.key.count + $1.tail.count }
-        var running = 0
-        var mid = 1
-        for (j, e) in entries.enumerated() {
-            running += 6 + e.key.count + e.tail.count
-            if running >= total / 2 { mid = max(1, j); break }
-        }
-        if fits(mid) { return mid }
-        var d = 1
-        while mid - d > 0 || mid + d < n {
-            if fits(mid + d) { return mid + d }
-            if fits(mid - d) { return mid - d }
-            d += 1
-        }
-        return max(1, n / 2)
     }
 
     // MARK: - Delete
@@ -234,15 +217,16 @@ struct TreeEditor {
         // the sibling on every delete.
         let atLeast = a.usedBytes + b.usedBytes - NodeField.prefix - a.view.prefixLength - b.view.prefixLength
         guard atLeast <= Layout.nodeSize * 3 / 4 else { return }
-        var entries = a.entries()
-        var right = b.entries()
-        if !a.isLeaf, !right.isEmpty {
+        entries.reset()
+        entries.append(from: a)
+        let firstRight = entries.count
+        entries.append(from: b)
+        if !a.isLeaf, firstRight < entries.count {
             // b's entry 0 has no key of its own: it takes the separator that led to b.
-            right[0].key = parent.view.key(i + 1)
+            entries.setKey(firstRight, parent.view.key(i + 1))
         }
-        entries.append(contentsOf: right)
-        guard MemNode.size(of: entries[...], leaf: a.isLeaf) <= Layout.nodeSize * 3 / 4 else { return }
-        a.rebuild(entries[...])
+        guard entries.size(0..<entries.count, leaf: a.isLeaf) <= Layout.nodeSize * 3 / 4 else { return }
+        a.rebuild(from: entries, 0..<entries.count)
         parent.removeSlot(i + 1)
     }
 }

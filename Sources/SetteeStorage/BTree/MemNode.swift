@@ -11,14 +11,16 @@ final class MemNode: @unchecked Sendable {
     /// In-memory children, addressed by tagged child fields: indexes below `base.count` name
     /// `base`, the rest `added`. A copy shares `base` with its source without touching it
     /// (copying a branch retains one array, not every child); its own changes go to `added`.
-    private(set) var base: [MemNode?] = []
-    private(set) var added: [MemNode?] = []
+    // Edited only by the owning transaction's thread, without overlapping accesses; unchecked at
+    // run time (see `WriteTransaction.trees`).
+    @exclusivity(unchecked) private(set) var base: [MemNode?] = []
+    @exclusivity(unchecked) private(set) var added: [MemNode?] = []
     /// When `added` grows past this, the node folds its children into a new `base`.
     static let maxAdded = 32
     /// The transaction allowed to change this node in place.
     let owner: UInt64
     /// Bytes of dead cells (removed or replaced entries) below the free space.
-    private var garbage = 0
+    @exclusivity(unchecked) private var garbage = 0
 
     init(kind: NodeKind, height: Int, owner: UInt64) {
         buffer = UnsafeMutableRawPointer.allocate(byteCount: Layout.nodeSize, alignment: 16)
@@ -180,94 +182,186 @@ final class MemNode: @unchecked Sendable {
 
     // MARK: - Rebuilding
 
-    /// One entry taken out of a node to rebuild it.
-    struct Entry {
-        var key: [UInt8]
-        /// Leaf: value kind, u16 length, value. Branch: the 8-byte child field (memory tag resolved via `child`).
-        var tail: [UInt8]
-        var child: MemNode?
-    }
-
-    func entries() -> [Entry] {
-        let v = view
-        var out: [Entry] = []
-        out.reserveCapacity(v.count + 1)
-        for i in 0..<v.count {
-            let off = v.cellOffset(i)
-            let s = Int(v.base.u16(off))
-            let tailSize = v.cellSize(i) - 2 - s
-            let tail = [UInt8](UnsafeRawBufferPointer(start: v.base + off + 2 + s, count: tailSize))
-            var child: MemNode?
-            if !v.isLeaf { child = memoryChild(v.child(i)) }
-            out.append(Entry(key: v.key(i), tail: tail, child: child))
-        }
-        return out
-    }
-
-    /// The prefix length of a node holding `entries` (a branch's entry 0 has no key and does not count).
-    static func prefixLength(of entries: ArraySlice<Entry>, leaf: Bool) -> Int {
-        let firstKeyed = leaf ? entries.startIndex : entries.startIndex + 1
-        guard firstKeyed < entries.endIndex else { return 0 }
-        return commonPrefix(entries[firstKeyed].key, entries[entries.endIndex - 1].key)
-    }
-
-    /// Bytes a node holding `entries` would need.
-    static func size(of entries: ArraySlice<Entry>, leaf: Bool) -> Int {
-        let p = prefixLength(of: entries, leaf: leaf)
-        var total = NodeField.prefix + p
-        for (i, e) in zip(entries.indices, entries) {
-            let s = (!leaf && i == entries.startIndex) ? 0 : e.key.count - p
-            total += NodeField.slotSize + 2 + s + e.tail.count
-        }
-        return total
-    }
-
-    static func commonPrefix(_ a: [UInt8], _ b: [UInt8]) -> Int {
-        let n = min(a.count, b.count)
-        var i = 0
-        while i < n && a[i] == b[i] { i += 1 }
-        return i
-    }
-
-    /// Replaces the node's content with `entries` (sorted, and known to fit).
-    func rebuild(_ entries: ArraySlice<Entry>) {
+    /// Replaces the node's content with `list`'s entries in `range` (sorted, and known to fit).
+    /// Children are taken from the entries, so a node may be rebuilt from another's entries.
+    func rebuild(from list: EntryList, _ range: Range<Int>) {
         let leaf = view.isLeaf
-        let p = MemNode.prefixLength(of: entries, leaf: leaf)
-        buffer.setU16(UInt16(entries.count), at: NodeField.count)
+        let p = list.prefixLength(range, leaf: leaf)
+        buffer.setU16(UInt16(range.count), at: NodeField.count)
         buffer.setU16(UInt16(p), at: NodeField.prefixLength)
         if p > 0 {
-            entries[entries.endIndex - 1].key.withUnsafeBytes {
-                (buffer + NodeField.prefix).copyMemory(from: $0.baseAddress!, byteCount: p)
-            }
+            (buffer + NodeField.prefix).copyMemory(from: list.keyBytes(range.upperBound - 1), byteCount: p)
         }
         var newChildren: [MemNode?] = []
+        if !leaf { newChildren.reserveCapacity(range.count) }
         var top = Layout.nodeSize
         let slots = NodeField.prefix + p
-        for (i, e) in entries.enumerated() {
-            let s = (!leaf && i == 0) ? 0 : e.key.count - p
-            let cell = 2 + s + e.tail.count
+        for (n, i) in range.enumerated() {
+            let e = list.items[i]
+            let s = (!leaf && n == 0) ? 0 : e.keyCount - p
+            let cell = 2 + s + e.tailCount
             top -= cell
             buffer.setU16(UInt16(s), at: top)
             var hint: UInt16 = 0
             if s > 0 {
-                e.key.withUnsafeBytes { k in
-                    (buffer + top + 2).copyMemory(from: k.baseAddress! + p, byteCount: s)
-                    hint = suffixHint(k.baseAddress! + p, s)
-                }
+                let k = list.keyBytes(i) + p
+                (buffer + top + 2).copyMemory(from: k, byteCount: s)
+                hint = suffixHint(k, s)
             }
-            buffer.setU16(hint, at: slots + i * 4 + 2)
-            e.tail.withUnsafeBytes { t in
-                if t.count > 0 { (buffer + top + 2 + s).copyMemory(from: t.baseAddress!, byteCount: t.count) }
-            }
+            buffer.setU16(hint, at: slots + n * 4 + 2)
+            if e.tailCount > 0 { (buffer + top + 2 + s).copyMemory(from: list.tailBytes(i), byteCount: e.tailCount) }
             if let child = e.child {
                 newChildren.append(child)
                 buffer.setU64(NodeField.memoryTag | UInt64(newChildren.count - 1), at: top + 2 + s)
             }
-            buffer.setU16(UInt16(top), at: slots + i * 4)
+            buffer.setU16(UInt16(top), at: slots + n * 4)
         }
         cellsStart = top
         base = newChildren
         added = []
         garbage = 0
+    }
+}
+
+/// Entries taken out of nodes to rebuild, split or merge them. Keys (whole, prefix included)
+/// and tails are copied into one reused byte buffer and located by offsets, so a split copies
+/// bytes once and allocates nothing per entry (it used to make two arrays per entry, the
+/// largest cost of a random-key load). One per write transaction; not thread-safe.
+final class EntryList {
+    struct Item {
+        var key: Int
+        var keyCount: Int
+        var tail: Int
+        var tailCount: Int
+        /// Branch: the in-memory child this entry points at (its tail's field is then rewritten).
+        var child: MemNode?
+    }
+
+    @exclusivity(unchecked) private(set) var items: [Item] = []
+    private var bytes: UnsafeMutableRawPointer
+    private var capacity: Int
+    private var used = 0
+
+    init() {
+        capacity = 4 * Layout.nodeSize
+        bytes = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        items.reserveCapacity(256)
+    }
+
+    deinit { bytes.deallocate() }
+
+    var count: Int { items.count }
+
+    func reset() {
+        items.removeAll(keepingCapacity: true)
+        used = 0
+    }
+
+    @inline(__always) func keyBytes(_ i: Int) -> UnsafeRawPointer { UnsafeRawPointer(bytes + items[i].key) }
+    @inline(__always) func tailBytes(_ i: Int) -> UnsafeRawPointer { UnsafeRawPointer(bytes + items[i].tail) }
+
+    func key(_ i: Int) -> [UInt8] {
+        [UInt8](UnsafeRawBufferPointer(start: keyBytes(i), count: items[i].keyCount))
+    }
+
+    private func reserve(_ n: Int) {
+        guard used + n > capacity else { return }
+        let grown = max(capacity * 2, used + n)
+        let fresh = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 8)
+        fresh.copyMemory(from: bytes, byteCount: used)
+        bytes.deallocate()
+        bytes = fresh
+        capacity = grown
+    }
+
+    /// Copies `count` bytes from each of up to two pieces to the end of the buffer; returns where.
+    private func store(_ a: UnsafeRawPointer?, _ aCount: Int, _ b: UnsafeRawPointer? = nil, _ bCount: Int = 0) -> Int {
+        reserve(aCount + bCount)
+        let at = used
+        if aCount > 0, let a { (bytes + at).copyMemory(from: a, byteCount: aCount) }
+        if bCount > 0, let b { (bytes + at + aCount).copyMemory(from: b, byteCount: bCount) }
+        used += aCount + bCount
+        return at
+    }
+
+    /// Appends every entry of `node`, resolving in-memory children.
+    func append(from node: MemNode) {
+        let v = node.view
+        let leaf = v.isLeaf
+        let p = v.prefixLength
+        for i in 0..<v.count {
+            let off = v.cellOffset(i)
+            let s = Int(v.base.u16(off))
+            let tailSize = v.cellSize(i) - 2 - s
+            // A branch's entry 0 has no key of its own.
+            let key = (!leaf && i == 0) ? store(nil, 0) : store(v.prefix, p, v.base + off + 2, s)
+            let keyCount = (!leaf && i == 0) ? 0 : p + s
+            let tail = store(v.base + off + 2 + s, tailSize)
+            items.append(Item(key: key, keyCount: keyCount, tail: tail, tailCount: tailSize,
+                              child: leaf ? nil : node.memoryChild(v.child(i))))
+        }
+    }
+
+    /// Inserts an entry at `i`.
+    func insert(at i: Int, key: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer, child: MemNode?) {
+        let k = store(key.baseAddress, key.count)
+        let t = store(tail.baseAddress, tail.count)
+        items.insert(Item(key: k, keyCount: key.count, tail: t, tailCount: tail.count, child: child), at: i)
+    }
+
+    /// Gives entry `i` another key (a merged branch's first right entry takes its separator).
+    func setKey(_ i: Int, _ key: [UInt8]) {
+        let k = key.withUnsafeBytes { store($0.baseAddress, $0.count) }
+        items[i].key = k
+        items[i].keyCount = key.count
+    }
+
+    /// The prefix length of a node holding `range` (a branch's entry 0 has no key and does not count).
+    func prefixLength(_ range: Range<Int>, leaf: Bool) -> Int {
+        let firstKeyed = leaf ? range.lowerBound : range.lowerBound + 1
+        guard firstKeyed < range.upperBound else { return 0 }
+        let a = keyBytes(firstKeyed), b = keyBytes(range.upperBound - 1)
+        let n = min(items[firstKeyed].keyCount, items[range.upperBound - 1].keyCount)
+        var i = 0
+        while i < n && a.load(fromByteOffset: i, as: UInt8.self) == b.load(fromByteOffset: i, as: UInt8.self) { i += 1 }
+        return i
+    }
+
+    /// Bytes a node holding `range` would need.
+    func size(_ range: Range<Int>, leaf: Bool) -> Int {
+        let p = prefixLength(range, leaf: leaf)
+        var total = NodeField.prefix + p
+        for i in range {
+            let s = (!leaf && i == range.lowerBound) ? 0 : items[i].keyCount - p
+            total += NodeField.slotSize + 2 + s + items[i].tailCount
+        }
+        return total
+    }
+
+    /// Where to cut an overfull node's entries: after the old entries when the new one was
+    /// appended at the end (sequential loads fill nodes), otherwise near the middle by bytes;
+    /// both halves must fit.
+    func splitPoint(leaf: Bool, appended: Bool) -> Int {
+        let n = items.count
+        func fits(_ at: Int) -> Bool {
+            at > 0 && at < n && size(0..<at, leaf: leaf) <= Layout.nodeSize && size(at..<n, leaf: leaf) <= Layout.nodeSize
+        }
+        if appended && fits(n - 1) { return n - 1 }
+        var total = 0
+        for e in items { total += 6 + e.keyCount + e.tailCount }
+        var running = 0
+        var mid = 1
+        for j in 0..<n {
+            running += 6 + items[j].keyCount + items[j].tailCount
+            if running >= total / 2 { mid = max(1, j); break }
+        }
+        if fits(mid) { return mid }
+        var d = 1
+        while mid - d > 0 || mid + d < n {
+            if fits(mid + d) { return mid + d }
+            if fits(mid - d) { return mid - d }
+            d += 1
+        }
+        return max(1, n / 2)
     }
 }
