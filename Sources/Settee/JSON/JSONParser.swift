@@ -496,7 +496,7 @@ private struct Reader {
     }
 
     /// The slow path, from the first backslash on: decoded bytes go to `scratch`.
-    mutating func readEscapedString(from start: Int, keep: Bool = true) throws(SetteeError) -> String? {
+    mutating func readEscapedString(from start: Int, keep: Bool) throws(SetteeError) -> String? {
         scratch.removeAll(keepingCapacity: true)
         var run = start
         while i < end {
