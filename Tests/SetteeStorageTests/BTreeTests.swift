@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import SetteeStorage
 
@@ -154,5 +155,40 @@ import Testing
             #expect(try tx.withValue(at: ref) { $0.count } == 3000)
         }
         try store.close()
+    }
+
+    /// The in-line byte comparison that orders keys agrees with `memcmp` then length, at every
+    /// length around its 8- and 4-byte steps and its hand-over to `memcmp`, on strings that share
+    /// a random prefix and differ (or not) at a random byte.
+    @Test func keyComparisonAgreesWithMemcmp() {
+        let seed = UInt64.random(in: 1...UInt64.max)
+        print("keyComparisonAgreesWithMemcmp seed \(seed)")
+        var rng = SeededGenerator(seed: seed)
+        func reference(_ a: [UInt8], _ b: [UInt8]) -> Int {
+            let n = min(a.count, b.count)
+            let c = n == 0 ? 0 : memcmp(a, b, n)
+            if c != 0 { return c < 0 ? -1 : 1 }
+            return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+        }
+        for _ in 0 ..< 20_000 {
+            let length = Int.random(in: 0...48, using: &rng)
+            let a = (0 ..< length).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            var b = Array(a.prefix(Int.random(in: 0...length, using: &rng)))
+            while b.count < Int.random(in: 0...48, using: &rng) { b.append(UInt8.random(in: 0...255, using: &rng)) }
+            if !b.isEmpty, Bool.random(using: &rng) {
+                let at = Int.random(in: 0 ..< b.count, using: &rng)
+                b[at] = b[at] &+ (Bool.random(using: &rng) ? 1 : 255)
+            }
+            let got = a.withUnsafeBytes { x in b.withUnsafeBytes { y in
+                compareBytes(x.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, x.count,
+                             y.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, y.count)
+            } }
+            #expect(got == reference(a, b), "\(a) vs \(b), seed \(seed)")
+            let back = b.withUnsafeBytes { y in a.withUnsafeBytes { x in
+                compareBytes(y.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, y.count,
+                             x.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, x.count)
+            } }
+            #expect(back == -got)
+        }
     }
 }

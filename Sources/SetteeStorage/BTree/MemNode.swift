@@ -116,7 +116,7 @@ final class MemNode: @unchecked Sendable {
     /// `writeTail` writes the bytes after the suffix; returns false when a rebuild is needed.
     func tryInsert(at i: Int, key: UnsafeRawPointer, keyCount: Int, tailSize: Int, writeTail: (UnsafeMutableRawPointer) -> Void) -> Bool {
         let p = view.prefixLength
-        guard keyCount >= p, p == 0 || memcmp(key, buffer + NodeField.prefix, p) == 0 else { return false }
+        guard keyCount >= p, p == 0 || compareMemory(key, buffer + NodeField.prefix, p) == 0 else { return false }
         let s = keyCount - p
         let cell = 2 + s + tailSize
         guard freeSpace >= cell + NodeField.slotSize else { return false }

@@ -96,8 +96,8 @@ struct NodeView {
         let p = prefixLength
         let n = min(p, keyCount)
         if n > 0 {
-            let c = memcmp(prefix, key, n)
-            if c != 0 { return c < 0 ? -1 : 1 }
+            let c = compareMemory(prefix, key, n)
+            if c != 0 { return c }
         }
         if keyCount < p { return 1 }
         let (s, sn) = suffix(i)
@@ -111,7 +111,7 @@ struct NodeView {
         let n = count
         if p > 0 {
             let m = min(p, keyCount)
-            let c = memcmp(key, prefix, m)
+            let c = compareMemory(key, prefix, m)
             if c < 0 { return (start, false) }
             if c > 0 { return (n, false) }
             if keyCount < p { return (start, false) }

@@ -33,6 +33,7 @@ extension Store {
         }
         writer.priorDurable = synchronous
         writer.logEnd = start + UInt64(footprint)
+        markValuesVerified(w.base, count: tx.valueBytes, recordStart: start)
         if writer.isCompactionTarget, writer.logEnd - writer.syncedEnd >= Store.compactionSyncInterval {
             // A compaction target writes hundreds of MiB unsynced. Flushed all at once before the
             // swap, they would queue ahead of the source writer's commit syncs for a long moment;
@@ -63,6 +64,21 @@ extension Store {
     /// Appends the operations block: u8 kind 5, u8 flags (bit 0 LZ4), u16 0, u32 stored length,
     /// u32 raw length, then the operations. Replay is the only reader, so compressing them costs
     /// reads nothing.
+    /// The value entries of a commit just written were checksummed from these bytes: they count
+    /// as verified, so this process's first read of them skips the checksum pass (as it already
+    /// does for the nodes its checkpoints write).
+    private func markValuesVerified(_ record: UnsafeMutableRawPointer, count: Int, recordStart: UInt64) {
+        let verified = backing.verified
+        var at = Layout.recordHeaderSize + 8
+        let end = at + count
+        while at < end {
+            let size = Layout.valueHeaderSize + Int(record.u32(at + Layout.vStoredLength))
+            // Only values of 64 bytes or more are remembered, by the block holding their last byte.
+            if size >= 64 { verified.insert(recordStart + UInt64(at + size - 1)) }
+            at += size
+        }
+    }
+
     private func appendOperationsBlock(to w: ByteWriter) {
         let ops = writer.operations
         let raw = ops.count

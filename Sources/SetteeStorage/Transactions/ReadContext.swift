@@ -111,13 +111,21 @@ struct ReadContext {
         if !v.compressed {
             return try body(UnsafeRawBufferPointer(start: v.data, count: v.stored))
         }
-        // On the stack when small enough, so a compressed read allocates nothing.
-        return try withUnsafeTemporaryAllocation(byteCount: max(v.raw, 1), alignment: 16) { out in
-            guard LZ4.decompress(v.data, count: v.stored, into: out.baseAddress!, rawCount: v.raw) else {
-                throw StorageError.corrupted("compressed value does not decompress", offset: ref, tree: tree)
-            }
-            return try body(UnsafeRawBufferPointer(start: out.baseAddress!, count: v.raw))
+        let out = try decompressed(v, ref: ref, tree: tree)
+        defer { out.deallocate() }
+        return try body(UnsafeRawBufferPointer(start: out, count: v.raw))
+    }
+
+    /// A compressed value's bytes in a new heap buffer the caller deallocates. Kept apart from
+    /// the generic `withExternal`: a stack buffer there (`withUnsafeTemporaryAllocation`) made
+    /// every read, compressed or not, look up generic metadata, which cost more than this malloc.
+    private func decompressed(_ v: StoredValue, ref: UInt64, tree: String?) throws(StorageError) -> UnsafeMutableRawPointer {
+        let out = UnsafeMutableRawPointer.allocate(byteCount: max(v.raw, 1), alignment: 16)
+        guard LZ4.decompress(v.data, count: v.stored, into: out, rawCount: v.raw) else {
+            out.deallocate()
+            throw StorageError.corrupted("compressed value does not decompress", offset: ref, tree: tree)
         }
+        return out
     }
 
     @inline(__always) func find(_ key: UnsafeRawBufferPointer, in state: TreeState) throws -> LeafHit? {
