@@ -305,10 +305,15 @@ import Testing
     /// writer's digests when it does. The two must agree on every input.
     private func expectScanAgrees(_ bytes: [UInt8], _ context: String) {
         let scan = bytes.withUnsafeBytes { b in Result { () throws(SetteeError) in try JSONParser.scanBody(b, checkReserved: false) } }
-        let parsed = try? JSONParser.parse(bytes)
-        guard case .object(let o)? = parsed else {
+        let parsing = Result { () throws(SetteeError) in try JSONParser.parse(bytes) }
+        guard case .success(.object(let o)) = parsing else {
             #expect(throws: SetteeError.self, "accepted what the parser refuses: \(context)") { try scan.get() }
             if case .failure(let e) = scan { #expect(e.code == .invalidJSON, "\(context)") }
+            // An object the parser refuses is refused for the same reason at the same byte.
+            if case .failure(let parser) = parsing, case .failure(let scanner) = scan,
+               bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == 0x7B {
+                #expect(scanner.message == parser.message, "\(context)")
+            }
             return
         }
         guard case .success(let found) = scan else {
@@ -340,10 +345,19 @@ import Testing
             expectScanAgrees(Array(text.utf8), text)
             #expect(throws: SetteeError.self, "\(text)") { try JSONParser.parse(text) }
         }
-        // Past 16 keys the duplicate check takes another path.
+        // A non-ASCII key can equal an ASCII one (KELVIN SIGN is canonically K), and the duplicate
+        // refused is the first key equal to an earlier one, as the parser's dictionary finds it.
+        for text in ["{\"K\":1,\"\u{212A}\":2}", "{\"x\":1,\"y\":2,\"y\":3,\"x\":4}", "{\"a\":1,\"\":2,\"\":3}"] {
+            expectScanAgrees(Array(text.utf8), text)
+            #expect(throws: SetteeError.self, "\(text)") { try JSONParser.parse(text) }
+        }
+        // Past 16 keys the duplicate check takes other paths: plain keys by their bytes, any
+        // escaped or non-ASCII key as Strings.
         let many = (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
         expectScanAgrees(Array("{\(many)}".utf8), "40 keys")
         expectScanAgrees(Array("{\(many),\"k\\u00337\":0}".utf8), "40 keys and a duplicate of k37")
+        expectScanAgrees(Array("{\(many),\"k5\":0,\"k7\":0}".utf8), "40 plain keys and two duplicates")
+        expectScanAgrees(Array("{\(many),\"\u{E9}\":0,\"e\u{301}\":0}".utf8), "40 keys and canonically equal ones")
         // Nesting: the parser's limit exactly.
         let atLimit = "{\"a\":" + String(repeating: "[", count: 255) + String(repeating: "]", count: 255) + "}"
         let tooDeep = "{\"a\":" + String(repeating: "[", count: 256) + String(repeating: "]", count: 256) + "}"

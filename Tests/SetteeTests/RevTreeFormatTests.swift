@@ -110,4 +110,32 @@ import Testing
         #expect(bytes.count == 2 + 5 * 24 + 8)
         #expect(try db.revisionTree(withID: "d")?.revisions.count == 5)
     }
+
+    /// Revision IDs are `<generation>-<opaque>`: a decimal generation from 1 without leading
+    /// zeros, then printable ASCII (0x21...0x7E), every byte of it checked.
+    @Test func revisionIDGrammarAtEveryByte() {
+        #expect(RevisionID.generation(of: "1-a") == 1)
+        #expect(RevisionID.generation(of: "42-" + Self.hex40) == 42)
+        #expect(RevisionID.generation(of: "18446744073709551615-x") == UInt64.max)
+        #expect(RevisionID.generation(of: "18446744073709551616-x") == nil)
+        #expect(RevisionID.generation(of: "7-!~") == 7)
+        for bad in ["", "1", "1-", "-a", "0-a", "01-a", "a-1", "1a-b", "1-a b", "1-\u{7F}", "1-\u{E9}"] {
+            #expect(RevisionID.generation(of: bad) == nil, "\(bad)")
+        }
+        // One byte outside the range anywhere after the dash refuses the whole ID.
+        let base = Array(("3-" + Self.hex40).utf8)
+        for at in 2 ..< base.count {
+            for byte: UInt8 in [0x00, 0x20, 0x7F, 0x80, 0xFF] {
+                var id = base
+                id[at] = byte
+                let generation = id.withUnsafeBytes { RevisionID.generation(utf8: $0) }
+                #expect(generation == nil, "byte \(byte) at \(at)")
+            }
+            for byte: UInt8 in [0x21, 0x7E] {
+                var id = base
+                id[at] = byte
+                #expect(id.withUnsafeBytes { RevisionID.generation(utf8: $0) } == 3)
+            }
+        }
+    }
 }

@@ -98,7 +98,8 @@ final class LMDBEngine: Engine {
             guard let old = try lookUp(document.key, in: docs, txn: txn), old.count >= 8 else {
                 throw EngineError("lmdb: the document to update is missing")
             }
-            oldSequenceKey.reset().append(UnsafeRawBufferPointer(rebasing: old[0 ..< 8]))
+            oldSequenceKey.reset()
+            oldSequenceKey.append(UnsafeRawBufferPointer(rebasing: old[0 ..< 8]))
             var oldKey = Self.value(oldSequenceKey.bytes)
             try check(mdb_del(txn, seqs, &oldKey, nil), "mdb_del seq")
             try put(document, in: txn)
@@ -119,13 +120,15 @@ final class LMDBEngine: Engine {
                 tree.reset()
                 version.reset()
                 try RawRevTree.encode(document, tree: tree, version: version)
-                record.reset().appendBigEndian(document.sequence)
+                record.reset()
+                record.appendBigEndian(document.sequence)
                 record.appendByte(UInt8(version.count))
                 record.append(version.bytes)
                 record.appendLittleEndian32(UInt32(tree.count))
                 record.append(tree.bytes)
                 record.append(document.body)
-                sequenceKey.reset().appendBigEndian(document.sequence)
+                sequenceKey.reset()
+                sequenceKey.appendBigEndian(document.sequence)
                 var key = Self.value(document.key)
                 var value = Self.value(record.bytes)
                 try check(mdb_put(txn, docs, &key, &value, 0), "mdb_put docs")
@@ -179,9 +182,11 @@ final class LMDBEngine: Engine {
 
     /// Writes a document's record in `docs` and its entry in `seq`.
     private func put(_ document: Document, in txn: OpaquePointer?) throws {
-        record.reset().appendBigEndian(document.sequence)
+        record.reset()
+        record.appendBigEndian(document.sequence)
         record.appendVersioned(version: document.version, body: document.body)
-        sequenceKey.reset().appendBigEndian(document.sequence)
+        sequenceKey.reset()
+        sequenceKey.appendBigEndian(document.sequence)
         var key = Self.value(document.key)
         var value = Self.value(record.bytes)
         try check(mdb_put(txn, docs, &key, &value, 0), "mdb_put docs")

@@ -15,10 +15,8 @@ final class RecordBuffer {
         UnsafeRawBufferPointer(rebasing: storage[0 ..< count])
     }
 
-    @discardableResult
-    func reset() -> RecordBuffer {
+    func reset() {
         count = 0
-        return self
     }
 
     func append(_ bytes: UnsafeRawBufferPointer) {

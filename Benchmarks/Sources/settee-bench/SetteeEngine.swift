@@ -77,7 +77,8 @@ final class SetteeEngine: Engine {
             guard let oldSequence = try tx.withValue(forKey: document.key, in: byID, Self.decodeSequence) else {
                 throw EngineError("settee: the document to update is missing")
             }
-            oldSequenceKey.reset().appendBigEndian(oldSequence)
+            oldSequenceKey.reset()
+            oldSequenceKey.appendBigEndian(oldSequence)
             _ = try tx.delete(oldSequenceKey.bytes, in: bySeq)
             try put(document, in: tx)
         }
@@ -110,13 +111,17 @@ final class SetteeEngine: Engine {
 
     /// Appends the document's value and writes its `by-id` and `by-seq` entries.
     private func put(_ document: Document, in tx: WriteTransaction) throws {
-        record.reset().appendVersioned(version: document.version, body: document.body)
+        record.reset()
+        record.appendVersioned(version: document.version, body: document.body)
         let ref = try tx.appendValue(record.bytes)
-        idValue.reset().appendBigEndian(document.sequence)
+        idValue.reset()
+        idValue.appendBigEndian(document.sequence)
         idValue.appendLittleEndian(ref.rawValue)
         try tx.put(document.key, idValue.bytes, in: byID)
-        sequenceKey.reset().appendBigEndian(document.sequence)
-        sequenceValue.reset().appendLittleEndian(ref.rawValue)
+        sequenceKey.reset()
+        sequenceKey.appendBigEndian(document.sequence)
+        sequenceValue.reset()
+        sequenceValue.appendLittleEndian(ref.rawValue)
         sequenceValue.append(document.key)
         try tx.put(sequenceKey.bytes, sequenceValue.bytes, in: bySeq)
     }

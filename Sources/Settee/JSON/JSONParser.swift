@@ -1,3 +1,4 @@
+import Glibc
 /// Strict RFC 8259 parsing of UTF-8 bytes into ``JSONValue``.
 ///
 /// Stored bodies and replicated documents pass through here, so it must reject anything that is
@@ -100,6 +101,36 @@ private struct ScanFrame {
     var firstKey: Int
     var isBlob = false
     var digest: String? = nil
+}
+
+/// An object key met by a body scan. A plain key (ASCII, no escapes: nearly every key) stays
+/// where it is in the input and is compared by its bytes; any other key is decoded to a `String`,
+/// kept aside, which compares by canonical equivalence as the parser's dictionary does. Plain
+/// data, so the scan's key stack costs no reference counting.
+private struct ScanKey {
+    /// The key's first byte after its opening quote, and its length (plain keys).
+    var start: Int
+    var count: Int
+    /// Length and outer bytes of a plain key: keys that differ here differ, so most pairs are
+    /// told apart without reading them again.
+    var fingerprint: UInt64
+    /// The decoded key's index among the scan's texts, or -1 for a plain key.
+    var text: Int
+    /// The opening quote, for the duplicate-key error.
+    var at: Int
+
+    var isPlain: Bool { text < 0 }
+}
+
+/// A plain key's bytes as a hashable value, for objects with many keys.
+private struct PlainKey: Hashable {
+    let bytes: UnsafeRawBufferPointer
+
+    static func == (a: PlainKey, b: PlainKey) -> Bool {
+        a.bytes.count == b.bytes.count && (a.bytes.count == 0 || memcmp(a.bytes.baseAddress!, b.bytes.baseAddress!, a.bytes.count) == 0)
+    }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(bytes: bytes) }
 }
 
 /// The error a save gives for a top-level key starting with `_`.
@@ -238,8 +269,9 @@ private struct Reader {
     /// and dropped. Whatever one accepts the other accepts; the fuzzer holds them to it.
     mutating func scanBody(checkReserved: Bool) throws(SetteeError) -> JSONParser.BodyScan {
         // One allocation each for a typical body, not one per doubling.
-        var keys: [PendingKey] = []
+        var keys: [ScanKey] = []
         keys.reserveCapacity(32)
+        var texts: [String] = []
         var frames: [ScanFrame] = []
         frames.reserveCapacity(8)
         var digests: [String] = []
@@ -263,18 +295,17 @@ private struct Reader {
                     i += 1
                 } else {
                     frames.append(ScanFrame(isObject: isObject, firstKey: keys.count))
-                    if isObject { try readScannedKey(into: &keys, topLevel: frames.count == 1 && checkReserved) }
+                    if isObject { try readScannedKey(into: &keys, texts: &texts, topLevel: frames.count == 1 && checkReserved) }
                     continue nextValue
                 }
             case quote:
                 i += 1
                 // The innermost open container is an object whose current key is the last one
                 // pushed: a string under `@type` or `digest` may mark a blob, so it is kept.
-                if let frame = frames.last, frame.isObject, let key = keys.last?.key,
-                   key.utf8.first == UInt8(ascii: "@") || key.utf8.first == UInt8(ascii: "d"),
-                   key == "@type" || key == "digest" {
+                if let frame = frames.last, frame.isObject, let key = keys.last,
+                   case let marks = blobMarks(key, texts), marks != .none {
                     let text = try readString()
-                    if key == "@type" {
+                    if marks == .type {
                         if text == "blob" { frames[frames.count - 1].isBlob = true }
                     } else {
                         frames[frames.count - 1].digest = text
@@ -299,7 +330,7 @@ private struct Reader {
                 guard i < end else { throw fail("unexpected end of input") }
                 if p[i] == comma {
                     i += 1
-                    if frame.isObject { try readScannedKey(into: &keys, topLevel: frames.count == 1 && checkReserved) }
+                    if frame.isObject { try readScannedKey(into: &keys, texts: &texts, topLevel: frames.count == 1 && checkReserved) }
                     continue nextValue
                 }
                 guard p[i] == (frame.isObject ? closeBrace : closeBracket) else {
@@ -307,7 +338,7 @@ private struct Reader {
                 }
                 i += 1
                 if frame.isObject {
-                    try checkDistinct(keys, from: frame.firstKey)
+                    try checkDistinct(keys, from: frame.firstKey, texts)
                     if frames.count == 1 { topLevelMembers = keys.count - frame.firstKey }
                     if frame.isBlob, let digest = frame.digest { digests.append(digest) }
                     keys.removeSubrange(frame.firstKey...)
@@ -321,29 +352,93 @@ private struct Reader {
         }
     }
 
-    /// ``readKey(into:)``, refusing a reserved top-level key as ``PreparedBody`` does.
-    mutating func readScannedKey(into keys: inout [PendingKey], topLevel: Bool) throws(SetteeError) {
-        try readKey(into: &keys)
-        if topLevel, let key = keys.last?.key, key.utf8.first == UInt8(ascii: "_") {
-            throw reservedKey(key)
+    /// ``readKey(into:)`` for a body scan, refusing a reserved top-level key as ``PreparedBody``
+    /// does. A plain key is only located; anything else (an escape, a non-ASCII byte, an error)
+    /// goes through ``readString()``, so errors are the parser's own.
+    mutating func readScannedKey(into keys: inout [ScanKey], texts: inout [String], topLevel: Bool) throws(SetteeError) {
+        skipWhitespace()
+        guard i < end, p[i] == quote else { throw fail(i < end ? "expected a string key" : "unexpected end of input") }
+        let at = i
+        i += 1
+        let start = i
+        while i < end, case let c = p[i], c != quote, c != backslash, c >= 0x20, c < 0x80 { i += 1 }
+        var key: ScanKey
+        if i < end, p[i] == quote {
+            let n = i - start
+            var fingerprint = UInt64(n) << 48
+            if n > 0 {
+                fingerprint |= UInt64(p[start]) << 40 | UInt64(p[start + n / 2]) << 32 | UInt64(p[start + n - 1]) << 24
+            }
+            key = ScanKey(start: start, count: n, fingerprint: fingerprint, text: -1, at: at)
+            i += 1
+        } else {
+            i = start
+            texts.append(try readString())
+            key = ScanKey(start: start, count: 0, fingerprint: 0, text: texts.count - 1, at: at)
         }
+        skipWhitespace()
+        guard i < end, p[i] == colon else { throw fail(i < end ? "expected ':'" : "unexpected end of input") }
+        i += 1
+        if topLevel {
+            let first = key.isPlain ? (key.count > 0 ? p[key.start] : nil) : texts[key.text].utf8.first
+            if first == UInt8(ascii: "_") { throw reservedKey(text(of: key, texts)) }
+        }
+        keys.append(key)
     }
 
-    /// The duplicate-key rule of ``makeObject(values:keys:frame:)``: keys equal as `String`s (so
-    /// canonically equivalent spellings collide, as they do in a dictionary).
-    func checkDistinct(_ keys: [PendingKey], from first: Int) throws(SetteeError) {
+    /// A scanned key as a `String`.
+    func text(of key: ScanKey, _ texts: [String]) -> String {
+        key.isPlain ? String(decoding: UnsafeBufferPointer(start: p + key.start, count: key.count), as: UTF8.self) : texts[key.text]
+    }
+
+    /// Whether two scanned keys are the same key to the parser: equal bytes for plain keys (an
+    /// ASCII string is canonically equivalent only to itself), equal `String`s otherwise.
+    @inline(__always)
+    func sameKey(_ a: ScanKey, _ b: ScanKey, _ texts: [String]) -> Bool {
+        if a.isPlain, b.isPlain {
+            return a.fingerprint == b.fingerprint && (a.count == 0 || memcmp(p + a.start, p + b.start, a.count) == 0)
+        }
+        return text(of: a, texts) == text(of: b, texts)
+    }
+
+    enum BlobMark { case none, type, digest }
+
+    /// Whether a member's key is `@type` or `digest`, the two a blob reference is made of.
+    func blobMarks(_ key: ScanKey, _ texts: [String]) -> BlobMark {
+        if !key.isPlain {
+            let text = texts[key.text]
+            return text == "@type" ? .type : text == "digest" ? .digest : .none
+        }
+        let k = p + key.start
+        if key.count == 5, k[0] == UInt8(ascii: "@"), memcmp(k, "@type", 5) == 0 { return .type }
+        if key.count == 6, k[0] == UInt8(ascii: "d"), memcmp(k, "digest", 6) == 0 { return .digest }
+        return .none
+    }
+
+    /// The duplicate-key rule of ``makeObject(values:keys:frame:)``: the first key equal to an
+    /// earlier one of its object is refused, where keys are equal as `String`s (so canonically
+    /// equivalent spellings collide, as they do in a dictionary).
+    func checkDistinct(_ keys: [ScanKey], from first: Int, _ texts: [String]) throws(SetteeError) {
         let n = keys.count - first
         guard n > 1 else { return }
         if n <= 16 {
-            for a in first..<(keys.count - 1) {
-                for b in (a + 1)..<keys.count where keys[a].key == keys[b].key {
+            for b in (first + 1)..<keys.count {
+                for a in first..<b where sameKey(keys[a], keys[b], texts) {
                     throw fail("duplicate key", at: keys[b].at)
                 }
             }
             return
         }
+        if keys[first...].allSatisfy(\.isPlain) {
+            var seen = Set<PlainKey>(minimumCapacity: n)
+            for k in first..<keys.count {
+                let bytes = UnsafeRawBufferPointer(start: p + keys[k].start, count: keys[k].count)
+                if !seen.insert(PlainKey(bytes: bytes)).inserted { throw fail("duplicate key", at: keys[k].at) }
+            }
+            return
+        }
         var seen = Set<String>(minimumCapacity: n)
-        for k in first..<keys.count where !seen.insert(keys[k].key).inserted {
+        for k in first..<keys.count where !seen.insert(text(of: keys[k], texts)).inserted {
             throw fail("duplicate key", at: keys[k].at)
         }
     }
@@ -481,6 +576,8 @@ private struct Reader {
     mutating func readString(keep: Bool) throws(SetteeError) -> String? {
         let start = i
         while i < end {
+            skipPlainStringBytes()
+            guard i < end else { break }
             let c = p[i]
             if c == quote {
                 // No escapes: the bytes are the string (already validated as UTF-8).
@@ -493,6 +590,23 @@ private struct Reader {
             if c < 0x80 { i += 1 } else { try skipUTF8Sequence() }
         }
         throw fail("unterminated string", at: start - 1)
+    }
+
+    /// Moves `i` past whole words of string bytes that need no attention: printable ASCII other
+    /// than `"` and `\`. Stops at the word holding anything else, which the byte loop handles.
+    /// (Each test may also fire on a harmless byte next to a real one; it never misses one.)
+    @inline(__always)
+    mutating func skipPlainStringBytes() {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let tops: UInt64 = 0x8080_8080_8080_8080
+        while i + 8 <= end {
+            let x = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
+            let q = x ^ (ones &* UInt64(quote))
+            let b = x ^ (ones &* UInt64(backslash))
+            let attention = ((q &- ones) & ~q) | ((b &- ones) & ~b) | ((x &- ones &* 0x20) & ~x) | x
+            if attention & tops != 0 { return }
+            i += 8
+        }
     }
 
     /// The slow path, from the first backslash on: decoded bytes go to `scratch`.

@@ -13,19 +13,35 @@ enum RevisionID {
     }
 
     static func generation(utf8 b: UnsafeRawBufferPointer) -> UInt64? {
-        guard b.count >= 3, b.count <= maxLength else { return nil }
+        guard b.count >= 3, b.count <= maxLength, let q = b.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
+        let n = b.count
         var gen: UInt64 = 0
         var i = 0
-        while i < b.count, b[i] >= 0x30, b[i] <= 0x39 {
-            if i == 0 && b[i] == 0x30 { return nil }
+        while i < n, q[i] &- 0x30 < 10 {
+            if i == 0 && q[i] == 0x30 { return nil }
             let (m, o1) = gen.multipliedReportingOverflow(by: 10)
-            let (a, o2) = m.addingReportingOverflow(UInt64(b[i] - 0x30))
+            let (a, o2) = m.addingReportingOverflow(UInt64(q[i] &- 0x30))
             if o1 || o2 { return nil }
             gen = a
             i += 1
         }
-        guard i > 0, gen >= 1, i < b.count - 1, b[i] == 0x2d else { return nil }
-        for j in (i + 1) ..< b.count where b[j] <= 0x20 || b[j] >= 0x7f { return nil }
+        guard i > 0, gen >= 1, i < n - 1, q[i] == 0x2d else { return nil }
+        // Printable ASCII after the dash (0x21...0x7E), eight bytes at a time: a replicated batch
+        // checks every ID of every history. A word holds a byte below 0x21 when subtracting 0x21
+        // from each byte borrows into a byte whose top bit was clear, and a byte above 0x7E when
+        // adding 1 sets a top bit or one was set already.
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let tops: UInt64 = 0x8080_8080_8080_8080
+        var j = i + 1
+        while j + 8 <= n {
+            let x = UnsafeRawPointer(q + j).loadUnaligned(as: UInt64.self)
+            if (x &- ones &* 0x21) & ~x & tops != 0 || ((x &+ ones) | x) & tops != 0 { return nil }
+            j += 8
+        }
+        while j < n {
+            if q[j] &- 0x21 >= 0x5E { return nil }
+            j += 1
+        }
         return gen
     }
 
