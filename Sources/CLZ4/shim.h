@@ -41,14 +41,83 @@ static inline uint32_t settee_crc32c_sw(uint32_t crc, const uint8_t *p, size_t n
 }
 
 #if defined(__x86_64__)
+// One stream of the instruction runs at a third of its throughput (each step waits for the
+// previous one), so long inputs go three blocks at a time, in three independent streams, joined
+// at the end of each round: the register after block A then B then C is Z2(a) ^ Z1(b) ^ c, where
+// a, b and c are the streams' registers (b and c started from 0) and Z1, Z2 carry a register over
+// one and two blocks of zeros. Both are linear over GF(2), so each is kept as four tables of 256
+// entries, one per byte of the register. Built once, from the table of the portable path.
+#define SETTEE_CRC_BLOCK 128
+
+static inline uint32_t settee_crc_zeros(uint32_t reg, size_t n) {
+    static uint32_t table[256];
+    static int ready = 0;
+    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : (c >> 1);
+            table[i] = c;
+        }
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    }
+    while (n--) reg = table[reg & 0xFF] ^ (reg >> 8);
+    return reg;
+}
+
+// The tables live inside a function: Swift imports this header, and emits a function's statics
+// but not a header's own.
+static inline const uint32_t (*settee_crc_shift_tables(void))[4][256] {
+    static uint32_t shift[2][4][256];
+    static int ready = 0;
+    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+        // Racing threads compute and store the same values; the flag is set after every store.
+        for (int z = 0; z < 2; z++) {
+            uint32_t basis[32];
+            for (int bit = 0; bit < 32; bit++) basis[bit] = settee_crc_zeros((uint32_t)1 << bit, (size_t)SETTEE_CRC_BLOCK * (z + 1));
+            for (int byte = 0; byte < 4; byte++) {
+                for (int v = 0; v < 256; v++) {
+                    uint32_t image = 0;
+                    for (int bit = 0; bit < 8; bit++) if (v & (1 << bit)) image ^= basis[byte * 8 + bit];
+                    shift[z][byte][v] = image;
+                }
+            }
+        }
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    }
+    return (const uint32_t (*)[4][256])shift;
+}
+
+static inline uint32_t settee_crc_shift_by(const uint32_t (*t)[256], uint32_t reg) {
+    return t[0][reg & 0xFF] ^ t[1][(reg >> 8) & 0xFF] ^ t[2][(reg >> 16) & 0xFF] ^ t[3][reg >> 24];
+}
+
 __attribute__((target("sse4.2")))
 static inline uint32_t settee_crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
     uint64_t c = ~crc & 0xFFFFFFFFu;
+    if (n >= 3 * SETTEE_CRC_BLOCK) {
+        const uint32_t (*shift)[4][256] = settee_crc_shift_tables();
+        do {
+            uint64_t b = 0, d = 0;
+            for (size_t k = 0; k < SETTEE_CRC_BLOCK; k += 8) {
+                uint64_t va, vb, vd;
+                memcpy(&va, p + k, 8);
+                memcpy(&vb, p + SETTEE_CRC_BLOCK + k, 8);
+                memcpy(&vd, p + 2 * SETTEE_CRC_BLOCK + k, 8);
+                c = __builtin_ia32_crc32di(c, va);
+                b = __builtin_ia32_crc32di(b, vb);
+                d = __builtin_ia32_crc32di(d, vd);
+            }
+            c = settee_crc_shift_by(shift[1], (uint32_t)c) ^ settee_crc_shift_by(shift[0], (uint32_t)b) ^ (uint32_t)d;
+            p += 3 * SETTEE_CRC_BLOCK;
+            n -= 3 * SETTEE_CRC_BLOCK;
+        } while (n >= 3 * SETTEE_CRC_BLOCK);
+    }
     while (n >= 8) { uint64_t v; memcpy(&v, p, 8); c = __builtin_ia32_crc32di(c, v); p += 8; n -= 8; }
     uint32_t c32 = (uint32_t)c;
     while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
     return ~c32;
 }
+
 #endif
 
 static inline uint32_t settee_crc32c(uint32_t crc, const void *data, size_t n) {

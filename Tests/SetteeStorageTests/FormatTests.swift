@@ -1,3 +1,4 @@
+import CLZ4
 import Foundation
 import Testing
 @testable import SetteeStorage
@@ -111,5 +112,27 @@ import Testing
         #expect(text == [0x53, 0x45, 0x54, 0x54, 0x45, 0x45, 0x00, 0x4C])
         var crcInput = Array("123456789".utf8)
         #expect(crc32c(0, &crcInput, 9) == 0xE306_9283)
+    }
+
+    /// The instruction path runs long inputs as three interleaved streams joined by shift tables;
+    /// it must give the portable table's answer at every length around its 384-byte rounds, from
+    /// any seed, and chain across any split.
+    @Test func crc32cStreamsAgreeWithThePortablePath() {
+        let seed = UInt64.random(in: 1...UInt64.max)
+        print("crc32cStreamsAgreeWithThePortablePath seed \(seed)")
+        var random = SeededGenerator(seed: seed)
+        let data = (0 ..< 5000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        data.withUnsafeBytes { buffer in
+            let base = buffer.baseAddress!
+            for length in Array(0 ... 800) + [1151, 1152, 1153, 4096, 4999] {
+                let start = Int(random.next() % 7)
+                let chain = UInt32(truncatingIfNeeded: random.next())
+                let expected = settee_crc32c_sw(chain, base.advanced(by: start).assumingMemoryBound(to: UInt8.self), length)
+                #expect(crc32c(chain, base + start, length) == expected, "length \(length) at \(start), seed \(seed)")
+                let split = length == 0 ? 0 : Int(random.next() % UInt64(length + 1))
+                let chained = crc32c(crc32c(chain, base + start, split), base + start + split, length - split)
+                #expect(chained == expected, "length \(length) split at \(split), seed \(seed)")
+            }
+        }
     }
 }
