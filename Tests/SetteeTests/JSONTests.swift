@@ -84,6 +84,41 @@ import Testing
         #expect(try JSONValue.string("a/b\"c\\d\u{7F}é€😀").jsonText() == "\"a/b\\\"c\\\\d\u{7F}é€😀\"")
     }
 
+    /// The writer skips runs of plain bytes a word at a time; a byte that needs escaping is found
+    /// at every position of a word, next to multi-byte characters too, and keys sort by their
+    /// bytes whether they differ in the first eight or only later.
+    @Test func escapingAndKeyOrderHoldAtEveryPosition() throws {
+        func reference(_ text: String) -> String {
+            var out = "\""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\u{01}": out += "\\u0001"
+                case "\u{1F}": out += "\\u001f"
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out + "\""
+        }
+        for special in ["\"", "\\", "\n", "\u{01}", "\u{1F}"] {
+            for at in 0 ..< 26 {
+                for tail in ["", "é", "xyz€"] {
+                    let text = String(repeating: "a", count: at) + special + String(repeating: "b", count: 25 - at) + tail
+                    #expect(try JSONValue.string(text).jsonText() == reference(text), "\(at) \(tail)")
+                    #expect(try JSONParser.parse(JSONValue.string(text).jsonText()) == .string(text))
+                }
+            }
+        }
+        let keys = ["abcdefgh2", "abcdefgh1", "abcdefgh", "abcdefg", "b", "", "a\u{01}", "a", "é", "e", "abcdefgi", "Z"]
+        var object: [String: JSONValue] = [:]
+        for (n, key) in keys.enumerated() { object[key] = .int(Int64(n)) }
+        let sorted = keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let expected = "{" + sorted.map { "\(reference($0)):\(object[$0]!.intValue!)" }.joined(separator: ",") + "}"
+        #expect(try JSONValue.object(object).jsonText() == expected)
+    }
+
     @Test func doublesAreShortestAndReadBackExactly() throws {
         let cases: [(Double, String)] = [
             (1.5, "1.5"), (0.00001, "1e-05"), (2.0, "2.0"), (-0.0, "-0.0"), (0.0, "0.0"), (0.1, "0.1"),
