@@ -10,50 +10,112 @@ enum JSONWriter {
     /// than `maxDepth` (by default what ``JSONParser`` accepts, so the output can be read back).
     static func write(_ value: JSONValue, into out: inout [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) {
         var digests: [String] = []
-        try writeValue(value, into: &out, depth: 0, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
+        var buffer = Output()
+        defer { buffer.release() }
+        try writeValue(value, into: &buffer, depth: 0, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
+        buffer.append(to: &out)
     }
 
     /// The canonical JSON of a document body, and the digests of the blobs it references (each
     /// object with `"@type": "blob"` and a string `digest`, at any depth), found in the same pass.
     static func body(_ properties: [String: JSONValue], blobDigests: inout [String]) throws(SetteeError) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(512)
-        try writeMembers(properties, into: &out, depth: 1, maxDepth: JSONParser.defaultMaxDepth, lenient: false, blobDigests: &blobDigests)
-        return out
+        var buffer = Output()
+        defer { buffer.release() }
+        try writeMembers(properties, into: &buffer, depth: 1, maxDepth: JSONParser.defaultMaxDepth, lenient: false, blobDigests: &blobDigests)
+        return buffer.array
     }
 
     /// The canonical JSON of `value`.
     static func bytes(_ value: JSONValue, maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(512)   // a typical document, without regrowing through 8, 16, 32 …
-        try write(value, into: &out, maxDepth: maxDepth)
-        return out
+        var digests: [String] = []
+        var buffer = Output()
+        defer { buffer.release() }
+        try writeValue(value, into: &buffer, depth: 0, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
+        return buffer.array
     }
 
     /// Appends the canonical JSON of an object (a document body) without wrapping it in a value.
     static func writeObject(_ object: [String: JSONValue], into out: inout [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) {
         var digests: [String] = []
-        try writeMembers(object, into: &out, depth: 1, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
+        var buffer = Output()
+        defer { buffer.release() }
+        try writeMembers(object, into: &buffer, depth: 1, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
+        buffer.append(to: &out)
     }
 
     /// For `description`: never throws; non-finite numbers show as `NaN`, `Infinity`, `-Infinity`
     /// and nesting is not limited.
     static func writeForDescription(_ value: JSONValue, into out: inout [UInt8]) {
         var digests: [String] = []
-        try? writeValue(value, into: &out, depth: 0, maxDepth: .max, lenient: true, blobDigests: &digests)
+        var buffer = Output()
+        defer { buffer.release() }
+        try? writeValue(value, into: &buffer, depth: 0, maxDepth: .max, lenient: true, blobDigests: &digests)
+        buffer.append(to: &out)
+    }
+
+    /// Where the writer puts its bytes: a buffer it grows itself, so an append is a bounds check
+    /// and a store (an array's append also checks uniqueness and goes through generic code, which
+    /// was most of the cost of writing short keys and strings). The entry points own it and
+    /// release it; only the finished text is copied into an array.
+    struct Output {
+        private var base: UnsafeMutablePointer<UInt8>
+        private(set) var count = 0
+        private var capacity: Int
+
+        /// 512 bytes hold a typical document without regrowing.
+        init(capacity: Int = 512) {
+            self.capacity = capacity
+            base = .allocate(capacity: capacity)
+        }
+
+        mutating func release() { base.deallocate() }
+
+        var array: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+        func append(to out: inout [UInt8]) { out.append(contentsOf: UnsafeBufferPointer(start: base, count: count)) }
+
+        @inline(__always) mutating func reserve(_ extra: Int) {
+            if capacity - count < extra { grow(extra) }
+        }
+
+        @inline(never) private mutating func grow(_ extra: Int) {
+            let larger = max(capacity * 2, count + extra)
+            let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
+            moved.update(from: base, count: count)
+            base.deallocate()
+            base = moved
+            capacity = larger
+        }
+
+        @inline(__always) mutating func append(_ byte: UInt8) {
+            reserve(1)
+            base[count] = byte
+            count += 1
+        }
+
+        @inline(__always) mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+            guard let from = bytes.baseAddress, bytes.count > 0 else { return }
+            reserve(bytes.count)
+            (base + count).update(from: from, count: bytes.count)
+            count += bytes.count
+        }
+
+        mutating func append(_ text: StaticString) {
+            append(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        }
     }
 
     // MARK: Values
 
-    private static func writeValue(_ value: JSONValue, into out: inout [UInt8], depth: Int, maxDepth: Int, lenient: Bool,
+    private static func writeValue(_ value: JSONValue, into out: inout Output, depth: Int, maxDepth: Int, lenient: Bool,
                                    blobDigests: inout [String]) throws(SetteeError) {
         switch value {
         case .null:
-            out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])  // null
+            out.append("null")
         case .bool(true):
-            out.append(contentsOf: [0x74, 0x72, 0x75, 0x65])  // true
+            out.append("true")
         case .bool(false):
-            out.append(contentsOf: [0x66, 0x61, 0x6C, 0x73, 0x65])  // false
+            out.append("false")
         case .int(let number):
             writeInt(number, into: &out)
         case .double(let number):
@@ -74,7 +136,7 @@ enum JSONWriter {
     }
 
     /// `depth` counts this object itself.
-    private static func writeMembers(_ members: [String: JSONValue], into out: inout [UInt8], depth: Int, maxDepth: Int, lenient: Bool,
+    private static func writeMembers(_ members: [String: JSONValue], into out: inout Output, depth: Int, maxDepth: Int, lenient: Bool,
                                      blobDigests: inout [String]) throws(SetteeError) {
         guard depth <= maxDepth else { throw tooDeep(maxDepth) }
         out.append(UInt8(ascii: "{"))
@@ -142,7 +204,7 @@ enum JSONWriter {
 
     // MARK: Scalars
 
-    static func writeInt(_ number: Int64, into out: inout [UInt8]) {
+    static func writeInt(_ number: Int64, into out: inout Output) {
         if number < 0 { out.append(UInt8(ascii: "-")) }
         var magnitude = number.magnitude
         if magnitude == 0 {
@@ -157,39 +219,40 @@ enum JSONWriter {
                 digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
                 magnitude /= 10
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
+            out.append(UnsafeBufferPointer(rebasing: digits[start..<20]))
         }
     }
 
-    static func writeDouble(_ number: Double, into out: inout [UInt8], lenient: Bool) throws(SetteeError) {
+    static func writeDouble(_ number: Double, into out: inout Output, lenient: Bool) throws(SetteeError) {
         guard number.isFinite else {
             guard lenient else { throw SetteeError(.invalidJSON, "not a finite number") }
-            out.append(contentsOf: (number.isNaN ? "NaN" : number < 0 ? "-Infinity" : "Infinity").utf8)
+            out.append(number.isNaN ? "NaN" : number < 0 ? "-Infinity" : "Infinity")
             return
         }
         // Swift's `description` is the shortest text that reads back as the same Double and is
         // always JSON number syntax ("1.5", "1e-05", "-0.0", "1e+300"). Integral values keep
         // their ".0" (or exponent), so they read back as doubles and not as integers.
-        let text = number.description
+        var text = number.description
         var isIntegral = true
         for c in text.utf8 where c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") {
             isIntegral = false
             break
         }
-        out.append(contentsOf: text.utf8)
-        if isIntegral { out.append(contentsOf: [UInt8(ascii: "."), UInt8(ascii: "0")]) }
+        text.withUTF8 { out.append($0) }
+        if isIntegral { out.append(".0") }
     }
 
-    static func writeString(_ text: String, into out: inout [UInt8]) {
+    static func writeString(_ text: String, into out: inout Output) {
         out.append(UInt8(ascii: "\""))
         if text.utf8.withContiguousStorageIfAvailable({ writeEscaped($0, into: &out) }) == nil {
-            Array(text.utf8).withUnsafeBufferPointer { writeEscaped($0, into: &out) }
+            var copy = text
+            copy.withUTF8 { writeEscaped($0, into: &out) }
         }
         out.append(UInt8(ascii: "\""))
     }
 
     /// Only `"`, `\` and control characters are escaped; all else is copied as UTF-8.
-    private static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+    private static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout Output) {
         let hexDigits: StaticString = "0123456789abcdef"
         var run = 0
         var j = 0
@@ -211,7 +274,7 @@ enum JSONWriter {
             j += 1
             guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
             let at = j - 1
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<at]))
+            out.append(UnsafeBufferPointer(rebasing: bytes[run..<at]))
             out.append(UInt8(ascii: "\\"))
             switch c {
             case UInt8(ascii: "\""): out.append(UInt8(ascii: "\""))
@@ -222,13 +285,13 @@ enum JSONWriter {
             case 0x0D: out.append(UInt8(ascii: "r"))
             case 0x09: out.append(UInt8(ascii: "t"))
             default:
-                out.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                out.append("u00")
                 out.append(hexDigits.utf8Start[Int(c >> 4)])
                 out.append(hexDigits.utf8Start[Int(c & 0x0F)])
             }
             run = at + 1
         }
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<bytes.count]))
+        out.append(UnsafeBufferPointer(rebasing: bytes[run..<bytes.count]))
     }
 
     /// Lexicographic order of the UTF-8 bytes (the same as code point order).
