@@ -140,8 +140,13 @@ static inline void settee_prefetch(const void *p, size_t n) {
     const char *c = (const char *)p;
     for (size_t i = 0; i < n; i += 64) __builtin_prefetch(c + i, 0, 3);
 }
+// A load and a store, not a locked read-modify-write: a locked instruction waits for every
+// earlier load and store to finish, and readers and the writer set a bit for each value they
+// check or write. Two threads setting bits of one word at once may lose one of them, which
+// costs only a checksum later; a bit is never set that nobody set.
 static inline void settee_bit_set(uint64_t *words, uint64_t bit) {
-    __atomic_fetch_or(&words[bit >> 6], (uint64_t)1 << (bit & 63), __ATOMIC_RELAXED);
+    uint64_t *word = &words[bit >> 6];
+    __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) | ((uint64_t)1 << (bit & 63)), __ATOMIC_RELAXED);
 }
 
 // SHA-1 blocks with the SHA extensions (SHA-NI), for revision IDs and blob digests: about four
