@@ -24,7 +24,8 @@ static inline ssize_t settee_pwrite_dsync(int fd, const void *buf, size_t n, off
 // Kept here because Swift has no portable access to the instruction and the engine checksums
 // every record it writes and every node and value it reads.
 
-static inline uint32_t settee_crc32c_sw(uint32_t crc, const uint8_t *p, size_t n) {
+// The byte-at-a-time table of the reflected polynomial, built on first use.
+static inline const uint32_t *settee_crc32c_table(void) {
     static uint32_t table[256];
     static int ready = 0;
     if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
@@ -35,6 +36,11 @@ static inline uint32_t settee_crc32c_sw(uint32_t crc, const uint8_t *p, size_t n
         }
         __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
     }
+    return table;
+}
+
+static inline uint32_t settee_crc32c_sw(uint32_t crc, const uint8_t *p, size_t n) {
+    const uint32_t *table = settee_crc32c_table();
     crc = ~crc;
     while (n--) crc = table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return ~crc;
@@ -49,17 +55,9 @@ static inline uint32_t settee_crc32c_sw(uint32_t crc, const uint8_t *p, size_t n
 // entries, one per byte of the register. Built once, from the table of the portable path.
 #define SETTEE_CRC_BLOCK 128
 
+// A register carried over n zero bytes (no pre- or post-inversion, as the instruction works).
 static inline uint32_t settee_crc_zeros(uint32_t reg, size_t n) {
-    static uint32_t table[256];
-    static int ready = 0;
-    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : (c >> 1);
-            table[i] = c;
-        }
-        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-    }
+    const uint32_t *table = settee_crc32c_table();
     while (n--) reg = table[reg & 0xFF] ^ (reg >> 8);
     return reg;
 }
