@@ -75,6 +75,31 @@ import Testing
         try again.close()
     }
 
+    /// Values a commit wrote count as verified for this process (Formats/storage.md): each one of
+    /// 64 bytes or more, entry header included, by the block holding its last byte; smaller ones
+    /// are never remembered. A reopened store has checked nothing yet.
+    @Test func valuesACommitWroteCountAsVerified() throws {
+        let dir = TemporaryDirectory("verified"); defer { dir.cleanup() }
+        var store: Store? = try Store(directory: dir.path)
+        var rng = SeededGenerator(seed: 64)
+        let sizes = [10, 47, 48, 100, 5000]
+        let values = sizes.map { n in (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) } }
+        let refs = try store!.write { tx in try values.map { try tx.appendValue($0) } }
+        func lastBlocksVerified(_ s: Store) -> [Bool] {
+            let reader = s.reader(for: s.currentSnapshot)
+            return zip(refs, sizes).map { ref, n in reader.isVerified(ref.rawValue + UInt64(16 + n) - 1) }
+        }
+        #expect(lastBlocksVerified(store!) == [false, false, true, true, true])
+        try store!.close()
+        store = try Store(directory: dir.path)
+        #expect(lastBlocksVerified(store!) == [false, false, false, false, false])
+        // Reading checks and then remembers them.
+        let readBack = try store!.read { tx in try refs.map { ref in try tx.withValue(at: ref) { Array($0) } } }
+        #expect(readBack == values)
+        #expect(lastBlocksVerified(store!) == [false, false, true, true, true])
+        try store!.close()
+    }
+
     /// The stated bound (Formats/storage.md): in steady state one small put and its commit append
     /// one commit record, and checkpoints add at most the dirty path of each put, amortized.
     @Test func aSmallDurablePutAppendsWellUnder16KiB() throws {

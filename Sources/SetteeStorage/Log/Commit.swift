@@ -61,9 +61,6 @@ extension Store {
         }
     }
 
-    /// Appends the operations block: u8 kind 5, u8 flags (bit 0 LZ4), u16 0, u32 stored length,
-    /// u32 raw length, then the operations. Replay is the only reader, so compressing them costs
-    /// reads nothing.
     /// The value entries of a commit just written were checksummed from these bytes: they count
     /// as verified, so this process's first read of them skips the checksum pass (as it already
     /// does for the nodes its checkpoints write).
@@ -79,6 +76,9 @@ extension Store {
         }
     }
 
+    /// Appends the operations block: u8 kind 5, u8 flags (bit 0 LZ4), u16 0, u32 stored length,
+    /// u32 raw length, then the operations. Replay is the only reader, so compressing them costs
+    /// reads nothing.
     private func appendOperationsBlock(to w: ByteWriter) {
         let ops = writer.operations
         let raw = ops.count
