@@ -103,6 +103,13 @@ import Testing
             return out + "\""
         }
         for special in ["\"", "\\", "\n", "\u{01}", "\u{1F}"] {
+            // Short strings, whose bytes are all a padded last word, at every length up to 9.
+            for length in 1 ... 9 {
+                for at in 0 ..< length {
+                    let text = String(repeating: "a", count: at) + special + String(repeating: "b", count: length - 1 - at)
+                    #expect(try JSONValue.string(text).jsonText() == reference(text), "\(length) \(at)")
+                }
+            }
             for at in 0 ..< 26 {
                 for tail in ["", "é", "xyz€"] {
                     let text = String(repeating: "a", count: at) + special + String(repeating: "b", count: 25 - at) + tail

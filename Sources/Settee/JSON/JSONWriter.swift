@@ -257,13 +257,24 @@ enum JSONWriter {
         var run = 0
         var j = 0
         let count = bytes.count
+        var tailTried = false
         while j < count {
             // Eight bytes at a time while none needs escaping (a neighbour of one that does may be
             // marked too; the byte test below clears it).
-            if let base = bytes.baseAddress, j + 8 <= count,
-               escapedBytes(in: UnsafeRawPointer(base + j).loadUnaligned(as: UInt64.self)) == 0 {
-                j += 8
-                continue
+            if let base = bytes.baseAddress {
+                if j + 8 <= count {
+                    if escapedBytes(in: UnsafeRawPointer(base + j).loadUnaligned(as: UInt64.self)) == 0 {
+                        j += 8
+                        continue
+                    }
+                } else if !tailTried {
+                    // The last few bytes (most keys and short strings are only these), padded
+                    // with a plain byte to a word: when none needs escaping, the rest is copied.
+                    tailTried = true
+                    var word: UInt64 = 0x4141_4141_4141_4141
+                    withUnsafeMutableBytes(of: &word) { $0.baseAddress!.copyMemory(from: base + j, byteCount: count - j) }
+                    if escapedBytes(in: word) == 0 { break }
+                }
             }
             let c = bytes[j]
             j += 1
