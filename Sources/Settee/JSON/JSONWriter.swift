@@ -10,7 +10,7 @@ enum JSONWriter {
     /// than `maxDepth` (by default what ``JSONParser`` accepts, so the output can be read back).
     static func write(_ value: JSONValue, into out: inout [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) {
         var digests: [String] = []
-        var buffer = Output()
+        var buffer = ByteBuffer()
         defer { buffer.release() }
         try writeValue(value, into: &buffer, depth: 0, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
         buffer.append(to: &out)
@@ -19,7 +19,7 @@ enum JSONWriter {
     /// The canonical JSON of a document body, and the digests of the blobs it references (each
     /// object with `"@type": "blob"` and a string `digest`, at any depth), found in the same pass.
     static func body(_ properties: [String: JSONValue], blobDigests: inout [String]) throws(SetteeError) -> [UInt8] {
-        var buffer = Output()
+        var buffer = ByteBuffer()
         defer { buffer.release() }
         try writeMembers(properties, into: &buffer, depth: 1, maxDepth: JSONParser.defaultMaxDepth, lenient: false, blobDigests: &blobDigests)
         return buffer.array
@@ -28,7 +28,7 @@ enum JSONWriter {
     /// The canonical JSON of `value`.
     static func bytes(_ value: JSONValue, maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) -> [UInt8] {
         var digests: [String] = []
-        var buffer = Output()
+        var buffer = ByteBuffer()
         defer { buffer.release() }
         try writeValue(value, into: &buffer, depth: 0, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
         return buffer.array
@@ -37,7 +37,7 @@ enum JSONWriter {
     /// Appends the canonical JSON of an object (a document body) without wrapping it in a value.
     static func writeObject(_ object: [String: JSONValue], into out: inout [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) throws(SetteeError) {
         var digests: [String] = []
-        var buffer = Output()
+        var buffer = ByteBuffer()
         defer { buffer.release() }
         try writeMembers(object, into: &buffer, depth: 1, maxDepth: maxDepth, lenient: false, blobDigests: &digests)
         buffer.append(to: &out)
@@ -47,67 +47,15 @@ enum JSONWriter {
     /// and nesting is not limited.
     static func writeForDescription(_ value: JSONValue, into out: inout [UInt8]) {
         var digests: [String] = []
-        var buffer = Output()
+        var buffer = ByteBuffer()
         defer { buffer.release() }
         try? writeValue(value, into: &buffer, depth: 0, maxDepth: .max, lenient: true, blobDigests: &digests)
         buffer.append(to: &out)
     }
 
-    /// Where the writer puts its bytes: a buffer it grows itself, so an append is a bounds check
-    /// and a store (an array's append also checks uniqueness and goes through generic code, which
-    /// was most of the cost of writing short keys and strings). The entry points own it and
-    /// release it; only the finished text is copied into an array.
-    struct Output {
-        private var base: UnsafeMutablePointer<UInt8>
-        private(set) var count = 0
-        private var capacity: Int
-
-        /// 512 bytes hold a typical document without regrowing.
-        init(capacity: Int = 512) {
-            self.capacity = capacity
-            base = .allocate(capacity: capacity)
-        }
-
-        mutating func release() { base.deallocate() }
-
-        var array: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
-
-        func append(to out: inout [UInt8]) { out.append(contentsOf: UnsafeBufferPointer(start: base, count: count)) }
-
-        @inline(__always) mutating func reserve(_ extra: Int) {
-            if capacity - count < extra { grow(extra) }
-        }
-
-        @inline(never) private mutating func grow(_ extra: Int) {
-            let larger = max(capacity * 2, count + extra)
-            let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
-            moved.update(from: base, count: count)
-            base.deallocate()
-            base = moved
-            capacity = larger
-        }
-
-        @inline(__always) mutating func append(_ byte: UInt8) {
-            reserve(1)
-            base[count] = byte
-            count += 1
-        }
-
-        @inline(__always) mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
-            guard let from = bytes.baseAddress, bytes.count > 0 else { return }
-            reserve(bytes.count)
-            (base + count).update(from: from, count: bytes.count)
-            count += bytes.count
-        }
-
-        mutating func append(_ text: StaticString) {
-            append(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-        }
-    }
-
     // MARK: Values
 
-    private static func writeValue(_ value: JSONValue, into out: inout Output, depth: Int, maxDepth: Int, lenient: Bool,
+    private static func writeValue(_ value: JSONValue, into out: inout ByteBuffer, depth: Int, maxDepth: Int, lenient: Bool,
                                    blobDigests: inout [String]) throws(SetteeError) {
         switch value {
         case .null:
@@ -136,7 +84,7 @@ enum JSONWriter {
     }
 
     /// `depth` counts this object itself.
-    private static func writeMembers(_ members: [String: JSONValue], into out: inout Output, depth: Int, maxDepth: Int, lenient: Bool,
+    private static func writeMembers(_ members: [String: JSONValue], into out: inout ByteBuffer, depth: Int, maxDepth: Int, lenient: Bool,
                                      blobDigests: inout [String]) throws(SetteeError) {
         guard depth <= maxDepth else { throw tooDeep(maxDepth) }
         out.append(UInt8(ascii: "{"))
@@ -204,7 +152,7 @@ enum JSONWriter {
 
     // MARK: Scalars
 
-    static func writeInt(_ number: Int64, into out: inout Output) {
+    static func writeInt(_ number: Int64, into out: inout ByteBuffer) {
         if number < 0 { out.append(UInt8(ascii: "-")) }
         var magnitude = number.magnitude
         if magnitude == 0 {
@@ -223,7 +171,7 @@ enum JSONWriter {
         }
     }
 
-    static func writeDouble(_ number: Double, into out: inout Output, lenient: Bool) throws(SetteeError) {
+    static func writeDouble(_ number: Double, into out: inout ByteBuffer, lenient: Bool) throws(SetteeError) {
         guard number.isFinite else {
             guard lenient else { throw SetteeError(.invalidJSON, "not a finite number") }
             out.append(number.isNaN ? "NaN" : number < 0 ? "-Infinity" : "Infinity")
@@ -242,7 +190,7 @@ enum JSONWriter {
         if isIntegral { out.append(".0") }
     }
 
-    static func writeString(_ text: String, into out: inout Output) {
+    static func writeString(_ text: String, into out: inout ByteBuffer) {
         out.append(UInt8(ascii: "\""))
         if text.utf8.withContiguousStorageIfAvailable({ writeEscaped($0, into: &out) }) == nil {
             var copy = text
@@ -252,7 +200,7 @@ enum JSONWriter {
     }
 
     /// Only `"`, `\` and control characters are escaped; all else is copied as UTF-8.
-    private static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout Output) {
+    private static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout ByteBuffer) {
         let hexDigits: StaticString = "0123456789abcdef"
         var run = 0
         var j = 0

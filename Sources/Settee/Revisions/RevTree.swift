@@ -32,70 +32,36 @@ struct RevTree: Sendable {
     // MARK: - Encoding
 
     func encoded() -> [UInt8] {
-        // Written straight into a buffer of a size computed first: a replicated batch encodes a
-        // tree with a whole history for every document, and appending byte by byte to an array
-        // was most of that time.
+        // Into a buffer sized first: a replicated batch encodes a tree with a whole history for
+        // every document, and appending byte by byte to an array was most of that time.
         var bound = 1 + 10
         for r in revs { bound += 10 + 2 + r.id.utf8.count + 10 + 1 + 8 }
-        return [UInt8](unsafeUninitializedCapacity: bound) { buffer, written in
-            var out = RawWriter(buffer.baseAddress!)
-            out.u8(Self.formatVersion)
-            out.varint(UInt64(revs.count))
-            for r in revs {
-                out.varint(r.generation)
-                var id = r.id
-                id.withUTF8 { u in
-                    var dash = 0
-                    while dash < u.count && u[dash] != UInt8(ascii: "-") { dash += 1 }
-                    Self.appendDigest(UnsafeBufferPointer(rebasing: u[min(dash + 1, u.count)...]), to: &out)
-                }
-                out.varint(UInt64(r.parent + 1))
-                var f: UInt8 = 0
-                if r.deleted { f |= Self.flagDeleted }
-                if r.hasAttachments { f |= Self.flagAttachments }
-                if r.hasBody { f |= Self.flagBody }
-                out.u8(f)
-                if r.hasBody { out.u64(r.bodyRef) }
+        var out = ByteBuffer(capacity: bound)
+        defer { out.release() }
+        out.append(Self.formatVersion)
+        out.varint(UInt64(revs.count))
+        for r in revs {
+            out.varint(r.generation)
+            var id = r.id
+            id.withUTF8 { u in
+                var dash = 0
+                while dash < u.count && u[dash] != UInt8(ascii: "-") { dash += 1 }
+                Self.appendDigest(UnsafeBufferPointer(rebasing: u[min(dash + 1, u.count)...]), to: &out)
             }
-            written = out.count
+            out.varint(UInt64(r.parent + 1))
+            var f: UInt8 = 0
+            if r.deleted { f |= Self.flagDeleted }
+            if r.hasAttachments { f |= Self.flagAttachments }
+            if r.hasBody { f |= Self.flagBody }
+            out.append(f)
+            if r.hasBody { out.u64(r.bodyRef) }
         }
-    }
-
-    /// Writes at a pointer into room its caller has made.
-    private struct RawWriter {
-        let base: UnsafeMutablePointer<UInt8>
-        var count = 0
-
-        init(_ base: UnsafeMutablePointer<UInt8>) { self.base = base }
-
-        @inline(__always) mutating func u8(_ v: UInt8) {
-            base[count] = v
-            count += 1
-        }
-
-        @inline(__always) mutating func varint(_ v: UInt64) {
-            var v = v
-            while v >= 0x80 {
-                u8(UInt8(truncatingIfNeeded: v) | 0x80)
-                v >>= 7
-            }
-            u8(UInt8(v))
-        }
-
-        @inline(__always) mutating func u64(_ v: UInt64) {
-            UnsafeMutableRawPointer(base + count).storeBytes(of: v.littleEndian, as: UInt64.self)
-            count += 8
-        }
-
-        @inline(__always) mutating func bytes(_ b: UnsafeBufferPointer<UInt8>) {
-            if let from = b.baseAddress, b.count > 0 { (base + count).update(from: from, count: b.count) }
-            count += b.count
-        }
+        return out.array
     }
 
     /// A digest of exactly 40 lowercase hex digits as a 0 length and its 20 bytes; any other as
     /// its length and text.
-    private static func appendDigest(_ digest: UnsafeBufferPointer<UInt8>, to w: inout RawWriter) {
+    private static func appendDigest(_ digest: UnsafeBufferPointer<UInt8>, to w: inout ByteBuffer) {
         if digest.count == compactDigestBytes * 2 {
             var packed = (UInt64(0), UInt64(0), UInt32(0))
             let ok = withUnsafeMutableBytes(of: &packed) { out -> Bool in
@@ -107,12 +73,12 @@ struct RevTree: Sendable {
             }
             if ok {
                 w.varint(0)
-                withUnsafeBytes(of: &packed) { w.bytes(UnsafeBufferPointer(start: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: compactDigestBytes)) }
+                withUnsafeBytes(of: &packed) { w.append(UnsafeBufferPointer(start: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: compactDigestBytes)) }
                 return
             }
         }
         w.varint(UInt64(digest.count))
-        w.bytes(digest)
+        w.append(digest)
     }
 
     /// Lowercase hex only: an uppercase digest must come back as it was sent.

@@ -31,6 +31,77 @@ struct ByteWriter {
     mutating func raw(_ b: UnsafeRawBufferPointer) { bytes.append(contentsOf: b) }
 }
 
+/// A byte buffer for the hot encoders (canonical JSON, revision trees): memory it grows itself,
+/// so an append is a bounds check and a store (an array's append also checks uniqueness and goes
+/// through generic code, which was most of the cost of writing short keys and strings). Its
+/// owner calls ``release()``; only the finished bytes are copied into an array.
+struct ByteBuffer {
+    private var base: UnsafeMutablePointer<UInt8>
+    private(set) var count = 0
+    private var capacity: Int
+
+    /// 512 bytes hold a typical document without regrowing.
+    init(capacity: Int = 512) {
+        self.capacity = max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    mutating func release() { base.deallocate() }
+
+    var array: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+    func append(to out: inout [UInt8]) { out.append(contentsOf: UnsafeBufferPointer(start: base, count: count)) }
+
+    @inline(__always) mutating func reserve(_ extra: Int) {
+        if capacity - count < extra { grow(extra) }
+    }
+
+    @inline(never) private mutating func grow(_ extra: Int) {
+        let larger = max(capacity * 2, count + extra)
+        let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
+        moved.update(from: base, count: count)
+        base.deallocate()
+        base = moved
+        capacity = larger
+    }
+
+    @inline(__always) mutating func append(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    @inline(__always) mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let from = bytes.baseAddress, bytes.count > 0 else { return }
+        reserve(bytes.count)
+        (base + count).update(from: from, count: bytes.count)
+        count += bytes.count
+    }
+
+    mutating func append(_ text: StaticString) {
+        append(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Unsigned LEB128, as ``ByteWriter/varint(_:)``.
+    @inline(__always) mutating func varint(_ v: UInt64) {
+        reserve(10)
+        var v = v
+        while v >= 0x80 {
+            base[count] = UInt8(truncatingIfNeeded: v) | 0x80
+            count += 1
+            v >>= 7
+        }
+        base[count] = UInt8(v)
+        count += 1
+    }
+
+    @inline(__always) mutating func u64(_ v: UInt64) {
+        reserve(8)
+        UnsafeMutableRawPointer(base + count).storeBytes(of: v.littleEndian, as: UInt64.self)
+        count += 8
+    }
+}
+
 /// A bounds-checked cursor over stored bytes; every read returns nil past the end.
 struct ByteReader {
     let buffer: UnsafeRawBufferPointer
