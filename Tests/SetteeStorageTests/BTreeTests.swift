@@ -160,6 +160,51 @@ import Testing
     /// The in-line byte comparison that orders keys agrees with `memcmp` then length, at every
     /// length around its 8- and 4-byte steps and its hand-over to `memcmp`, on strings that share
     /// a random prefix and differ (or not) at a random byte.
+    /// A transaction replacing many children of committed (frozen) memory nodes: each copy takes
+    /// its original's place in the parent's child field, past the fold of the children tables,
+    /// while a reader of the older snapshot and an aborted transaction still see the originals.
+    @Test func copiesOfFrozenNodesReplaceTheirOriginalsEverywhere() throws {
+        let dir = TemporaryDirectory("cow"); defer { dir.cleanup() }
+        // No checkpoint during the test: every node stays in memory.
+        let store = try Store(directory: dir.path, configuration: smallConfiguration(checkpointInterval: 1 << 30))
+        let tree = try store.write { try $0.createTree(named: "t") }
+        let n = 6_000
+        try store.write { tx throws in
+            for i in 0..<n { try tx.put(paddedKey("k", i), bytes("a\(i)"), in: tree) }
+        }
+        struct Abort: Error {}
+        #expect(throws: Abort.self) {
+            try store.write { tx throws in
+                for i in stride(from: 0, to: n, by: 3) { try tx.put(paddedKey("k", i), bytes("x\(i)"), in: tree) }
+                throw Abort()
+            }
+        }
+        try store.read { old throws in
+            // Every leaf is copied (the branch above them replaces far more than 32 children).
+            try store.write { tx throws in
+                for i in stride(from: 0, to: n, by: 2) { try tx.put(paddedKey("k", i), bytes("b\(i)"), in: tree) }
+                for i in stride(from: 1, to: n, by: 10) { try tx.delete(paddedKey("k", i), in: tree) }
+                for i in stride(from: 0, to: n, by: 7) {
+                    let expected: [UInt8]? = i % 2 == 0 ? bytes("b\(i)") : (i % 10 == 1 ? nil : bytes("a\(i)"))
+                    #expect(try tx.value(forKey: paddedKey("k", i), in: tree) == expected)
+                }
+            }
+            for i in 0..<n {
+                #expect(try old.value(forKey: paddedKey("k", i), in: tree) == bytes("a\(i)"))
+            }
+        }
+        try store.read { tx throws in
+            let all = try tx.all(tree)
+            let expected = (0..<n).filter { $0 % 10 != 1 }.map { i in
+                (paddedKey("k", i), i % 2 == 0 ? bytes("b\(i)") : bytes("a\(i)"))
+            }
+            #expect(all.count == expected.count)
+            #expect(all.elementsEqual(expected) { $0.0 == $1.0 && $0.1 == $1.1 })
+        }
+        #expect(try store.check().entries == n - n / 10)
+        try store.close()
+    }
+
     @Test func keyComparisonAgreesWithMemcmp() {
         let seed = UInt64.random(in: 1...UInt64.max)
         print("keyComparisonAgreesWithMemcmp seed \(seed)")

@@ -4,8 +4,10 @@ import Glibc
 /// transaction commits (readers then share it), written to the log at the next checkpoint.
 ///
 /// Same byte layout as a disk node, cells packed downward from the end of a `Layout.nodeSize`
-/// buffer. Branch children that are themselves in memory are tagged child fields indexing
-/// ``children``. Not thread-safe while owned by a write transaction; immutable afterwards.
+/// buffer. A branch child that is itself in memory is a tagged child field holding the child's
+/// address and its index in the children tables (``childField(_:index:)``): the tables own the
+/// children, the fields let a descent reach them without touching the tables or a reference count.
+/// Not thread-safe while owned by a write transaction; immutable afterwards.
 final class MemNode: @unchecked Sendable {
     let buffer: UnsafeMutableRawPointer
     /// In-memory children, addressed by tagged child fields: indexes below `base.count` name
@@ -85,10 +87,37 @@ final class MemNode: @unchecked Sendable {
     /// The memory child behind a tagged child field, if the field is tagged.
     @inline(__always) func memoryChild(_ field: UInt64) -> MemNode? {
         guard field & NodeField.memoryTag != 0 else { return nil }
-        let i = Int(field & ~NodeField.memoryTag)
-        if i < base.count { return base[i] }
-        let j = i - base.count
-        return j < added.count ? added[j] : nil
+        return MemNode.handle(field).takeUnretainedValue()
+    }
+
+    // MARK: - Child fields
+
+    // A tagged child field: bit 63 the tag, bits 44–62 the child's index in `base` + `added`,
+    // bits 0–43 its address divided by 16. Objects are 16-byte aligned and user addresses lie
+    // below 2^48 on the 64-bit platforms Swift supports on Linux. Only memory nodes hold tagged
+    // fields: a disk node with one fails validation, so no address is ever read from a file.
+    private static let indexShift: UInt64 = 44
+    private static let addressMask: UInt64 = (1 << 44) - 1
+    /// Children a node can index (19 bits); a node holds at most a few hundred.
+    static let maxChildIndex = (1 << 19) - 1
+
+    /// The tagged field naming `child` at `index` of the children tables.
+    @inline(__always) static func childField(_ child: MemNode, index: Int) -> UInt64 {
+        let address = UInt64(UInt(bitPattern: Unmanaged.passUnretained(child).toOpaque()))
+        precondition(address & 15 == 0 && address >> 48 == 0 && index <= maxChildIndex,
+                     "memory node address or child index outside the tagged field's range")
+        return NodeField.memoryTag | UInt64(index) << indexShift | address >> 4
+    }
+
+    /// The children-table index of a tagged field.
+    @inline(__always) static func childIndex(_ field: UInt64) -> Int {
+        Int((field & ~NodeField.memoryTag) >> indexShift)
+    }
+
+    /// The child a tagged field names, without a reference count: valid while the children table
+    /// of the node holding the field keeps it.
+    @inline(__always) static func handle(_ field: UInt64) -> NodeHandle {
+        NodeHandle.fromOpaque(UnsafeRawPointer(bitPattern: UInt((field & addressMask) << 4)).unsafelyUnwrapped)
     }
 
     // MARK: - In-place edits (owner only)
@@ -102,7 +131,7 @@ final class MemNode: @unchecked Sendable {
             let field = view.child(i)
             // A child in `base` stays referenced until the next rebuild (base is shared).
             if field & NodeField.memoryTag != 0 {
-                let j = Int(field & ~NodeField.memoryTag) - base.count
+                let j = MemNode.childIndex(field) - base.count
                 if j >= 0 && j < added.count { added[j] = nil }
             }
         }
@@ -136,10 +165,10 @@ final class MemNode: @unchecked Sendable {
         return true
     }
 
-    /// The child field value the next appended in-memory child will get.
-    var nextChildTag: UInt64 { NodeField.memoryTag | UInt64(base.count + added.count) }
+    /// The child field `child` gets when appended with ``appendChild(_:)``.
+    func nextChildField(_ child: MemNode) -> UInt64 { MemNode.childField(child, index: base.count + added.count) }
 
-    /// Registers `child` under `nextChildTag`.
+    /// Registers `child` under the field ``nextChildField(_:)`` gave.
     func appendChild(_ child: MemNode) {
         added.append(child)
     }
@@ -151,13 +180,14 @@ final class MemNode: @unchecked Sendable {
         let at = off + 2 + Int(v.base.u16(off))
         let field = v.base.u64(at)
         if field & NodeField.memoryTag != 0 {
-            let j = Int(field & ~NodeField.memoryTag) - base.count
+            let j = MemNode.childIndex(field) - base.count
             if j >= 0 && j < added.count {
+                buffer.setU64(MemNode.childField(child, index: base.count + j), at: at)
                 added[j] = child
                 return
             }
         }
-        buffer.setU64(nextChildTag, at: at)
+        buffer.setU64(nextChildField(child), at: at)
         added.append(child)
         if added.count > MemNode.maxAdded { foldChildren() }
     }
@@ -172,7 +202,7 @@ final class MemNode: @unchecked Sendable {
             let at = off + 2 + Int(v.base.u16(off))
             let field = v.base.u64(at)
             if let child = memoryChild(field) {
-                buffer.setU64(NodeField.memoryTag | UInt64(fresh.count), at: at)
+                buffer.setU64(MemNode.childField(child, index: fresh.count), at: at)
                 fresh.append(child)
             }
         }
@@ -211,8 +241,8 @@ final class MemNode: @unchecked Sendable {
             buffer.setU16(hint, at: slots + n * 4 + 2)
             if e.tailCount > 0 { (buffer + top + 2 + s).copyMemory(from: list.tailBytes(i), byteCount: e.tailCount) }
             if let child = e.child {
+                buffer.setU64(MemNode.childField(child, index: newChildren.count), at: top + 2 + s)
                 newChildren.append(child)
-                buffer.setU64(NodeField.memoryTag | UInt64(newChildren.count - 1), at: top + 2 + s)
             }
             buffer.setU16(UInt16(top), at: slots + n * 4)
         }
@@ -221,6 +251,26 @@ final class MemNode: @unchecked Sendable {
         added = []
         garbage = 0
     }
+}
+
+/// An in-memory node named without a reference count. Lookups and the write path descend trees
+/// through handles: each retain or release is an atomic instruction, and an atomic instruction
+/// waits for every store still in flight, so counting references on a descent stalled a bulk
+/// load behind its own value copies. A handle is valid while whatever owns the node keeps it: a
+/// parent's children table or a tree state's root. Holders must not keep one across a change
+/// that drops the node.
+typealias NodeHandle = Unmanaged<MemNode>
+
+extension Unmanaged where Instance == MemNode {
+    @inline(__always) var view: NodeView { _withUnsafeGuaranteedRef { $0.view } }
+    @inline(__always) var owner: UInt64 { _withUnsafeGuaranteedRef { $0.owner } }
+    @inline(__always) var count: Int { view.count }
+    @inline(__always) var isLeaf: Bool { view.isLeaf }
+    @inline(__always) var height: Int { view.height }
+    @inline(__always) var usedBytes: Int { _withUnsafeGuaranteedRef { $0.usedBytes } }
+    @inline(__always) func removeSlot(_ i: Int) { _withUnsafeGuaranteedRef { $0.removeSlot(i) } }
+    @inline(__always) func setChild(_ i: Int, _ child: MemNode) { _withUnsafeGuaranteedRef { $0.setChild(i, child) } }
+    @inline(__always) func isSame(as node: MemNode) -> Bool { toOpaque() == Unmanaged.passUnretained(node).toOpaque() }
 }
 
 /// Entries taken out of nodes to rebuild, split or merge them. Keys (whole, prefix included)

@@ -79,10 +79,11 @@ struct NodeReader {
     @inline(__always) func child(of view: NodeView, memory: MemNode?, at i: Int, tree: String?) throws(StorageError) -> NodeRef {
         let field = view.child(i)
         if field & NodeField.memoryTag != 0 {
-            guard let m = memory?.memoryChild(field) else {
+            // Only memory nodes hold tagged fields (validation refuses them in a disk node).
+            guard memory != nil else {
                 throw StorageError.corrupted("dangling in-memory child", offset: nil, tree: tree)
             }
-            return .memory(m)
+            return .memory(MemNode.handle(field).takeUnretainedValue())
         }
         return .disk(field)
     }

@@ -130,7 +130,7 @@ struct ReadContext {
 
     @inline(__always) func find(_ key: UnsafeRawBufferPointer, in state: TreeState) throws -> LeafHit? {
         guard let root = state.root else { return nil }
-        return try reader.find(key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, key.count, root: root, tree: state.name).0
+        return try reader.find(key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, key.count, root: root, tree: state.name)
     }
 
     /// Visits entries in key order from `start` (inclusive; from the first or last when nil).

@@ -69,7 +69,10 @@ public final class WriteTransaction {
 
     private func index(_ tree: Tree) throws(StorageError) -> Int {
         let i = Int(tree.id) - 1
-        _ = try context.check(tree, i >= 0 && i < trees.count ? trees[i] : nil)
+        // Checked in place: copying the state would count a reference to its root on every put.
+        guard tree.storeID == context.storeID, i >= 0, i < trees.count, trees[i].name == tree.name else {
+            throw StorageError(code: .noSuchTree, reason: "the tree does not exist in this snapshot", tree: tree.name)
+        }
         return i
     }
 
