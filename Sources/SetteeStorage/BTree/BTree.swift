@@ -8,6 +8,16 @@ struct TreeState: @unchecked Sendable {
     var root: NodeRef?
     var count: Int
 
+    /// The root's view, and whether it is a memory node; nil for an empty tree. No reference is
+    /// counted: the state keeps a memory root, so call this on the state where it is stored.
+    @inline(__always) func rootView(_ reader: NodeReader) throws(StorageError) -> (view: NodeView, inMemory: Bool)? {
+        switch root {
+        case nil: return nil
+        case .disk(let offset)?: return (try reader.node(at: offset, height: nil, tree: name), false)
+        case .memory(let m)?: return (m.view, true)
+        }
+    }
+
     /// The root when it is a memory node `owner` may change, named without a reference count
     /// (the state keeps it).
     @inline(__always) func memoryRoot(ownedBy owner: UInt64) -> NodeHandle? {
@@ -23,19 +33,12 @@ struct LeafHit {
 }
 
 extension NodeReader {
-    /// One descent from `root` to the leaf entry for `key`; no allocation, and no reference
-    /// counting on memory nodes (the snapshot or transaction being read keeps them).
-    @inline(__always) func find(_ key: UnsafeRawPointer, _ keyCount: Int, root: NodeRef, tree: String?) throws(StorageError) -> LeafHit? {
-        var view: NodeView
-        var inMemory: Bool
-        switch root {
-        case .disk(let offset):
-            view = try node(at: offset, height: nil, tree: tree)
-            inMemory = false
-        case .memory(let m):
-            view = m.view
-            inMemory = true
-        }
+    /// One descent from a root (``TreeState/rootView(_:)``) to the leaf entry for `key`; no
+    /// allocation, and no reference counting on memory nodes (the snapshot or transaction being
+    /// read keeps them).
+    @inline(__always) func find(_ key: UnsafeRawPointer, _ keyCount: Int, root: (view: NodeView, inMemory: Bool), tree: String?) throws(StorageError) -> LeafHit? {
+        var view = root.view
+        var inMemory = root.inMemory
         var steps = 0
         while true {
             // Start loading every slot at once: a cold node's binary search then waits for one

@@ -135,7 +135,7 @@ enum Recovery {
             case .delete(let id, let key):
                 guard Int(id) >= 1, Int(id) <= trees.count else { throw StorageError.corrupted("delete from an unknown tree", offset: pos) }
                 let state = trees[Int(id) - 1]
-                if let root = state.root,
+                if let root = try state.rootView(reader),
                    try reader.find(key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, key.count, root: root, tree: state.name) != nil {
                     try editor.delete(&trees[Int(id) - 1], key: key)
                 }

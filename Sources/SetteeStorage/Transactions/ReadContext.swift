@@ -11,9 +11,22 @@ struct ReadContext {
     var pendingStart: UInt64 = .max
     var pending: ByteWriter?
 
+    static func noSuchTree(_ tree: Tree) -> StorageError {
+        StorageError(code: .noSuchTree, reason: "the tree does not exist in this snapshot", tree: tree.name)
+    }
+
+    /// The index of `tree` in `snapshot`'s trees, checked as ``check(_:_:)`` does, without copying the state.
+    @inline(__always) func checkedIndex(_ tree: Tree, in snapshot: Snapshot) throws(StorageError) -> Int {
+        let i = Int(tree.id) - 1
+        guard tree.storeID == storeID, i >= 0, i < snapshot.trees.count, snapshot.trees[i].name == tree.name else {
+            throw ReadContext.noSuchTree(tree)
+        }
+        return i
+    }
+
     @inline(__always) func check(_ tree: Tree, _ state: TreeState?) throws(StorageError) -> TreeState {
         guard tree.storeID == storeID, let state, state.name == tree.name else {
-            throw StorageError(code: .noSuchTree, reason: "the tree does not exist in this snapshot", tree: tree.name)
+            throw ReadContext.noSuchTree(tree)
         }
         return state
     }
@@ -128,9 +141,10 @@ struct ReadContext {
         return out
     }
 
-    @inline(__always) func find(_ key: UnsafeRawBufferPointer, in state: TreeState) throws -> LeafHit? {
-        guard let root = state.root else { return nil }
-        return try reader.find(key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, key.count, root: root, tree: state.name)
+    /// The leaf entry for `key` below `root` (from ``TreeState/rootView(_:)``), or nil.
+    @inline(__always) func find(_ key: UnsafeRawBufferPointer, root: (view: NodeView, inMemory: Bool)?, tree: String) throws -> LeafHit? {
+        guard let root else { return nil }
+        return try reader.find(key.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, key.count, root: root, tree: tree)
     }
 
     /// Visits entries in key order from `start` (inclusive; from the first or last when nil).

@@ -51,9 +51,10 @@ public struct ReadTransaction {
     /// ```
     @inline(__always)
     public func withValue<R>(forKey key: UnsafeRawBufferPointer, in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
-        let state = try context.check(tree, snapshot.state(tree.id))
-        guard let hit = try context.find(key, in: state) else { return nil }
-        return try context.withValue(hit, tree: state.name, body)
+        let i = try context.checkedIndex(tree, in: snapshot)
+        // The state is read where the snapshot keeps it: a copy would count a reference to a memory root.
+        guard let hit = try context.find(key, root: snapshot.trees[i].rootView(context.reader), tree: tree.name) else { return nil }
+        return try context.withValue(hit, tree: tree.name, body)
     }
 
     /// Calls `body` with the value stored under `key`; nil when the key is absent.

@@ -71,7 +71,7 @@ public final class WriteTransaction {
         let i = Int(tree.id) - 1
         // Checked in place: copying the state would count a reference to its root on every put.
         guard tree.storeID == context.storeID, i >= 0, i < trees.count, trees[i].name == tree.name else {
-            throw StorageError(code: .noSuchTree, reason: "the tree does not exist in this snapshot", tree: tree.name)
+            throw ReadContext.noSuchTree(tree)
         }
         return i
     }
@@ -194,7 +194,7 @@ public final class WriteTransaction {
     public func delete(_ key: UnsafeRawBufferPointer, in tree: Tree) throws -> Bool {
         try usable()
         let i = try index(tree)
-        guard try context.find(key, in: trees[i]) != nil else { return false }
+        guard try context.find(key, root: trees[i].rootView(context.reader), tree: tree.name) != nil else { return false }
         if logging {
             let w = operations
             w.u8(Layout.opDelete)
@@ -359,7 +359,7 @@ public final class WriteTransaction {
     public func withValue<R>(forKey key: UnsafeRawBufferPointer, in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         try usable()
         let i = try index(tree)
-        guard let hit = try context.find(key, in: trees[i]) else { return nil }
+        guard let hit = try context.find(key, root: trees[i].rootView(context.reader), tree: tree.name) else { return nil }
         return try context.withValue(hit, tree: tree.name, body)
     }
 
