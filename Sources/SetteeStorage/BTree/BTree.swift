@@ -103,18 +103,18 @@ struct TreeEditor {
     mutating func ownedChild(_ parent: NodeHandle, _ i: Int, tree: String) throws(StorageError) -> NodeHandle {
         let view = parent.view
         let field = view.child(i)
-        let copy: MemNode
+        // The copy's one reference goes straight to the parent's children table.
+        let copy: NodeHandle
         if field & NodeField.memoryTag != 0 {
             let child = MemNode.handle(field)
             if child.owner == owner { return child }
-            copy = child._withUnsafeGuaranteedRef { MemNode(cloning: $0, owner: owner) }
+            copy = child._withUnsafeGuaranteedRef { NodeHandle.passRetained(MemNode(cloning: $0, owner: owner)) }
         } else {
-            copy = MemNode(copying: try reader.node(at: field, height: view.height - 1, tree: tree), owner: owner)
+            copy = NodeHandle.passRetained(MemNode(copying: try reader.node(at: field, height: view.height - 1, tree: tree), owner: owner))
             createdNodes += 1
         }
-        let handle = NodeHandle.passUnretained(copy)
-        parent.setChild(i, copy)
-        return handle
+        parent.setChild(i, adopting: copy)
+        return copy
     }
 
     // MARK: - Insert

@@ -54,7 +54,7 @@ final class MemNode: @unchecked Sendable {
     }
 
     /// A private copy of a frozen memory node: same layout, one copy of the buffer.
-    init(cloning source: MemNode, owner: UInt64) {
+    init(cloning source: borrowing MemNode, owner: UInt64) {
         buffer = UnsafeMutableRawPointer.allocate(byteCount: Layout.nodeSize, alignment: 16)
         self.owner = owner
         // The used parts only (header and slots, then the cells): the free space between them is
@@ -173,8 +173,14 @@ final class MemNode: @unchecked Sendable {
         added.append(child)
     }
 
+    /// Points branch entry `i` at an in-memory child whose reference `child` hands over (the
+    /// children table keeps it without counting it again).
+    func setChild(_ i: Int, adopting child: NodeHandle) {
+        setChild(i, child.takeRetainedValue())
+    }
+
     /// Points branch entry `i` at an in-memory child.
-    func setChild(_ i: Int, _ child: MemNode) {
+    func setChild(_ i: Int, _ child: __owned MemNode) {
         let v = view
         let off = v.cellOffset(i)
         let at = off + 2 + Int(v.base.u16(off))
@@ -269,7 +275,7 @@ extension Unmanaged where Instance == MemNode {
     @inline(__always) var height: Int { view.height }
     @inline(__always) var usedBytes: Int { _withUnsafeGuaranteedRef { $0.usedBytes } }
     @inline(__always) func removeSlot(_ i: Int) { _withUnsafeGuaranteedRef { $0.removeSlot(i) } }
-    @inline(__always) func setChild(_ i: Int, _ child: MemNode) { _withUnsafeGuaranteedRef { $0.setChild(i, child) } }
+    @inline(__always) func setChild(_ i: Int, adopting child: NodeHandle) { _withUnsafeGuaranteedRef { $0.setChild(i, adopting: child) } }
     @inline(__always) func isSame(as node: MemNode) -> Bool { toOpaque() == Unmanaged.passUnretained(node).toOpaque() }
 }
 
