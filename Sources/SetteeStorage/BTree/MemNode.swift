@@ -180,7 +180,7 @@ final class MemNode: @unchecked Sendable {
     }
 
     /// Points branch entry `i` at an in-memory child.
-    func setChild(_ i: Int, _ child: __owned MemNode) {
+    func setChild(_ i: Int, _ child: consuming MemNode) {
         let v = view
         let off = v.cellOffset(i)
         let at = off + 2 + Int(v.base.u16(off))
@@ -276,7 +276,6 @@ extension Unmanaged where Instance == MemNode {
     @inline(__always) var usedBytes: Int { _withUnsafeGuaranteedRef { $0.usedBytes } }
     @inline(__always) func removeSlot(_ i: Int) { _withUnsafeGuaranteedRef { $0.removeSlot(i) } }
     @inline(__always) func setChild(_ i: Int, adopting child: NodeHandle) { _withUnsafeGuaranteedRef { $0.setChild(i, adopting: child) } }
-    @inline(__always) func isSame(as node: MemNode) -> Bool { toOpaque() == Unmanaged.passUnretained(node).toOpaque() }
 }
 
 /// Entries taken out of nodes to rebuild, split or merge them. Keys (whole, prefix included)
