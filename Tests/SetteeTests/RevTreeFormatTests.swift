@@ -23,6 +23,21 @@ import Testing
         try bytes.withUnsafeBytes { b throws(SetteeError) in try RevTree(decoding: b) }
     }
 
+    /// Revision IDs are part of the format: two devices (and two versions) making the same edit must
+    /// compute the same ID. Expected digests from an independent SHA-1 over Formats/documents.md's bytes.
+    @Test func localRevisionIDsHashTheDocumentedBytes() {
+        #expect(RevisionID.make(parent: nil, generation: 1, deleted: true, canonicalBody: Array("{}".utf8))
+                == "1-2187de4ecda0f0bdd6c60ada60e5ec8dca99d88e")
+        #expect(RevisionID.make(parent: "1-abc", generation: 2, deleted: false, canonicalBody: Array(#"{"a":1}"#.utf8))
+                == "2-df28ab28af5dc2fe82a777bafed8a3fffc9767ad")
+        // A parent of 202 bytes: its length takes two varint bytes.
+        #expect(RevisionID.make(parent: "3-" + String(repeating: "x", count: 200), generation: 4, deleted: true,
+                                canonicalBody: Array(#"{"a":1}"#.utf8))
+                == "4-1c21eec1bb561bdba0a2b42ec6395c8052451408")
+        #expect(RevisionID.make(parent: "99-x", generation: 12_345_678_901, deleted: false, canonicalBody: [])
+                .hasPrefix("12345678901-"))
+    }
+
     @Test func lowercaseHexDigestsArePackedAndComeBackTheSame() throws {
         let ids = (1...5).map { "\($0)-" + Self.hex40 }
         let t = tree(ids)

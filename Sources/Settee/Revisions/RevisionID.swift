@@ -70,15 +70,51 @@ enum RevisionID {
     /// Identical edits on two devices give identical IDs.
     static func make(parent: String?, generation: UInt64, deleted: Bool, canonicalBody: [UInt8]) -> String {
         var sha = SHA1()
-        var prefix = ByteWriter(capacity: 80)
-        if let parent {
-            prefix.string(parent)
-        } else {
-            prefix.varint(0)
+        // The hashed prefix: the parent's ID with its varint length (a lone 0 for none), then the
+        // deletion flag. Built on the stack: a save makes one ID, and allocations were most of it.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16) { head in
+            let raw = UnsafeMutableRawBufferPointer(head)
+            if var parent {
+                parent.withUTF8 { utf8 in
+                    var n = 0
+                    var v = UInt64(utf8.count)
+                    while v >= 0x80 {
+                        raw[n] = UInt8(truncatingIfNeeded: v) | 0x80
+                        n += 1
+                        v >>= 7
+                    }
+                    raw[n] = UInt8(v)
+                    sha.update(UnsafeRawBufferPointer(rebasing: raw[0 ... n]))
+                    sha.update(UnsafeRawBufferPointer(utf8))
+                }
+                raw[0] = deleted ? 1 : 0
+                sha.update(UnsafeRawBufferPointer(rebasing: raw[0 ..< 1]))
+            } else {
+                raw[0] = 0
+                raw[1] = deleted ? 1 : 0
+                sha.update(UnsafeRawBufferPointer(rebasing: raw[0 ..< 2]))
+            }
         }
-        prefix.u8(deleted ? 1 : 0)
-        prefix.bytes.withUnsafeBytes { sha.update($0) }
         canonicalBody.withUnsafeBytes { sha.update($0) }
-        return "\(generation)-" + SHA1.hex(sha.finalize())
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digest in
+            sha.finalize(into: UnsafeMutableRawPointer(digest.baseAddress!))
+            // `<generation>-<40 hex digits>`: at most 20 + 1 + 40 bytes.
+            return String(unsafeUninitializedCapacity: 61) { out in
+                var digits = 0
+                var g = generation
+                repeat {
+                    digits += 1
+                    g /= 10
+                } while g > 0
+                g = generation
+                for k in stride(from: digits - 1, through: 0, by: -1) {
+                    out[k] = UInt8(ascii: "0") + UInt8(g % 10)
+                    g /= 10
+                }
+                out[digits] = UInt8(ascii: "-")
+                SHA1.writeHex(UnsafeBufferPointer(digest), into: out.baseAddress! + digits + 1)
+                return digits + 41
+            }
+        }
     }
 }

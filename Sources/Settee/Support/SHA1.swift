@@ -64,23 +64,30 @@ package struct SHA1: Sendable {
 
     /// The 20-byte digest of everything passed to `update`; the hasher then starts over.
     package mutating func finalize() -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: 20) { out, count in
+            finalize(into: UnsafeMutableRawPointer(out.baseAddress!))
+            count = 20
+        }
+    }
+
+    /// Writes the 20-byte digest to `out` and resets the hasher, without allocating.
+    package mutating func finalize(into out: UnsafeMutableRawPointer) {
         let bitLength = length &* 8
         // Padding: 0x80, zeros up to 56 mod 64, then the length in bits, big-endian.
-        var tail = [UInt8](repeating: 0, count: (pendingCount < 56 ? 64 : 128) - pendingCount)
-        tail[0] = 0x80
-        for k in 0..<8 { tail[tail.count - 1 - k] = UInt8(truncatingIfNeeded: bitLength >> (8 * UInt64(k))) }
-        update(tail)
-        let s = state
-        var digest = [UInt8]()
-        digest.reserveCapacity(20)
-        for word in [s.a, s.b, s.c, s.d, s.e] {
-            digest.append(UInt8(truncatingIfNeeded: word >> 24))
-            digest.append(UInt8(truncatingIfNeeded: word >> 16))
-            digest.append(UInt8(truncatingIfNeeded: word >> 8))
-            digest.append(UInt8(truncatingIfNeeded: word))
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 128) { tail in
+            let n = (pendingCount < 56 ? 64 : 128) - pendingCount
+            tail.initialize(repeating: 0)
+            tail[0] = 0x80
+            for k in 0..<8 { tail[n - 1 - k] = UInt8(truncatingIfNeeded: bitLength >> (8 * UInt64(k))) }
+            update(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(tail)[0 ..< n]))
         }
+        let s = state
+        out.storeBytes(of: s.a.bigEndian, toByteOffset: 0, as: UInt32.self)
+        out.storeBytes(of: s.b.bigEndian, toByteOffset: 4, as: UInt32.self)
+        out.storeBytes(of: s.c.bigEndian, toByteOffset: 8, as: UInt32.self)
+        out.storeBytes(of: s.d.bigEndian, toByteOffset: 12, as: UInt32.self)
+        out.storeBytes(of: s.e.bigEndian, toByteOffset: 16, as: UInt32.self)
         self = SHA1(portable: portable)
-        return digest
     }
 
     package static func hash(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
@@ -95,14 +102,25 @@ package struct SHA1: Sendable {
 
     /// Lowercase hexadecimal, two digits per byte.
     package static func hex(_ digest: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(digest.count * 2)
-        for byte in digest {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
+        digest.withUnsafeBufferPointer { d in
+            String(unsafeUninitializedCapacity: d.count * 2) { out in
+                writeHex(d, into: out.baseAddress!)
+                return d.count * 2
+            }
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Writes two lowercase hex digits per byte of `digest` at `out`.
+    @inline(__always)
+    static func writeHex(_ digest: UnsafeBufferPointer<UInt8>, into out: UnsafeMutablePointer<UInt8>) {
+        for (k, byte) in digest.enumerated() {
+            out[2 * k] = hexDigit(byte >> 4)
+            out[2 * k + 1] = hexDigit(byte & 0x0F)
+        }
+    }
+
+    @inline(__always) private static func hexDigit(_ v: UInt8) -> UInt8 {
+        v < 10 ? UInt8(ascii: "0") + v : UInt8(ascii: "a") - 10 + v
     }
 
     /// Standard base64 with padding.

@@ -189,12 +189,14 @@ final class MemNode: @unchecked Sendable {
             let j = MemNode.childIndex(field) - base.count
             if j >= 0 && j < added.count {
                 buffer.setU64(MemNode.childField(child, index: base.count + j), at: at)
-                added[j] = child
+                added[j] = consume child
                 return
             }
         }
         buffer.setU64(nextChildField(child), at: at)
-        added.append(child)
+        // `consume`: without it the compiler retained the child for the array and released the
+        // parameter after, a pair of locked instructions per copied node.
+        added.append(consume child)
         if added.count > MemNode.maxAdded { foldChildren() }
     }
 
