@@ -204,4 +204,46 @@ static inline int settee_sha1_blocks(uint32_t state[5], const void *data, size_t
     return 0;
 }
 
+// Reader slots (see ReaderTable.swift). A reader announces the snapshot epoch it reads under with
+// plain stores; the writer reads the announcements before it frees an old snapshot. These are the
+// loads and stores both sides use: C11 atomics that compile to plain moves on x86-64.
+static inline uint64_t settee_load_acquire_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void settee_store_relaxed_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+static inline void settee_store_release_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline void *settee_load_acquire_ptr(void *const *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void settee_store_release_ptr(void **p, void *v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+// A full fence: what a reader pays after its announcement when the writer cannot fence for it.
+static inline void settee_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// Keeps the compiler from moving loads above the announcement when the writer's membarrier
+// orders them at run time.
+static inline void settee_compiler_fence(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+// membarrier(2): the writer makes every running thread of the process execute a full barrier,
+// so readers need none of their own. Registers once; returns 0 when the kernel refuses
+// (older than 4.14, or filtered by seccomp), and callers then fence on the reading side.
+#include <sys/syscall.h>
+#include <unistd.h>
+#ifndef SETTEE_MEMBARRIER_PRIVATE_EXPEDITED
+#define SETTEE_MEMBARRIER_QUERY 0
+#define SETTEE_MEMBARRIER_PRIVATE_EXPEDITED (1 << 3)
+#define SETTEE_MEMBARRIER_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+#endif
+static inline int settee_membarrier_register(void) {
+#ifdef SYS_membarrier
+    long supported = syscall(SYS_membarrier, SETTEE_MEMBARRIER_QUERY, 0, 0);
+    if (supported < 0 || !(supported & SETTEE_MEMBARRIER_PRIVATE_EXPEDITED)) return 0;
+    return syscall(SYS_membarrier, SETTEE_MEMBARRIER_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#else
+    return 0;
+#endif
+}
+static inline int settee_membarrier(void) {
+#ifdef SYS_membarrier
+    return syscall(SYS_membarrier, SETTEE_MEMBARRIER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#else
+    return 0;
+#endif
+}
+
 #endif

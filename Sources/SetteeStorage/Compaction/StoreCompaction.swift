@@ -152,7 +152,10 @@ public final class StoreCompaction: @unchecked Sendable {
         let raw = journal.take()
         let snapshot = source.currentSnapshot
         try addMissingTrees(snapshot)
-        return try body(ReadTransaction(store: source, snapshot: snapshot), changedKeys(raw, snapshot))
+        // The transaction borrows the snapshot: this reference keeps it alive while `body` runs.
+        return try withExtendedLifetime(snapshot) {
+            try body(ReadTransaction(store: source, snapshot: snapshot), changedKeys(raw, snapshot))
+        }
     }
 
     /// With the source's writer held off: runs `body` with the source's last commit, the keys
@@ -313,7 +316,9 @@ extension Store {
             // The new log continues the old one's commit numbers.
             c.target.continueCommitIDs(after: snapshot.commitID)
             try c.target.write { tx in
-                try body(ReadTransaction(store: self, snapshot: snapshot), c.changedKeys(raw, snapshot), tx)
+                try withExtendedLifetime(snapshot) {
+                    try body(ReadTransaction(store: self, snapshot: snapshot), c.changedKeys(raw, snapshot), tx)
+                }
             }
             // A checkpoint and a sync: the new log is complete and durable before it is named `log`.
             // The checkpoint is taken even when the target checkpointed last and nothing was
@@ -333,13 +338,13 @@ extension Store {
             // so a failure here must stop all writing until the database is reopened.
             try System.syncDirectory(directory)
             let opened = try Store.openLog(directory: directory, name: "log", openFile: openFile)
-            let old = backing
+            // Earlier snapshots keep the old map (and so the old file's data) alive; the last of
+            // them to go hands the file to a background thread that frees it. Marked before the
+            // publish, which may release them at once.
+            backing.retire()
             backing = opened.backing
             writer = opened.writer
             publish(opened.snapshot)
-            // Earlier snapshots keep the old map (and so the old file's data) alive; the last of
-            // them to go hands the file to a background thread that frees it.
-            old.retire()
         } catch {
             writer.poisoned = error
             throw error

@@ -13,13 +13,24 @@
 /// - Important: Valid only inside the closure it was given to, like every buffer it hands out
 ///   (they point into the memory map). Use it from the thread that runs the closure.
 public struct ReadTransaction {
-    let snapshot: Snapshot
+    /// Borrowed, not counted: the reader's pin (``Store/withCurrentSnapshot(_:)``) or the
+    /// caller's reference keeps it alive while the transaction is in use.
+    let snapshotRef: Unmanaged<Snapshot>
     let context: ReadContext
 
-    init(store: Store, snapshot: Snapshot) {
-        self.snapshot = snapshot
-        self.context = ReadContext(reader: store.reader(for: snapshot), storeID: ObjectIdentifier(store))
+    init(store: Store, snapshot: Unmanaged<Snapshot>) {
+        snapshotRef = snapshot
+        context = snapshot._withUnsafeGuaranteedRef { s in
+            ReadContext(reader: store.reader(for: s), storeID: ObjectIdentifier(store))
+        }
     }
+
+    /// For a caller that holds `snapshot` for as long as it uses the transaction.
+    init(store: Store, snapshot: Snapshot) {
+        self.init(store: store, snapshot: Unmanaged.passUnretained(snapshot))
+    }
+
+    var snapshot: Snapshot { snapshotRef.takeUnretainedValue() }
 
     /// The tree called `name`, or nil when this snapshot has none.
     ///
@@ -51,9 +62,12 @@ public struct ReadTransaction {
     /// ```
     @inline(__always)
     public func withValue<R>(forKey key: UnsafeRawBufferPointer, in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
-        let i = try context.checkedIndex(tree, in: snapshot)
-        // The state is read where the snapshot keeps it: a copy would count a reference to a memory root.
-        guard let hit = try context.find(key, root: snapshot.trees[i].rootView(context.reader), tree: tree.name) else { return nil }
+        let hit = try snapshotRef._withUnsafeGuaranteedRef { snapshot in
+            let i = try context.checkedIndex(tree, in: snapshot)
+            // The state is read where the snapshot keeps it: a copy would count a reference to a memory root.
+            return try context.find(key, root: snapshot.trees[i].rootView(context.reader), tree: tree.name)
+        }
+        guard let hit else { return nil }
         return try context.withValue(hit, tree: tree.name, body)
     }
 

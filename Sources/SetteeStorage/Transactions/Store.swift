@@ -1,3 +1,5 @@
+import Synchronization
+import CLZ4
 import Glibc
 
 /// A database of named ordered trees in one append-only, memory-mapped log file.
@@ -45,9 +47,18 @@ public final class Store: @unchecked Sendable {
     /// nil for a compaction target, which lives under its source's lock.
     private let lockFile: LockFile?
 
-    /// Guards `current`; held only to copy a reference.
-    private let snapshotLock = Lock()
-    private var current: Snapshot
+    /// The current snapshot: the bits of a pointer that holds one reference to it. Readers borrow
+    /// it under their ``ReaderTable`` slot instead of counting references.
+    private let current = Atomic<UInt>(0)
+    /// Moved on by every publish; a reader pins the value it saw before it loads `current`.
+    private let epoch = Atomic<UInt64>(1)
+    /// Where readers announce the epoch they read under.
+    let readers = ReaderTable()
+    /// Replaced snapshots a reader may still be using, with the epoch their replacement began;
+    /// the store holds one reference to each. Writer only.
+    private var retired: [(snapshot: Unmanaged<Snapshot>, epoch: UInt64)] = []
+    /// Retired snapshots that, when reached, make the writer look for ones it can release.
+    private var reclaimAt = Store.reclaimBatch
     /// Serializes writers, checkpoints and close.
     let writerLock = Lock(errorChecking: true)
     /// Writer-side state; only touched with `writerLock` held.
@@ -124,7 +135,7 @@ public final class Store: @unchecked Sendable {
             try System.removeIfPresent(directory + "/" + Store.compactionLogName + ".new")
             let opened = try Store.openLog(directory: directory, name: "log", openFile: openFile)
             backing = opened.backing
-            current = opened.snapshot
+            current.store(Store.owned(opened.snapshot), ordering: .releasing)
             writer = opened.writer
         } catch {
             lockFile.release()
@@ -143,7 +154,7 @@ public final class Store: @unchecked Sendable {
         try System.removeIfPresent(directory + "/" + name)
         let opened = try Store.openLog(directory: directory, name: name, openFile: openFile)
         backing = opened.backing
-        current = opened.snapshot
+        current.store(Store.owned(opened.snapshot), ordering: .releasing)
         writer = opened.writer
         writer.isCompactionTarget = true
     }
@@ -215,6 +226,9 @@ public final class Store: @unchecked Sendable {
         if !writer.closed {
             try? close()
         }
+        // No read runs: each holds the store.
+        for r in retired { r.snapshot.release() }
+        Unmanaged<Snapshot>.fromOpaque(UnsafeRawPointer(bitPattern: current.load(ordering: .acquiring))!).release()
     }
 
     // MARK: - Header
@@ -269,12 +283,81 @@ public final class Store: @unchecked Sendable {
 
     // MARK: - Snapshots
 
-    var currentSnapshot: Snapshot {
-        snapshotLock.withLock { current }
+    /// How many snapshots retire between two looks for ones to release: each look costs a
+    /// `membarrier` (a few microseconds with other threads running), and each retired snapshot
+    /// keeps the memory nodes its commit replaced.
+    static let reclaimBatch = 8
+
+    static func owned(_ snapshot: Snapshot) -> UInt {
+        UInt(bitPattern: Unmanaged.passRetained(snapshot).toOpaque())
     }
 
+    /// The current snapshot, held by the caller; for everything but the read path, which borrows
+    /// it (``withCurrentSnapshot(_:)``).
+    var currentSnapshot: Snapshot {
+        withCurrentSnapshot { $0.takeUnretainedValue() }
+    }
+
+    /// Calls `body` with the current snapshot, which stays alive until `body` returns because this
+    /// thread's reader slot pins the epoch it was read under (see ``ReaderTable``). Nested calls
+    /// on one thread keep the outermost pin, the oldest.
+    @inline(__always)
+    func withCurrentSnapshot<R>(_ body: (Unmanaged<Snapshot>) throws -> R) rethrows -> R {
+        guard let slot = readers.slot() else { return try withCurrentSnapshotOverflowing(body) }
+        let depth = slot[1]
+        slot[1] = depth + 1
+        if depth == 0 {
+            settee_store_relaxed_u64(slot, epoch.load(ordering: .acquiring))
+            if readers.asymmetric { settee_compiler_fence() } else { settee_fence() }
+        }
+        defer {
+            slot[1] = depth
+            if depth == 0 { settee_store_release_u64(slot, 0) }
+        }
+        return try body(Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: current.load(ordering: .acquiring))!))
+    }
+
+    /// The same for a thread beyond the reader table: its pin is counted under a lock.
+    func withCurrentSnapshotOverflowing<R>(_ body: (Unmanaged<Snapshot>) throws -> R) rethrows -> R {
+        let (pinned, bits) = readers.overflow.withLock { pins in
+            let e = epoch.load(ordering: .acquiring)
+            pins[e, default: 0] += 1
+            return (e, current.load(ordering: .acquiring))
+        }
+        defer {
+            readers.overflow.withLock { pins in
+                if let n = pins[pinned], n > 1 { pins[pinned] = n - 1 } else { pins[pinned] = nil }
+            }
+        }
+        return try body(Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits)!))
+    }
+
+    /// Makes `snapshot` the current one; the one it replaces is released once no reader can
+    /// still see it. Only with the writer lock held (or during init).
     func publish(_ snapshot: Snapshot) {
-        snapshotLock.withLock { current = snapshot }
+        let replaced = current.exchange(Store.owned(snapshot), ordering: .acquiringAndReleasing)
+        // After the exchange: a reader that pins this epoch or a later one loads the new snapshot.
+        let began = epoch.add(1, ordering: .sequentiallyConsistent).newValue
+        let old = Unmanaged<Snapshot>.fromOpaque(UnsafeRawPointer(bitPattern: replaced)!)
+        let compacted = old._withUnsafeGuaranteedRef { $0.backing !== snapshot.backing }
+        retired.append((old, began))
+        // A compaction's swap releases the old log's snapshots as soon as it can, so that its
+        // file is freed.
+        if retired.count >= reclaimAt || compacted { reclaimSnapshots() }
+    }
+
+    /// Releases every retired snapshot that no reader pins.
+    func reclaimSnapshots() {
+        guard !retired.isEmpty else { return }
+        let oldest = readers.oldestPinnedEpoch()
+        retired.removeAll { r in
+            // A reader pinned at an epoch at or after `r.epoch` loaded a later snapshot.
+            guard r.epoch <= oldest else { return false }
+            r.snapshot.release()
+            return true
+        }
+        // A long read keeps what retired since it began; look again only when as many more have.
+        reclaimAt = max(Store.reclaimBatch, retired.count * 2)
     }
 
     func reader(for snapshot: Snapshot) -> NodeReader {
@@ -292,8 +375,7 @@ public final class Store: @unchecked Sendable {
     ///
     /// The transaction and every buffer it hands out are valid only inside `body`.
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
-        let snapshot = currentSnapshot
-        return try body(ReadTransaction(store: self, snapshot: snapshot))
+        try withCurrentSnapshot { snapshot in try body(ReadTransaction(store: self, snapshot: snapshot)) }
     }
 
     /// Runs `body` as the only writer and commits what it did when it returns; if it throws,
