@@ -10,7 +10,9 @@ import SetteeStorage
 final class SetteeEngine: Engine {
     static let name = EngineName.settee
 
-    private var store: Store?
+    /// A `let`, so that calls through it count no reference (as an application holding its store would).
+    private let store: Store
+    private var closed = false
     private let byID: Tree
     private let bySeq: Tree
     private let record = RecordBuffer()
@@ -85,8 +87,9 @@ final class SetteeEngine: Engine {
     }
 
     func close() throws {
-        try store?.close()
-        store = nil
+        guard !closed else { return }
+        closed = true
+        try store.close()
     }
 
     static func footprint(of directory: String) throws -> Int {
@@ -138,8 +141,8 @@ final class SetteeEngine: Engine {
         return value.bigEndianUInt64(at: 0)
     }
 
-    private func openStore() throws -> Store {
-        guard let store else { throw EngineError("settee: the store is closed") }
+    @inline(__always) private func openStore() throws -> Store {
+        guard !closed else { throw EngineError("settee: the store is closed") }
         return store
     }
 }

@@ -36,11 +36,11 @@ extension Database {
         return try utf8ID.withUTF8 { utf8 -> Document? in
             let key = UnsafeRawBufferPointer(utf8)
             try validateDocumentID(key)
-            func lookup(_ tx: some StoreReading) throws -> Document? {
-                guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else { return nil }
-                return try core.document(tx, id: id, meta: meta)
-            }
-            return try core.read(snapshot: lookup, batch: lookup)
+            // Closures, not one local function passed twice: that made Swift box the captures on
+            // the heap for every call.
+            let core = self.core
+            return try core.read(snapshot: { tx in try core.currentDocument(tx, id: id, key: key) },
+                                 batch: { tx in try core.currentDocument(tx, id: id, key: key) })
         }
     }
 

@@ -271,6 +271,13 @@ final class DatabaseCore: @unchecked Sendable {
         return try tx.withValue(at: ValueRef(rawValue: ref)) { Array($0) }
     }
 
+    /// The current revision of `id` (whose UTF-8 is `key`); nil when missing or deleted.
+    @inline(__always)
+    func currentDocument(_ tx: some StoreReading, id: String, key: UnsafeRawBufferPointer) throws -> Document? {
+        guard let meta = try meta(tx, id: key), !meta.flags.contains(.deleted) else { return nil }
+        return try document(tx, id: id, meta: meta)
+    }
+
     func document(_ tx: some StoreReading, id: String, meta: DocMeta) throws -> Document {
         Document(id: id, revisionID: meta.revisionID, sequence: meta.sequence, isDeleted: meta.flags.contains(.deleted),
                  body: try body(tx, ref: meta.bodyRef), blobs: blobs)
