@@ -17,10 +17,17 @@ import Testing
         }
     }
 
-    @Test func aReplacedSnapshotIsReleasedOnceNoReadRuns() throws {
-        let dir = TemporaryDirectory("readers-release"); defer { dir.cleanup() }
+    /// A new store with one tree, `k` set to `value` when given; the caller removes `dir`.
+    private func openStore(_ name: String, k value: String? = nil) throws -> (dir: TemporaryDirectory, store: Store, tree: Tree) {
+        let dir = TemporaryDirectory(name)
         let store = try Store(directory: dir.path, configuration: smallConfiguration())
         let tree = try store.write { try $0.createTree(named: "t") }
+        if let value { try store.write { tx in try tx.put(bytes("k"), bytes(value), in: tree) } }
+        return (dir, store, tree)
+    }
+
+    @Test func aReplacedSnapshotIsReleasedOnceNoReadRuns() throws {
+        let (dir, store, tree) = try openStore("readers-release"); defer { dir.cleanup() }
         weak var old = store.currentSnapshot
         #expect(old != nil)
         try commit(Store.reclaimBatch * 2, in: store, tree)
@@ -29,10 +36,7 @@ import Testing
     }
 
     @Test func aRunningReadKeepsItsSnapshotAndLaterOnesAlive() throws {
-        let dir = TemporaryDirectory("readers-pin"); defer { dir.cleanup() }
-        let store = try Store(directory: dir.path, configuration: smallConfiguration())
-        let tree = try store.write { try $0.createTree(named: "t") }
-        try store.write { tx in try tx.put(bytes("k"), bytes("before"), in: tree) }
+        let (dir, store, tree) = try openStore("readers-pin", k: "before"); defer { dir.cleanup() }
         weak var seen: Snapshot?
         try store.read { outer throws in
             seen = outer.snapshot
@@ -55,10 +59,7 @@ import Testing
     }
 
     @Test func aThreadBeyondTheTablePinsThroughTheOverflowCount() throws {
-        let dir = TemporaryDirectory("readers-overflow"); defer { dir.cleanup() }
-        let store = try Store(directory: dir.path, configuration: smallConfiguration())
-        let tree = try store.write { try $0.createTree(named: "t") }
-        try store.write { tx in try tx.put(bytes("k"), bytes("before"), in: tree) }
+        let (dir, store, tree) = try openStore("readers-overflow", k: "before"); defer { dir.cleanup() }
         weak var seen: Snapshot?
         try store.withCurrentSnapshotOverflowing { pinned throws in
             seen = pinned.takeUnretainedValue()
@@ -75,10 +76,7 @@ import Testing
     }
 
     @Test func threadsThatExitGiveTheirReaderNumbersBack() throws {
-        let dir = TemporaryDirectory("readers-threads"); defer { dir.cleanup() }
-        let store = try Store(directory: dir.path, configuration: smallConfiguration())
-        let tree = try store.write { try $0.createTree(named: "t") }
-        try store.write { tx in try tx.put(bytes("k"), bytes("v"), in: tree) }
+        let (dir, store, tree) = try openStore("readers-threads", k: "v"); defer { dir.cleanup() }
         final class Context { let store: Store; let tree: Tree; var number = 0; var ok = false
             init(_ store: Store, _ tree: Tree) { self.store = store; self.tree = tree } }
         var numbers = Set<Int>()
