@@ -517,16 +517,16 @@ final class PurgeLog: Sendable {
             }
         }
         try open(dir, clock).close()
-        #expect(try format() == 3)
-        for old: UInt64 in [1, 2] {
+        #expect(try format() == 4)
+        for old: UInt64 in [1, 2, 3] {
             try setFormat(old)
             let db = try open(dir, clock)
             try save(db, "doc-\(old)")
             try db.setDocumentExpiration(withID: "doc-\(old)", expiration: date(10))
             try db.close()
-            #expect(try format() == 3)
+            #expect(try format() == 4)
         }
-        try setFormat(4)
+        try setFormat(5)
         #expect(setteeError { _ = try open(dir, clock) }?.code == .versionMismatch)
     }
 

@@ -142,6 +142,97 @@ import Testing
         #expect(try db.revisionTree(withID: "d")?.revisions.count == 5)
     }
 
+    /// Format 4: a document with one revision stores no tree (tree ref 0); every reader of the
+    /// tree gets it from the metadata, an edit stores a real one, and compaction keeps ref 0.
+    @Test func singleRevisionDocumentsStoreNoTree() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        try db.saveDocument(MutableDocument(id: "plain", data: ["v": 1]))
+        let blob = Blob(contentType: "text/plain", data: Data("implied".utf8))
+        let withBlob = MutableDocument(id: "blob")
+        withBlob.setBlob(blob, forKey: "b")
+        try db.saveDocument(withBlob)
+        let tombstone = MutableDocument(id: "tomb", data: ["kept": true])
+        tombstone.isDeletion = true
+        try db.saveDocument(tombstone)
+
+        func treeRef(_ id: String) throws -> UInt64 {
+            try db.core.store.read { tx in try #require(try db.core.meta(tx, id: Array(id.utf8))).treeRef }
+        }
+        func check(_ id: String, deleted: Bool) throws {
+            #expect(try treeRef(id) == 0, "\(id)")
+            let tree = try #require(try db.revisionTree(withID: id))
+            #expect(tree.revisions.count == 1)
+            let r = try #require(tree.revisions.first)
+            #expect(r.revisionID == tree.currentRevisionID && r.generation == 1 && r.parentRevisionID == nil)
+            #expect(r.isLeaf && r.hasBody && r.isDeleted == deleted && !tree.isConflicted)
+            #expect(tree.leafRevisionIDs == [r.revisionID])
+            let same = try #require(try db.document(withID: id, revisionID: r.revisionID))
+            #expect(same.isDeleted == deleted)
+            let replicated = try #require(try db.revision(withID: id, revisionID: r.revisionID))
+            #expect(replicated.history == [r.revisionID])
+        }
+        for _ in 0..<2 {
+            try check("plain", deleted: false)
+            try check("blob", deleted: false)
+            try check("tomb", deleted: true)
+            #expect(try db.document(withID: "plain")?.int(forKey: "v") == 1)
+            #expect(try db.document(withID: "blob")?.blob(forKey: "b")?.content == blob.content)
+            let tombTree = try #require(try db.revisionTree(withID: "tomb"))
+            #expect(try db.document(withID: "tomb", revisionID: tombTree.currentRevisionID)?.bool(forKey: "kept") == true)
+            let current = try #require(try db.document(withID: "plain"))
+            #expect(try db.conflictingRevisions(withID: "plain").map(\.revisionID) == [current.revisionID])
+            // Compaction copies the body and keeps the blob it references.
+            let report = try db.compact()
+            #expect(report.blobsDeleted == 0)
+        }
+
+        // An edit stores the two-revision tree, and the first revision stays readable by ID.
+        let first = try #require(try db.document(withID: "plain"))
+        let firstRev = try #require(first.revisionID)
+        let edit = first.toMutable()
+        edit.setInt(2, forKey: "v")
+        try db.saveDocument(edit)
+        #expect(try treeRef("plain") != 0)
+        let tree = try #require(try db.revisionTree(withID: "plain"))
+        #expect(tree.revisions.map(\.revisionID) == [firstRev, try #require(edit.revisionID)])
+        #expect(try db.document(withID: "plain", revisionID: firstRev)?.int(forKey: "v") == 1)
+
+        // Damage in what the tree comes from is reported: a tree ref of 0 beside a malformed ID.
+        let key = Array("bad".utf8)
+        try db.core.store.write { tx in
+            let meta = DocMeta(flags: [], sequence: 99, revisionID: "x", bodyRef: 0, treeRef: 0)
+            try tx.put(key, meta.encoded(), in: db.core.trees.byID)
+        }
+        #expect(setteeError { _ = try db.revisionTree(withID: "bad") }?.code == .corrupted)
+    }
+
+    /// A document written before format 4 keeps its stored one-revision tree and reads the same.
+    @Test func storedSingleRevisionTreesStillRead() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        try db.saveDocument(MutableDocument(id: "old", data: ["v": 7]))
+        let key = Array("old".utf8)
+        // Rewrite the document as format 3 stored it: the same metadata with a tree value.
+        try db.core.store.write { tx in
+            var meta = try #require(try db.core.meta(tx, id: key))
+            let tree = try RevTree(implying: meta)
+            meta.treeRef = try tx.appendValue(tree.encoded()).rawValue
+            try tx.put(key, meta.encoded(), in: db.core.trees.byID)
+        }
+        let rev = try #require(try db.document(withID: "old")?.revisionID)
+        #expect(try db.revisionTree(withID: "old")?.revisions.map(\.revisionID) == [rev])
+        _ = try db.compact()
+        #expect(try db.document(withID: "old")?.int(forKey: "v") == 7)
+        #expect(try db.revisionTree(withID: "old")?.revisions.map(\.revisionID) == [rev])
+        let edit = try #require(try db.document(withID: "old")).toMutable()
+        edit.setInt(8, forKey: "v")
+        try db.saveDocument(edit)
+        #expect(try db.revisionTree(withID: "old")?.revisions.map(\.revisionID) == [rev, try #require(edit.revisionID)])
+    }
+
     /// Revision IDs are `<generation>-<opaque>`: a decimal generation from 1 without leading
     /// zeros, then printable ASCII (0x21...0x7E), every byte of it checked.
     @Test func revisionIDGrammarAtEveryByte() {

@@ -322,6 +322,15 @@ struct CompactionCopier {
     mutating func copyDocument(key: UnsafeRawBufferPointer, meta value: UnsafeRawBufferPointer,
                                from source: ReadTransaction, into out: WriteTransaction) throws {
         let (bodyRef, treeRef) = try DocMeta.refs(in: value)
+        if treeRef == 0 {
+            // One revision, implied by the metadata: only its body is copied.
+            let meta = try DocMeta(decoding: value)
+            let newBody = bodyRef == 0 ? 0 : try copyBody(bodyRef, attachments: meta.flags.contains(.hasAttachments),
+                                                           from: source, into: out)
+            try DocMeta.withRefs(replacedIn: value, bodyRef: newBody, treeRef: 0) { try out.put(key, $0, in: targetByID) }
+            documents += 1
+            return
+        }
         let fast = try source.withValue(at: ValueRef(rawValue: treeRef)) { b in
             try RevTreeRewriter.rewrite(b, maxDepth: core.configuration.maxRevTreeDepth, currentBody: bodyRef) { old, attachments in
                 try copyBody(old, attachments: attachments, from: source, into: out)

@@ -20,9 +20,10 @@ final class DatabaseCore: @unchecked Sendable {
     /// The document format this build writes (Formats/documents.md). Older databases are
     /// upgraded when opened, without rewriting anything: version 2 added the expiry trees
     /// (created empty), version 3 the compact digests of revision trees (older trees stay
-    /// readable; compaction rewrites them).
-    static let formatVersion: UInt64 = 3
-    static let upgradableVersions: Set<UInt64> = [1, 2]
+    /// readable; compaction rewrites them), version 4 documents with one revision and no stored
+    /// tree (tree ref 0; older documents keep theirs).
+    static let formatVersion: UInt64 = 4
+    static let upgradableVersions: Set<UInt64> = [1, 2, 3]
     private static let registry = Mutex<[String: DatabaseCore]>([:])
 
     let name: String
@@ -263,7 +264,8 @@ final class DatabaseCore: @unchecked Sendable {
     }
 
     func tree(_ tx: some StoreReading, _ meta: DocMeta) throws -> RevTree {
-        try tx.withValue(at: ValueRef(rawValue: meta.treeRef)) { b throws(SetteeError) in try RevTree(decoding: b) }
+        if meta.treeRef == 0 { return try RevTree(implying: meta) }
+        return try tx.withValue(at: ValueRef(rawValue: meta.treeRef)) { b throws(SetteeError) in try RevTree(decoding: b) }
     }
 
     func body(_ tx: some StoreReading, ref: UInt64) throws -> [UInt8] {

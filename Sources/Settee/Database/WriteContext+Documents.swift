@@ -163,7 +163,8 @@ extension WriteContext {
                 try addDead(old.bodyRef)
             }
         }
-        let treeRef = try tx.appendValue(tree.encoded()).rawValue
+        // A document with one revision stores no tree: its metadata implies it.
+        let treeRef = tree.isImpliedByMetadata ? 0 : try tx.appendValue(tree.encoded()).rawValue
         let meta = DocMeta(flags: flags, sequence: seq, revisionID: winner.id,
                            bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
         try tx.put(key, meta.encoded(), in: trees.byID)

@@ -120,6 +120,24 @@ struct RevTree: Sendable {
 
     init() {}
 
+    /// The tree of a document whose metadata stores no tree (tree ref 0, Formats/documents.md,
+    /// "Document metadata"): its one revision is the current one, a root whose body is kept.
+    init(implying meta: DocMeta) throws(SetteeError) {
+        guard let generation = RevisionID.generation(of: meta.revisionID) else {
+            throw SetteeError(.corrupted, "document metadata names a malformed revision ID")
+        }
+        revs = [Rev(id: meta.revisionID, generation: generation, parent: -1, deleted: meta.flags.contains(.deleted),
+                    hasAttachments: meta.flags.contains(.hasAttachments), hasBody: true, bodyRef: meta.bodyRef)]
+    }
+
+    /// Whether the metadata of this tree's winner says all the tree does, so no tree is stored:
+    /// one revision, a root with its body kept, whose generation its ID states. Most documents
+    /// have never been edited, and for them this saves a value per document and its encoding.
+    var isImpliedByMetadata: Bool {
+        guard revs.count == 1, let r = revs.first else { return false }
+        return r.parent == -1 && r.hasBody && RevisionID.generation(of: r.id) == r.generation
+    }
+
     /// Decodes a stored tree; any inconsistency is `corrupted`, never a crash.
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
@@ -169,7 +187,8 @@ struct RevTree: Sendable {
     /// Leaves in winner order (DESIGN "Semantics decided" 2): undeleted before deleted, then
     /// higher generation, then higher revision ID in ASCII order.
     func sortedLeaves() -> [Int] {
-        leaves().sorted { a, b in
+        if revs.count == 1 { return [0] }
+        return leaves().sorted { a, b in
             let ra = revs[a], rb = revs[b]
             if ra.deleted != rb.deleted { return !ra.deleted }
             return RevisionID.ranksAbove((ra.generation, ra.id), (rb.generation, rb.id))
