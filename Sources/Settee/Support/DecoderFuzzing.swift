@@ -11,6 +11,10 @@ package enum DecoderFuzzing {
             guard let again, again.flags == m.flags, again.sequence == m.sequence, again.revisionID == m.revisionID,
                   again.bodyRef == m.bodyRef, again.treeRef == m.treeRef
             else { preconditionFailure("document metadata does not survive re-encoding") }
+            // Tree ref 0: the tree comes from the metadata, and must be one a save stores as 0.
+            if let implied = try? RevTree(implying: m) {
+                precondition(implied.isImpliedByMetadata, "a tree implied by metadata is not one stored as implied")
+            }
         }
         if let e = try? SequenceEntry(decoding: data) {
             let again = e.encoded().withUnsafeBytes { try? SequenceEntry(decoding: $0) }
