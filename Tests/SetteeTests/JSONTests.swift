@@ -124,6 +124,16 @@ import Testing
         let sorted = keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         let expected = "{" + sorted.map { "\(reference($0)):\(object[$0]!.intValue!)" }.joined(separator: ",") + "}"
         #expect(try JSONValue.object(object).jsonText() == expected)
+
+        // Objects of more than 16 members take the general sort: the same order, at every size
+        // around that bound and for many keys sharing their first eight bytes.
+        for size in [15, 16, 17, 40, 600] {
+            var big = object
+            for n in 0 ..< size { big["abcdefgh-\(n * 7919 % 1000)"] = .int(Int64(n)) }
+            let order = big.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let text = "{" + order.map { "\(reference($0)):\(big[$0]!.intValue!)" }.joined(separator: ",") + "}"
+            #expect(try JSONValue.object(big).jsonText() == text, "\(size)")
+        }
     }
 
     @Test func doublesAreShortestAndReadBackExactly() throws {

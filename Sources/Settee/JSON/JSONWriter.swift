@@ -88,49 +88,71 @@ enum JSONWriter {
                                      blobDigests: inout [String]) throws(SetteeError) {
         guard depth <= maxDepth else { throw tooDeep(maxDepth) }
         out.append(UInt8(ascii: "{"))
-        // Byte order, not `String.<` (which compares canonically equivalent forms as equal and
-        // is not plain code point order). The members' indices are sorted, not copies of the
-        // members: copying retained every value, the largest cost of writing a document.
-        // Each index carries its key's first eight bytes as a number, so most comparisons are one
-        // integer comparison and only keys sharing those bytes compare their text.
-        let result: Result<Void, SetteeError> = withUnsafeTemporaryAllocation(of: SortedMember.self,
-                                                                               capacity: members.count) { buffer in
-            var order = buffer
-            var n = 0
-            var i = members.startIndex
-            while i != members.endIndex {
-                order.initializeElement(at: n, to: SortedMember(prefix: sortPrefix(members.keys[i]), index: i))
-                n += 1
-                members.formIndex(after: &i)
+        let n = members.count
+        // One pass over the dictionary moves each key and value into a stack buffer (one
+        // retain each; reading them through the dictionary's indices retained them again for
+        // every use), then a permutation is sorted, and the members are written borrowed from
+        // the buffer. Byte order, not `String.<` (which compares canonically equivalent forms
+        // as equal and is not plain code point order); each member carries its key's first
+        // eight bytes as a number, so most comparisons are one integer comparison.
+        let result: Result<Void, SetteeError> = withUnsafeTemporaryAllocation(of: Member.self, capacity: max(n, 1)) { buffer in
+            var count = 0
+            for (key, value) in members {
+                buffer.initializeElement(at: count, to: Member(prefix: sortPrefix(key), key: key, value: value))
+                count += 1
             }
-            let keys = members.keys
-            order.sort { a, b in
-                a.prefix != b.prefix ? a.prefix < b.prefix : utf8Precedes(keys[a.index], keys[b.index])
-            }
-            let values = members.values
-            return Result { () throws(SetteeError) in
-                var isBlob = false
-                for k in 0..<n {
-                    if k > 0 { out.append(UInt8(ascii: ",")) }
-                    let key = keys[order[k].index]
-                    writeString(key, into: &out)
-                    out.append(UInt8(ascii: ":"))
-                    let value = values[order[k].index]
-                    if key.utf8.first == UInt8(ascii: "@"), key == "@type", case .string("blob") = value { isBlob = true }
-                    try writeValue(value, into: &out, depth: depth, maxDepth: maxDepth, lenient: lenient, blobDigests: &blobDigests)
+            defer { _ = buffer.prefix(count).deinitialize() }
+            return withUnsafeTemporaryAllocation(of: Int.self, capacity: max(count, 1)) { order in
+                if count <= 16 {
+                    // Insertion sort: most objects have few members.
+                    for i in 0..<count {
+                        var j = i
+                        while j > 0, precedes(buffer, i, order[j - 1]) {
+                            order[j] = order[j - 1]
+                            j -= 1
+                        }
+                        order[j] = i
+                    }
+                } else {
+                    var all = order
+                    for i in 0..<count { all[i] = i }
+                    all.sort { precedes(buffer, $0, $1) }
                 }
-                if isBlob, case .string(let digest)? = members["digest"] { blobDigests.append(digest) }
+                return Result { () throws(SetteeError) in
+                    var isBlob = false
+                    for k in 0..<count {
+                        if k > 0 { out.append(UInt8(ascii: ",")) }
+                        let m = order[k]
+                        writeString(buffer[m].key, into: &out)
+                        out.append(UInt8(ascii: ":"))
+                        if buffer[m].prefix == typePrefix, buffer[m].key == "@type", case .string("blob") = buffer[m].value { isBlob = true }
+                        try writeValue(buffer[m].value, into: &out, depth: depth, maxDepth: maxDepth, lenient: lenient,
+                                       blobDigests: &blobDigests)
+                    }
+                    if isBlob, case .string(let digest)? = members["digest"] { blobDigests.append(digest) }
+                }
             }
         }
         try result.get()
         out.append(UInt8(ascii: "}"))
     }
 
-    /// A member's position in its dictionary, with the sort key of ``sortPrefix(_:)``.
-    private struct SortedMember {
-        var prefix: UInt64
-        var index: [String: JSONValue].Index
+    /// Whether member `a` sorts before member `b` (their keys' UTF-8 bytes in order).
+    @inline(__always)
+    private static func precedes(_ members: UnsafeMutableBufferPointer<Member>, _ a: Int, _ b: Int) -> Bool {
+        let pa = members[a].prefix, pb = members[b].prefix
+        return pa != pb ? pa < pb : utf8Precedes(members[a].key, members[b].key)
     }
+
+    /// A member moved out of its dictionary, with the sort key of ``sortPrefix(_:)``.
+    private struct Member {
+        var prefix: UInt64
+        var key: String
+        var value: JSONValue
+    }
+
+    /// `sortPrefix("@type")`: only keys with this prefix need comparing to `@type`.
+    private static let typePrefix = sortPrefix("@type")
 
     /// A key's first eight UTF-8 bytes as a big-endian number, zero-padded: keys whose numbers
     /// differ are in the order of their numbers; equal numbers need the bytes compared.
