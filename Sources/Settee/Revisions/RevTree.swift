@@ -134,7 +134,8 @@ struct RevTree: Sendable {
     /// one revision, a root with its body kept, whose generation its ID states. Most documents
     /// have never been edited, and for them this saves a value per document and its encoding.
     var isImpliedByMetadata: Bool {
-        guard revs.count == 1, let r = revs.first else { return false }
+        guard revs.count == 1 else { return false }
+        let r = revs[0]
         return r.parent == -1 && r.hasBody && RevisionID.generation(of: r.id) == r.generation
     }
 
