@@ -241,9 +241,10 @@ public struct ReplicatedRevision: Sendable, Hashable {
 /// for case .rejected(let error) in try db.insertRevisions(batch) { print(error.message) }
 /// ```
 public enum RevisionInsertOutcome: Sendable, Equatable {
-    /// Stored (possibly as a new conflicting branch).
+    /// Stored (possibly as a new conflicting branch); or, for a revision the database already
+    /// had, its history linked revisions the tree held apart, which may change the leaves.
     case inserted
-    /// The database already had this revision; nothing changed.
+    /// The database already had this revision and everything its history says; nothing changed.
     case alreadyPresent
     /// Refused: a validation rejected it (``SetteeError/Code/forbidden``), it references a blob
     /// whose content is missing, or it is malformed.
@@ -322,9 +323,11 @@ extension Database {
         return out
     }
 
-    /// Stores one replicated revision with its history (CouchDB's `new_edits=false`): it joins the
-    /// tree at its newest known ancestor, or starts a new branch, which makes a conflict when the
-    /// document has another undeleted leaf. Returns false when the revision was already there.
+    /// Stores one replicated revision with its history (CouchDB's `new_edits=false`): the whole
+    /// history is merged into the document's revision tree (every revision it names linked to its
+    /// parent, so a leaf it names as an ancestor stops being one); with no ancestor in common it
+    /// starts a new branch, which makes a conflict when the document has another undeleted leaf.
+    /// Returns false when the revision was already there and its history changed nothing.
     ///
     /// ```swift
     /// try db.insertRevision(ReplicatedRevision(documentID: "doc", revisionID: "2-877",
@@ -388,14 +391,22 @@ extension Database {
                         let old = try c.meta(key)
                         var tree = try c.tree(old)
                         if tree.index(of: r.revisionID) != nil {
-                            outcomes.append(.alreadyPresent)
+                            // Known: its history may still link what the tree holds apart (a
+                            // branch stored truncated, from a peer that had pruned it).
+                            guard tree.merge(history: r.history, generation: gen, deleted: r.isDeleted,
+                                             hasAttachments: false, bodyRef: nil).changed else {
+                                outcomes.append(.alreadyPresent)
+                                continue
+                            }
+                            _ = try c.commit(id: r.documentID, key: key, old: old, tree: &tree)
+                            outcomes.append(.inserted)
                             continue
                         }
                         try c.checkBlobs(body)
                         try c.validate(id: r.documentID, revisionID: r.revisionID, deleted: r.isDeleted, body: body, old: old)
                         let ref = body.isEmpty ? 0 : try c.tx.appendValue(body.bytes).rawValue
-                        _ = tree.addReplicated(history: r.history, generation: gen, deleted: r.isDeleted,
-                                               hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
+                        _ = tree.merge(history: r.history, generation: gen, deleted: r.isDeleted,
+                                       hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
                         _ = try c.commit(id: r.documentID, key: key, old: old, tree: &tree)
                         outcomes.append(.inserted)
                     } catch let e as SetteeError where e.code == .forbidden || e.code == .notFound || e.code == .invalidParameter {

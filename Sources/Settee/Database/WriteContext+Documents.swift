@@ -93,9 +93,12 @@ extension WriteContext {
 
     func meta(_ key: [UInt8]) throws -> DocMeta? { try core.meta(tx, id: key) }
 
+    /// The tree a write starts from. One that holds a revision twice (which no merge makes, but
+    /// damage or another writer can) is made whole first, so the write stores it repaired.
     func tree(_ meta: DocMeta?) throws -> RevTree {
         guard let meta else { return RevTree() }
-        return try core.tree(tx, meta)
+        let tree = try core.tree(tx, meta)
+        return tree.revs.count > 1 && !tree.duplicateIDs().isEmpty ? tree.removingDuplicates() : tree
     }
 
     /// Runs every validation on a new revision.

@@ -231,31 +231,178 @@ struct RevTree: Sendable {
         return revs.count - 1
     }
 
-    /// Adds a replicated revision with its history (`history[0]` is the revision itself, then its
-    /// ancestors, newest first), joining the tree at the newest ancestor already known; if none is
-    /// known it starts a new branch. Returns the new revision's index, or nil when it was known.
-    mutating func addReplicated(history: [String], generation: UInt64, deleted: Bool, hasAttachments: Bool,
-                                bodyRef: UInt64?) -> Int? {
-        if index(of: history[0]) != nil { return nil }
+    /// What ``merge(history:generation:deleted:hasAttachments:bodyRef:)`` did.
+    struct MergeOutcome: Equatable {
+        /// The index of the new revision; nil when the tree already had it.
+        var added: Int?
+        /// Whether the tree changed at all: the revision added, or (already known) its history
+        /// linked revisions the tree held apart.
+        var changed: Bool
+    }
+
+    /// Merges a replicated revision with its history (`history[0]` is the revision itself, then
+    /// its ancestors, newest first, each one generation below the one before) into the tree, as
+    /// CouchDB merges a path into its key tree (Formats/documents.md, "Merging a history"):
+    /// every revision the history names is in the tree afterwards and linked to the parent the
+    /// history gives it, unless the tree already links it to another (the stored link stands and
+    /// the rest of the history is ignored). So a stored leaf that the history names as an
+    /// ancestor stops being a leaf, and a branch stored truncated (its root above generation 1)
+    /// grows downward when a longer history reaches it. The revision itself gets the flags and
+    /// body given; ancestors added here are live and have no body.
+    mutating func merge(history: [String], generation: UInt64, deleted: Bool, hasAttachments: Bool,
+                        bodyRef: UInt64?) -> MergeOutcome {
+        var lookup = Lookup(self)
+        var outcome = MergeOutcome(added: nil, changed: false)
+        // The newest revision of the history the tree already has; the newer ones are added
+        // oldest first (so parents precede children) under it.
         var known = history.count
-        var parent: Int? = nil
-        for (i, id) in history.enumerated().dropFirst() {
-            if let at = index(of: id) {
+        var cur: Int? = nil
+        for (i, id) in history.enumerated() {
+            if let at = lookup.index(of: id, in: self) {
                 known = i
-                parent = at
+                cur = at
                 break
             }
         }
-        // Add the unknown ancestors oldest first, so parents precede children.
-        revs.reserveCapacity(revs.count + known)
-        var i = known - 1
-        while i >= 1 {
-            parent = add(id: history[i], generation: generation - UInt64(i), parent: parent,
-                         deleted: false, hasAttachments: false, bodyRef: nil)
-            i -= 1
+        if known > 0 {
+            // Added oldest first; the oldest added is a root for now, linked below if the
+            // history goes on past it.
+            var parent = cur
+            var i = known - 1
+            revs.reserveCapacity(revs.count + known)
+            while i >= 0 {
+                let newest = i == 0
+                parent = add(id: history[i], generation: generation - UInt64(i), parent: parent,
+                             deleted: newest && deleted, hasAttachments: newest && hasAttachments,
+                             bodyRef: newest ? bodyRef : nil)
+                lookup.added(history[i], at: revs.count - 1)
+                i -= 1
+            }
+            outcome = MergeOutcome(added: revs.count - 1, changed: true)
+            if cur == nil {
+                // Nothing known: the whole history is a new branch.
+                return outcome
+            }
         }
-        return add(id: history[0], generation: generation, parent: parent, deleted: deleted,
-                   hasAttachments: hasAttachments, bodyRef: bodyRef)
+        // From the newest known revision down, follow the tree and the history together. Where
+        // the tree's branch ends (a root) and the history goes on, link it downward.
+        var at = cur!
+        var i = known
+        var reorder = false
+        while i + 1 < history.count {
+            let p = revs[at].parent
+            if p >= 0 {
+                // The stored link stands; a history that disagrees (only a hostile or damaged
+                // peer sends one: an ID is a digest of its parent's) adds nothing below here.
+                guard revs[p].id == history[i + 1] else { break }
+                at = p
+            } else {
+                let pid = history[i + 1]
+                let pi: Int
+                if let existing = lookup.index(of: pid, in: self) {
+                    pi = existing
+                } else {
+                    pi = add(id: pid, generation: generation - UInt64(i + 1), parent: nil, deleted: false,
+                             hasAttachments: false, bodyRef: nil)
+                    lookup.added(pid, at: pi)
+                }
+                revs[at].parent = pi
+                if pi > at { reorder = true }
+                outcome.changed = true
+                at = pi
+            }
+            i += 1
+        }
+        if reorder {
+            let moved = restoreParentOrder()
+            if let a = outcome.added { outcome.added = moved[a] }
+        }
+        return outcome
+    }
+
+    /// Puts the revisions back in parents-before-children order after links were made downward
+    /// to revisions stored later; returns the old index → new index map. A parent's generation
+    /// is one less than its child's, so ordering by generation (stable) suffices.
+    private mutating func restoreParentOrder() -> [Int] {
+        let order = revs.indices.sorted { a, b in
+            revs[a].generation != revs[b].generation ? revs[a].generation < revs[b].generation : a < b
+        }
+        var newIndex = [Int](repeating: -1, count: revs.count)
+        for (n, old) in order.enumerated() { newIndex[old] = n }
+        var out: [Rev] = []
+        out.reserveCapacity(revs.count)
+        for old in order {
+            var r = revs[old]
+            if r.parent >= 0 { r.parent = newIndex[r.parent] }
+            out.append(r)
+        }
+        revs = out
+        return newIndex
+    }
+
+    /// Revision lookups by ID during a merge: a linear search in small trees, a dictionary built
+    /// once in large ones (a history of a thousand revisions against a tree of a thousand).
+    private struct Lookup {
+        var byID: [String: Int]?
+
+        init(_ tree: RevTree) {
+            guard tree.revs.count > 32 else { return }
+            var d = [String: Int](minimumCapacity: tree.revs.count)
+            for (i, r) in tree.revs.enumerated() where d[r.id] == nil { d[r.id] = i }
+            byID = d
+        }
+
+        func index(of id: String, in tree: RevTree) -> Int? {
+            if let byID { return byID[id] }
+            return tree.index(of: id)
+        }
+
+        mutating func added(_ id: String, at i: Int) { byID?[id] = i }
+    }
+
+    /// The revision IDs held more than once, which no merge or save makes: one copy may be a
+    /// leaf while a path through the other names it as an ancestor (the document layer's check
+    /// reports them; ``removingDuplicates()`` repairs them).
+    func duplicateIDs() -> [String] {
+        guard revs.count > 1 else { return [] }
+        var seen = Set<String>(minimumCapacity: revs.count)
+        var dups: [String] = []
+        for r in revs where !seen.insert(r.id).inserted { dups.append(r.id) }
+        return dups
+    }
+
+    /// The same tree with each revision ID held once: the copies of a revision become one node
+    /// (the first copy's flags, a kept body from whichever copy has one, the first known
+    /// parent), and every child of any copy its child.
+    func removingDuplicates() -> RevTree {
+        var first: [String: Int] = [:]
+        var canonical = [Int](repeating: 0, count: revs.count)
+        for (i, r) in revs.enumerated() {
+            if let f = first[r.id] { canonical[i] = f } else { first[r.id] = i; canonical[i] = i }
+        }
+        var merged = revs
+        for i in revs.indices where canonical[i] != i {
+            let f = canonical[i]
+            if !merged[f].hasBody && revs[i].hasBody {
+                merged[f].hasBody = true
+                merged[f].bodyRef = revs[i].bodyRef
+                merged[f].hasAttachments = revs[i].hasAttachments
+            }
+            if merged[f].parent < 0 && revs[i].parent >= 0 { merged[f].parent = canonical[revs[i].parent] }
+        }
+        var out = RevTree()
+        var newIndex = [Int](repeating: -1, count: revs.count)
+        for i in revs.indices where canonical[i] == i {
+            newIndex[i] = out.revs.count
+            var r = merged[i]
+            if r.parent >= 0 { r.parent = canonical[r.parent] }
+            out.revs.append(r)
+        }
+        for i in out.revs.indices where out.revs[i].parent >= 0 {
+            out.revs[i].parent = newIndex[out.revs[i].parent]
+        }
+        _ = out.restoreParentOrder()
+        return out
     }
 
     /// The newest revision that every undeleted leaf descends from, when there is a conflict.

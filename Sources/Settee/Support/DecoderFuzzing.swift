@@ -128,9 +128,9 @@ package enum DecoderFuzzing {
         }
         out.append(("revtree-chain", chain.encoded()))
         var conflict = chain
-        _ = conflict.addReplicated(history: ["6-beef", "5-5cafe"], generation: 6, deleted: false, hasAttachments: false, bodyRef: 77)
-        _ = conflict.addReplicated(history: ["7-dead", "6-d00d", "5-5cafe"], generation: 7, deleted: true, hasAttachments: false, bodyRef: 0)
-        _ = conflict.addReplicated(history: ["3-x", "2-y"], generation: 3, deleted: false, hasAttachments: true, bodyRef: nil)
+        _ = conflict.merge(history: ["6-beef", "5-5cafe"], generation: 6, deleted: false, hasAttachments: false, bodyRef: 77)
+        _ = conflict.merge(history: ["7-dead", "6-d00d", "5-5cafe"], generation: 7, deleted: true, hasAttachments: false, bodyRef: 0)
+        _ = conflict.merge(history: ["3-x", "2-y"], generation: 3, deleted: false, hasAttachments: true, bodyRef: nil)
         out.append(("revtree-conflict", conflict.encoded()))
         let meta = DocMeta(flags: [.conflicted, .multipleLeaves], sequence: 300, revisionID: "7-dead", bodyRef: 0, treeRef: 123_456)
         out.append(("docmeta", meta.encoded()))
