@@ -56,7 +56,8 @@ final class DocRunState {
     }
 
     /// Checks the recovered database: the engine's `check()` as the crash left it, the
-    /// database reopened and read in full (``DocSnapshot``), consistent on its own, no unfinished
+    /// database reopened, read in full (``DocSnapshot``) and checked (`Database.check()`),
+    /// consistent on its own, no unfinished
     /// compaction's log left, and equal (``DocSnapshot/comparable``) to
     /// the reference with the first `j` of `candidates` run, for the smallest `j >= acknowledged`
     /// (the candidates are the steps the crashed run attempted since `nextStep`, in order, with
@@ -80,13 +81,19 @@ final class DocRunState {
             throw Failure(description: "reopening the database failed: \(error)")
         }
         let found: DocSnapshot
+        let report: DatabaseCheckReport
         do {
             found = try DocSnapshot(db)
+            report = try db.check()
             try db.close()
         } catch {
             try? db.close()
             corruptOpens += 1
             throw Failure(description: "reading the reopened database failed: \(error)")
+        }
+        guard report.isHealthy else {
+            corruptOpens += 1
+            throw Failure(description: "the document layer's check: " + report.problems.prefix(5).map(\.description).joined(separator: "; "))
         }
         if let why = Self.checkStore(realPath) {
             corruptOpens += 1

@@ -13,8 +13,14 @@ import Testing
 /// Purges are local and not replicated, and a checkpoint says nothing of what a peer purged
 /// afterwards, so the final exchange runs with `start(reset: true)`: a hub (the first database)
 /// pulls from every other, then pushes to every other; `_revs_diff` keeps it to what is missing.
-/// Revision trees are kept 1000 deep so pruning, which each database does on its own, never
-/// removes a revision one database has and another not.
+/// Each run mixes peers that keep revision trees 5, 20 and 1,000 deep, so truncated histories
+/// (from a peer that pruned) cross between them and trees pruned differently meet. Trees then
+/// hold different old revisions. A peer can also hold as a leaf a revision that another peer
+/// knows as an ancestor, when the history that would link it arrived truncated (CouchDB's merge
+/// does the same: nothing in the tree can tell). So what must agree is: the leaves no peer has
+/// seen with a child, with their deletion, on every peer; and where no peer holds such an
+/// extra leaf, the current revision, the current body and the count; a revision two peers both
+/// hold with a parent has the same parent on both.
 @Suite struct ConvergenceTests {
     static var runs: Int {
         let env = ProcessInfo.processInfo.environment
@@ -39,9 +45,12 @@ import Testing
 
     struct Stats: CustomStringConvertible {
         var edits = 0, deletes = 0, purges = 0, oneShot = 0, interrupted = 0, continuous = 0, documents = 0, pulledEvents = 0
+        var truncated = 0, phantomLeaves = 0
         var description: String {
             "\(edits) edits, \(deletes) deletions, \(purges) purges, \(oneShot) one-shot, \(interrupted) interrupted, "
-                + "\(continuous) continuous replications; \(documents) documents compared; \(pulledEvents) pulled documents reported"
+                + "\(continuous) continuous replications; \(documents) documents compared, \(truncated) trees held truncated, "
+                + "\(phantomLeaves) leaves held that another peer knows as ancestors; "
+                + "\(pulledEvents) pulled documents reported"
         }
     }
 
@@ -49,7 +58,10 @@ import Testing
         var rng = SeededGenerator(seed: seed)
         let dir = try TestDirectory()
         let count = Int.random(in: 3 ... 5, using: &rng)
-        let dbs = try (0 ..< count).map { try dir.open("db\($0)") }
+        // Every run has each depth at least once (count >= 3), in a random position.
+        let depths = [5, 20, 1000]
+        let offset = Int.random(in: 0 ..< 3, using: &rng)
+        let dbs = try (0 ..< count).map { try dir.open("db\($0)", maxRevTreeDepth: depths[($0 + offset) % 3]) }
         let ids = (0 ..< 8).map { "doc-\($0)" }
         let merging = rng.next() % 3 == 0
         let resolver: (any ConflictResolver)? = merging ? MergeResolver() : nil
@@ -97,9 +109,21 @@ import Testing
             return r
         }
 
+        // Every parent link any peer has shown, by document: what the revisions really descend
+        // from (peers that prune forget some of it).
+        var links: [String: [String: String]] = [:]
+        func observe(_ dbs: [Database]) throws {
+            for db in dbs {
+                for (id, shape) in try shapes(db) {
+                    for (rev, parent) in shape.parents { links[id, default: [:]][rev] = parent }
+                }
+            }
+        }
+
         for _ in 0 ..< 40 {
             if Int.random(in: 0 ..< 100, using: &rng) < 55 {
                 try edit(dbs.randomElement(using: &rng)!, &rng)
+                try observe(dbs)
                 continue
             }
             let i = Int.random(in: 0 ..< count, using: &rng)
@@ -111,6 +135,7 @@ import Testing
                 let s = await r.waitUntilStopped()
                 if s.error != nil { Issue.record("seed \(seed): \(s.error!)"); return false }
                 stats.oneShot += 1
+                try observe(dbs)
             case 1:
                 // Interrupted at a random point.
                 let r = configure(dbs[i], dbs[j], &rng, continuous: false)
@@ -121,6 +146,7 @@ import Testing
                 let s = await r.waitUntilStopped()
                 if s.error != nil { Issue.record("seed \(seed): \(s.error!)"); return false }
                 stats.interrupted += 1
+                try observe(dbs)
             default:
                 let r = configure(dbs[i], dbs[j], &rng, continuous: true)
                 r.start()
@@ -133,6 +159,7 @@ import Testing
                 let s = await r.waitUntilStopped()
                 if s.error != nil { Issue.record("seed \(seed): \(s.error!)"); return false }
                 stats.continuous += 1
+                try observe(dbs)
             }
         }
 
@@ -148,22 +175,50 @@ import Testing
         }
         stats.pulledEvents += resolved.value
 
-        let expected = try shapes(hub)
-        stats.documents += expected.count
-        for (n, db) in dbs.enumerated().dropFirst() {
-            let got = try shapes(db)
-            guard got == expected else {
-                for id in Set(got.keys).union(expected.keys).sorted() where got[id] != expected[id] {
-                    print("seed \(seed): db\(n) \(id): \(got[id].map(String.init(describing:)) ?? "absent") vs hub \(expected[id].map(String.init(describing:)) ?? "absent")")
-                }
-                return false
+        try observe(dbs)
+        let all = try dbs.map { try shapes($0) }
+        let everyID = Set(all.flatMap(\.keys))
+        stats.documents += everyID.count
+        var phantomDocuments: Set<String> = []
+        for id in everyID.sorted() {
+            let known = links[id] ?? [:]
+            func describe() -> String {
+                dbs.indices.map { "db\($0) (depth \(dbs[$0].config.maxRevTreeDepth)): \(all[$0][id].map(String.init(describing:)) ?? "absent")" }
+                    .joined(separator: "\n  ")
             }
-            guard db.count == hub.count else { print("seed \(seed): counts differ"); return false }
-            for id in expected.keys {
-                guard try db.document(withID: id)?.toDictionary() == hub.document(withID: id)?.toDictionary() else {
-                    print("seed \(seed): \(id)'s current body differs"); return false
-                }
+            guard all.allSatisfy({ $0[id] != nil }) else { print("seed \(seed): \(id) is missing somewhere:\n  \(describe())"); return false }
+            // A leaf that some peer has seen with a child is an ancestor: a peer that holds it as
+            // a leaf got its descendant's history truncated (pruned by its sender) or pruned the
+            // link itself, as CouchDB does. Every other leaf must be on every peer.
+            let ancestors = Set(known.values)
+            let trueLeaves = all.map { $0[id]!.leaves.filter { !ancestors.contains($0.key) } }
+            guard trueLeaves.allSatisfy({ $0 == trueLeaves[0] }) else { print("seed \(seed): \(id)'s leaves differ:\n  \(describe())"); return false }
+            let phantoms = all.map { $0[id]!.leaves.count - trueLeaves[0].count }
+            if phantoms.contains(where: { $0 > 0 }) {
+                phantomDocuments.insert(id)
+                stats.phantomLeaves += phantoms.reduce(0, +)
             }
+            for (n, shapes) in all.enumerated() {
+                if let clash = shapes[id]!.parentClash(with: all[0][id]!) { print("seed \(seed): db\(n) \(id): \(clash)"); return false }
+            }
+            // The peers without such a leaf agree on the current revision and body.
+            let plain = dbs.indices.filter { phantoms[$0] == 0 }
+            guard let first = plain.first else { continue }
+            guard plain.allSatisfy({ all[$0][id]!.current == all[first][id]!.current }) else {
+                print("seed \(seed): \(id)'s current revision differs:\n  \(describe())"); return false
+            }
+            let body = try dbs[first].document(withID: id)?.toDictionary()
+            for n in plain.dropFirst() where try dbs[n].document(withID: id)?.toDictionary() != body {
+                print("seed \(seed): db\(n) \(id)'s current body differs"); return false
+            }
+        }
+        for (n, db) in dbs.enumerated() {
+            for id in all[n].keys where try db.revisionTree(withID: id)!.revisions.contains(where: { $0.parentRevisionID == nil && $0.generation > 1 }) {
+                stats.truncated += 1
+            }
+        }
+        if phantomDocuments.isEmpty {
+            guard dbs.allSatisfy({ $0.count == hub.count }) else { print("seed \(seed): counts differ"); return false }
         }
         for db in dbs { try db.close() }
         return true

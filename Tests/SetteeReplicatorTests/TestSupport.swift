@@ -16,8 +16,8 @@ final class TestDirectory: Sendable {
     }
     deinit { try? FileManager.default.removeItem(atPath: path) }
 
-    /// A database named `name` in this directory, `fullSync` off; revision trees kept deep so
-    /// pruning never differs between peers in a test.
+    /// A database named `name` in this directory, `fullSync` off; revision trees kept 1,000 deep
+    /// unless asked, so pruning never differs between peers in a test that does not want it to.
     func open(_ name: String, maxRevTreeDepth: Int = 1000) throws -> Database {
         var config = DatabaseConfiguration(directory: path)
         config.fullSync = false
@@ -115,7 +115,34 @@ struct TreeShape: Equatable, CustomStringConvertible {
         leaves = Dictionary(uniqueKeysWithValues: tree.revisions.filter(\.isLeaf).map { ($0.revisionID, $0.isDeleted) })
     }
 
-    var description: String { "current \(current), leaves \(leaves.sorted { $0.key < $1.key }), \(edges.count) revisions" }
+    var description: String { "current \(current), leaves \(leaves.sorted { $0.key < $1.key }), \(edges.count) revisions: \(edges.sorted())" }
+
+    /// What every peer shows whatever it pruned: the current revision and the leaves.
+    struct Visible: Equatable {
+        var current: String
+        var leaves: [String: Bool]
+    }
+
+    var visible: Visible { Visible(current: current, leaves: leaves) }
+
+    /// Each revision's parent, for the revisions that have one here.
+    var parents: [String: String] {
+        var out: [String: String] = [:]
+        for e in edges {
+            let parts = e.split(separator: ">", maxSplits: 1).map(String.init)
+            if parts[0] != "-" { out[parts[1]] = parts[0] }
+        }
+        return out
+    }
+
+    /// A revision both trees hold with a parent, whose parents differ; nil when there is none.
+    func parentClash(with other: TreeShape) -> String? {
+        let mine = parents, theirs = other.parents
+        for (rev, p) in mine where theirs[rev].map({ $0 != p }) == true {
+            return "\(rev) has parent \(p) here and \(theirs[rev]!) there"
+        }
+        return nil
+    }
 }
 
 /// Every document's tree shape, by ID.

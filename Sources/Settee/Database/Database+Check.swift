@@ -158,14 +158,21 @@ extension Database {
                 }
                 return true
             }
-            let storedLive = try counter(tx, MetaKey.liveCount)
-            if storedLive != live {
-                global.append(.init(documentID: nil, message: "the document count says \(storedLive ?? 0), but \(live) documents are live",
+            switch try counter(tx, MetaKey.liveCount) {
+            case nil:
+                global.append(.init(documentID: nil, message: "the document count is malformed", isRepairable: false))
+            case let stored? where stored != live:
+                global.append(.init(documentID: nil, message: "the document count says \(stored), but \(live) documents are live",
                                     isRepairable: false))
+            default: break
             }
-            if let last = try counter(tx, MetaKey.lastSequence), last < maxSequence {
+            switch try counter(tx, MetaKey.lastSequence) {
+            case nil:
+                global.append(.init(documentID: nil, message: "the last sequence is malformed", isRepairable: false))
+            case let last? where last < maxSequence:
                 global.append(.init(documentID: nil, message: "the last sequence is \(last), but a document has sequence \(maxSequence)",
                                     isRepairable: false))
+            default: break
             }
             report.problems += global
         }
@@ -175,10 +182,12 @@ extension Database {
         return report
     }
 
+    /// A counter of `db.meta`: 0 when absent (a database that has written nothing yet), nil when
+    /// malformed.
     private func counter(_ tx: some StoreReading, _ key: [UInt8]) throws -> UInt64? {
         try tx.withValue(forKey: key, in: core.trees.meta) { b in
             b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : nil
-        } ?? nil
+        } ?? 0
     }
 
     /// One document's checks; returns its sequence (when its metadata decodes) and whether

@@ -87,6 +87,19 @@ package enum DecoderFuzzing {
         guard let again = encoded.withUnsafeBytes({ try? RevTree(decoding: $0) }), same(again, tree),
               again.encoded() == encoded
         else { preconditionFailure("a revision tree does not survive re-encoding") }
+        // A tree merges its own histories without change, once it holds each revision once.
+        let whole = tree.duplicateIDs().isEmpty ? tree : tree.removingDuplicates()
+        precondition(whole.duplicateIDs().isEmpty, "removing duplicates leaves a duplicate")
+        var merged = whole
+        for l in merged.leaves().prefix(16) {
+            let history = merged.history(of: l)
+            let r = merged.merge(history: history, generation: merged.revs[l].generation, deleted: false,
+                                 hasAttachments: false, bodyRef: nil)
+            precondition(!r.changed, "merging a tree's own history changed it")
+        }
+        guard let back = whole.encoded().withUnsafeBytes({ try? RevTree(decoding: $0) }), same(back, whole) else {
+            preconditionFailure("a repaired revision tree does not survive re-encoding")
+        }
         for depth in [1, 2, 5] {
             var pruned = tree
             pruned.prune(maxDepth: depth)
@@ -132,6 +145,10 @@ package enum DecoderFuzzing {
         _ = conflict.merge(history: ["7-dead", "6-d00d", "5-5cafe"], generation: 7, deleted: true, hasAttachments: false, bodyRef: 0)
         _ = conflict.merge(history: ["3-x", "2-y"], generation: 3, deleted: false, hasAttachments: true, bodyRef: nil)
         out.append(("revtree-conflict", conflict.encoded()))
+        // Damage no merge makes: a revision held twice, one copy a leaf, the other an ancestor.
+        var twice = chain
+        twice.add(id: "3-3cafe", generation: 3, parent: 1, deleted: false, hasAttachments: false, bodyRef: 5)
+        out.append(("revtree-duplicate", twice.encoded()))
         let meta = DocMeta(flags: [.conflicted, .multipleLeaves], sequence: 300, revisionID: "7-dead", bodyRef: 0, treeRef: 123_456)
         out.append(("docmeta", meta.encoded()))
         out.append(("docmeta-deleted", DocMeta(flags: [.deleted], sequence: 1, revisionID: "2-" + String(repeating: "f", count: 40),
