@@ -1,3 +1,5 @@
+import SetteeStorage
+
 /// Parsing and ordering of revision IDs (`<generation>-<digest>`, DESIGN "Semantics decided" 1).
 enum RevisionID {
     /// Longest accepted revision ID, in bytes; CouchDB's are 34, ours 42.
@@ -76,15 +78,8 @@ enum RevisionID {
             let raw = UnsafeMutableRawBufferPointer(head)
             if var parent {
                 parent.withUTF8 { utf8 in
-                    var n = 0
-                    var v = UInt64(utf8.count)
-                    while v >= 0x80 {
-                        raw[n] = UInt8(truncatingIfNeeded: v) | 0x80
-                        n += 1
-                        v >>= 7
-                    }
-                    raw[n] = UInt8(v)
-                    sha.update(UnsafeRawBufferPointer(rebasing: raw[0 ... n]))
+                    let n = Varint.encode(UInt64(utf8.count), into: raw.baseAddress!)
+                    sha.update(UnsafeRawBufferPointer(rebasing: raw[0 ..< n]))
                     sha.update(UnsafeRawBufferPointer(utf8))
                 }
                 raw[0] = deleted ? 1 : 0

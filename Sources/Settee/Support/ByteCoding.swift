@@ -1,3 +1,5 @@
+import SetteeStorage
+
 /// Little helpers to build and read the binary records of `Formats/documents.md`. Reading is
 /// bounds-checked everywhere: these bytes come from disk and may be damaged or hostile.
 struct ByteWriter {
@@ -11,14 +13,7 @@ struct ByteWriter {
         withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    mutating func varint(_ v: UInt64) {
-        var v = v
-        while v >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
-        }
-        bytes.append(UInt8(v))
-    }
+    mutating func varint(_ v: UInt64) { Varint.append(v, to: &bytes) }
 
     mutating func string(_ s: String) {
         var s = s
@@ -82,17 +77,10 @@ struct ByteBuffer {
         append(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
-    /// Unsigned LEB128, as ``ByteWriter/varint(_:)``.
+    /// Unsigned LEB128 (the engine's ``Varint``, the one codec of every format).
     @inline(__always) mutating func varint(_ v: UInt64) {
-        reserve(10)
-        var v = v
-        while v >= 0x80 {
-            base[count] = UInt8(truncatingIfNeeded: v) | 0x80
-            count += 1
-            v >>= 7
-        }
-        base[count] = UInt8(v)
-        count += 1
+        reserve(Varint.maxLength)
+        count += Varint.encode(v, into: UnsafeMutableRawPointer(base + count))
     }
 
     @inline(__always) mutating func u64(_ v: UInt64) {
@@ -125,16 +113,9 @@ struct ByteReader {
     }
 
     mutating func varint() -> UInt64? {
-        var result: UInt64 = 0
-        var shift: UInt64 = 0
-        while true {
-            guard let byte = u8() else { return nil }
-            if shift == 63 && byte > 1 { return nil }
-            result |= UInt64(byte & 0x7f) << shift
-            if byte < 0x80 { return result }
-            shift += 7
-            if shift > 63 { return nil }
-        }
+        guard remaining > 0, let (v, n) = Varint.decode(buffer.baseAddress! + position, count: remaining) else { return nil }
+        position += n
+        return v
     }
 
     /// A varint that must fit in `limit` (a count or length), or nil.

@@ -58,17 +58,11 @@ struct ByteReader {
         return base.u64(position)
     }
 
-    /// A varint of at most 10 bytes that fits in 64 bits.
+    /// A varint (``Varint``): at most 10 bytes, fitting in 64 bits.
     mutating func varint() -> UInt64? {
-        var result: UInt64 = 0
-        var shift: UInt64 = 0
-        while shift < 64 {
-            guard let byte = u8() else { return nil }
-            result |= UInt64(byte & 0x7F) << shift
-            if byte & 0x80 == 0 { return result }
-            shift += 7
-        }
-        return nil
+        guard let (v, n) = Varint.decode(base + position, count: remaining) else { return nil }
+        position += n
+        return v
     }
 
     /// A varint that must be at most `limit`.
@@ -127,15 +121,8 @@ final class ByteWriter {
     @inline(__always) func u64(_ v: UInt64) { reserve(8); base.setU64(v, at: count); count += 8 }
 
     func varint(_ value: UInt64) {
-        reserve(10)
-        var v = value
-        while v >= 0x80 {
-            base.setU8(UInt8(truncatingIfNeeded: v) | 0x80, at: count)
-            count += 1
-            v >>= 7
-        }
-        base.setU8(UInt8(v), at: count)
-        count += 1
+        reserve(Varint.maxLength)
+        count += Varint.encode(value, into: base + count)
     }
 
     func append(_ bytes: UnsafeRawBufferPointer) {
