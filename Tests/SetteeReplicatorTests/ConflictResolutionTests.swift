@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import Testing
 @testable import SetteeReplicator
 
@@ -86,7 +86,7 @@ final class SlowResolver: ConflictResolver {
         let y = try save(naomi, "DocumentA", ["title": "groceries", "by": "naomi"])
         replicator.start()
         #expect(await replicator.waitUntilStopped().error == nil)
-        let expected = DefaultConflictResolver.remoteWins(local: x, remote: y) ? "naomi" : "molly"
+        let expected = try RevisionRanking.ranksAbove(y, x) ? "naomi" : "molly"
         for db in [molly, naomi] {
             let tree = try #require(try db.revisionTree(withID: "DocumentA"))
             #expect(!tree.isConflicted)

@@ -1,7 +1,7 @@
 import Foundation
 import SetteeCrashKit
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// The merge of replicated histories into revision trees (Formats/documents.md, "Merging a
 /// history"): the two worked examples, and a property test against a reference model written
@@ -138,6 +138,34 @@ import Testing
         #expect(report.isHealthy, "\(report.problems)")
         #expect(report.documents == 2)
         #expect(report.revisions == 3 + 2 + 2)
+    }
+
+    /// The ranking rule the replicator uses is the revision tree's: for random pairs of live
+    /// leaves the tree's winner is the one `RevisionRanking` ranks above; malformed IDs have no
+    /// rank (the replicator once read `+5` and `05` as generation 5 and a bad ID as 0).
+    @Test func rankingIsTheTreesWinnerRule() throws {
+        let seed = Self.firstSeed
+        print("RevTreeMergeTests.rankingIsTheTreesWinnerRule: seed \(seed)")
+        var rng = SplitMix(seed: seed)
+        let digits = ["a", "b", "z", "A", "0", "aa", "ab", "b0"]
+        for _ in 0 ..< 2000 {
+            let a = "\(rng.next(below: 12) + 1)-\(digits[Int(rng.next(below: 8))])"
+            let b = "\(rng.next(below: 12) + 1)-\(digits[Int(rng.next(below: 8))])"
+            guard a != b else {
+                #expect(try !RevisionRanking.ranksAbove(a, a))
+                continue
+            }
+            var t = RevTree()
+            _ = t.merge(history: [a], generation: RevisionID.generation(of: a)!, deleted: false, hasAttachments: false, bodyRef: 1)
+            _ = t.merge(history: [b], generation: RevisionID.generation(of: b)!, deleted: false, hasAttachments: false, bodyRef: 1)
+            let winner = t.revs[t.winner()!].id
+            #expect(try RevisionRanking.ranksAbove(a, b) == (winner == a), "\(a) vs \(b): the tree picks \(winner)")
+            #expect(try RevisionRanking.ranksAbove(b, a) == (winner == b))
+        }
+        for bad in ["+5-x", "05-x", "x", "5-", "-x", "5 -x", ""] {
+            #expect(throws: SetteeError.self) { try RevisionRanking.ranksAbove(bad, "1-a") }
+            #expect(throws: SetteeError.self) { try RevisionRanking.ranksAbove("1-a", bad) }
+        }
     }
 
     // MARK: - The property test

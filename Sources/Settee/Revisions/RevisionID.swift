@@ -56,6 +56,9 @@ enum RevisionID {
     }
 
     /// The winner order of seed 004: higher generation first, then higher ID in ASCII order.
+    /// The one ranking rule: the revision tree's winner and the replicator's default conflict
+    /// resolution both use it (``RevisionRanking``), so peers that hold the same revisions rank
+    /// them alike.
     static func ranksAbove(_ a: (gen: UInt64, id: String), _ b: (gen: UInt64, id: String)) -> Bool {
         if a.gen != b.gen { return a.gen > b.gen }
         return asciiGreater(a.id, b.id)
@@ -111,5 +114,31 @@ enum RevisionID {
                 return digits + 41
             }
         }
+    }
+}
+
+/// The order in which revisions win (DESIGN "Semantics decided" 2, seed 004), for the layers
+/// above the database that must rank revisions exactly as its revision trees do (the
+/// replicator's default conflict resolution).
+///
+/// ```swift
+/// @_spi(Replication) import Settee
+/// let remoteWins = try RevisionRanking.ranksAbove(conflict.remoteRevisionID, conflict.localRevisionID)
+/// ```
+///
+/// - Note: Stateless; safe to use from any thread.
+@_spi(Replication)
+public enum RevisionRanking {
+    /// Whether revision `a` ranks above revision `b`: the higher generation, then the revision ID
+    /// greater in byte (ASCII) order. Equal IDs rank neither above the other.
+    ///
+    /// ```swift
+    /// try RevisionRanking.ranksAbove("3-a", "2-z")   // true
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` when either is not a well-formed revision
+    ///   ID (`+5-x`, `05-x` and `x` are not): a malformed ID has no rank.
+    public static func ranksAbove(_ a: String, _ b: String) throws(SetteeError) -> Bool {
+        RevisionID.ranksAbove((try RevisionID.validate(a), a), (try RevisionID.validate(b), b))
     }
 }

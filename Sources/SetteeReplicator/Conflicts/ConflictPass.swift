@@ -1,4 +1,4 @@
-import Settee
+@_spi(Replication) import Settee
 import Synchronization
 
 /// A document's current revision before a pull batch touched it.
@@ -171,7 +171,7 @@ final class ConflictPass: Sendable {
         let branch: String
         switch (localDeleted, remoteDeleted) {
         case (false, false):
-            branch = DefaultConflictResolver.remoteWins(local: conflict.localRevisionID, remote: conflict.remoteRevisionID)
+            branch = try RevisionRanking.ranksAbove(conflict.remoteRevisionID, conflict.localRevisionID)
                 ? conflict.remoteRevisionID : conflict.localRevisionID
         case (true, false): branch = conflict.remoteRevisionID
         case (false, true): branch = conflict.localRevisionID

@@ -1,4 +1,4 @@
-import Settee
+@_spi(Replication) import Settee
 
 /// A document in conflict after a pull: the local side and the remote side, as the local
 /// database now holds them (both revisions are stored; neither is lost until resolved).
@@ -96,19 +96,12 @@ public struct DefaultConflictResolver: ConflictResolver {
     /// ```swift
     /// let winner = try DefaultConflictResolver().resolve(conflict)
     /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` when a revision ID is malformed (the
+    ///   conflict then stays and is reported, as for any resolver that throws).
     public func resolve(_ conflict: Conflict) throws -> Document? {
         guard let local = conflict.localDocument, let remote = conflict.remoteDocument else { return nil }
-        return Self.remoteWins(local: conflict.localRevisionID, remote: conflict.remoteRevisionID) ? remote : local
-    }
-
-    /// Whether the remote revision ID beats the local one: higher generation, then higher ID.
-    static func remoteWins(local: String, remote: String) -> Bool {
-        let gl = generation(local), gr = generation(remote)
-        if gl != gr { return gr > gl }
-        return Array(remote.utf8).lexicographicallyPrecedes(Array(local.utf8)) == false && remote != local
-    }
-
-    static func generation(_ revisionID: String) -> UInt64 {
-        UInt64(revisionID.prefix { $0 != "-" }) ?? 0
+        // The revision tree's own ranking rule, so every peer picks the side its trees would.
+        return try RevisionRanking.ranksAbove(conflict.remoteRevisionID, conflict.localRevisionID) ? remote : local
     }
 }
