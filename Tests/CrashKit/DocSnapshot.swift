@@ -57,8 +57,8 @@ package struct DocSnapshot: Equatable {
         for id in DocWorkload.localIDs {
             if let (p, rev) = try db.localDocumentWithRevision(withID: id) { locals[id] = LocalState(properties: p, revisionID: rev) }
         }
-        count = db.count
-        lastSequence = db.lastSequence
+        count = try db.count
+        lastSequence = try db.lastSequence
         changes = try db.changes(since: 0)
         var options = AllDocumentsOptions()
         options.includeDeleted = true

@@ -218,7 +218,7 @@ import Testing
             }
         }
         if phantomDocuments.isEmpty {
-            guard dbs.allSatisfy({ $0.count == hub.count }) else { print("seed \(seed): counts differ"); return false }
+            guard try dbs.allSatisfy({ try $0.count == hub.count }) else { print("seed \(seed): counts differ"); return false }
         }
         for db in dbs { try db.close() }
         return true

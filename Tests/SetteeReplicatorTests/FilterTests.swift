@@ -10,7 +10,7 @@ import Testing
         for i in 0 ..< 10 { try save(a, "item-\(i)", ["shared": .bool(i % 2 == 0), "n": .int(Int64(i))]) }
         let config: (inout ReplicatorConfiguration) -> Void = { $0.pushFilter = { doc, _ in doc["shared"] == true } }
         #expect(await replicate(a, b, .push, configure: config).error == nil)
-        #expect(b.count == 5)
+        #expect(try b.count == 5)
         #expect(try (0 ..< 10).allSatisfy { i in try (b.document(withID: "item-\(i)") != nil) == (i % 2 == 0) })
 
         // A tombstone keeping `shared` passes the filter; a plain one does not (seed 003).
@@ -38,7 +38,7 @@ import Testing
             $0.filterParameters = ["worker_id": "w-1"]
         }
         #expect(await replicate(device, endpoint, .pull, configure: config).error == nil)
-        #expect(device.count == 4)
+        #expect(try device.count == 4)
         #expect(try device.document(withID: "job-1") != nil && device.document(withID: "job-2") == nil)
 
         // Filtered delete (seed 003): the tombstone that keeps worker_id reaches the device; a
@@ -91,8 +91,8 @@ import Testing
         let recorder = Recorder()
         let status = await replicate(device, server, .pull, recorder: recorder)
         #expect(status.error == nil)
-        #expect(device.count == 8)
-        #expect(await recorder.waitFor { $0.count == 10 })
+        #expect(try device.count == 8)
+        #expect(try await recorder.waitFor { $0.count == 10 })
         let failed = recorder.documents.value.filter { $0.1.error != nil }
         #expect(Set(failed.map(\.1.id)) == ["doc-3", "doc-7"])
         #expect(failed.allSatisfy { $0.1.error?.code == .rejected && $0.1.error?.underlying?.code == .forbidden })

@@ -85,7 +85,7 @@ import Testing
             for id in deleted { try db.deleteDocument(try #require(try db.document(withID: id))) }
         }
         let live = all.filter { !deleted.contains($0) }
-        #expect(db.count == UInt64(live.count))
+        #expect(try db.count == UInt64(live.count))
 
         #expect(try Self.ids(db) { _ in } == live)
         #expect(try Self.ids(db) { $0.includeDeleted = true } == all)

@@ -42,8 +42,8 @@ import Testing
         do {
             let db = try openDatabase(dir, name)
             defer { try? db.close() }
-            _ = db.count
-            _ = db.lastSequence
+            _ = try db.count
+            _ = try db.lastSequence
             var it = try db.allDocuments({ var o = AllDocumentsOptions(); o.includeDeleted = true; return o }()).makeIterator()
             var ids: [String] = []
             while let d = it.next() {

@@ -27,8 +27,8 @@ import Testing
         m.setInt(2, forKey: "v")
         try two.saveDocument(m)
         #expect(try one.document(withID: "from-one")?.int(forKey: "v") == 2)
-        #expect(one.lastSequence == 2)
-        #expect(two.count == 1)
+        #expect(try one.lastSequence == 2)
+        #expect(try two.count == 1)
         // Validations are shared too.
         one.addValidation(named: "no-x") { new, _ in
             if new.contains(key: "x") { throw SetteeError.forbidden("no x") }
@@ -43,11 +43,36 @@ import Testing
         try two.close()
         try two.close()   // closing twice does nothing
         #expect(setteeError { try two.saveDocument(MutableDocument(id: "late")) }?.code == .notOpen)
-        #expect(two.count == 0)
+        // A closed database has no count or sequence to read: it throws rather than read 0.
+        #expect(setteeError { _ = try two.count }?.code == .notOpen)
+        #expect(setteeError { _ = try two.lastSequence }?.code == .notOpen)
         #expect(Database.exists(withName: "shared", inDirectory: dir.path))
         try Database.delete(withName: "shared", inDirectory: dir.path)
         #expect(!Database.exists(withName: "shared", inDirectory: dir.path))
         try Database.delete(withName: "shared", inDirectory: dir.path)   // nothing there: fine
+    }
+
+    /// A second open in the same process shares the first one's store, so a different
+    /// configuration could not take effect: it is refused, naming the settings, rather than
+    /// silently ignored. The same configuration (the directory spelled another way) is fine.
+    @Test func secondOpenWithAnotherConfigurationIsAnError() throws {
+        let dir = try TemporaryDirectory()
+        let first = try openDatabase(dir, "shared", maxRevTreeDepth: 50)
+        let e = setteeError { _ = try openDatabase(dir, "shared", maxRevTreeDepth: 20) }
+        #expect(e?.code == .invalidParameter)
+        #expect(e?.message.contains("maxRevTreeDepth 50, not 20") == true)
+        #expect(setteeError { _ = try openDatabase(dir, "shared", fullSync: true, maxRevTreeDepth: 50) }?.message.contains("fullSync") == true)
+        var same = first.config
+        same.directory = dir.path + "/."
+        let second = try Database(name: "shared", config: same)
+        try first.saveDocument(MutableDocument(id: "d"))
+        #expect(try second.count == 1)
+        try first.close()
+        try second.close()
+        // Once every object is closed, another configuration opens it.
+        let third = try openDatabase(dir, "shared", maxRevTreeDepth: 20)
+        #expect(third.config.maxRevTreeDepth == 20)
+        #expect(try third.count == 1)
     }
 
     @Test func reopeningAfterCloseKeepsEverything() throws {
@@ -72,13 +97,13 @@ import Testing
             withBlob.setBlob(blob, forKey: "file")
             try db.saveDocument(withBlob)
             expectedTree = try db.revisionTree(withID: "conflicted")
-            #expect(db.lastSequence == 7)
+            #expect(try db.lastSequence == 7)
             try db.close()
         }
         let db = try openDatabase(dir, "durable", fullSync: true)
         #expect(db.uuid == uuid)
-        #expect(db.lastSequence == 7)
-        #expect(db.count == 3)
+        #expect(try db.lastSequence == 7)
+        #expect(try db.count == 3)
         #expect(try db.document(withID: "plain")?.toDictionary() == ["title": "kept", "n": 1.25])
         #expect(try db.revisionTree(withID: "conflicted") == expectedTree)
         #expect(try db.document(withID: "conflicted")?.revisionID == "2-c")
@@ -94,7 +119,7 @@ import Testing
         #expect(try db.changes(since: 0).map(\.documentID) == ["plain", "conflicted", "gone", "blobby"])
         // And it keeps counting from where it was.
         try db.saveDocument(MutableDocument(id: "next"))
-        #expect(db.lastSequence == 8)
+        #expect(try db.lastSequence == 8)
         try db.delete()
         #expect(!Database.exists(withName: "durable", inDirectory: dir.path))
     }

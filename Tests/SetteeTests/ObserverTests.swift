@@ -39,7 +39,7 @@ import Testing
         #expect(heard.map(\.revisionID) == ["2-b", "2-c"])
         #expect(heard.map(\.isConflicted) == [false, true])
         #expect(heard.last?.documentID == "doc")
-        #expect(heard.last?.sequence == db.lastSequence)
+        #expect(try heard.last?.sequence == db.lastSequence)
         #expect(heard.last?.isDeleted == false)
         #expect(heard.last?.isPurged == false)
         #expect(docChanges.value.map(\.isConflicted) == [false, true])

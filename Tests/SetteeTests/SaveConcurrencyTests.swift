@@ -18,11 +18,11 @@ import Testing
         theirs.setString("theirs", forKey: "who")
         try db.saveDocument(theirs)
         let theirRev = try #require(theirs.revisionID)
-        let seq = db.lastSequence
+        let seq = try db.lastSequence
 
         mine.setString("mine", forKey: "who")
         #expect(try db.saveDocument(mine, concurrencyControl: .failOnConflict) == false)
-        #expect(db.lastSequence == seq)
+        #expect(try db.lastSequence == seq)
         #expect(try db.document(withID: "doc")?.revisionID == theirRev)
         #expect(mine.revisionID == loaded.revisionID)
 
@@ -50,16 +50,16 @@ import Testing
         let loaded = try #require(try db.document(withID: "doc"))
         let editor = loaded.toMutable()
         try db.deleteDocument(loaded)
-        let seq = db.lastSequence
+        let seq = try db.lastSequence
 
         editor.setInt(1, forKey: "v")
         #expect(try db.saveDocument(editor, concurrencyControl: .lastWriteWins) == false)
         #expect(try db.saveDocument(editor, concurrencyControl: .failOnConflict) == false)
         let error = setteeError { try db.saveDocument(editor) }
         #expect(error?.code == .conflict)
-        #expect(db.lastSequence == seq)
+        #expect(try db.lastSequence == seq)
         #expect(try db.document(withID: "doc") == nil)
-        #expect(db.count == 0)
+        #expect(try db.count == 0)
     }
 
     @Test func aDeleteWinsOverAConcurrentUpdate() throws {
@@ -73,9 +73,9 @@ import Testing
         let updated = try #require(update.revisionID)
 
         // failOnConflict: refused, nothing written.
-        let seq = db.lastSequence
+        let seq = try db.lastSequence
         #expect(try db.deleteDocument(loaded, concurrencyControl: .failOnConflict) == false)
-        #expect(db.lastSequence == seq)
+        #expect(try db.lastSequence == seq)
         #expect(try db.document(withID: "doc")?.int(forKey: "v") == 1)
 
         // lastWriteWins: the deletion goes on top of the update.
@@ -89,9 +89,9 @@ import Testing
         #expect(tree.leafRevisionIDs.count == 1)
 
         // Deleting again (already deleted) does not write another tombstone.
-        let seq2 = db.lastSequence
+        let seq2 = try db.lastSequence
         #expect(try db.deleteDocument(loaded, concurrencyControl: .lastWriteWins))
-        #expect(db.lastSequence == seq2)
+        #expect(try db.lastSequence == seq2)
         // The MutableDocument variant, and notFound for an unknown document.
         let other = MutableDocument(id: "other", data: ["x": 1])
         try db.saveDocument(other)
@@ -133,7 +133,7 @@ import Testing
         }
         #expect(saved)
         #expect(try db.document(withID: "plain")?.revisionID?.hasPrefix("5-") == true)
-        #expect(db.count == 3)
+        #expect(try db.count == 3)
     }
 
     // MARK: Conflict handlers (seed 002)
@@ -188,7 +188,7 @@ import Testing
         let other = loaded.toMutable()
         other.setInt(1, forKey: "v")
         try db.saveDocument(other)
-        let seq = db.lastSequence
+        let seq = try db.lastSequence
 
         let cancelled = loaded.toMutable()
         cancelled.setInt(2, forKey: "v")
@@ -202,7 +202,7 @@ import Testing
         #expect(cancelledSaved == false)
         #expect(currentValue == 1)
         #expect(calls == 1)
-        #expect(db.lastSequence == seq)
+        #expect(try db.lastSequence == seq)
         #expect(try db.document(withID: "doc")?.revisionID == other.revisionID)
 
         let throwing = loaded.toMutable()
@@ -210,7 +210,7 @@ import Testing
         #expect(throws: Refused()) {
             try db.saveDocument(throwing) { _, _ in throw Refused() }
         }
-        #expect(db.lastSequence == seq)
+        #expect(try db.lastSequence == seq)
         #expect(try db.document(withID: "doc")?.int(forKey: "v") == 1)
         #expect(try db.revisionTree(withID: "doc")?.revisions.count == 2)
     }
@@ -318,7 +318,7 @@ extension SaveConcurrencyTests {
                         }
                         let all = try db.allDocuments().map(\.id)
                         if all.count != 20 { problems.withLock { $0.append("reader \(r) saw \(all.count) documents") } }
-                        let sequence = db.lastSequence
+                        let sequence = try db.lastSequence
                         if sequence < lastSequence { problems.withLock { $0.append("sequence went back") } }
                         lastSequence = sequence
                         let changes = try db.changes(since: 0)
@@ -342,6 +342,6 @@ extension SaveConcurrencyTests {
         writing.withLock { $0 = false }
         for _ in 0 ..< 3 { #expect(wait(done, seconds: 30)) }
         #expect(problems.value.isEmpty, "\(problems.value.prefix(5))")
-        #expect(db.lastSequence == 20 * 16)
+        #expect(try db.lastSequence == 20 * 16)
     }
 }

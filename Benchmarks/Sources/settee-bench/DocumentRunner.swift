@@ -50,7 +50,7 @@ final class DocumentRunner {
             Files.settleWriteback()
             report(.bulkLoad, try bulkLoad(engine))
             try verifyDocuments(engine, dataset.timedGets.prefix(1000), expected: dataset.body)
-            let counts = engine.counts
+            let counts = try engine.counts
             guard counts.documents == UInt64(dataset.documentCount), counts.lastSequence == UInt64(dataset.documentCount)
             else { throw EngineError("settee-doc: after the load: \(counts)") }
             try engine.close()
@@ -234,7 +234,7 @@ final class DocumentRunner {
                   try engine.get(ids[index])?.revisionID == history[0]
             else { throw EngineError("settee-doc: rev-insert: document \(index) reads back wrong") }
         }
-        let counts = engine.counts
+        let counts = try engine.counts
         guard counts.documents == UInt64(total), counts.lastSequence == UInt64(total) else {
             throw EngineError("settee-doc: after rev-insert: \(counts)")
         }
@@ -292,7 +292,7 @@ final class DocumentRunner {
         let last = try underLoad(engine, stretch: 2, compacting: false, window: window)
         let normal = LoadFigures(commits: first.commits + last.commits, gets: first.gets + last.gets,
                                  seconds: first.seconds + last.seconds)
-        let counts = engine.counts
+        let counts = try engine.counts
         guard counts.documents == UInt64(total) else {
             throw EngineError("settee-doc: compaction: \(counts.documents) documents after the concurrent runs")
         }

@@ -61,7 +61,7 @@ struct ExpiryBench {
         let listener = PurgeCounter(expected: count)
         let token = database.addChangeListener { change in listener.heard(change) }
         defer { token.remove() }
-        let lastSequenceBefore = database.lastSequence
+        let lastSequenceBefore = try database.lastSequence
         try setExpirations(database, ids[...], dueDate)
         let left = dueDate.timeIntervalSinceNow
         guard left > 0.5 else {
@@ -92,11 +92,11 @@ struct ExpiryBench {
         for id in ids.prefix(1000) where try database.revisionTree(withID: id) != nil {
             throw EngineError("settee-doc expiry: \(id) is still there")
         }
-        guard database.count == UInt64(writer.distinctIDs) else {
-            throw EngineError("settee-doc expiry: \(database.count) documents left, expected the writer's \(writer.distinctIDs)")
+        guard try database.count == UInt64(writer.distinctIDs) else {
+            throw EngineError("settee-doc expiry: \(try database.count) documents left, expected the writer's \(writer.distinctIDs)")
         }
-        guard database.lastSequence == lastSequenceBefore + UInt64(count) + UInt64(writer.saves) else {
-            throw EngineError("settee-doc expiry: last sequence \(database.lastSequence) is not the purges' and saves'")
+        guard try database.lastSequence == lastSequenceBefore + UInt64(count) + UInt64(writer.saves) else {
+            throw EngineError("settee-doc expiry: last sequence \(try database.lastSequence) is not the purges' and saves'")
         }
         return Figures(purgeMilliseconds: purgeMilliseconds, longestStallMilliseconds: stall.longest * 1000)
     }

@@ -51,8 +51,8 @@ struct ReplicationBench {
         let status = Self.runToEnd(Replicator(config: config))
         let seconds = watch.elapsedSeconds
         if let error = status.error { throw EngineError("settee-doc replicate-local: \(error)") }
-        guard target.database.count == UInt64(pushed) else {
-            throw EngineError("settee-doc replicate-local: the target has \(target.database.count) of \(pushed) documents")
+        guard try target.database.count == UInt64(pushed) else {
+            throw EngineError("settee-doc replicate-local: the target has \(try target.database.count) of \(pushed) documents")
         }
         try verify(target, pushed)
 
@@ -65,10 +65,10 @@ struct ReplicationBench {
         both.replicatorType = .pushAndPull
         Progress.log("  settee-doc replicate-noop: replicating both ways until in step (untimed)")
         if let error = Self.runToEnd(Replicator(config: both)).error { throw EngineError("settee-doc replicate-noop: \(error)") }
-        guard target.database.count == UInt64(total) else {
-            throw EngineError("settee-doc replicate-noop: the target has \(target.database.count) of \(total) documents")
+        guard try target.database.count == UInt64(total) else {
+            throw EngineError("settee-doc replicate-noop: the target has \(try target.database.count) of \(total) documents")
         }
-        let sequences = (source.database.lastSequence, target.database.lastSequence)
+        let sequences = (try source.database.lastSequence, try target.database.lastSequence)
         var times: [Double] = []
         for _ in 0 ..< Self.noopRuns {
             let replicator = Replicator(config: both)
@@ -78,7 +78,7 @@ struct ReplicationBench {
             if let error = status.error { throw EngineError("settee-doc replicate-noop: \(error)") }
             guard status.progress.total == 0 else { throw EngineError("settee-doc replicate-noop: it saw \(status.progress.total) changes") }
         }
-        guard (source.database.lastSequence, target.database.lastSequence) == sequences else {
+        guard try (source.database.lastSequence, target.database.lastSequence) == sequences else {
             throw EngineError("settee-doc replicate-noop: a no-op replication changed a database")
         }
         times.sort()

@@ -102,7 +102,7 @@ final class SetteeDocEngine: Sendable {
     }
 
     /// The number of live documents and the last sequence (untimed checks).
-    var counts: (documents: UInt64, lastSequence: UInt64) { (database.count, database.lastSequence) }
+    var counts: (documents: UInt64, lastSequence: UInt64) { get throws { (try database.count, try database.lastSequence) } }
 
     func close() throws {
         try database.close()

@@ -130,27 +130,38 @@ public struct ReplicatedRevision: Sendable, Hashable {
 
     var body: Body
 
-    /// The body (no reserved `_` keys). Setting it replaces a JSON body.
+    /// The body (no reserved `_` keys).
     ///
     /// ```swift
-    /// print(rev.properties["title"] ?? nil)
+    /// let title = try rev.properties["title"]
     /// ```
     ///
-    /// A revision made from JSON parses it on every read of this property (read it once); JSON
-    /// that is not an object the parser accepts reads as empty, and ``Database/insertRevisions(_:)``
-    /// rejects it with ``SetteeError/Code/invalidJSON``.
+    /// A revision made from JSON parses it on every read of this property (read it once).
+    ///
+    /// - Throws: ``SetteeError/Code/invalidJSON`` when a JSON body is not an object the parser
+    ///   accepts (``Database/insertRevisions(_:)`` rejects such a revision the same way); it never
+    ///   reads as empty.
     public var properties: [String: JSONValue] {
-        get {
+        get throws(SetteeError) {
             switch body {
             case .properties(let properties):
                 return properties
             case .json(let bytes):
-                guard case .object(let o)? = try? JSONParser.parse(bytes) else { return [:] }
+                guard case .object(let o) = try JSONParser.parse(bytes) else {
+                    throw SetteeError(.invalidJSON, "a revision's body must be a JSON object")
+                }
                 return o
             }
         }
-        set { body = .properties(newValue) }
     }
+
+    /// Replaces the body (a JSON body included) with `properties`.
+    ///
+    /// ```swift
+    /// var edited = rev
+    /// edited.setProperties(["title": "Naomi's"])
+    /// ```
+    public mutating func setProperties(_ properties: [String: JSONValue]) { body = .properties(properties) }
 
     /// The body as JSON text (UTF-8), when the revision was made from JSON; nil when it was made
     /// from properties.
@@ -194,7 +205,7 @@ public struct ReplicatedRevision: Sendable, Hashable {
     }
 
     /// Equal IDs, histories, deletion flags and properties (JSON bodies compared as their values,
-    /// unless their bytes are the same).
+    /// unless their bytes are the same; a JSON body that does not parse equals only the same bytes).
     ///
     /// ```swift
     /// assert(fetched == expected)
@@ -203,7 +214,9 @@ public struct ReplicatedRevision: Sendable, Hashable {
         guard a.documentID == b.documentID, a.revisionID == b.revisionID, a.isDeleted == b.isDeleted,
               a.history == b.history else { return false }
         if case .json(let x) = a.body, case .json(let y) = b.body, x == y { return true }
-        return a.properties == b.properties
+        // A body that does not parse equals nothing but its own bytes (above).
+        guard let pa = try? a.properties, let pb = try? b.properties else { return false }
+        return pa == pb
     }
 
     /// Hashes the IDs, history and deletion flag (not the body, whose two forms compare equal).

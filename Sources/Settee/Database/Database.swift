@@ -50,7 +50,11 @@ public final class Database: Sendable, CustomStringConvertible {
     /// let db = try Database(name: "todo")
     /// ```
     ///
-    /// - Throws: ``SetteeError`` with ``SetteeError/Code/invalidParameter`` for a bad name,
+    /// Opening a database this process already has open gives another object over the same
+    /// files; its configuration must then be the same (the directory aside).
+    ///
+    /// - Throws: ``SetteeError`` with ``SetteeError/Code/invalidParameter`` for a bad name or a
+    ///   configuration other than the one the database is already open with in this process,
     ///   ``SetteeError/Code/busy`` when another process has it open, ``SetteeError/Code/corrupted``
     ///   or ``SetteeError/Code/versionMismatch`` when its files cannot be used, ``SetteeError/Code/io``.
     public convenience init(name: String, config: DatabaseConfiguration = DatabaseConfiguration()) throws {
@@ -64,7 +68,7 @@ public final class Database: Sendable, CustomStringConvertible {
     package init(name: String, config: DatabaseConfiguration,
                  openFile: ((String) throws(StorageError) -> any StorageFile)?,
                  clock: (any ExpirationClock)? = nil) throws {
-        let path = try Self.path(name: name, directory: config.directory)
+        _ = try Self.path(name: name, directory: config.directory)
         if let age = config.tombstoneMaxAge, !(age.isFinite && age >= 0) {
             throw SetteeError(.invalidParameter, "tombstoneMaxAge must be a finite number of seconds, 0 or more")
         }
@@ -73,6 +77,13 @@ public final class Database: Sendable, CustomStringConvertible {
         } catch {
             throw SetteeError(.io, "cannot create the directory for databases")
         }
+        // One spelling per directory (`a/./b`, `a/b/`, a symbolic link), so that two opens of the
+        // same files in this process find each other instead of one locking the other out.
+        guard let resolved = realpath(config.directory, nil) else {
+            throw SetteeError(.io, "cannot resolve the directory for databases")
+        }
+        let path = try Self.path(name: name, directory: String(cString: resolved))
+        free(resolved)
         self.name = name
         self.path = path
         self.config = config
@@ -154,21 +165,16 @@ public final class Database: Sendable, CustomStringConvertible {
     /// The number of documents, tombstones not counted.
     ///
     /// ```swift
-    /// print(db.count)
+    /// print(try db.count)
     /// ```
     ///
-    /// 0 when the database is closed or cannot be read.
+    /// - Throws: ``SetteeError/Code/notOpen`` once closed; ``SetteeError/Code/corrupted`` when the
+    ///   stored count is damaged; ``SetteeError/Code/io``.
     public var count: UInt64 {
-        (try? liveCount()) ?? 0
-    }
-
-    private func liveCount() throws -> UInt64 {
-        try checkOpen()
-        if let batch = core.batchOnThisThread() { return batch.liveCount }
-        return try core.read { tx in
-            try tx.withValue(forKey: MetaKey.liveCount, in: core.trees.meta) { b in
-                b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : 0
-            } ?? 0
+        get throws {
+            try checkOpen()
+            if let batch = core.batchOnThisThread() { return batch.liveCount }
+            return try counter(MetaKey.liveCount, "document count")
         }
     }
 
@@ -176,15 +182,26 @@ public final class Database: Sendable, CustomStringConvertible {
     /// every save, deletion and purge takes one.
     ///
     /// ```swift
-    /// let since = db.lastSequence
+    /// let since = try db.lastSequence
     /// ```
+    ///
+    /// - Throws: as ``count``.
     public var lastSequence: UInt64 {
-        if let batch = core.batchOnThisThread() { return batch.lastSequence }
-        return (try? core.read { tx in
-            try tx.withValue(forKey: MetaKey.lastSequence, in: core.trees.meta) { b in
-                b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : 0
+        get throws {
+            try checkOpen()
+            if let batch = core.batchOnThisThread() { return batch.lastSequence }
+            return try counter(MetaKey.lastSequence, "last sequence")
+        }
+    }
+
+    /// A counter of the `db.meta` tree: 0 while absent (nothing written yet).
+    private func counter(_ key: [UInt8], _ name: String) throws -> UInt64 {
+        try core.read { tx in
+            try tx.withValue(forKey: key, in: core.trees.meta) { b throws(SetteeError) in
+                guard b.count == 8 else { throw SetteeError(.corrupted, "the stored \(name) is malformed") }
+                return UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
             } ?? 0
-        }) ?? 0
+        }
     }
 
     /// A unique, stable identifier of this database (for replication checkpoints), as 32

@@ -94,3 +94,25 @@ public struct DatabaseConfiguration: Sendable, Equatable {
         self.directory = directory ?? FileManager.default.currentDirectoryPath
     }
 }
+
+extension DatabaseConfiguration {
+    /// The settings that differ from `other`'s, by name, besides the directory (the same files can
+    /// be named by two spellings of one path); empty when a database open with `other` behaves as
+    /// one open with these would.
+    func differences(from other: DatabaseConfiguration) -> [String] {
+        var out: [String] = []
+        if maxRevTreeDepth != other.maxRevTreeDepth { out.append("maxRevTreeDepth \(other.maxRevTreeDepth), not \(maxRevTreeDepth)") }
+        if fullSync != other.fullSync { out.append("fullSync \(other.fullSync), not \(fullSync)") }
+        if autoCompaction != other.autoCompaction { out.append("autoCompaction \(other.autoCompaction), not \(autoCompaction)") }
+        if autoCompactionThreshold != other.autoCompactionThreshold {
+            out.append("autoCompactionThreshold \(other.autoCompactionThreshold), not \(autoCompactionThreshold)")
+        }
+        if autoCompactionMinimumSize != other.autoCompactionMinimumSize {
+            out.append("autoCompactionMinimumSize \(other.autoCompactionMinimumSize), not \(autoCompactionMinimumSize)")
+        }
+        if tombstoneMaxAge != other.tombstoneMaxAge {
+            out.append("tombstoneMaxAge \(other.tombstoneMaxAge.map { "\($0)" } ?? "nil"), not \(tombstoneMaxAge.map { "\($0)" } ?? "nil")")
+        }
+        return out
+    }
+}

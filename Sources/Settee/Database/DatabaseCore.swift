@@ -120,6 +120,12 @@ final class DatabaseCore: @unchecked Sendable {
                      clock: (any ExpirationClock)? = nil) throws -> DatabaseCore {
         try registry.withLock { open in
             if let core = open[path] {
+                // One store, one behaviour: a second configuration would be silently ignored.
+                let differences = configuration.differences(from: core.configuration)
+                guard differences.isEmpty else {
+                    throw SetteeError(.invalidParameter, "the database is already open in this process with "
+                                      + differences.joined(separator: ", ") + "; open it with the same configuration or close it first")
+                }
                 core.users += 1
                 return core
             }

@@ -69,8 +69,8 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// let info = try await endpoint.info()
     /// ```
     public func info() async throws -> PeerInfo {
-        PeerInfo(uuid: database.uuid, lastSequence: ReplicationSequence(database.lastSequence),
-                 documentCount: database.count)
+        PeerInfo(uuid: database.uuid, lastSequence: ReplicationSequence(try database.lastSequence),
+                 documentCount: try database.count)
     }
 
     /// A page of ``Database/changes(since:limit:)`` after the request's filters.
@@ -139,8 +139,10 @@ public struct DatabaseEndpoint: ReplicationPeer {
         let after = sequence.integerValue ?? 0
         // Subscribed before the check, so a commit between the two is not missed.
         let events = database.changeEvents()
-        if database.lastSequence > after { return }
-        for await _ in events where database.lastSequence > after { return }
+        if try database.lastSequence > after { return }
+        for await _ in events {
+            if try database.lastSequence > after { return }
+        }
         try Task.checkCancellation()
         throw SetteeError(.notOpen, "the database closed while a replicator waited for changes")
     }

@@ -137,7 +137,7 @@ public struct ReplicationSequence: Sendable, Hashable, CustomStringConvertible {
     /// An integer sequence (Settee's).
     ///
     /// ```swift
-    /// let s = ReplicationSequence(db.lastSequence)
+    /// let s = ReplicationSequence(try db.lastSequence)
     /// ```
     public init(_ value: UInt64) { json = .int(Int64(clamping: value)) }
 
@@ -216,7 +216,7 @@ public struct PeerInfo: Sendable, Hashable {
     /// Peer information.
     ///
     /// ```swift
-    /// let info = PeerInfo(uuid: db.uuid, lastSequence: ReplicationSequence(db.lastSequence), documentCount: db.count)
+    /// let info = PeerInfo(uuid: db.uuid, lastSequence: ReplicationSequence(try db.lastSequence), documentCount: try db.count)
     /// ```
     public init(uuid: String?, lastSequence: ReplicationSequence, documentCount: UInt64) {
         self.uuid = uuid

@@ -241,8 +241,11 @@ extension Replicator {
         var revisions = try await source.revisions(requests)
         if direction == .pull, let filter = config.pullFilter {
             revisions = revisions.filter { r in
-                filter(Document(unsavedID: r.documentID, revisionID: r.revisionID, isDeleted: r.isDeleted,
-                                properties: r.properties), r.isDeleted ? .deleted : [])
+                // A body that does not parse goes on to the insertion, which rejects it and
+                // reports it for the document; the filter sees only what parses.
+                guard let properties = try? r.properties else { return true }
+                return filter(Document(unsavedID: r.documentID, revisionID: r.revisionID, isDeleted: r.isDeleted,
+                                       properties: properties), r.isDeleted ? .deleted : [])
             }
         }
         var digests = Set<String>()
