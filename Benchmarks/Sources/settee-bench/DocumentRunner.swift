@@ -463,7 +463,7 @@ final class DocumentRunner {
             guard let current = try engine.get(ids[index]), let revisionID = current.revisionID,
                   revisionID.hasPrefix("\(generations)-"), current.toDictionary() == bodies[0],
                   let revision = try engine.revision(of: ids[index], revisionID: revisionID),
-                  revision.history.count == generations, revision.properties == bodies[0]
+                  revision.history.count == generations, try revision.properties == bodies[0]
             else { throw EngineError("settee-doc: compaction: document \(index) reads back wrong") }
             for depth in 1 ..< generations {
                 let old = try engine.revision(of: ids[index], revisionID: revision.history[depth])
