@@ -467,7 +467,7 @@ final class DocumentRunner {
             else { throw EngineError("settee-doc: compaction: document \(index) reads back wrong") }
             for depth in 1 ..< generations {
                 let old = try engine.revision(of: ids[index], revisionID: revision.history[depth])
-                guard bodiesKept ? old?.properties == bodies[depth] : old == nil else {
+                guard try bodiesKept ? old?.properties == bodies[depth] : old == nil else {
                     throw EngineError("settee-doc: compaction: document \(index), revision \(revision.history[depth]): "
                         + (bodiesKept ? "body missing or wrong" : "body still kept"))
                 }
