@@ -202,7 +202,7 @@ package struct DocWorkload {
     private func resolve(_ db: Database, _ r: inout SplitMix, _ index: Int, _ out: inout DocStepOutcome) throws {
         var options = AllDocumentsOptions()
         options.onlyConflicts = true
-        let ids = try db.allDocuments(options).map(\.id)
+        let ids = try db.allDocuments(options).readAll().map(\.id)
         guard !ids.isEmpty else { return try replicate(db, &r, index, count: 1, &out) }
         let id = ids[Int(r.next(below: UInt64(ids.count)))]
         let leaves = try db.conflictingRevisions(withID: id)

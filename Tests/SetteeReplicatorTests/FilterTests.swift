@@ -92,7 +92,7 @@ import Testing
         let status = await replicate(device, server, .pull, recorder: recorder)
         #expect(status.error == nil)
         #expect(try device.count == 8)
-        #expect(try await recorder.waitFor { $0.count == 10 })
+        #expect(await recorder.waitFor { $0.count == 10 })
         let failed = recorder.documents.value.filter { $0.1.error != nil }
         #expect(Set(failed.map(\.1.id)) == ["doc-3", "doc-7"])
         #expect(failed.allSatisfy { $0.1.error?.code == .rejected && $0.1.error?.underlying?.code == .forbidden })

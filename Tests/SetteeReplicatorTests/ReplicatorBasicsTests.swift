@@ -27,7 +27,7 @@ import Testing
         #expect(try b.document(withID: "gone") == nil)
         #expect(try b.revisionTree(withID: "gone")?.revisions.last?.isDeleted == true)
         #expect(try b.document(withID: "photo")?.blob(forKey: "image")?.content == Data(repeating: 7, count: 5000))
-        #expect(try await recorder.waitFor { $0.count == 122 })
+        #expect(await recorder.waitFor { $0.count == 122 })
         #expect(recorder.documents.value.allSatisfy { $0.0 == .push && $0.1.error == nil })
         #expect(recorder.documents.value.contains { $0.1.id == "gone" && $0.1.flags.contains(.deleted) })
     }

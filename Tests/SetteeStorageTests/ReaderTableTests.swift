@@ -63,7 +63,7 @@ import Testing
         weak var seen: Snapshot?
         try store.withCurrentSnapshotOverflowing { pinned throws in
             seen = pinned.takeUnretainedValue()
-            #expect(try store.readers.overflow.withLock { $0.count } == 1)
+            #expect(store.readers.overflow.withLock { $0.count } == 1)
             try commit(Store.reclaimBatch * 4, in: store, tree)
             #expect(seen != nil)
             let tx = ReadTransaction(store: store, snapshot: pinned)

@@ -33,8 +33,8 @@ import Testing
         #expect(code { try store.write { try $0.put([UInt8](repeating: 1, count: 1025), [], in: tree) } } == .invalidKey)
         #expect(code { try store.write { _ in try store.write { _ in } } } == .invalidArgument)
         #expect(code { try store.write { _ = try $0.createTree(named: "") } } == .invalidArgument)
-        #expect(try code { try store.read { _ = try $0.withValue(at: ValueRef(rawValue: 12)) { $0.count } } } == .invalidValueRef)
-        #expect(try code { try store.read { _ = try $0.withValue(at: ValueRef(rawValue: 1 << 50)) { $0.count } } } == .invalidValueRef)
+        #expect(code { try store.read { _ = try $0.withValue(at: ValueRef(rawValue: 12)) { $0.count } } } == .invalidValueRef)
+        #expect(code { try store.read { _ = try $0.withValue(at: ValueRef(rawValue: 1 << 50)) { $0.count } } } == .invalidValueRef)
         var escaped: WriteTransaction?
         try store.write { escaped = $0 }
         #expect(code { try escaped!.put(bytes("k"), [], in: tree) } == .invalidArgument)

@@ -7,7 +7,7 @@ import Testing
     static func ids(_ db: Database, _ configure: (inout AllDocumentsOptions) -> Void) throws -> [String] {
         var options = AllDocumentsOptions()
         configure(&options)
-        return try db.allDocuments(options).map(\.id)
+        return try db.allDocuments(options).readAll().map(\.id)
     }
 
     @Test func rangesPrefixesOrderSkipLimit() throws {
@@ -53,7 +53,7 @@ import Testing
                 == .invalidParameter)
 
         // Documents carry their current revision and body.
-        let first = try #require(try db.allDocuments().first { _ in true })
+        let first = try #require(try db.allDocuments().next())
         #expect(first.id == "a")
         #expect(first.string(forKey: "name") == "a")
         #expect(first.revisionID == (try db.document(withID: "a")?.revisionID))
@@ -109,12 +109,58 @@ import Testing
                 == live.filter { $0 >= "p0200" && $0 <= "p0300" })
         #expect(try Self.ids(db) { $0.startKey = "p0600"; $0.endKey = "p0100"; $0.descending = true; $0.limit = 300 }
                 == Array(live.filter { $0 >= "p0100" && $0 <= "p0600" }.reversed().prefix(300)))
-        // Iterating by hand reports no error at the end.
-        var it = try db.allDocuments().makeIterator()
+        // Iterating by hand reads every page.
+        let cursor = try db.allDocuments()
         var n = 0
-        while it.next() != nil { n += 1 }
+        while try cursor.next() != nil { n += 1 }
         #expect(n == live.count)
-        #expect(it.error == nil)
+        #expect(try cursor.next() == nil)
+    }
+
+    /// A cursor reads the commit that was current when it was made, through every page, while
+    /// writes go on; the async form yields the same; a closed database's next page is an error
+    /// that reaches the caller, not a silent end.
+    @Test func cursorReadsOneSnapshotAndReportsErrors() async throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        try db.inBatch {
+            for i in 0 ..< 1000 { try db.saveDocument(MutableDocument(id: String(format: "d%04d", i), data: ["v": .int(Int64(i))])) }
+        }
+        let cursor = try db.allDocuments()
+        var seen: [String] = []
+        var edited = false
+        while let d = try cursor.next() {
+            seen.append(d.id)
+            #expect(d.int(forKey: "v") == Int(d.id.dropFirst())!)
+            if !edited {
+                // After the first page: delete some later documents, add others, edit one.
+                edited = true
+                for i in stride(from: 500, to: 1000, by: 7) {
+                    try db.deleteDocument(try #require(try db.document(withID: String(format: "d%04d", i))))
+                }
+                try db.saveDocument(MutableDocument(id: "d0999x", data: ["v": -1]))
+                let m = try #require(try db.document(withID: "d0998")).toMutable()
+                m.setInt(-1, forKey: "v")
+                try db.saveDocument(m)
+            }
+        }
+        #expect(seen == (0 ..< 1000).map { String(format: "d%04d", $0) })
+        // A new cursor sees the writes; the async form reads the same documents.
+        var asyncIDs: [String] = []
+        for try await d in try db.allDocuments() { asyncIDs.append(d.id) }
+        #expect(asyncIDs == (try db.allDocuments().readAll().map(\.id)))
+        #expect(asyncIDs.count == 1000 - stride(from: 500, to: 1000, by: 7).map { $0 }.count + 1)
+
+        let open = try db.allDocuments()
+        _ = try open.next()
+        try db.close()
+        var failure: SetteeError?
+        do {
+            while try open.next() != nil {}
+        } catch let e as SetteeError {
+            failure = e
+        }
+        #expect(failure?.code == .notOpen)
     }
 
     @Test func onlyConflictsListsConflictedDocumentsInOrder() throws {
@@ -130,7 +176,7 @@ import Testing
         #expect(try Self.ids(db) { $0.onlyConflicts = true; $0.descending = true } == ["k3", "k2", "k1"])
         #expect(try Self.ids(db) { $0.onlyConflicts = true; $0.limit = 1; $0.skip = 1 } == ["k2"])
         #expect(try Self.ids(db) { $0.onlyConflicts = true; $0.startKey = "k2" } == ["k2", "k3"])
-        let docs = Array(try db.allDocuments({ var o = AllDocumentsOptions(); o.onlyConflicts = true; return o }()))
+        let docs = try db.allDocuments({ var o = AllDocumentsOptions(); o.onlyConflicts = true; return o }()).readAll()
         #expect(docs.allSatisfy { $0.revisionID == "2-c" && $0.int(forKey: "v") == 3 })
         // A conflict that ends by deleting a branch leaves the list.
         try db.insertRevision(rev("k2", "3-d", ["3-d", "2-b", "1-a"], deleted: true))

@@ -61,7 +61,7 @@ import Testing
             try db.saveDocument(doc)
             #expect(try db.document(withID: "a")?.int(forKey: "v") == 2)
             #expect(try db.revisionTree(withID: "a")?.revisions.count == 2)
-            #expect(try db.allDocuments().map(\.id) == ["a"])
+            #expect(try db.allDocuments().readAll().map(\.id) == ["a"])
             #expect(try db.changes(since: 0).map(\.documentID) == ["a"])
             #expect(try db.count == 1)
             #expect(try db.lastSequence == 2)

@@ -86,7 +86,7 @@ private func logSize(_ db: Database) -> UInt64 {
         #expect(Set(try db.conflictingRevisions(withID: "doc").compactMap(\.revisionID)) == [r3, "3-other"])
         var conflictsOnly = AllDocumentsOptions()
         conflictsOnly.onlyConflicts = true
-        let onlyConflicts = try db.allDocuments(conflictsOnly).map(\.id)
+        let onlyConflicts = try db.allDocuments(conflictsOnly).readAll().map(\.id)
         #expect(onlyConflicts == ["doc"])
 
         // A three-way merge is still possible after compaction.

@@ -52,7 +52,7 @@ import Testing
             #expect(change.leafRevisionIDs == ["2-877", "2-54a"])
             var options = AllDocumentsOptions()
             options.onlyConflicts = true
-            #expect(try db.allDocuments(options).map(\.id) == ["DocumentA"])
+            #expect(try db.allDocuments(options).readAll().map(\.id) == ["DocumentA"])
             trees.append(tree)
         }
         // Both devices hold the same tree (revision order may differ: it is insertion order).
@@ -181,7 +181,7 @@ import Testing
         #expect(try db.count == 1)
         var options = AllDocumentsOptions()
         options.onlyConflicts = true
-        #expect(try db.allDocuments(options).map(\.id).isEmpty)
+        #expect(try db.allDocuments(options).readAll().map(\.id).isEmpty)
 
         try db.deleteDocument(revealed)
         #expect(try db.document(withID: "doc") == nil)
@@ -374,7 +374,7 @@ import Testing
         try db.saveDocument(MutableDocument(id: "calm", data: ["ok": true]))
         var onlyConflicts = AllDocumentsOptions()
         onlyConflicts.onlyConflicts = true
-        #expect(try db.allDocuments(onlyConflicts).map(\.id) == ["fruit"])
+        #expect(try db.allDocuments(onlyConflicts).readAll().map(\.id) == ["fruit"])
 
         let revs = try db.conflictingRevisions(withID: "fruit")
         #expect(revs.map(\.revisionID) == ["2-d", "2-c", "2-b"])
@@ -387,7 +387,7 @@ import Testing
         #expect(!resolved.isDeleted)
 
         #expect(try db.conflictingRevisions(withID: "fruit").count == 1)
-        #expect(try db.allDocuments(onlyConflicts).map(\.id).isEmpty)
+        #expect(try db.allDocuments(onlyConflicts).readAll().map(\.id).isEmpty)
         #expect(try conflictsIndexCount(db) == 0)
         let tree = try #require(try db.revisionTree(withID: "fruit"))
         #expect(!tree.isConflicted)

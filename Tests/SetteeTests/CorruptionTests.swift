@@ -44,13 +44,12 @@ import Testing
             defer { try? db.close() }
             _ = try db.count
             _ = try db.lastSequence
-            var it = try db.allDocuments({ var o = AllDocumentsOptions(); o.includeDeleted = true; return o }()).makeIterator()
+            let cursor = try db.allDocuments({ var o = AllDocumentsOptions(); o.includeDeleted = true; return o }())
             var ids: [String] = []
-            while let d = it.next() {
+            while let d = try cursor.next() {
                 _ = d.toDictionary()
                 ids.append(d.id)
             }
-            if let e = it.error { throw e }
             for id in ids.prefix(400) {
                 _ = try db.document(withID: id)
                 if let tree = try db.revisionTree(withID: id) {
@@ -60,7 +59,7 @@ import Testing
                 _ = try db.conflictingRevisions(withID: id)
             }
             _ = try db.changes(since: 0)
-            _ = try db.allDocuments({ var o = AllDocumentsOptions(); o.onlyConflicts = true; return o }()).map(\.id)
+            _ = try db.allDocuments({ var o = AllDocumentsOptions(); o.onlyConflicts = true; return o }()).readAll().map(\.id)
             _ = try db.localDocument(withID: "checkpoint")
             _ = try db.revsDiff(Dictionary(uniqueKeysWithValues: ids.prefix(50).map { ($0, ["1-x"]) }))
             try db.saveDocument(MutableDocument(id: "after-damage", data: ["ok": true]))

@@ -112,7 +112,7 @@ import Testing
         #expect(try db.localDocument(withID: "checkpoint") == ["last_seq": 7])
         var options = AllDocumentsOptions()
         options.onlyConflicts = true
-        #expect(try db.allDocuments(options).map(\.id) == ["conflicted"])
+        #expect(try db.allDocuments(options).readAll().map(\.id) == ["conflicted"])
         let blob = try #require(try db.document(withID: "blobby")?.blob(forKey: "file"))
         #expect(blob.digest == blobDigest)
         #expect(blob.content == Data("persistent bytes".utf8))

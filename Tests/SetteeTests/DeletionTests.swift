@@ -35,10 +35,10 @@ import Testing
         #expect(change.revisionID == tombRev)
         #expect(try db.revisionTree(withID: "job-1")?.currentRevisionID == tombRev)
 
-        #expect(try db.allDocuments().map(\.id) == ["job-2"])
+        #expect(try db.allDocuments().readAll().map(\.id) == ["job-2"])
         var options = AllDocumentsOptions()
         options.includeDeleted = true
-        let all = Array(try db.allDocuments(options))
+        let all = try db.allDocuments(options).readAll()
         #expect(all.map(\.id) == ["job-1", "job-2"])
         #expect(all[0].isDeleted)
         #expect(all[0].string(forKey: "worker_id") == "w-7")
@@ -87,7 +87,7 @@ import Testing
         #expect(try db.lastSequence == seq + 2)
         var options = AllDocumentsOptions()
         options.includeDeleted = true
-        #expect(try db.allDocuments(options).map(\.id) == ["a"])
+        #expect(try db.allDocuments(options).readAll().map(\.id) == ["a"])
         #expect(try db.changes(since: 0).map(\.documentID) == ["a"])
 
         // Unknown IDs: notFound, and no sequence taken.
@@ -123,7 +123,7 @@ import Testing
         #expect(try conflictsIndexCount(db) == 0)
         var options = AllDocumentsOptions()
         options.onlyConflicts = true
-        #expect(try db.allDocuments(options).map(\.id).isEmpty)
+        #expect(try db.allDocuments(options).readAll().map(\.id).isEmpty)
         #expect(try db.count == 0)
     }
 }

@@ -202,10 +202,10 @@ import Testing
         // Local documents may use "_" keys (checkpoints are CouchDB-shaped).
         try db.saveLocalDocument(["_rev": "0-1", "history": []], withID: "other")
 
-        #expect(try db.allDocuments().map(\.id) == ["regular"])
+        #expect(try db.allDocuments().readAll().map(\.id) == ["regular"])
         var options = AllDocumentsOptions()
         options.includeDeleted = true
-        #expect(try db.allDocuments(options).map(\.id) == ["regular"])
+        #expect(try db.allDocuments(options).readAll().map(\.id) == ["regular"])
         #expect(try db.changes(since: 0).map(\.documentID) == ["regular"])
         #expect(try db.document(withID: "checkpoint") == nil)
         #expect(try db.count == 1)

@@ -91,7 +91,7 @@ import Testing
         // Written again, it takes the current, packed form.
         let again = t.encoded()
         #expect(again[0] == RevTree.formatVersion)
-        #expect(try again.count < v1.count - 2 * 19)
+        #expect(again.count < v1.count - 2 * 19)
         #expect(try decode(again).revs.map(\.id) == t.revs.map(\.id))
         // Compaction's byte-level rewrite leaves older trees to the full path, which re-encodes.
         let rewritten = try v1.withUnsafeBytes { b in

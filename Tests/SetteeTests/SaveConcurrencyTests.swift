@@ -316,7 +316,7 @@ extension SaveConcurrencyTests {
                             let generation = Int(doc.revisionID!.prefix { $0 != "-" })!
                             if doc.int(forKey: "n") != generation { problems.withLock { $0.append("\(id) n \(doc.int(forKey: "n")) at gen \(generation)") } }
                         }
-                        let all = try db.allDocuments().map(\.id)
+                        let all = try db.allDocuments().readAll().map(\.id)
                         if all.count != 20 { problems.withLock { $0.append("reader \(r) saw \(all.count) documents") } }
                         let sequence = try db.lastSequence
                         if sequence < lastSequence { problems.withLock { $0.append("sequence went back") } }

@@ -1,3 +1,4 @@
+import Synchronization
 import SetteeStorage
 
 /// What ``Database/allDocuments(_:)`` returns: a key range or prefix, paging, order, and modes.
@@ -69,74 +70,109 @@ public struct AllDocumentsOptions: Sendable, Equatable {
     public init() {}
 }
 
-/// The documents matching ``AllDocumentsOptions``, read in batches as the sequence is iterated
-/// (each batch is a consistent snapshot; a long iteration may see later commits in later
-/// batches).
+/// The documents matching ``AllDocumentsOptions``, from one snapshot of the database, read in
+/// batches as they are asked for: a throwing cursor, and an `AsyncSequence`.
 ///
 /// ```swift
-/// for doc in try db.allDocuments() { print(doc.id, doc.revisionID ?? "") }
+/// let cursor = try db.allDocuments()
+/// while let doc = try cursor.next() { print(doc.id, doc.revisionID ?? "") }
 /// ```
 ///
-/// Errors reading the first batch are thrown by ``Database/allDocuments(_:)``; an error in a
-/// later batch ends the iteration, and the iterator's ``Iterator/error`` says what it was. Use
-/// ``Database/forEachDocument(_:_:)`` to have every error thrown.
+/// ```swift
+/// for try await doc in try db.allDocuments() { print(doc.id) }
+/// ```
 ///
-/// - Note: A value type; safe to share between threads. Each iterator belongs to one thread.
-public struct AllDocumentsSequence: Sequence, Sendable {
-    let database: Database
-    let options: AllDocumentsOptions
-    let first: AllDocumentsPage
+/// Every error reaches the caller: the first batch's from ``Database/allDocuments(_:)``, a later
+/// one's from ``next()`` (a closed database throws ``SetteeError/Code/notOpen``). The cursor sees
+/// the commit that was current when it was made, whatever is written meanwhile; it keeps that
+/// commit's memory until it is released. Made inside ``Database/inBatch(_:)`` on the batch's
+/// thread, it reads the batch's transaction instead, with the batch's own writes.
+///
+/// - Note: Thread-safe: the cursor may be used from any thread or task (calls are serialized);
+///   share one cursor between tasks only if they are meant to split its documents.
+public final class DocumentCursor: AsyncSequence, Sendable {
+    /// What the cursor yields.
+    public typealias Element = Document
 
-    /// Iterates the documents.
-    ///
-    /// ```swift
-    /// var it = try db.allDocuments().makeIterator()
-    /// while let doc = it.next() { print(doc.id) }
-    /// if let e = it.error { throw e }
-    /// ```
-    public struct Iterator: IteratorProtocol {
-        let database: Database
-        let options: AllDocumentsOptions
+    private struct State {
         var page: AllDocumentsPage
         var position = 0
-        /// The error that ended the iteration early, if any.
-        ///
-        /// ```swift
-        /// if let e = iterator.error { print(e) }
-        /// ```
-        public private(set) var error: (any Error)?
+    }
 
-        /// The next document, or nil at the end.
-        ///
-        /// ```swift
-        /// let doc = iterator.next()
-        /// ```
-        public mutating func next() -> Document? {
+    private let database: Database
+    private let options: AllDocumentsOptions
+    /// The commit every batch is read from; nil when made inside a batch (read through it).
+    private let held: StoreSnapshot?
+    private let state: Mutex<State>
+
+    init(database: Database, options: AllDocumentsOptions, held: StoreSnapshot?, first: AllDocumentsPage) {
+        self.database = database
+        self.options = options
+        self.held = held
+        self.state = Mutex(State(page: first))
+    }
+
+    /// The next document, or nil at the end.
+    ///
+    /// ```swift
+    /// while let doc = try cursor.next() { index(doc) }
+    /// ```
+    ///
+    /// - Throws: what reading the next batch throws (``SetteeError/Code/notOpen`` once the
+    ///   database is closed, ``SetteeError/Code/corrupted``, ``SetteeError/Code/io``).
+    public func next() throws -> Document? {
+        try state.withLock { s throws -> Document? in
             while true {
-                if position < page.documents.count {
-                    defer { position += 1 }
-                    return page.documents[position]
+                if s.position < s.page.documents.count {
+                    defer { s.position += 1 }
+                    return s.page.documents[s.position]
                 }
-                guard let resume = page.resume else { return nil }
-                do {
-                    page = try database.page(options, resume: resume)
-                    position = 0
-                } catch {
-                    self.error = error
-                    return nil
-                }
+                guard let resume = s.page.resume else { return nil }
+                s.page = try database.page(options, resume: resume, held: held)
+                s.position = 0
             }
         }
     }
 
-    /// Starts an iteration.
+    /// The documents not read yet, all at once (for small results: they are held in memory).
     ///
     /// ```swift
-    /// var it = sequence.makeIterator()
+    /// let ids = try db.allDocuments(options).readAll().map(\.id)
     /// ```
-    public func makeIterator() -> Iterator {
-        Iterator(database: database, options: options, page: first)
+    ///
+    /// - Throws: as ``next()``.
+    public func readAll() throws -> [Document] {
+        var out: [Document] = []
+        while let d = try next() { out.append(d) }
+        return out
     }
+
+    /// Iterates the cursor's remaining documents asynchronously.
+    ///
+    /// ```swift
+    /// var it = cursor.makeAsyncIterator()
+    /// while let doc = try await it.next() { print(doc.id) }
+    /// ```
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let cursor: DocumentCursor
+
+        /// The next document, or nil at the end.
+        ///
+        /// ```swift
+        /// let doc = try await iterator.next()
+        /// ```
+        public mutating func next() async throws -> Document? {
+            try Task.checkCancellation()
+            return try cursor.next()
+        }
+    }
+
+    /// An iterator over the cursor's remaining documents.
+    ///
+    /// ```swift
+    /// for try await doc in cursor { print(doc.id) }
+    /// ```
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(cursor: self) }
 }
 
 /// One batch of rows and where the next starts.
@@ -154,23 +190,25 @@ struct AllDocumentsPage: Sendable {
 extension Database {
     static let pageSize = 256
 
-    /// The documents matching `options`, streamed in batches.
+    /// The documents matching `options`, from one snapshot, as a cursor.
     ///
     /// ```swift
     /// var options = AllDocumentsOptions()
     /// options.onlyConflicts = true
-    /// for doc in try db.allDocuments(options) { try resolve(doc.id) }
+    /// let conflicted = try db.allDocuments(options)
+    /// while let doc = try conflicted.next() { try db.resolveConflict(withID: doc.id) }
     /// ```
     ///
     /// - Throws: ``SetteeError/Code/invalidParameter`` for a negative skip or limit,
     ///   ``SetteeError/Code/notOpen``, ``SetteeError/Code/corrupted``.
-    public func allDocuments(_ options: AllDocumentsOptions = AllDocumentsOptions()) throws -> AllDocumentsSequence {
+    public func allDocuments(_ options: AllDocumentsOptions = AllDocumentsOptions()) throws -> DocumentCursor {
         try checkOpen()
         guard options.skip >= 0, (options.limit ?? 0) >= 0 else {
             throw SetteeError(.invalidParameter, "skip and limit cannot be negative")
         }
-        let first = try page(options, resume: AllDocumentsPage.Resume(after: [], skip: options.skip, remaining: options.limit))
-        return AllDocumentsSequence(database: self, options: options, first: first)
+        let held = core.batchOnThisThread() == nil ? core.store.snapshot() : nil
+        let first = try page(options, resume: AllDocumentsPage.Resume(after: [], skip: options.skip, remaining: options.limit), held: held)
+        return DocumentCursor(database: self, options: options, held: held, first: first)
     }
 
     /// Calls `body` with each document matching `options`, stopping when it returns false; every
@@ -180,15 +218,20 @@ extension Database {
     /// try db.forEachDocument(AllDocumentsOptions()) { doc in print(doc.id); return true }
     /// ```
     public func forEachDocument(_ options: AllDocumentsOptions, _ body: (Document) throws -> Bool) throws {
-        var it = try allDocuments(options).makeIterator()
-        while let d = it.next() {
+        let cursor = try allDocuments(options)
+        while let d = try cursor.next() {
             guard try body(d) else { return }
         }
-        if let e = it.error { throw e }
     }
 
-    func page(_ o: AllDocumentsOptions, resume: AllDocumentsPage.Resume) throws -> AllDocumentsPage {
+    /// One batch, from the held commit (or through the batch when there is none).
+    func page(_ o: AllDocumentsOptions, resume: AllDocumentsPage.Resume, held: StoreSnapshot?) throws -> AllDocumentsPage {
         try checkOpen()
+        if let held { return try translating { try held.read { tx in try page(tx, o, resume: resume) } } }
+        return try core.read { tx in try page(tx, o, resume: resume) }
+    }
+
+    private func page(_ tx: some StoreReading, _ o: AllDocumentsOptions, resume: AllDocumentsPage.Resume) throws -> AllDocumentsPage {
         var out = AllDocumentsPage()
         if resume.remaining == 0 { return out }
         let prefix = o.prefix.map { Array($0.utf8) }
@@ -211,7 +254,7 @@ extension Database {
         var last: [UInt8] = []
         var full = false
         let tree = o.onlyConflicts ? core.trees.conflicts : core.trees.byID
-        try core.read { tx in
+        do {
             try tx.forEach(in: tree, from: from, reverse: o.descending) { k, v in
                 let key = Array(k)
                 if !resume.after.isEmpty && key == resume.after { return true }

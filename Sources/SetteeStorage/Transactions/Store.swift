@@ -378,6 +378,22 @@ public final class Store: @unchecked Sendable {
         try withCurrentSnapshot { snapshot in try body(ReadTransaction(store: self, snapshot: snapshot)) }
     }
 
+    /// Holds the last commit for reads across calls and threads (a cursor that pages through a
+    /// tree in several calls, each seeing the same commit).
+    ///
+    /// ```swift
+    /// let held = store.snapshot()
+    /// let first = try held.read { tx in try tx.count(in: people) }
+    /// // … commits happen …
+    /// let again = try held.read { tx in try tx.count(in: people) }   // the same commit
+    /// ```
+    ///
+    /// The held commit's memory (and, across a compaction, the old log) stays allocated until the
+    /// snapshot is released, as for a long ``read(_:)``.
+    public func snapshot() -> StoreSnapshot {
+        withCurrentSnapshot { StoreSnapshot(store: self, snapshot: $0.takeUnretainedValue()) }
+    }
+
     /// Runs `body` as the only writer and commits what it did when it returns; if it throws,
     /// nothing it did is kept and the error is rethrown. With ``StoreConfiguration/Durability/synchronous``
     /// the commit is durable when this returns.
