@@ -28,7 +28,12 @@ let package = Package(
         .target(
             name: "Settee",
             // CLZ4 for its C helpers only (SHA-1 with the CPU's SHA instructions).
-            dependencies: ["SetteeStorage", "CLZ4"]
+            dependencies: ["SetteeStorage", "CLZ4"],
+            swiftSettings: [
+                // The decoders' fuzz entry points (`DecoderFuzzing`): in debug builds (the tests)
+                // and `scripts/fuzz`, never in a release build an application ships.
+                .define("SETTEE_DECODER_FUZZING", .when(configuration: .debug)),
+            ]
         ),
         // Push, pull and continuous replication between peers (the CouchDB replication protocol's
         // steps), conflict resolution, filters, checkpoints. Above the document API only: it
@@ -48,7 +53,8 @@ let package = Package(
         .target(
             name: "SetteeCrashKit",
             dependencies: ["SetteeStorage", "Settee"],
-            path: "Tests/CrashKit"
+            path: "Tests/CrashKit",
+            swiftSettings: [.define("SETTEE_DECODER_FUZZING", .when(configuration: .debug))]
         ),
         .executableTarget(
             name: "crash-harness",
@@ -64,7 +70,8 @@ let package = Package(
         ),
         .testTarget(
             name: "SetteeTests",
-            dependencies: ["Settee", "SetteeCrashKit"]
+            dependencies: ["Settee", "SetteeCrashKit"],
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "SetteeReplicatorTests",

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Settee
+@_spi(Replication) import Settee
 import SetteeStorage
 
 /// Figures from a round of SIGKILLs of a document-layer writer.

@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import SetteeStorage
 
 /// Figures from a round of simulated power losses under the document layer.

@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import SetteeStorage
 
 /// A database the document rounds crash, and its reference: a database in another directory

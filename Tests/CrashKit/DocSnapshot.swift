@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 
 /// Everything a database shows through the public API about the documents a ``DocWorkload``
 /// uses: each document's revision tree, current revision (body, deletion, sequence) and leaf

@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 
 /// What kinds of document operations a step made (for the round's figures).
 package enum DocOperation: String, CaseIterable, Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import SetteeStorage
 
 /// Entry points for libFuzzer (see `scripts/fuzz`), also run over the seed corpus by the tests.
@@ -13,7 +13,11 @@ package enum FuzzTargets {
     /// as a database's log (``storeFile(_:directory:)``).
     package static func oneInput(_ bytes: UnsafeRawBufferPointer, directory: String) {
         if bytes.first == documentDecodersTag {
+            #if SETTEE_DECODER_FUZZING
             DecoderFuzzing.run(UnsafeRawBufferPointer(rebasing: bytes.dropFirst()))
+            #else
+            fatalError("this build has no decoder fuzzing: build with -DSETTEE_DECODER_FUZZING (scripts/fuzz does)")
+            #endif
         } else {
             storeFile(bytes, directory: directory)
         }
@@ -62,9 +66,11 @@ extension FuzzTargets {
     /// document and JSON bodies.
     package static func writeSeedCorpus(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        #if SETTEE_DECODER_FUZZING
         for (name, bytes) in DecoderFuzzing.seedInputs() {
             try Data([documentDecodersTag] + bytes).write(to: URL(fileURLWithPath: directory + "/docs-" + name))
         }
+        #endif
         let work = directory + "/.work"
         defer { try? FileManager.default.removeItem(atPath: work) }
         func make(_ name: String, close: Bool, _ body: (Store) throws -> Void) throws {

@@ -1,7 +1,7 @@
 import Foundation
 @_spi(Replication) import Settee
 import Testing
-@testable import SetteeReplicator
+@_spi(Replication) @testable import SetteeReplicator
 
 struct LocalWinsResolver: ConflictResolver {
     func resolve(_ conflict: Conflict) throws -> Document? { conflict.localDocument }

@@ -1,7 +1,7 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import Testing
-@testable import SetteeReplicator
+@_spi(Replication) @testable import SetteeReplicator
 
 /// The convergence property: databases that edit, delete, conflict and purge at random, and
 /// replicate in random pairs (one-shot, interrupted, continuous), end with identical revision

@@ -1,7 +1,7 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import Testing
-@testable import SetteeReplicator
+@_spi(Replication) @testable import SetteeReplicator
 
 @Suite struct ReplicatorBasicsTests {
     @Test func pushCopiesDocumentsTombstonesAndBlobs() async throws {

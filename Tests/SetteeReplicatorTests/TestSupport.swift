@@ -1,9 +1,9 @@
 import Foundation
 import SetteeCrashKit
-import Settee
+@_spi(Replication) import Settee
 import Synchronization
 import Testing
-@testable import SetteeReplicator
+@_spi(Replication) @testable import SetteeReplicator
 
 /// A directory for one test's databases, in /dev/shm when there is one (tests never wait on a
 /// disk), removed when the test ends.

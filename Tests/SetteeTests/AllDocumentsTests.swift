@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// `allDocuments`: key ranges, prefixes, order, paging, deleted documents and only-conflicts.
 @Suite struct AllDocumentsTests {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// `inBatch`: one all-or-nothing transaction, reads that see its writes, one notification.
 @Suite struct BatchTests {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// Blobs: content-addressed storage, deduplication, streaming of large content
 /// (DESIGN "Semantics decided" 8).

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// Documents from and to Codable values.
 @Suite struct CodableTests {

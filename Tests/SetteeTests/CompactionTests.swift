@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// What a database holds, as a user sees it: every document's tree shape, winner, body and
 /// sequence, plus the counters. Compaction must leave all of it as it was.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// Replication conflicts, the deterministic winner rule (seed 004, DESIGN "Semantics decided" 1
 /// and 2), identical edits, and resolving conflicts by picking a winner or merging (seed 001).

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// Hostile files: a damaged or truncated log must make opening or reading throw a SetteeError
 /// (or recover), never crash.

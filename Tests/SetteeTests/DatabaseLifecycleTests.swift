@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// Opening, sharing, closing, reopening and deleting databases.
 @Suite struct DatabaseLifecycleTests {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// Tombstones that keep properties (seeds 003 and 004) and purging (DESIGN "Semantics decided" 5).
 @Suite struct DeletionTests {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 @Suite struct DocumentBasicsTests {
     @Test func saveReadUpdateDelete() throws {

@@ -1,7 +1,7 @@
 import Foundation
 import SetteeStorage
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// A clock the test moves by hand: the sweeper sleeps until the test advances it past a due
 /// time, so nothing waits for real time to pass.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// The JSON parser and canonical writer, SHA-1, the Codable bridge and ISO-8601 dates.
 @Suite struct JSONTests {

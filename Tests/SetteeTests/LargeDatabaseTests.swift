@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 extension HeavyTests {
     /// Seed 001: an all-documents query in only-conflicts mode costs O(conflicts), not O(documents).

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// Change listeners, document listeners and the async change stream (seed 004, "change
 /// notifications").

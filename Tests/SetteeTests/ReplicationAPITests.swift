@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// The entry points a replicator uses: the changes feed, revsDiff, revisions with history,
 /// insertRevisions, and local (unreplicated) documents.

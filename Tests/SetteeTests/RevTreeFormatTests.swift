@@ -1,7 +1,7 @@
 import Foundation
 import SetteeStorage
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// The stored form of revision trees (Formats/documents.md, "Revision tree"): version 2 packs
 /// 40-digit lowercase hex digests into 20 bytes, keeps every other digest as text, and still

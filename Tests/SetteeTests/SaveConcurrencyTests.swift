@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// Saving and deleting with concurrency control and conflict handlers (DESIGN "Semantics
 /// decided" 4, seed 002 case 2, seed 004 update-with-retry).

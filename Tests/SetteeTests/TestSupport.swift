@@ -2,7 +2,7 @@ import Foundation
 import SetteeCrashKit
 import Synchronization
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 // Shared helpers for the document-layer tests (TemporaryDirectory lives in DocumentBasicsTests.swift).
 

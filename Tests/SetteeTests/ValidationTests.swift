@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Replication) @testable import Settee
 
 /// Validation functions (seed 003): they see every new revision, local or replicated, with the
 /// current revision, and reject with a message (`forbidden`, CouchDB's 403).

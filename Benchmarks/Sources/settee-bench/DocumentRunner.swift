@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import Synchronization
 
 /// `Runner`'s counterpart for `settee-doc`: the same workloads on the same data, in the same order and with

@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import Synchronization
 
 /// `expiry` and `expiry-stall` (settee-doc only), one run: `count` documents (at most 100,000) that all

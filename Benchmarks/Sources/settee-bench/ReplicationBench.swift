@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-import Settee
-import SetteeReplicator
+@_spi(Replication) import Settee
+@_spi(Replication) import SetteeReplicator
 
 /// `replicate-local` and `replicate-noop` (settee-doc only), one run: `SetteeReplicator` between two
 /// databases in this process (`DatabaseEndpoint`), both `fullSync`.

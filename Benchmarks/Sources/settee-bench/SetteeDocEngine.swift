@@ -1,4 +1,4 @@
-import Settee
+@_spi(Replication) import Settee
 
 /// Settee's document API (`Settee`), the layer applications use, over the same storage engine as `settee`:
 /// `Database(name:config:)` with `fullSync = true` (every commit durable before the call returns),

@@ -9,6 +9,7 @@ extension Database {
     /// try db.saveLocalDocument(["last_seq": 42], withID: "checkpoint-abc")
     /// let cp = try db.localDocument(withID: "checkpoint-abc")?["last_seq"]
     /// ```
+    @_spi(Replication)
     public func localDocument(withID id: String) throws -> [String: JSONValue]? {
         try localDocumentWithRevision(withID: id)?.properties
     }
@@ -18,6 +19,7 @@ extension Database {
     /// ```swift
     /// if let (props, rev) = try db.localDocumentWithRevision(withID: "cp") { print(rev, props) }
     /// ```
+    @_spi(Replication)
     public func localDocumentWithRevision(withID id: String) throws -> (properties: [String: JSONValue], revisionID: String)? {
         try checkOpen()
         let key = try Self.localKey(id)
@@ -38,6 +40,7 @@ extension Database {
     /// try db.saveLocalDocument(["session": "x", "last_seq": 10], withID: "_local/repl-1")
     /// ```
     @discardableResult
+    @_spi(Replication)
     public func saveLocalDocument(_ properties: [String: JSONValue], withID id: String) throws -> String {
         try checkOpen()
         let key = try Self.localKey(id)
@@ -63,6 +66,7 @@ extension Database {
     /// ```
     ///
     /// - Throws: ``SetteeError/Code/notFound`` when there is none.
+    @_spi(Replication)
     public func deleteLocalDocument(withID id: String) throws {
         try checkOpen()
         let key = try Self.localKey(id)

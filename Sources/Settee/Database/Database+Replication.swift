@@ -7,6 +7,7 @@ import SetteeStorage
 /// ```
 ///
 /// - Note: A value type; safe to share between threads.
+@_spi(Replication)
 public struct ChangeEntry: Sendable, Hashable {
     /// The sequence of the document's latest change.
     ///
@@ -61,6 +62,7 @@ public struct ChangeEntry: Sendable, Hashable {
 /// ```
 ///
 /// - Note: A value type; safe to share between threads.
+@_spi(Replication)
 public struct RevsDiffResult: Sendable, Hashable {
     /// The revisions this database does not have.
     ///
@@ -96,6 +98,7 @@ public struct RevsDiffResult: Sendable, Hashable {
 /// body and properties with the same content are equal.
 ///
 /// - Note: A value type; safe to share between threads.
+@_spi(Replication)
 public struct ReplicatedRevision: Sendable, Hashable {
     /// The document ID.
     ///
@@ -253,6 +256,7 @@ public struct ReplicatedRevision: Sendable, Hashable {
 /// ```swift
 /// for case .rejected(let error) in try db.insertRevisions(batch) { print(error.message) }
 /// ```
+@_spi(Replication)
 public enum RevisionInsertOutcome: Sendable, Equatable {
     /// Stored (possibly as a new conflicting branch); or, for a revision the database already
     /// had, its history linked revisions the tree held apart, which may change the leaves.
@@ -278,6 +282,7 @@ extension Database {
     ///
     /// The leaves of a document with a single leaf come straight from the sequence index; only
     /// documents with several leaves cost a read of their revision tree.
+    @_spi(Replication)
     public func changes(since: UInt64, limit: Int? = nil) throws -> [ChangeEntry] {
         try checkOpen()
         guard (limit ?? 0) >= 0 else { throw SetteeError(.invalidParameter, "limit cannot be negative") }
@@ -315,6 +320,7 @@ extension Database {
     /// let diff = try db.revsDiff(["doc-1": ["2-a", "3-b"], "doc-2": ["1-c"]])
     /// for (id, r) in diff { request(id, r.missing) }
     /// ```
+    @_spi(Replication)
     public func revsDiff(_ revisions: [String: [String]]) throws -> [String: RevsDiffResult] {
         try checkOpen()
         var out: [String: RevsDiffResult] = [:]
@@ -351,6 +357,7 @@ extension Database {
     /// - Throws: ``SetteeError/Code/forbidden`` when a validation rejects it,
     ///   ``SetteeError/Code/invalidParameter`` when it is malformed.
     @discardableResult
+    @_spi(Replication)
     public func insertRevision(_ revision: ReplicatedRevision) throws -> Bool {
         switch try insertRevisions([revision])[0] {
         case .inserted: return true
@@ -373,6 +380,7 @@ extension Database {
     /// ```
     ///
     /// - Throws: only for failures of the database itself (I/O, corruption, closed).
+    @_spi(Replication)
     public func insertRevisions(_ revisions: [ReplicatedRevision]) throws -> [RevisionInsertOutcome] {
         try checkOpen()
         var prepared: [Result<(key: [UInt8], gen: UInt64, body: PreparedBody), SetteeError>] = []
@@ -438,6 +446,7 @@ extension Database {
     /// ```swift
     /// if let r = try db.revision(withID: "doc", revisionID: "2-877") { send(r) }
     /// ```
+    @_spi(Replication)
     public func revision(withID id: String, revisionID: String) throws -> ReplicatedRevision? {
         try checkOpen()
         let key = try validateDocumentID(id)
@@ -456,6 +465,7 @@ extension Database {
     /// ```swift
     /// for leaf in try db.leafRevisions(withID: "doc") { print(leaf.revisionID, leaf.isDeleted) }
     /// ```
+    @_spi(Replication)
     public func leafRevisions(withID id: String) throws -> [ReplicatedRevision] {
         try checkOpen()
         let key = try validateDocumentID(id)

@@ -1,3 +1,6 @@
+// Compiled only into fuzzing and test builds (`SETTEE_DECODER_FUZZING`: debug builds, and
+// `scripts/fuzz`), never into the library an application ships.
+#if SETTEE_DECODER_FUZZING
 /// The fuzz entry point of the document layer's decoders (`Tests/Fuzz`, `scripts/fuzz`): every
 /// decoder of bytes read from disk or from a peer gets the same input. Errors are fine; a crash,
 /// a hang, a runaway allocation, or a decoded value that does not survive being encoded and
@@ -170,3 +173,4 @@ package enum DecoderFuzzing {
         return out
     }
 }
+#endif

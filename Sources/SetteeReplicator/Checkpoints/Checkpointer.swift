@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 
 /// The replication ID of one direction of a replicator (`Formats/replication.md`): the SHA-1, in
 /// hex, of the canonical JSON of everything that decides what the replication copies — source and

@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 
 /// Which way a replicator copies changes.
 ///

@@ -1,4 +1,4 @@
-import Settee
+@_spi(Replication) import Settee
 
 /// The one error type of the replicator: a code, a short message free of document content, and
 /// the document and underlying database error when there is one.

@@ -1,4 +1,4 @@
-import Settee
+@_spi(Replication) import Settee
 
 /// A filter function a ``DatabaseEndpoint`` runs on its own changes feed when a replication asks
 /// for it by name (seed 003's parameterized filters): the document's current revision
@@ -152,6 +152,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// ```swift
     /// let diff = try await endpoint.revsDiff(["doc": ["2-877"]])
     /// ```
+    @_spi(Replication)
     public func revsDiff(_ revisions: [String: [String]]) async throws -> [String: RevsDiffResult] {
         try database.revsDiff(revisions)
     }
@@ -162,6 +163,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// ```swift
     /// let revs = try await endpoint.revisions([RevisionRequest(documentID: "doc", revisionIDs: ["2-877"])])
     /// ```
+    @_spi(Replication)
     public func revisions(_ requests: [RevisionRequest]) async throws -> [ReplicatedRevision] {
         try fetch(requests)
     }
@@ -218,6 +220,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// ```swift
     /// let outcomes = try await endpoint.insertRevisions(batch)
     /// ```
+    @_spi(Replication)
     public func insertRevisions(_ revisions: [ReplicatedRevision]) async throws -> [RevisionInsertOutcome] {
         try database.insertRevisions(revisions)
     }
@@ -227,6 +230,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// ```swift
     /// let cp = try await endpoint.localDocument(withID: "_local/abc")
     /// ```
+    @_spi(Replication)
     public func localDocument(withID id: String) async throws -> [String: JSONValue]? {
         try database.localDocument(withID: id)
     }
@@ -236,6 +240,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// ```swift
     /// try await endpoint.saveLocalDocument(["source_last_seq": 10], withID: "_local/abc")
     /// ```
+    @_spi(Replication)
     public func saveLocalDocument(_ properties: [String: JSONValue], withID id: String) async throws {
         try database.saveLocalDocument(properties, withID: id)
     }

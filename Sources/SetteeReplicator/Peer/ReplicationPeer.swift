@@ -1,4 +1,4 @@
-import Settee
+@_spi(Replication) import Settee
 
 /// One side of a replication, seen through the calls of the CouchDB replication protocol: database
 /// information, the changes feed (`style=all_docs`), `_revs_diff`, revisions with their history
@@ -56,6 +56,7 @@ public protocol ReplicationPeer: Sendable {
     /// ```swift
     /// let diff = try await target.revsDiff(["doc": ["2-877"]])
     /// ```
+    @_spi(Replication)
     func revsDiff(_ revisions: [String: [String]]) async throws -> [String: RevsDiffResult]
 
     /// The requested revisions with their bodies and histories, newest first (CouchDB's
@@ -64,6 +65,7 @@ public protocol ReplicationPeer: Sendable {
     /// ```swift
     /// let revs = try await source.revisions([RevisionRequest(documentID: "doc", revisionIDs: ["2-877"])])
     /// ```
+    @_spi(Replication)
     func revisions(_ requests: [RevisionRequest]) async throws -> [ReplicatedRevision]
 
     /// The digests among `digests` whose content the peer does not have, so only those are sent.
@@ -93,6 +95,7 @@ public protocol ReplicationPeer: Sendable {
     /// ```swift
     /// let outcomes = try await target.insertRevisions(fetched)
     /// ```
+    @_spi(Replication)
     func insertRevisions(_ revisions: [ReplicatedRevision]) async throws -> [RevisionInsertOutcome]
 
     /// A `_local` document (replication checkpoints); nil when there is none.
@@ -100,6 +103,7 @@ public protocol ReplicationPeer: Sendable {
     /// ```swift
     /// let checkpoint = try await peer.localDocument(withID: "_local/" + replicationID)
     /// ```
+    @_spi(Replication)
     func localDocument(withID id: String) async throws -> [String: JSONValue]?
 
     /// Creates or replaces a `_local` document.
@@ -107,6 +111,7 @@ public protocol ReplicationPeer: Sendable {
     /// ```swift
     /// try await peer.saveLocalDocument(checkpoint, withID: "_local/" + replicationID)
     /// ```
+    @_spi(Replication)
     func saveLocalDocument(_ properties: [String: JSONValue], withID id: String) async throws
 }
 

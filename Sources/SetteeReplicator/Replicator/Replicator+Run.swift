@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import Synchronization
 
 /// A batch read from the source and ready to insert: the rows it covers and the revisions the

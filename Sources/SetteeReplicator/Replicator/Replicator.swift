@@ -1,5 +1,5 @@
 import Dispatch
-import Settee
+@_spi(Replication) import Settee
 import Synchronization
 
 /// Replicates a local ``Database`` with a ``ReplicationPeer``: push, pull or both, one-shot or

@@ -1,4 +1,4 @@
-import Settee
+@_spi(Replication) import Settee
 
 /// What a replicator is doing (seed 003's stopped / offline / idle / active, with Couchbase Lite
 /// 2's connecting and busy).
