@@ -1,5 +1,5 @@
 import Synchronization
-import SetteeStorage
+internal import SetteeStorage
 
 /// What ``Database/allDocuments(_:)`` returns: a key range or prefix, paging, order, and modes.
 ///

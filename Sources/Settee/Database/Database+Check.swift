@@ -1,4 +1,4 @@
-import SetteeStorage
+internal import SetteeStorage
 
 /// What ``Database/check(repair:)`` found: the documents and revisions it walked, and every
 /// problem, each naming its document and what is wrong.

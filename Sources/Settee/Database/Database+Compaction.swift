@@ -1,5 +1,5 @@
 import Foundation
-import SetteeStorage
+internal import SetteeStorage
 import Synchronization
 
 /// How far a running compaction has got.

@@ -1,4 +1,4 @@
-import SetteeStorage
+internal import SetteeStorage
 
 /// One revision in a document's revision tree.
 ///

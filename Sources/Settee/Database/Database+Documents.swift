@@ -1,5 +1,5 @@
 import Foundation
-import SetteeStorage
+internal import SetteeStorage
 
 /// How a save or delete treats a document that changed since it was read.
 ///

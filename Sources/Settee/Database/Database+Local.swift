@@ -1,4 +1,4 @@
-import SetteeStorage
+internal import SetteeStorage
 
 extension Database {
     /// Local documents (CouchDB's `_local/…`): small JSON objects that are never replicated and

@@ -1,4 +1,4 @@
-import SetteeStorage
+internal import SetteeStorage
 
 /// One row of the changes feed: a document's latest change.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import SetteeStorage
+package import SetteeStorage
 import Synchronization
 
 /// A Settee database: documents with revision trees, conflicts, blobs and change feeds, in one

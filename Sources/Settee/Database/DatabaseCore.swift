@@ -1,5 +1,5 @@
 import Foundation
-import SetteeStorage
+internal import SetteeStorage
 import Synchronization
 
 /// The engine trees of an open database.

@@ -1,4 +1,4 @@
-import SetteeStorage
+internal import SetteeStorage
 
 /// Names of the engine trees a database uses (Formats/documents.md).
 enum TreeName {

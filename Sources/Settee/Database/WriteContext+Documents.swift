@@ -1,4 +1,4 @@
-import SetteeStorage
+internal import SetteeStorage
 
 /// A validation function (seed 003): sees each new revision before it is stored, with the
 /// document's current revision (nil for a new document), and rejects it by throwing.

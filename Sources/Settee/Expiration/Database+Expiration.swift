@@ -1,5 +1,5 @@
 import Foundation
-import SetteeStorage
+internal import SetteeStorage
 
 extension Database {
     // MARK: - Expiration (TTL)

@@ -1,5 +1,5 @@
 import Foundation
-import SetteeStorage
+internal import SetteeStorage
 
 extension DatabaseCore {
     /// Index entries handled per write transaction by the sweeper and

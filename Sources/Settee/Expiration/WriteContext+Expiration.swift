@@ -1,5 +1,5 @@
 import Foundation
-import SetteeStorage
+internal import SetteeStorage
 
 /// Whole seconds since 1970, as `doc.expiry` stores them.
 enum ExpiryTime {

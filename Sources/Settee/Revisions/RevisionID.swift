@@ -1,4 +1,4 @@
-import SetteeStorage
+internal import SetteeStorage
 
 /// Parsing and ordering of revision IDs (`<generation>-<digest>`, DESIGN "Semantics decided" 1).
 enum RevisionID {

@@ -1,4 +1,4 @@
-import SetteeStorage
+internal import SetteeStorage
 
 /// Little helpers to build and read the binary records of `Formats/documents.md`. Reading is
 /// bounds-checked everywhere: these bytes come from disk and may be damaged or hostile.
