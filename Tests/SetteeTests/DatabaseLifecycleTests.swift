@@ -135,3 +135,28 @@ import Testing
         #expect(received == [["a"]])
     }
 }
+
+/// Error codes are values that a later version can add to: they match by name in `catch`
+/// patterns, `switch` (with a `default`) and equality, and print their names.
+@Suite struct ErrorCodeTests {
+    @Test func codesMatchAndPrintByName() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        do {
+            try db.purgeDocument(withID: "absent")
+            Issue.record("purging an absent document did not throw")
+        } catch SetteeError.Code.notFound {
+            // matched by the code's pattern
+        }
+        let e = SetteeError(.conflict, "changed meanwhile")
+        switch e.code {
+        case .conflict: break
+        default: Issue.record("a switch did not match .conflict")
+        }
+        #expect(SetteeError.Code(rawValue: "conflict") == .conflict)
+        #expect(SetteeError.Code(rawValue: "somethingNew") != .conflict)
+        #expect("\(e)" == "SetteeError.conflict: changed meanwhile")
+        #expect(Set(SetteeError.Code.allCases).count == SetteeError.Code.allCases.count)
+        #expect(SetteeError.Code.allCases.contains(.versionMismatch))
+    }
+}

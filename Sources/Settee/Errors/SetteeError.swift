@@ -20,32 +20,108 @@ public struct SetteeError: Error, Equatable, Sendable, CustomStringConvertible {
     /// ```swift
     /// if error.code == .notFound { showEmptyState() }
     /// ```
-    public enum Code: String, Sendable, Equatable, CaseIterable {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The code's name, as ``description`` prints it.
+        ///
+        /// ```swift
+        /// print(error.code.rawValue)   // "notFound"
+        /// ```
+        public let rawValue: String
+
+        /// A code by name; the named constants below are the ones this version throws.
+        ///
+        /// ```swift
+        /// let code = SetteeError.Code(rawValue: "notFound")
+        /// ```
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The name.
+        ///
+        /// ```swift
+        /// print(error.code)   // notFound
+        /// ```
+        public var description: String { rawValue }
+
         /// No document (or revision, blob, local document) with that identifier.
-        case notFound
+        ///
+        /// ```swift
+        /// if error.code == .notFound { … }
+        /// ```
+        public static let notFound = Code(rawValue: "notFound")
         /// The document changed since it was read and the operation refuses to overwrite it.
-        case conflict
+        ///
+        /// ```swift
+        /// if error.code == .conflict { … }
+        /// ```
+        public static let conflict = Code(rawValue: "conflict")
         /// A validation function rejected the revision; ``SetteeError/message`` is its message.
-        case forbidden
+        ///
+        /// ```swift
+        /// if error.code == .forbidden { … }
+        /// ```
+        public static let forbidden = Code(rawValue: "forbidden")
         /// An argument is malformed: a document or revision ID, a reserved `_` key, an option.
-        case invalidParameter
+        ///
+        /// ```swift
+        /// if error.code == .invalidParameter { … }
+        /// ```
+        public static let invalidParameter = Code(rawValue: "invalidParameter")
         /// Text that should be JSON is not, or a JSON value cannot be represented.
-        case invalidJSON
+        ///
+        /// ```swift
+        /// if error.code == .invalidJSON { … }
+        /// ```
+        public static let invalidJSON = Code(rawValue: "invalidJSON")
         /// A document body or blob exceeds a size limit.
-        case tooLarge
+        ///
+        /// ```swift
+        /// if error.code == .tooLarge { … }
+        /// ```
+        public static let tooLarge = Code(rawValue: "tooLarge")
         /// The database files are damaged.
-        case corrupted
+        ///
+        /// ```swift
+        /// if error.code == .corrupted { … }
+        /// ```
+        public static let corrupted = Code(rawValue: "corrupted")
         /// The database is in use: opened by another process, or deleted while open.
-        case busy
+        ///
+        /// ```swift
+        /// if error.code == .busy { … }
+        /// ```
+        public static let busy = Code(rawValue: "busy")
         /// The database was closed.
-        case notOpen
+        ///
+        /// ```swift
+        /// if error.code == .notOpen { … }
+        /// ```
+        public static let notOpen = Code(rawValue: "notOpen")
         /// A file operation failed.
-        case io
+        ///
+        /// ```swift
+        /// if error.code == .io { … }
+        /// ```
+        public static let io = Code(rawValue: "io")
         /// The files were written by a format version this build cannot read.
-        case versionMismatch
+        ///
+        /// ```swift
+        /// if error.code == .versionMismatch { … }
+        /// ```
+        public static let versionMismatch = Code(rawValue: "versionMismatch")
         /// The operation was cancelled (a compaction whose progress handler returned false, or
         /// one stopped because the database closed).
-        case cancelled
+        ///
+        /// ```swift
+        /// if error.code == .cancelled { … }
+        /// ```
+        public static let cancelled = Code(rawValue: "cancelled")
+
+        /// Every code this version throws (a later version may add more: match with `default`).
+        ///
+        /// ```swift
+        /// for code in SetteeError.Code.allCases { print(code) }
+        /// ```
+        public static let allCases: [Code] = [.notFound, .conflict, .forbidden, .invalidParameter, .invalidJSON, .tooLarge, .corrupted, .busy, .notOpen, .io, .versionMismatch, .cancelled]
     }
 
     /// What went wrong.

@@ -18,25 +18,81 @@ public struct ReplicatorError: Error, Sendable, Equatable, CustomStringConvertib
     /// ```swift
     /// if error.code == .rejected { showValidationMessage(error.message) }
     /// ```
-    public enum Code: String, Sendable, Equatable, CaseIterable {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The code's name, as ``description`` prints it.
+        ///
+        /// ```swift
+        /// print(error.code.rawValue)   // "conflictResolverFailed"
+        /// ```
+        public let rawValue: String
+
+        /// A code by name; the named constants below are the ones this version throws.
+        ///
+        /// ```swift
+        /// let code = ReplicatorError.Code(rawValue: "conflictResolverFailed")
+        /// ```
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The name.
+        ///
+        /// ```swift
+        /// print(error.code)   // conflictResolverFailed
+        /// ```
+        public var description: String { rawValue }
+
         /// The conflict resolver threw; the conflict stays in the database and is retried when
         /// the replicator starts again.
-        case conflictResolverFailed
+        ///
+        /// ```swift
+        /// if error.code == .conflictResolverFailed { … }
+        /// ```
+        public static let conflictResolverFailed = Code(rawValue: "conflictResolverFailed")
         /// The conflict resolver returned a document read from another database; the conflict
         /// stays, as for a throwing resolver.
-        case resolverReturnedForeignDocument
+        ///
+        /// ```swift
+        /// if error.code == .resolverReturnedForeignDocument { … }
+        /// ```
+        public static let resolverReturnedForeignDocument = Code(rawValue: "resolverReturnedForeignDocument")
         /// Writing a resolution failed (the document changed meanwhile, a validation refused it).
-        case resolutionFailed
+        ///
+        /// ```swift
+        /// if error.code == .resolutionFailed { … }
+        /// ```
+        public static let resolutionFailed = Code(rawValue: "resolutionFailed")
         /// The receiving database refused a revision (a validation: ``SetteeError/Code/forbidden``;
         /// a blob the sender does not have; a malformed revision).
-        case rejected
+        ///
+        /// ```swift
+        /// if error.code == .rejected { … }
+        /// ```
+        public static let rejected = Code(rawValue: "rejected")
         /// A request a peer cannot answer (an unknown filter, a sequence of the wrong kind).
-        case invalidRequest
+        ///
+        /// ```swift
+        /// if error.code == .invalidRequest { … }
+        /// ```
+        public static let invalidRequest = Code(rawValue: "invalidRequest")
         /// A call to a peer or to the local database failed; ``ReplicatorError/underlying`` says how.
-        case peerFailed
+        ///
+        /// ```swift
+        /// if error.code == .peerFailed { … }
+        /// ```
+        public static let peerFailed = Code(rawValue: "peerFailed")
         /// The operation needs another kind of replicator (for example pending documents of a
         /// pull-only replicator).
-        case unsupported
+        ///
+        /// ```swift
+        /// if error.code == .unsupported { … }
+        /// ```
+        public static let unsupported = Code(rawValue: "unsupported")
+
+        /// Every code this version throws (a later version may add more: match with `default`).
+        ///
+        /// ```swift
+        /// for code in ReplicatorError.Code.allCases { print(code) }
+        /// ```
+        public static let allCases: [Code] = [.conflictResolverFailed, .resolverReturnedForeignDocument, .resolutionFailed, .rejected, .invalidRequest, .peerFailed, .unsupported]
     }
 
     /// What went wrong.
