@@ -81,21 +81,21 @@ final class SlowResolver: ConflictResolver {
         let replicator = Replicator(config: ReplicatorConfiguration(database: molly, target: DatabaseEndpoint(database: naomi)))
         replicator.start()
         #expect(await replicator.waitUntilStopped().error == nil)
-        #expect(try naomi.document(withID: "DocumentA")?.string(forKey: "title") == "groceries")
+        #expect(try await naomi.document(withID: "DocumentA")?.string(forKey: "title") == "groceries")
         let x = try save(molly, "DocumentA", ["title": "groceries", "by": "molly"])
         let y = try save(naomi, "DocumentA", ["title": "groceries", "by": "naomi"])
         replicator.start()
         #expect(await replicator.waitUntilStopped().error == nil)
         let expected = try RevisionRanking.ranksAbove(y, x) ? "naomi" : "molly"
         for db in [molly, naomi] {
-            let tree = try #require(try db.revisionTree(withID: "DocumentA"))
+            let tree = try #require(try await db.revisionTree(withID: "DocumentA"))
             #expect(!tree.isConflicted)
-            #expect(try db.document(withID: "DocumentA")?.string(forKey: "by") == expected)
-            #expect(try db.conflictingRevisions(withID: "DocumentA").count == 1)
+            #expect(try await db.document(withID: "DocumentA")?.string(forKey: "by") == expected)
+            #expect(try await db.conflictingRevisions(withID: "DocumentA").count == 1)
         }
         #expect(try shapes(molly) == shapes(naomi))
         // Both revisions stay in the tree: the loser as a tombstoned branch.
-        let tree = try #require(try molly.revisionTree(withID: "DocumentA"))
+        let tree = try #require(try await molly.revisionTree(withID: "DocumentA"))
         #expect(Set(tree.revisions.map(\.revisionID)).isSuperset(of: [x, y]))
     }
 
@@ -111,19 +111,19 @@ final class SlowResolver: ConflictResolver {
         }
         let status = await replicate(a, b, .pull) { $0.conflictResolver = resolver }
         #expect(status.error == nil)
-        let doc = try a.document(withID: "doc")
+        let doc = try await a.document(withID: "doc")
         switch kind {
         case "local": #expect(doc?.toDictionary() == ["v": 1, "mine": "a", "edit": 0])
         case "remote": #expect(doc?.toDictionary() == ["v": 2, "theirs": "b"])
         case "merge": #expect(doc?.toDictionary() == ["v": 1, "mine": "a", "theirs": "b", "edit": 0])
         default: #expect(doc == nil)
         }
-        #expect(try a.revisionTree(withID: "doc")?.isConflicted == false)
+        #expect(try await a.revisionTree(withID: "doc")?.isConflicted == false)
         // The resolution is revisions: pushing it resolves the other side the same way.
         #expect(await replicate(a, b, .pushAndPull) { $0.conflictResolver = resolver }.error == nil)
         #expect(try shapes(a) == shapes(b))
-        #expect(try b.document(withID: "doc")?.toDictionary() == doc?.toDictionary())
-        #expect(try b.revisionTree(withID: "doc")?.isConflicted == false)
+        #expect(try await b.document(withID: "doc")?.toDictionary() == doc?.toDictionary())
+        #expect(try await b.revisionTree(withID: "doc")?.isConflicted == false)
     }
 
     @Test func defaultResolutionRules() async throws {
@@ -132,7 +132,7 @@ final class SlowResolver: ConflictResolver {
             let dir = try TestDirectory()
             let (a, b, _, _) = try await conflicted(dir, local: ["v": 1], remote: ["v": 2], localEdits: 2)
             #expect(await replicate(a, b).error == nil)
-            for db in [a, b] { #expect(try db.document(withID: "doc")?["v"] == 1) }
+            for db in [a, b] { #expect(try await db.document(withID: "doc")?["v"] == 1) }
             #expect(try shapes(a) == shapes(b))
         }
         // A deletion wins against an edit, whichever side deleted.
@@ -145,11 +145,11 @@ final class SlowResolver: ConflictResolver {
             // The editor makes two edits: the deletion still wins.
             try save(editing, "doc", ["v": 1])
             try save(editing, "doc", ["v": 2])
-            try deleting.deleteDocument(try #require(try deleting.document(withID: "doc")))
+            try await deleting.deleteDocument(try #require(try deleting.document(withID: "doc")))
             #expect(await replicate(a, b).error == nil)
             for db in [a, b] {
-                #expect(try db.document(withID: "doc") == nil, "\(deleter) deletion")
-                #expect(try db.revisionTree(withID: "doc")?.isConflicted == false)
+                #expect(try await db.document(withID: "doc") == nil, "\(deleter) deletion")
+                #expect(try await db.revisionTree(withID: "doc")?.isConflicted == false)
             }
             #expect(try shapes(a) == shapes(b))
         }
@@ -163,15 +163,15 @@ final class SlowResolver: ConflictResolver {
             #expect(await replicate(a, b).error == nil)
             try save(a, "doc", ["v": 1])
             try save(a, "doc", ["v": 2])
-            try b.deleteDocument(try #require(try b.document(withID: "doc")))
+            try await b.deleteDocument(try #require(try b.document(withID: "doc")))
             #expect(await replicate(a, b, .push).error == nil)
-            #expect(try b.document(withID: "doc")?["v"] == 2)   // a live leaf beats a deleted one
+            #expect(try await b.document(withID: "doc")?["v"] == 2)   // a live leaf beats a deleted one
             #expect(await replicate(a, b, .pull).error == nil)
-            #expect(try a.document(withID: "doc") == nil)
+            #expect(try await a.document(withID: "doc") == nil)
             #expect(await replicate(a, b).error == nil)
             for db in [a, b] {
-                #expect(try db.document(withID: "doc") == nil)
-                #expect(try db.revisionTree(withID: "doc")?.isConflicted == false)
+                #expect(try await db.document(withID: "doc") == nil)
+                #expect(try await db.revisionTree(withID: "doc")?.isConflicted == false)
             }
             #expect(try shapes(a) == shapes(b))
         }
@@ -196,14 +196,14 @@ final class SlowResolver: ConflictResolver {
         #expect(event.0 == .pull && event.1.id == "doc" && event.1.revisionID == remoteRev)
         #expect(recorder.logs.value.contains { $0.0 == .warning && $0.1.contains("doc") })
         // The conflict is still there: both revisions are live leaves.
-        #expect(Set(try a.conflictingRevisions(withID: "doc").compactMap(\.revisionID)) == [localRev, remoteRev])
+        await #expect(Set(try a.conflictingRevisions(withID: "doc").compactMap(\.revisionID)) == [localRev, remoteRev])
 
         // Restarting with nothing new to pull retries it.
         resolver.failing.withLock { $0 = false }
         replicator.start()
         #expect(await replicator.waitUntilStopped().error == nil)
-        #expect(try a.conflictingRevisions(withID: "doc").count == 1)
-        #expect(try a.document(withID: "doc")?["v"] == 2)
+        #expect(try await a.conflictingRevisions(withID: "doc").count == 1)
+        #expect(try await a.document(withID: "doc")?["v"] == 2)
         #expect(await recorder.waitFor { $0.contains { $0.1.id == "doc" && $0.1.error == nil } })
         // Resolved: a third start does not call the resolver again.
         let calls = resolver.calls.value
@@ -218,9 +218,9 @@ final class SlowResolver: ConflictResolver {
         let recorder = Recorder()
         let status = await replicate(a, b, .pull, recorder: recorder) { $0.conflictResolver = WrongIDResolver() }
         #expect(status.error == nil)
-        #expect(try a.document(withID: "doc")?.toDictionary() == ["resolved": true])
-        #expect(try a.document(withID: "not-doc") == nil)
-        #expect(try a.revisionTree(withID: "doc")?.isConflicted == false)
+        #expect(try await a.document(withID: "doc")?.toDictionary() == ["resolved": true])
+        #expect(try await a.document(withID: "not-doc") == nil)
+        #expect(try await a.revisionTree(withID: "doc")?.isConflicted == false)
         #expect(recorder.logs.value.contains { $0.0 == .warning && $0.1.contains("not-doc") })
         #expect(recorder.documents.value.allSatisfy { $0.1.error == nil })
     }
@@ -235,7 +235,7 @@ final class SlowResolver: ConflictResolver {
         #expect(status.error == nil)
         #expect(await recorder.waitFor { $0.contains { $0.1.error?.code == .resolverReturnedForeignDocument } })
         #expect(recorder.logs.value.contains { $0.0 == .error })
-        #expect(try a.conflictingRevisions(withID: "doc").count == 2)
+        #expect(try await a.conflictingRevisions(withID: "doc").count == 2)
     }
 
     @Test func stopWaitsForResolutionsInProgress() async throws {
@@ -257,7 +257,7 @@ final class SlowResolver: ConflictResolver {
         resolver.release.signal()
         let final = await replicator.waitUntilStopped()
         #expect(final.activity == .stopped && final.error == nil)
-        #expect(try a.conflictingRevisions(withID: "doc").count == 1)
-        #expect(try a.revisionTree(withID: "doc")?.revisions.contains { $0.parentRevisionID == localRev && !$0.isDeleted } == true)
+        #expect(try await a.conflictingRevisions(withID: "doc").count == 1)
+        #expect(try await a.revisionTree(withID: "doc")?.revisions.contains { $0.parentRevisionID == localRev && !$0.isDeleted } == true)
     }
 }

@@ -207,13 +207,13 @@ import Testing
             guard plain.allSatisfy({ all[$0][id]!.current == all[first][id]!.current }) else {
                 print("seed \(seed): \(id)'s current revision differs:\n  \(describe())"); return false
             }
-            let body = try dbs[first].document(withID: id)?.toDictionary()
-            for n in plain.dropFirst() where try dbs[n].document(withID: id)?.toDictionary() != body {
+            let body = try await dbs[first].document(withID: id)?.toDictionary()
+            for n in plain.dropFirst() where try await dbs[n].document(withID: id)?.toDictionary() != body {
                 print("seed \(seed): db\(n) \(id)'s current body differs"); return false
             }
         }
         for (n, db) in dbs.enumerated() {
-            for id in all[n].keys where try db.revisionTree(withID: id)!.revisions.contains(where: { $0.parentRevisionID == nil && $0.generation > 1 }) {
+            for id in all[n].keys where try await db.revisionTree(withID: id)!.revisions.contains(where: { $0.parentRevisionID == nil && $0.generation > 1 }) {
                 stats.truncated += 1
             }
         }

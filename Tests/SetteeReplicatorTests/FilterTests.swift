@@ -14,15 +14,15 @@ import Testing
         #expect(try (0 ..< 10).allSatisfy { i in try (b.document(withID: "item-\(i)") != nil) == (i % 2 == 0) })
 
         // A tombstone keeping `shared` passes the filter; a plain one does not (seed 003).
-        let keep = try #require(try a.document(withID: "item-0")).toMutable()
+        let keep = try #require(try await a.document(withID: "item-0")).toMutable()
         keep.setData(["shared": true])
         keep.isDeletion = true
-        try a.saveDocument(keep)
-        try a.deleteDocument(try #require(try a.document(withID: "item-2")))
+        try await a.saveDocument(keep)
+        try await a.deleteDocument(try #require(try a.document(withID: "item-2")))
         let recorder = Recorder()
         #expect(await replicate(a, b, .push, recorder: recorder, configure: config).error == nil)
-        #expect(try b.document(withID: "item-0") == nil)
-        #expect(try b.document(withID: "item-2") != nil)
+        #expect(try await b.document(withID: "item-0") == nil)
+        #expect(try await b.document(withID: "item-2") != nil)
         #expect(await recorder.waitFor { $0.contains { $0.1.id == "item-0" && $0.1.flags.contains(.deleted) } })
     }
 
@@ -39,18 +39,19 @@ import Testing
         }
         #expect(await replicate(device, endpoint, .pull, configure: config).error == nil)
         #expect(try device.count == 4)
-        #expect(try device.document(withID: "job-1") != nil && device.document(withID: "job-2") == nil)
+        #expect(try await device.document(withID: "job-1") != nil)
+        #expect(try await device.document(withID: "job-2") == nil)
 
         // Filtered delete (seed 003): the tombstone that keeps worker_id reaches the device; a
         // plain DELETE-style tombstone does not pass the filter.
-        let kept = try #require(try server.document(withID: "job-1")).toMutable()
+        let kept = try #require(try await server.document(withID: "job-1")).toMutable()
         kept.setData(["worker_id": "w-1", "deleted_by": "ops"])
         kept.isDeletion = true
-        try server.saveDocument(kept)
-        try server.deleteDocument(try #require(try server.document(withID: "job-4")))
+        try await server.saveDocument(kept)
+        try await server.deleteDocument(try #require(try server.document(withID: "job-4")))
         #expect(await replicate(device, endpoint, .pull, configure: config).error == nil)
-        #expect(try device.document(withID: "job-1") == nil)
-        #expect(try device.document(withID: "job-4") != nil)
+        #expect(try await device.document(withID: "job-1") == nil)
+        #expect(try await device.document(withID: "job-4") != nil)
 
         // An unknown filter is an error of the run.
         let bad = await replicate(device, endpoint, .pull) { $0.filterName = "nope" }

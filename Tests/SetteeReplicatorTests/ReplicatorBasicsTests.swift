@@ -10,11 +10,11 @@ import Testing
         for i in 0 ..< 120 { try save(a, "doc-\(i)", ["n": .int(Int64(i))]) }
         try save(a, "doc-3", ["n": 33])
         let gone = MutableDocument(id: "gone", data: ["x": 1])
-        try a.saveDocument(gone)
-        try a.deleteDocument(try #require(try a.document(withID: "gone")))
+        try await a.saveDocument(gone)
+        try await a.deleteDocument(try #require(try a.document(withID: "gone")))
         let photo = MutableDocument(id: "photo")
         photo.setBlob(Blob(contentType: "image/png", data: Data(repeating: 7, count: 5000)), forKey: "image")
-        try a.saveDocument(photo)
+        try await a.saveDocument(photo)
 
         let recorder = Recorder()
         let status = await replicate(a, b, .push, recorder: recorder) { $0.batchSize = 50 }
@@ -24,9 +24,9 @@ import Testing
         #expect(status.progress.total == 122)
         #expect(try shapes(a) == shapes(b))
         #expect(try b.count == 121)
-        #expect(try b.document(withID: "gone") == nil)
-        #expect(try b.revisionTree(withID: "gone")?.revisions.last?.isDeleted == true)
-        #expect(try b.document(withID: "photo")?.blob(forKey: "image")?.content == Data(repeating: 7, count: 5000))
+        #expect(try await b.document(withID: "gone") == nil)
+        #expect(try await b.revisionTree(withID: "gone")?.revisions.last?.isDeleted == true)
+        #expect(try await b.document(withID: "photo")?.blob(forKey: "image")?.content == Data(repeating: 7, count: 5000))
         #expect(await recorder.waitFor { $0.count == 122 })
         #expect(recorder.documents.value.allSatisfy { $0.0 == .push && $0.1.error == nil })
         #expect(recorder.documents.value.contains { $0.1.id == "gone" && $0.1.flags.contains(.deleted) })
@@ -136,7 +136,7 @@ import Testing
         let token = replicator.addChangeListener { s in seen.withLock { $0.append(s.activity) } }
         replicator.start()
         #expect(await waitFor(replicator, .idle))
-        #expect(try b.document(withID: "first") != nil)
+        #expect(try await b.document(withID: "first") != nil)
         try save(a, "from-a", ["n": 2])
         #expect(try await eventually { try b.document(withID: "from-a") != nil })
         try save(b, "from-b", ["n": 3])
@@ -151,7 +151,7 @@ import Testing
         // Stopped: changes stay local.
         try save(a, "after-stop", ["n": 4])
         try await Task.sleep(for: .milliseconds(50))
-        #expect(try b.document(withID: "after-stop") == nil)
+        #expect(try await b.document(withID: "after-stop") == nil)
     }
 
     @Test func statusStream() async throws {

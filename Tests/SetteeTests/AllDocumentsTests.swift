@@ -136,12 +136,12 @@ import Testing
                 // After the first page: delete some later documents, add others, edit one.
                 edited = true
                 for i in stride(from: 500, to: 1000, by: 7) {
-                    try db.deleteDocument(try #require(try db.document(withID: String(format: "d%04d", i))))
+                    try await db.deleteDocument(try #require(try db.document(withID: String(format: "d%04d", i))))
                 }
-                try db.saveDocument(MutableDocument(id: "d0999x", data: ["v": -1]))
-                let m = try #require(try db.document(withID: "d0998")).toMutable()
+                try await db.saveDocument(MutableDocument(id: "d0999x", data: ["v": -1]))
+                let m = try #require(try await db.document(withID: "d0998")).toMutable()
                 m.setInt(-1, forKey: "v")
-                try db.saveDocument(m)
+                try await db.saveDocument(m)
             }
         }
         #expect(seen == (0 ..< 1000).map { String(format: "d%04d", $0) })

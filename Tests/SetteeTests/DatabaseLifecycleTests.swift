@@ -128,7 +128,7 @@ import Testing
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
         let stream = db.changeEvents()
-        try db.saveDocument(MutableDocument(id: "a"))
+        try await db.saveDocument(MutableDocument(id: "a"))
         try db.close()
         var received: [[String]] = []
         for await change in stream { received.append(change.documentIDs) }   // ends: no hang

@@ -110,7 +110,7 @@ import Testing
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
         let stream = db.changeEvents()
-        try db.saveDocument(MutableDocument(id: "one", data: ["v": 1]))
+        try await db.saveDocument(MutableDocument(id: "one", data: ["v": 1]))
         try db.inBatch {
             try db.saveDocument(MutableDocument(id: "two"))
             try db.saveDocument(MutableDocument(id: "three"))

@@ -38,6 +38,8 @@ final class DatabaseCore: @unchecked Sendable {
     /// What expiration and tombstone eviction read the time from.
     let clock: any ExpirationClock
     let sweeper: ExpirySweeper
+    /// The thread `async` writes run on (started by the first one).
+    let worker: DatabaseWorker
     /// Threads waiting for `writeLock` in `write` or `runBatch`: the sweeper lets them go first
     /// between its batches.
     let waitingWriters = Atomic<Int>(0)
@@ -67,6 +69,7 @@ final class DatabaseCore: @unchecked Sendable {
         self.configuration = configuration
         self.clock = clock
         self.sweeper = ExpirySweeper(clock: clock)
+        self.worker = DatabaseWorker(name: name)
         var sc = StoreConfiguration()
         sc.durability = configuration.fullSync ? .synchronous : .none
         let store = try translating {
@@ -149,6 +152,7 @@ final class DatabaseCore: @unchecked Sendable {
             return true
         }
         if last {
+            worker.stop()    // queued async writes still run, and find the database closed
             sweeper.stop()   // a batch in progress ends first
             hub.finish()
             // A compaction still running stops at its next step; wait for it before closing.

@@ -42,7 +42,7 @@ final class ConflictPass: Sendable {
         for (id, p) in todo.sorted(by: { $0.key < $1.key }) {
             if let failure = resolveIfConflicted(id: id, remote: p.remote, before: LocalHead(revisionID: p.local, isDeleted: false)) {
                 documents.append(failure)
-            } else if let tree = try database.revisionTree(withID: id) {
+            } else if let tree = try await database.revisionTree(withID: id) {
                 let deleted = tree.revisions.first { $0.revisionID == tree.currentRevisionID }?.isDeleted ?? false
                 documents.append(ReplicatedDocument(id: id, revisionID: tree.currentRevisionID, flags: deleted ? .deleted : [], error: nil))
             }

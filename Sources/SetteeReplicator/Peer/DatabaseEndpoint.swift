@@ -203,7 +203,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// let blob = try await endpoint.blob(withDigest: digest)
     /// ```
     public func blob(withDigest digest: String) async throws -> Blob? {
-        try database.blob(withDigest: digest)
+        try await database.blob(withDigest: digest)
     }
 
     /// ``Database/saveBlob(_:)``.
@@ -212,7 +212,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// try await endpoint.saveBlob(blob)
     /// ```
     public func saveBlob(_ blob: Blob) async throws {
-        try database.saveBlob(blob)
+        try await database.saveBlob(blob)
     }
 
     /// ``Database/insertRevisions(_:)``: one transaction for the whole batch.

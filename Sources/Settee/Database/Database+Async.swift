@@ -1,0 +1,238 @@
+import Foundation
+
+// The `async` API. Every write (each save form, delete, purge, batch, blob store, conflict
+// resolution, expiration, compaction, check) runs on the database's own worker thread
+// (`DatabaseWorker`): it waits for `fdatasync`, and the caller's actor, Swift's cooperative
+// pool or an event loop must never wait for that. Reads run on the calling task: they take no
+// lock, never wait for a writer, and read a memory-mapped snapshot, so handing them to another
+// thread would only add the hop's latency.
+//
+// A task cancelled before its write starts gets `CancellationError` and nothing is written; a
+// write that has started finishes (whole or absent, never half). The document a save is given
+// is used by the worker while the caller is suspended, and updated (revision ID, sequence)
+// before the call returns, as the synchronous save does.
+
+extension Database {
+    // MARK: - Reading
+
+    /// The current revision of a document, or nil when it does not exist or is deleted.
+    ///
+    /// ```swift
+    /// if let doc = try await db.document(withID: "list-1") { print(doc["title"] ?? "") }
+    /// ```
+    ///
+    /// Runs on the calling task: a read takes no lock and never waits for a writer.
+    public func document(withID id: String) async throws -> Document? {
+        let read: () throws -> Document? = { try self.document(withID: id) }
+        return try read()
+    }
+
+    /// A given revision of a document (current, conflicting or older while its body is kept).
+    ///
+    /// ```swift
+    /// let old = try await db.document(withID: "list-1", revisionID: "1-a3f…")
+    /// ```
+    public func document(withID id: String, revisionID: String) async throws -> Document? {
+        let read: () throws -> Document? = { try self.document(withID: id, revisionID: revisionID) }
+        return try read()
+    }
+
+    /// The document's revision tree, or nil when there is no such document.
+    ///
+    /// ```swift
+    /// let tree = try await db.revisionTree(withID: "list-1")
+    /// ```
+    public func revisionTree(withID id: String) async throws -> RevisionTree? {
+        let read: () throws -> RevisionTree? = { try self.revisionTree(withID: id) }
+        return try read()
+    }
+
+    /// The undeleted leaves of a document, the current one first.
+    ///
+    /// ```swift
+    /// let sides = try await db.conflictingRevisions(withID: "list-1")
+    /// ```
+    public func conflictingRevisions(withID id: String) async throws -> [Document] {
+        let read: () throws -> [Document] = { try self.conflictingRevisions(withID: id) }
+        return try read()
+    }
+
+    /// A stored blob by digest, or nil.
+    ///
+    /// ```swift
+    /// let photo = try await db.blob(withDigest: digest, contentType: "image/jpeg")
+    /// ```
+    public func blob(withDigest digest: String, contentType: String = "application/octet-stream") async throws -> Blob? {
+        let read: () throws -> Blob? = { try self.blob(withDigest: digest, contentType: contentType) }
+        return try read()
+    }
+
+    /// A document's expiration, or nil when it has none.
+    ///
+    /// ```swift
+    /// let due = try await db.getDocumentExpiration(withID: "session-7")
+    /// ```
+    public func getDocumentExpiration(withID id: String) async throws -> Date? {
+        let read: () throws -> Date? = { try self.getDocumentExpiration(withID: id) }
+        return try read()
+    }
+
+    // MARK: - Writing
+
+    /// Saves the document as a new revision, last write wins; throws
+    /// ``SetteeError/Code/conflict`` when it was deleted meanwhile (deletes win).
+    ///
+    /// ```swift
+    /// let doc = MutableDocument(id: "list-1", data: ["title": "Groceries"])
+    /// try await db.saveDocument(doc)
+    /// print(doc.revisionID ?? "")
+    /// ```
+    ///
+    /// Runs on the database's worker thread; the caller is suspended, never blocked.
+    public func saveDocument(_ document: MutableDocument) async throws {
+        let doc = Handoff(value: document)
+        try await core.onWorker { try self.saveDocument(doc.value) }
+    }
+
+    /// Saves the document with a concurrency control; false when the control refused the save.
+    ///
+    /// ```swift
+    /// if try await !db.saveDocument(doc, concurrencyControl: .failOnConflict) { retry() }
+    /// ```
+    public func saveDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl) async throws -> Bool {
+        let doc = Handoff(value: document)
+        return try await core.onWorker { try self.saveDocument(doc.value, concurrencyControl: concurrencyControl) }
+    }
+
+    /// Saves the document, calling `conflictHandler` when the current revision changed since it
+    /// was read (seed 002): the handler may merge into the document and return true to save, or
+    /// false to give up; what it throws is rethrown.
+    ///
+    /// ```swift
+    /// try await db.saveDocument(doc) { mine, current in
+    ///     mine.setData(current?.toDictionary().merging(mine.toDictionary()) { _, m in m } ?? mine.toDictionary())
+    ///     return true
+    /// }
+    /// ```
+    ///
+    /// The handler runs on the database's worker thread, inside the save.
+    @discardableResult
+    public func saveDocument(_ document: MutableDocument,
+                             conflictHandler: @escaping @Sendable (_ document: MutableDocument, _ current: Document?) throws -> Bool)
+    async throws -> Bool {
+        let doc = Handoff(value: document)
+        return try await core.onWorker { try self.saveDocument(doc.value, conflictHandler: conflictHandler) }
+    }
+
+    /// Deletes the document (a tombstone revision), last write wins.
+    ///
+    /// ```swift
+    /// if let doc = try await db.document(withID: "list-1") { try await db.deleteDocument(doc) }
+    /// ```
+    public func deleteDocument(_ document: Document) async throws {
+        try await core.onWorker { try self.deleteDocument(document) }
+    }
+
+    /// Deletes the document with a concurrency control; false when the control refused it.
+    ///
+    /// ```swift
+    /// let deleted = try await db.deleteDocument(doc, concurrencyControl: .failOnConflict)
+    /// ```
+    public func deleteDocument(_ document: Document, concurrencyControl: ConcurrencyControl) async throws -> Bool {
+        try await core.onWorker { try self.deleteDocument(document, concurrencyControl: concurrencyControl) }
+    }
+
+    /// Deletes the document being edited (a tombstone), updating its revision ID.
+    ///
+    /// ```swift
+    /// try await db.deleteDocument(editing, concurrencyControl: .lastWriteWins)
+    /// ```
+    @discardableResult
+    public func deleteDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl = .lastWriteWins) async throws -> Bool {
+        let doc = Handoff(value: document)
+        return try await core.onWorker { try self.deleteDocument(doc.value, concurrencyControl: concurrencyControl) }
+    }
+
+    /// Removes every trace of the document (not replicated).
+    ///
+    /// ```swift
+    /// try await db.purgeDocument(withID: "draft-3")
+    /// ```
+    public func purgeDocument(withID id: String) async throws {
+        try await core.onWorker { try self.purgeDocument(withID: id) }
+    }
+
+    /// Removes every trace of the document (not replicated).
+    ///
+    /// ```swift
+    /// try await db.purgeDocument(doc)
+    /// ```
+    public func purgeDocument(_ document: Document) async throws {
+        try await core.onWorker { try self.purgeDocument(document) }
+    }
+
+    /// Runs `body` as one all-or-nothing transaction on the database's worker thread: the saves,
+    /// deletions and purges it makes (with the synchronous API, on the database it is given)
+    /// commit together, or none does when it throws.
+    ///
+    /// ```swift
+    /// try await db.inBatch { db in
+    ///     for item in items { try db.saveDocument(MutableDocument(id: item.id, data: item.properties)) }
+    /// }
+    /// ```
+    public func inBatch(_ body: @escaping @Sendable (Database) throws -> Void) async throws {
+        try await core.onWorker { try self.inBatch { try body(self) } }
+    }
+
+    /// Stores a blob's content ahead of the document that will reference it.
+    ///
+    /// ```swift
+    /// try await db.saveBlob(Blob(contentType: "image/png", data: png))
+    /// ```
+    public func saveBlob(_ blob: Blob) async throws {
+        try await core.onWorker { try self.saveBlob(blob) }
+    }
+
+    /// Resolves a conflict: the winning leaf (or the default rule's) keeps its body, or takes
+    /// `mergedProperties`, and every other live leaf gets a tombstone.
+    ///
+    /// ```swift
+    /// let resolved = try await db.resolveConflict(withID: "list-1", winningRevisionID: pick)
+    /// ```
+    @discardableResult
+    public func resolveConflict(withID id: String, winningRevisionID: String? = nil,
+                                mergedProperties: [String: JSONValue]? = nil) async throws -> Document {
+        try await core.onWorker {
+            try self.resolveConflict(withID: id, winningRevisionID: winningRevisionID, mergedProperties: mergedProperties)
+        }
+    }
+
+    /// Sets or clears a document's expiration.
+    ///
+    /// ```swift
+    /// try await db.setDocumentExpiration(withID: "session-7", expiration: Date(timeIntervalSinceNow: 3600))
+    /// ```
+    public func setDocumentExpiration(withID id: String, expiration: Date?) async throws {
+        try await core.onWorker { try self.setDocumentExpiration(withID: id, expiration: expiration) }
+    }
+
+    /// Compacts the database on a thread of its own (reads and writes, `async` ones included, go
+    /// on meanwhile); `progress` is called there and may return false to cancel.
+    ///
+    /// ```swift
+    /// let report = try await db.compact()
+    /// print(report.sizeBefore, "→", report.sizeAfter)
+    /// ```
+    public func compact(progress: (@Sendable (CompactionProgress) -> Bool)? = nil) async throws -> CompactionReport {
+        try await core.onOwnThread { try self.compact(progress: progress) }
+    }
+
+    /// The document layer's check (``check(repair:)``), on a thread of its own.
+    ///
+    /// ```swift
+    /// let report = try await db.check()
+    /// ```
+    public func check(repair: Bool = false) async throws -> DatabaseCheckReport {
+        try await core.onOwnThread { try self.check(repair: repair) }
+    }
+}

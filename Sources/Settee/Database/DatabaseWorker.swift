@@ -1,0 +1,192 @@
+import Foundation
+import Synchronization
+
+/// The thread a database owns for its `async` writes. A write waits for `fdatasync`; run on
+/// Swift's cooperative pool (one thread per core) or on an event loop it would stall every other
+/// task meanwhile, so the `async` API hands each write to this thread and suspends the caller
+/// until it is done. Writes are serialized by the database anyway, so one thread loses nothing.
+///
+/// The thread starts with the first job and ends when the database closes; jobs queued by then
+/// still run (and find the database closed).
+///
+/// Thread-safe: jobs may be submitted from any thread.
+final class DatabaseWorker: @unchecked Sendable {
+    // Guarded by `condition`.
+    private let condition = NSCondition()
+    private var jobs: [any WorkerJobProtocol] = []
+    private var head = 0
+    private var running = false
+    private var stopped = false
+    private let name: String
+
+    init(name: String) { self.name = name }
+
+    /// Queues `job`; false when the worker has stopped (the database closed), and the job was
+    /// not queued.
+    func submit(_ job: any WorkerJobProtocol) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !stopped else { return false }
+        jobs.append(job)
+        if !running {
+            running = true
+            let thread = Thread { [self] in work() }
+            thread.name = "settee.db.\(name)"
+            thread.start()
+        }
+        condition.signal()
+        return true
+    }
+
+    /// Lets the queued jobs run, then ends the thread; later submissions are refused.
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func work() {
+        while true {
+            condition.lock()
+            while head == jobs.count && !stopped { condition.wait() }
+            if head == jobs.count {
+                running = false
+                condition.unlock()
+                return
+            }
+            let job = jobs[head]
+            head += 1
+            if head == jobs.count {
+                jobs.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            condition.unlock()
+            job.run()
+        }
+    }
+}
+
+protocol WorkerJobProtocol: Sendable {
+    func run()
+}
+
+/// One call handed to the worker, and the task waiting for it. A task cancelled before its job
+/// starts gets `CancellationError` and the job never runs; once it runs it finishes, so a
+/// cancelled write is whole or absent.
+final class WorkerJob<R: Sendable>: WorkerJobProtocol {
+    private enum Phase {
+        case created
+        case cancelledBeforeQueued
+        case queued(CheckedContinuation<R, any Error>)
+        case running
+        case done
+    }
+
+    private let body: @Sendable () throws -> R
+    private let phase = Mutex<Phase>(.created)
+
+    init(_ body: @escaping @Sendable () throws -> R) { self.body = body }
+
+    /// Records the waiting task; false when it was cancelled already (the continuation is then
+    /// resumed with `CancellationError`).
+    func attach(_ continuation: CheckedContinuation<R, any Error>) -> Bool {
+        let cancelled = phase.withLock { p -> Bool in
+            if case .cancelledBeforeQueued = p { p = .done; return true }
+            p = .queued(continuation)
+            return false
+        }
+        if cancelled { continuation.resume(throwing: CancellationError()) }
+        return !cancelled
+    }
+
+    func cancel() {
+        let waiting = phase.withLock { p -> CheckedContinuation<R, any Error>? in
+            switch p {
+            case .created:
+                p = .cancelledBeforeQueued
+                return nil
+            case .queued(let c):
+                p = .done
+                return c
+            case .cancelledBeforeQueued, .running, .done:
+                return nil
+            }
+        }
+        waiting?.resume(throwing: CancellationError())
+    }
+
+    /// Resumes a job the worker refused (the database closed).
+    func refuse(_ error: any Error) {
+        let waiting = phase.withLock { p -> CheckedContinuation<R, any Error>? in
+            guard case .queued(let c) = p else { return nil }
+            p = .done
+            return c
+        }
+        waiting?.resume(throwing: error)
+    }
+
+    func run() {
+        let waiting = phase.withLock { p -> CheckedContinuation<R, any Error>? in
+            guard case .queued(let c) = p else { return nil }
+            p = .running
+            return c
+        }
+        guard let waiting else { return }
+        let result = Result { try body() }
+        phase.withLock { $0 = .done }
+        waiting.resume(with: result)
+    }
+}
+
+/// A value handed to the worker thread while its owner's task is suspended waiting for the
+/// result, so it is never used from two threads at once (a `MutableDocument` being saved, a
+/// caller's closure).
+struct Handoff<Value>: @unchecked Sendable {
+    let value: Value
+}
+
+/// A thread for one long job (a compaction, a check), so the worker stays free for writes.
+final class OneShotThread: @unchecked Sendable {
+    private let name: String
+    init(name: String) { self.name = name }
+
+    func submit(_ job: any WorkerJobProtocol) -> Bool {
+        let thread = Thread { job.run() }
+        thread.name = name
+        thread.start()
+        return true
+    }
+}
+
+extension DatabaseCore {
+    /// Runs `body` on a thread of its own (long jobs that must not hold up queued writes).
+    func onOwnThread<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        let job = WorkerJob(body)
+        let thread = OneShotThread(name: "settee.db.\(name).long")
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+                guard job.attach(continuation) else { return }
+                _ = thread.submit(job)
+            }
+        } onCancel: {
+            job.cancel()
+        }
+    }
+
+    /// Runs `body` on the database's worker thread and returns its result, the calling task
+    /// suspended meanwhile.
+    func onWorker<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        let job = WorkerJob(body)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+                guard job.attach(continuation) else { return }
+                if !worker.submit(job) {
+                    job.refuse(SetteeError(.notOpen, "the database is closed"))
+                }
+            }
+        } onCancel: {
+            job.cancel()
+        }
+    }
+}
