@@ -106,39 +106,85 @@ import Testing
         #expect(sameThread.value == false)
     }
 
-    @Test func changeEventsStreamYieldsCommittedChanges() async throws {
+    /// Changes committed while nobody reads are merged into one element (one entry per
+    /// document, its latest change, in first-change order): the stream never queues without bound.
+    @Test func changeEventsMergeWhatTheReaderHasNotTaken() async throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
         let stream = db.changeEvents()
-        try await db.saveDocument(MutableDocument(id: "one", data: ["v": 1]))
-        try db.inBatch {
+        try await db.saveDocument(MutableDocument(id: "one"))
+        try await db.inBatch { db in
             try db.saveDocument(MutableDocument(id: "two"))
             try db.saveDocument(MutableDocument(id: "three"))
         }
         try db.insertRevision(rev("four", "1-a", ["1-a"]))
         try db.insertRevision(rev("four", "1-b", ["1-b"]))
+        for i in 0 ..< 500 { try await db.saveDocument(MutableDocument(id: "one", data: ["i": .int(Int64(i))])) }
 
-        let received = await withTaskGroup(of: [DatabaseChange]?.self) { group in
-            group.addTask {
-                var out: [DatabaseChange] = []
-                for await change in stream {
-                    out.append(change)
-                    if out.count == 4 { break }
-                }
-                return out
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(5))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        var it = stream.makeAsyncIterator()
+        let merged = try #require(await it.next())
+        #expect(merged.documentIDs == ["one", "two", "three", "four"])
+        #expect(merged.database == "db")
+        #expect(merged.changes[3].isConflicted && merged.changes[3].revisionID == "1-b")
+        #expect(merged.changes[0].sequence == (try db.lastSequence))
+        // Later changes come as later elements; closing ends the sequence.
+        try await db.saveDocument(MutableDocument(id: "five"))
+        #expect(await it.next()?.documentIDs == ["five"])
+        try db.close()
+        #expect(await it.next() == nil)
+    }
+
+    /// A document observation starts with the current state, yields the latest state after each
+    /// change (a reader that falls behind gets only the latest), and ends at close.
+    @Test func documentChangesStartWithTheCurrentStateAndCoalesce() async throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        var it = db.documentChanges(withID: "task").makeAsyncIterator()
+        let first = try await it.next()
+        #expect(first != nil && first! == nil)   // absent: the current state is nil
+        let m = MutableDocument(id: "task", data: ["n": 0])
+        try await db.saveDocument(m)
+        #expect(try await it.next()??.int(forKey: "n") == 0)
+        for n in 1 ... 100 {
+            m.setInt(n, forKey: "n")
+            try await db.saveDocument(m)
         }
-        let changes = try #require(received, "the stream did not deliver within 5 s")
-        #expect(changes.map(\.documentIDs) == [["one"], ["two", "three"], ["four"], ["four"]])
-        #expect(changes.allSatisfy { $0.database == "db" })
-        #expect(changes[3].changes.first?.isConflicted == true)
-        #expect(changes[3].changes.first?.revisionID == "1-b")
+        try await db.saveDocument(MutableDocument(id: "other"))   // not this document: no element
+        let latest = try await it.next()
+        #expect(latest??.int(forKey: "n") == 100)
+        try await db.deleteDocument(m)
+        let deleted = try await it.next()
+        #expect(deleted != nil && deleted! == nil)
+        // An observation begun now starts with the current (deleted) state.
+        var late = db.documentChanges(withID: "task").makeAsyncIterator()
+        let lateFirst = try await late.next()
+        #expect(lateFirst != nil && lateFirst! == nil)
+        try db.close()
+        #expect(try await it.next() == nil)
+        #expect(try await late.next() == nil)
+    }
+
+    /// Listeners given a queue run on it.
+    @Test func listenersRunOnTheQueueTheyName() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let queue = DispatchQueue(label: "observer-tests.ui")
+        let key = DispatchSpecificKey<String>()
+        queue.setSpecific(key: key, value: "ui")
+        let heard = Locked<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        let a = db.addChangeListener(on: queue) { change in
+            heard.withLock { $0.append("db:\(DispatchQueue.getSpecific(key: key) ?? "elsewhere")") }
+            done.signal()
+        }
+        let b = db.addDocumentChangeListener(withID: "x", on: queue) { change in
+            heard.withLock { $0.append("doc:\(DispatchQueue.getSpecific(key: key) ?? "elsewhere")") }
+            done.signal()
+        }
+        try db.saveDocument(MutableDocument(id: "x"))
+        #expect(wait(done) && wait(done))
+        #expect(Set(heard.value) == ["db:ui", "doc:ui"])
+        a.remove()
+        b.remove()
     }
 }

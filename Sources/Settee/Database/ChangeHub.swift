@@ -109,7 +109,9 @@ final class ChangeHub: Sendable {
         var next: UInt64 = 0
         var listeners: [UInt64: @Sendable (DatabaseChange) -> Void] = [:]
         var documentListeners: [String: [UInt64: @Sendable (DocumentChange) -> Void]] = [:]
-        var streams: [UInt64: AsyncStream<DatabaseChange>.Continuation] = [:]
+        var streams: [UInt64: CoalescingChanges] = [:]
+        /// Per document: wake-ups for document observations (one pending at most each).
+        var documentTicks: [String: [UInt64: AsyncStream<Void>.Continuation]] = [:]
     }
     private let state = Mutex(State())
     let queue = DispatchQueue(label: "settee.database.changes")
@@ -129,26 +131,47 @@ final class ChangeHub: Sendable {
         }
     }
 
-    func stream() -> AsyncStream<DatabaseChange> {
-        let (stream, continuation) = AsyncStream<DatabaseChange>.makeStream(bufferingPolicy: .unbounded)
-        let id = state.withLock { s in s.next += 1; s.streams[s.next] = continuation; return s.next }
+    func stream() -> DatabaseChanges {
+        let pending = CoalescingChanges()
+        let (ticks, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        pending.wake = continuation
+        let id = state.withLock { s in s.next += 1; s.streams[s.next] = pending; return s.next }
         continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.streams.removeValue(forKey: id) } }
-        return stream
+        return DatabaseChanges(ticks: ticks, pending: pending)
+    }
+
+    /// Wake-ups for one document's observation: at most one pending, so a slow reader re-reads
+    /// the latest state once instead of every intermediate one. Finished when the database closes.
+    func ticks(documentID: String) -> AsyncStream<Void> {
+        let (ticks, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let id = state.withLock { s in s.next += 1; s.documentTicks[documentID, default: [:]][s.next] = continuation; return s.next }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { s in
+                s.documentTicks[documentID]?.removeValue(forKey: id)
+                if s.documentTicks[documentID]?.isEmpty == true { s.documentTicks.removeValue(forKey: documentID) }
+            }
+        }
+        return ticks
     }
 
     /// Called with the database's write lock held, so changes are queued in commit order.
     func publish(_ change: DatabaseChange) {
         guard !change.changes.isEmpty else { return }
-        let (listeners, streams, perDocument) = state.withLock { s in
+        let (listeners, streams, perDocument, ticks) = state.withLock { s in
             var perDocument: [(@Sendable (DocumentChange) -> Void, DocumentChange)] = []
             if !s.documentListeners.isEmpty {
                 for c in change.changes {
                     for l in s.documentListeners[c.documentID]?.values ?? [:].values { perDocument.append((l, c)) }
                 }
             }
-            return (Array(s.listeners.values), Array(s.streams.values), perDocument)
+            var ticks: [AsyncStream<Void>.Continuation] = []
+            if !s.documentTicks.isEmpty {
+                for c in change.changes { ticks += s.documentTicks[c.documentID]?.values ?? [:].values }
+            }
+            return (Array(s.listeners.values), Array(s.streams.values), perDocument, ticks)
         }
-        for s in streams { s.yield(change) }
+        for s in streams { s.add(change) }
+        for t in ticks { t.yield() }
         guard !listeners.isEmpty || !perDocument.isEmpty else { return }
         let calls = perDocument.map { pair in { @Sendable in pair.0(pair.1) } }
         queue.async {
@@ -158,10 +181,88 @@ final class ChangeHub: Sendable {
     }
 
     func finish() {
-        let streams = state.withLock { s in
-            defer { s.streams = [:]; s.listeners = [:]; s.documentListeners = [:] }
-            return Array(s.streams.values)
+        let (streams, ticks) = state.withLock { s in
+            defer { s.streams = [:]; s.listeners = [:]; s.documentListeners = [:]; s.documentTicks = [:] }
+            return (Array(s.streams.values), s.documentTicks.values.flatMap(\.values))
         }
         for s in streams { s.finish() }
+        for t in ticks { t.finish() }
     }
+}
+
+/// The committed changes of a database from the moment it was asked for, as an async sequence
+/// that ends when the database closes (``Database/changeEvents()``).
+///
+/// ```swift
+/// for await change in db.changeEvents() { refresh(change.documentIDs) }
+/// ```
+///
+/// It never buffers without bound: changes committed while the reader is busy are merged into
+/// the next element, one entry per document (its latest change), in the order the documents
+/// first changed.
+///
+/// - Note: Sendable; iterate it from one task (it has a single reader).
+public struct DatabaseChanges: AsyncSequence, Sendable {
+    /// What the sequence yields.
+    public typealias Element = DatabaseChange
+    let ticks: AsyncStream<Void>
+    let pending: CoalescingChanges
+
+    /// Reads the merged changes as they come.
+    ///
+    /// ```swift
+    /// var it = db.changeEvents().makeAsyncIterator()
+    /// let next = await it.next()
+    /// ```
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var ticks: AsyncStream<Void>.Iterator
+        let pending: CoalescingChanges
+
+        /// The changes committed since the last element, merged; nil once the database closed.
+        ///
+        /// ```swift
+        /// while let change = await iterator.next() { print(change.documentIDs) }
+        /// ```
+        public mutating func next() async -> DatabaseChange? {
+            while await ticks.next() != nil {
+                if let change = pending.take() { return change }
+            }
+            return pending.take()
+        }
+    }
+
+    /// Starts reading.
+    ///
+    /// ```swift
+    /// for await change in db.changeEvents() { print(change) }
+    /// ```
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(ticks: ticks.makeAsyncIterator(), pending: pending) }
+}
+
+/// The changes committed since a change stream's reader last took them, merged (one entry per
+/// document, its latest), and the wake-up that tells the reader there are some.
+final class CoalescingChanges: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = Mutex<(order: [String], latest: [String: DocumentChange], database: String?)>(([], [:], nil))
+    var wake: AsyncStream<Void>.Continuation?
+
+    func add(_ change: DatabaseChange) {
+        lock.withLock { p in
+            p.database = change.database
+            for c in change.changes {
+                if p.latest.updateValue(c, forKey: c.documentID) == nil { p.order.append(c.documentID) }
+            }
+        }
+        wake?.yield()
+    }
+
+    func take() -> DatabaseChange? {
+        lock.withLock { p in
+            guard let database = p.database, !p.order.isEmpty else { return nil }
+            defer { p.order.removeAll(keepingCapacity: true); p.latest.removeAll(keepingCapacity: true) }
+            return DatabaseChange(database: database, changes: p.order.map { p.latest[$0]! })
+        }
+    }
+
+    func finish() { wake?.finish() }
 }
