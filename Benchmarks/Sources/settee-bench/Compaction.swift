@@ -26,6 +26,14 @@ enum Figure: String, CaseIterable {
     case getDuring = "get-during"
     /// The get rate kept: get-normal ÷ get-during (rates, so the inverse of the ns/op ratio).
     case getRateKept = "get-rate-kept"
+    /// settee-doc only: point-get through the `async` API, from a task.
+    case asyncGet = "async-get"
+    /// The sync row's time ÷ the async row's (1 = as fast; higher is better).
+    case asyncGetKept = "async-get-kept"
+    /// settee-doc only: durable-commit through the `async` API, from a task, each save awaited.
+    case asyncCommits = "async-commits"
+    /// The async row's rate ÷ the sync row's.
+    case asyncCommitsKept = "async-commits-kept"
 
     static let ratioUnit = "×"
 
@@ -34,9 +42,9 @@ enum Figure: String, CaseIterable {
         case .input: "MB/s"
         case .seconds, .pruneSeconds, .vacuumSeconds: "s"
         case .sizeBefore, .sizeAfter, .freshSize: "bytes"
-        case .afterVsFresh, .commitsKept, .getRateKept: Self.ratioUnit
-        case .commitsNormal, .commitsDuring: "commits/s"
-        case .getNormal, .getDuring: "ns/op"
+        case .afterVsFresh, .commitsKept, .getRateKept, .asyncGetKept, .asyncCommitsKept: Self.ratioUnit
+        case .commitsNormal, .commitsDuring, .asyncCommits: "commits/s"
+        case .getNormal, .getDuring, .asyncGet: "ns/op"
         }
     }
 }

@@ -62,9 +62,20 @@ final class DocumentRunner {
                 for workload in later {
                     Files.settleWriteback()
                     switch workload {
-                    case .pointGet: report(workload, try pointGet(engine))
+                    case .pointGet:
+                        let sync = try pointGet(engine)
+                        report(workload, sync)
+                        let viaAsync = try pointGetAsync(engine)
+                        report(workload, figures: [(.asyncGet, viaAsync, "try await document(withID:) from one task, on the calling task"),
+                                                   (.asyncGetKept, sync / viaAsync, "sync ns/op ÷ async ns/op (target ≥ 0.9)")])
                     case .changesScan: report(workload, try changesScan(engine))
-                    default: report(workload, try durableCommit(engine))
+                    default:
+                        let sync = try durableCommit(engine)
+                        report(workload, sync)
+                        Files.settleWriteback()
+                        let viaAsync = try durableCommitAsync(engine)
+                        report(workload, figures: [(.asyncCommits, viaAsync, "try await saveDocument from one task: the database's worker thread; fullSync"),
+                                                   (.asyncCommitsKept, viaAsync / sync, "async commits/s ÷ sync commits/s (target ≥ 0.9)")])
                     }
                 }
                 try engine.close()
@@ -144,6 +155,54 @@ final class DocumentRunner {
         }
         try verifyDocuments(engine, dataset.timedGets.prefix(1000), expected: dataset.body)
         return Double(elapsed) / Double(dataset.timedGets.count)
+    }
+
+    /// point-get again through the `async` API: the same timed gets, each awaited from one task → ns/op.
+    private func pointGetAsync(_ engine: Engine) throws -> Double {
+        let ids = ids
+        let gets = dataset.timedGets
+        let (elapsed, found) = try Self.runTask { () async throws -> (UInt64, Int) in
+            var found = 0
+            let watch = Stopwatch()
+            for index in gets where try await engine.getAsync(ids[index]) != nil { found += 1 }
+            return (watch.elapsedNanoseconds, found)
+        }
+        guard found == gets.count else { throw EngineError("settee-doc: async point-get found \(found) of \(gets.count) documents") }
+        return Double(elapsed) / Double(gets.count)
+    }
+
+    /// durable-commit again through the `async` API (the same updates, each save awaited from one
+    /// task, which runs on the database's worker thread) → commits/s.
+    private func durableCommitAsync(_ engine: Engine) throws -> Double {
+        let count = Dataset.updateCount
+        let updates = try (0 ..< count).map { number in
+            Engine.NewDocument(id: ids[dataset.updatedDocuments[number]], properties: try Engine.properties(of: dataset.update(number).body))
+        }
+        let nanoseconds = try Self.runTask { () async throws -> UInt64 in
+            var total: UInt64 = 0
+            for update in updates {
+                let watch = Stopwatch()
+                try await engine.updateAsync(update)
+                total += watch.elapsedNanoseconds
+            }
+            return total
+        }
+        try verifyDocuments(engine, Set(dataset.updatedDocuments), expected: dataset.finalBody)
+        return Double(count) / (Double(nanoseconds) / 1e9)
+    }
+
+    /// Runs `body` in a task and waits for it on this (the bench's main) thread.
+    private static func runTask<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) throws -> R {
+        let result = Mutex<Result<R, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            let r: Result<R, any Error>
+            do { r = .success(try await body()) } catch { r = .failure(error) }
+            result.withLock { $0 = r }
+            done.signal()
+        }
+        done.wait()
+        return try result.withLock { $0! }.get()
     }
 
     /// Every change from sequence 0, `changesPageSize` per call → docs/s. The timed pass counts the entries;

@@ -63,6 +63,16 @@ final class SetteeDocEngine: Sendable {
         try database.document(withID: id)
     }
 
+    /// point-get through the `async` API.
+    func getAsync(_ id: String) async throws -> Settee.Document? {
+        try await database.document(withID: id)
+    }
+
+    /// durable-commit through the `async` API (the save runs on the database's worker thread).
+    func updateAsync(_ document: NewDocument) async throws {
+        try await database.saveDocument(MutableDocument(id: document.id, data: document.properties))
+    }
+
     /// changes-scan: every change from sequence 0, `pageSize` entries per call; returns how many.
     func scanChanges(pageSize: Int) throws -> Int {
         var since: UInt64 = 0
