@@ -8,6 +8,12 @@ let package = Package(
         .library(name: "SetteeStorage", targets: ["SetteeStorage"]),
         .library(name: "SetteeReplicator", targets: ["SetteeReplicator"]),
     ],
+    dependencies: [
+        // `swift package generate-documentation` (the DocC catalogs under Sources/*/*.docc).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // Where background work (automatic compaction, the expiry sweeper) reports failures.
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+    ],
     targets: [
         // Debian's liblz4-dev, plus a few C helpers (CRC32C, atomic bit operations) in the shim header.
         .systemLibrary(
@@ -28,7 +34,7 @@ let package = Package(
         .target(
             name: "Settee",
             // CLZ4 for its C helpers only (SHA-1 with the CPU's SHA instructions).
-            dependencies: ["SetteeStorage", "CLZ4"],
+            dependencies: ["SetteeStorage", "CLZ4", .product(name: "Logging", package: "swift-log")],
             swiftSettings: [
                 // The decoders' fuzz entry points (`DecoderFuzzing`): in debug builds (the tests)
                 // and `scripts/fuzz`, never in a release build an application ships.

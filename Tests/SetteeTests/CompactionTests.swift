@@ -309,6 +309,12 @@ private func logSize(_ db: Database) -> UInt64 {
         }
         #expect(shrank, "the file grew to \(peak) bytes and never shrank")
         #expect(try db.document(withID: "hot")?.string(forKey: "pad") == pad)
+        // The background status counts it, with no failure.
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while db.backgroundStatus.automaticCompactions == 0 && Date() < deadline { usleep(10_000) }
+        #expect(db.backgroundStatus.automaticCompactions >= 1)
+        #expect(db.backgroundStatus.lastCompactionFailure == nil)
+        #expect(db.backgroundStatus.lastExpiryFailure == nil)
 
         var off = config
         off.autoCompaction = false

@@ -1,4 +1,5 @@
 import Foundation
+internal import Logging
 internal import SetteeStorage
 import Synchronization
 
@@ -240,7 +241,17 @@ extension DatabaseCore {
         else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
             defer { autoCompactionScheduled.store(false, ordering: .releasing) }
-            _ = try? compact(progress: nil)
+            do {
+                _ = try compact(progress: nil)
+                background.withLock { $0.automaticCompactions += 1; $0.lastCompactionFailure = nil }
+            } catch let e as SetteeError where e.code == .cancelled || e.code == .notOpen {
+                // Stopped because the database closed: not a failure.
+            } catch {
+                let e = error as? SetteeError ?? SetteeError(.io, "\(error)")
+                background.withLock { $0.lastCompactionFailure = e }
+                Self.logger.error("automatic compaction failed; it is tried again after later writes",
+                                  metadata: ["database": "\(name)", "error": "\(e)"])
+            }
         }
     }
 }
@@ -401,5 +412,51 @@ struct CompactionCopier {
             }
             if copied == nil { try out.delete(change.key, in: to) }
         }
+    }
+}
+
+/// What a database's background work (automatic compaction, the expiry sweeper) last reported:
+/// a failure there never reaches a caller, so it is kept here, and logged through swift-log
+/// (label `settee`) as it happens.
+///
+/// ```swift
+/// let status = db.backgroundStatus
+/// if let failure = status.lastCompactionFailure ?? status.lastExpiryFailure { alert(failure.message) }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct BackgroundStatus: Sendable, Equatable {
+    /// Why the last automatic compaction failed; nil when none failed since the last one that
+    /// finished. It is tried again after later writes.
+    ///
+    /// ```swift
+    /// if let e = db.backgroundStatus.lastCompactionFailure { print(e) }
+    /// ```
+    public var lastCompactionFailure: SetteeError?
+    /// Why the expiry sweeper's last pass failed; nil once a pass succeeds. It retries with
+    /// growing delays (up to a minute).
+    ///
+    /// ```swift
+    /// if let e = db.backgroundStatus.lastExpiryFailure { print(e) }
+    /// ```
+    public var lastExpiryFailure: SetteeError?
+    /// Automatic compactions finished since the database was opened.
+    ///
+    /// ```swift
+    /// print(db.backgroundStatus.automaticCompactions)
+    /// ```
+    public var automaticCompactions = 0
+}
+
+extension Database {
+    /// What background work last reported (``BackgroundStatus``).
+    ///
+    /// ```swift
+    /// print(db.backgroundStatus.lastExpiryFailure?.message ?? "expiry fine")
+    /// ```
+    public var backgroundStatus: BackgroundStatus {
+        var status = core.background.withLock { $0 }
+        status.lastExpiryFailure = core.sweeper.lastError.withLock { $0 }
+        return status
     }
 }

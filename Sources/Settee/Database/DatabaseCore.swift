@@ -1,6 +1,7 @@
 import Foundation
 internal import SetteeStorage
 import Synchronization
+internal import Logging
 
 /// The engine trees of an open database.
 struct Trees: Sendable {
@@ -40,6 +41,11 @@ final class DatabaseCore: @unchecked Sendable {
     let sweeper: ExpirySweeper
     /// The thread `async` writes run on (started by the first one).
     let worker: DatabaseWorker
+    /// What background work last reported (``Database/backgroundStatus``).
+    let background = Mutex(BackgroundStatus())
+    /// Where background failures go: swift-log, label `settee` (an application routes it with
+    /// `LoggingSystem.bootstrap`).
+    static let logger = Logger(label: "settee")
     /// Threads waiting for `writeLock` in `write` or `runBatch`: the sweeper lets them go first
     /// between its batches.
     let waitingWriters = Atomic<Int>(0)
@@ -68,7 +74,7 @@ final class DatabaseCore: @unchecked Sendable {
         self.path = path
         self.configuration = configuration
         self.clock = clock
-        self.sweeper = ExpirySweeper(clock: clock)
+        self.sweeper = ExpirySweeper(clock: clock, name: name)
         self.worker = DatabaseWorker(name: name)
         var sc = StoreConfiguration()
         sc.durability = configuration.fullSync ? .synchronous : .none

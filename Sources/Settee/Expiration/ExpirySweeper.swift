@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+internal import Logging
 
 /// The expiry sweeper of one open database core: a thread that sleeps until the earliest due
 /// time in `doc.expiry` (no polling), purges what is due in short batches, and sleeps again.
@@ -26,8 +27,12 @@ final class ExpirySweeper: @unchecked Sendable {
     /// Passes completed, for tests.
     let passes = Atomic<Int>(0)
 
-    init(clock: any ExpirationClock) {
+    /// The database's name, for log messages.
+    private let name: String
+
+    init(clock: any ExpirationClock, name: String) {
         self.clock = clock
+        self.name = name
     }
 
     /// Starts the thread.
@@ -55,6 +60,8 @@ final class ExpirySweeper: @unchecked Sendable {
                 let e = error as? SetteeError ?? SetteeError(.io, "\(error)")
                 if e.code == .notOpen { return }
                 lastError.withLock { $0 = e }
+                DatabaseCore.logger.error("expiry sweep failed; it is tried again",
+                                          metadata: ["database": "\(name)", "error": "\(e)", "attempt": "\(failures + 1)"])
                 // Try again later: 1 s, 2 s, 4 s … at most a minute, or sooner if rung.
                 failures += 1
                 let delay = Double(1 << min(failures - 1, 6))
