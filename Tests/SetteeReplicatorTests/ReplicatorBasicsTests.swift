@@ -84,7 +84,7 @@ import Testing
         let afterSecond = rewritten["source_last_seq"]
         rewritten["session_id"] = "someone-else"
         rewritten["history"] = .array(Array(try #require(rewritten["history"]?.arrayValue).dropFirst()))
-        try b.saveLocalDocument(rewritten, withID: id)
+        try await b.saveLocalDocument(rewritten, withID: id)
         let counting = CountingPeer(DatabaseEndpoint(database: b))
         var again = ReplicatorConfiguration(database: a, target: counting)
         again.replicatorType = .push

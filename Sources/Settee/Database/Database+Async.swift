@@ -235,4 +235,37 @@ extension Database {
     public func check(repair: Bool = false) async throws -> DatabaseCheckReport {
         try await core.onOwnThread { try self.check(repair: repair) }
     }
+
+    // MARK: - Replication (SPI)
+
+    /// ``insertRevisions(_:)`` on the database's worker thread.
+    ///
+    /// ```swift
+    /// let outcomes = try await db.insertRevisions(fetched)
+    /// ```
+    @_spi(Replication)
+    public func insertRevisions(_ revisions: [ReplicatedRevision]) async throws -> [RevisionInsertOutcome] {
+        try await core.onWorker { try self.insertRevisions(revisions) }
+    }
+
+    /// ``saveLocalDocument(_:withID:)`` on the database's worker thread.
+    ///
+    /// ```swift
+    /// try await db.saveLocalDocument(["last_seq": 42], withID: "checkpoint")
+    /// ```
+    @_spi(Replication)
+    @discardableResult
+    public func saveLocalDocument(_ properties: [String: JSONValue], withID id: String) async throws -> String {
+        try await core.onWorker { try self.saveLocalDocument(properties, withID: id) }
+    }
+
+    /// ``deleteLocalDocument(withID:)`` on the database's worker thread.
+    ///
+    /// ```swift
+    /// try await db.deleteLocalDocument(withID: "checkpoint")
+    /// ```
+    @_spi(Replication)
+    public func deleteLocalDocument(withID id: String) async throws {
+        try await core.onWorker { try self.deleteLocalDocument(withID: id) }
+    }
 }

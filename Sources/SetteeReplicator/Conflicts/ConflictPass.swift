@@ -40,7 +40,7 @@ final class ConflictPass: Sendable {
         guard !todo.isEmpty else { return }
         var documents: [ReplicatedDocument] = []
         for (id, p) in todo.sorted(by: { $0.key < $1.key }) {
-            if let failure = resolveIfConflicted(id: id, remote: p.remote, before: LocalHead(revisionID: p.local, isDeleted: false)) {
+            if let failure = await resolveIfConflicted(id: id, remote: p.remote, before: LocalHead(revisionID: p.local, isDeleted: false)) {
                 documents.append(failure)
             } else if let tree = try await database.revisionTree(withID: id) {
                 let deleted = tree.revisions.first { $0.revisionID == tree.currentRevisionID }?.isDeleted ?? false
@@ -71,16 +71,16 @@ final class ConflictPass: Sendable {
     /// the remote's tree. A deleted leaf inserted here that branches off the history of our live
     /// current revision is then that deletion against our edit, as if it had arrived first. (A
     /// resolution's tombstone branches off a losing leaf instead, never off the winner's history.)
-    func resolveIfConflicted(id: String, remote announced: String, before: LocalHead?, inserted: Set<String> = []) -> ReplicatedDocument? {
+    func resolveIfConflicted(id: String, remote announced: String, before: LocalHead?, inserted: Set<String> = []) async -> ReplicatedDocument? {
         let config = replicator.config
         var remote = announced
         // The local side, once known: what a failure records for the next run.
         var local = before?.revisionID ?? ""
         do {
-            guard let tree = try database.revisionTree(withID: id) else { forget(id); return nil }
+            guard let tree = try await database.revisionTree(withID: id) else { await forget(id); return nil }
             var deleted: [String: Bool] = [:]
             for r in tree.revisions where r.isLeaf { deleted[r.revisionID] = r.isDeleted }
-            guard let announcedDeleted = deleted[remote] else { forget(id); return nil }
+            guard let announcedDeleted = deleted[remote] else { await forget(id); return nil }
             var remoteDeleted = announcedDeleted
             var localID: String?
             if !remoteDeleted, let other = tree.leafRevisionIDs.first(where: { $0 != remote && deleted[$0] == false }) {
@@ -94,32 +94,34 @@ final class ConflictPass: Sendable {
                 remote = deletion
                 remoteDeleted = true
             }
-            guard let localID else { forget(id); return nil }
+            guard let localID else { await forget(id); return nil }
             local = localID
             let localDeleted = deleted[localID] ?? false
+            let localDocument = localDeleted ? nil : try await database.document(withID: id, revisionID: localID)
+            let remoteDocument = remoteDeleted ? nil : try await database.document(withID: id, revisionID: remote)
             let conflict = Conflict(
                 documentID: id,
-                localDocument: localDeleted ? nil : try database.document(withID: id, revisionID: localID),
-                remoteDocument: remoteDeleted ? nil : try database.document(withID: id, revisionID: remote),
+                localDocument: localDocument,
+                remoteDocument: remoteDocument,
                 localRevisionID: localID, remoteRevisionID: remote)
             let result: Document?
             do {
                 result = try (config.conflictResolver ?? DefaultConflictResolver()).resolve(conflict)
             } catch {
                 config.log(.warning, "the conflict resolver threw for document \(id): \(error); the conflict stays until the replicator starts again")
-                remember(id, local: localID, remote: remote)
+                await remember(id, local: localID, remote: remote)
                 return ReplicatedDocument(id: id, revisionID: remote, flags: remoteDeleted ? .deleted : [],
                                           error: ReplicatorError(.conflictResolverFailed, "the conflict resolver threw: \(error)", documentID: id))
             }
-            try write(result, for: conflict, localDeleted: localDeleted, remoteDeleted: remoteDeleted)
-            forget(id)
+            try await write(result, for: conflict, localDeleted: localDeleted, remoteDeleted: remoteDeleted)
+            await forget(id)
             return nil
         } catch let e as ReplicatorError {
-            remember(id, local: local, remote: remote)
+            await remember(id, local: local, remote: remote)
             return ReplicatedDocument(id: id, revisionID: remote, flags: [], error: e)
         } catch {
             config.log(.warning, "resolving the conflict of document \(id) failed: \(error)")
-            remember(id, local: local, remote: remote)
+            await remember(id, local: local, remote: remote)
             return ReplicatedDocument(id: id, revisionID: remote, flags: [],
                                       error: ReplicatorError(.resolutionFailed, "writing the resolution failed", documentID: id,
                                                              underlying: error as? SetteeError))
@@ -143,10 +145,10 @@ final class ConflictPass: Sendable {
     /// Writes a resolver's result as revisions: the winning branch gets the result, the other live
     /// branches tombstones (``Database/resolveConflict(withID:winningRevisionID:mergedProperties:)``);
     /// nil tombstones every live branch.
-    private func write(_ result: Document?, for conflict: Conflict, localDeleted: Bool, remoteDeleted: Bool) throws {
+    private func write(_ result: Document?, for conflict: Conflict, localDeleted: Bool, remoteDeleted: Bool) async throws {
         let id = conflict.documentID
         let config = replicator.config
-        guard let result else { return try deleteEveryBranch(id) }
+        guard let result else { return try await deleteEveryBranch(id) }
         if result.isFromAnotherDatabase(than: database) {
             config.log(.error, "the conflict resolver returned a document from another database for document \(id); the conflict stays")
             throw ReplicatorError(.resolverReturnedForeignDocument,
@@ -162,11 +164,11 @@ final class ConflictPass: Sendable {
             for (side, revisionID, deleted) in [(conflict.remoteDocument, conflict.remoteRevisionID, remoteDeleted),
                                                 (conflict.localDocument, conflict.localRevisionID, localDeleted)]
             where !deleted && result.revisionID == revisionID && side?.toDictionary() == result.toDictionary() {
-                try database.resolveConflict(withID: id, winningRevisionID: revisionID)
+                try await database.resolveConflict(withID: id, winningRevisionID: revisionID)
                 return
             }
         }
-        if result.isDeleted { return try deleteEveryBranch(id) }
+        if result.isDeleted { return try await deleteEveryBranch(id) }
         // A merge goes on the branch the default rule picks, so peers merging alike write alike.
         let branch: String
         switch (localDeleted, remoteDeleted) {
@@ -177,39 +179,39 @@ final class ConflictPass: Sendable {
         case (false, true): branch = conflict.localRevisionID
         case (true, true): return
         }
-        try database.resolveConflict(withID: id, winningRevisionID: branch, mergedProperties: result.toDictionary())
+        try await database.resolveConflict(withID: id, winningRevisionID: branch, mergedProperties: result.toDictionary())
     }
 
     /// A tombstone on every live leaf, in one transaction.
-    private func deleteEveryBranch(_ id: String) throws {
-        try database.inBatch {
+    private func deleteEveryBranch(_ id: String) async throws {
+        try await database.inBatch { database in
             for leaf in try database.conflictingRevisions(withID: id) {
                 _ = try database.deleteDocument(leaf, concurrencyControl: .lastWriteWins)
             }
         }
     }
 
-    private func remember(_ id: String, local: String, remote: String) {
+    private func remember(_ id: String, local: String, remote: String) async {
         let snapshot = pending.withLock { p -> [String: (local: String, remote: String)]? in
             if let old = p[id], old == (local, remote) { return nil }
             p[id] = (local, remote)
             return p
         }
-        if let snapshot { save(snapshot) }
+        if let snapshot { await save(snapshot) }
     }
 
-    private func forget(_ id: String) {
+    private func forget(_ id: String) async {
         let snapshot = pending.withLock { p -> [String: (local: String, remote: String)]? in
             p.removeValue(forKey: id) == nil ? nil : p
         }
-        if let snapshot { save(snapshot) }
+        if let snapshot { await save(snapshot) }
     }
 
-    private func save(_ pending: [String: (local: String, remote: String)]) {
+    private func save(_ pending: [String: (local: String, remote: String)]) async {
         var o: [String: JSONValue] = [:]
         for (id, p) in pending { o[id] = .object(["local": .string(p.local), "remote": .string(p.remote)]) }
         do {
-            try database.saveLocalDocument(["pending": .object(o)], withID: pendingID)
+            try await database.saveLocalDocument(["pending": .object(o)], withID: pendingID)
         } catch {
             replicator.config.log(.warning, "could not record the conflicts left to resolve: \(error)")
         }

@@ -222,7 +222,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// ```
     @_spi(Replication)
     public func insertRevisions(_ revisions: [ReplicatedRevision]) async throws -> [RevisionInsertOutcome] {
-        try database.insertRevisions(revisions)
+        try await database.insertRevisions(revisions)
     }
 
     /// ``Database/localDocument(withID:)``.
@@ -242,6 +242,6 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// ```
     @_spi(Replication)
     public func saveLocalDocument(_ properties: [String: JSONValue], withID id: String) async throws {
-        try database.saveLocalDocument(properties, withID: id)
+        try await database.saveLocalDocument(properties, withID: id)
     }
 }

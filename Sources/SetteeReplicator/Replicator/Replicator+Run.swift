@@ -150,7 +150,7 @@ extension Replicator {
     private func saveCheckpoint(_ checkpoint: inout Checkpointer, _ sequence: ReplicationSequence,
                                 _ stats: SessionStats) async throws {
         let copy = checkpoint
-        checkpoint = try await Task(executorPreference: ReplicatorExecutor.shared) {
+        checkpoint = try await Task {
             var c = copy
             try await c.save(sequence, stats: stats)
             return c
@@ -200,7 +200,7 @@ extension Replicator {
                 // Stopping drops the batch read ahead; the one in flight was inserted.
                 if isStopRequested { break }
                 if page.changes.isEmpty && page.lastSequence == since { break }
-                inFlight = Task(executorPreference: ReplicatorExecutor.shared) { [self] in try await self.commit(direction, batch, target: target, conflicts: conflicts) }
+                inFlight = Task { [self] in try await self.commit(direction, batch, target: target, conflicts: conflicts) }
                 since = page.lastSequence
                 if page.reachedEnd { break }
             }
@@ -293,7 +293,7 @@ extension Replicator {
             let winners = Dictionary(batch.rows.map { ($0.documentID, $0.revisionID) }, uniquingKeysWith: { _, b in b })
             for id in Set(changed).sorted() {
                 guard let remote = winners[id] else { continue }
-                if let failure = conflicts.resolveIfConflicted(id: id, remote: remote, before: heads[id], inserted: inserted[id] ?? []) {
+                if let failure = await conflicts.resolveIfConflicted(id: id, remote: remote, before: heads[id], inserted: inserted[id] ?? []) {
                     if documents[id] == nil { order.append(id) }
                     documents[id] = failure
                 }

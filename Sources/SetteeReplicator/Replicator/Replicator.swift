@@ -102,7 +102,7 @@ public final class Replicator: Sendable {
             let number = s.runNumber
             // Announced before the run exists, so no status of the run can be announced ahead of it.
             announce(s)
-            s.run = Task(executorPreference: ReplicatorExecutor.shared) { [self] in await self.run(number: number, reset: reset) }
+            s.run = Task { [self] in await self.run(number: number, reset: reset) }
         }
     }
 
