@@ -7,7 +7,8 @@ internal import SetteeStorage
 /// var options = AllDocumentsOptions()
 /// options.prefix = "task:"
 /// options.limit = 50
-/// for doc in try db.allDocuments(options) { print(doc.id) }
+/// let cursor = try db.allDocuments(options)
+/// while let doc = try cursor.next() { print(doc.id) }
 /// ```
 ///
 /// - Note: A value type; safe to share between threads.

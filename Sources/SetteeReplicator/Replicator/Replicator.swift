@@ -33,8 +33,9 @@ import Synchronization
 ///
 /// - Note: Thread-safe: call any method from any thread or task. Listeners are called on a serial
 ///   background queue, in order; the status stream may be consumed from any task. The replication
-///   itself runs on a few threads shared by every replicator in the process, not on Swift's
-///   cooperative pool, because its database calls block while they read and commit.
+///   runs in Swift tasks; its writes go through the database's `async` API, which commits on the
+///   database's own worker thread, so no task waits for `fdatasync` on the cooperative pool. A
+///   conflict resolver and the filters run in those tasks and should be quick.
 public final class Replicator: Sendable {
     /// The configuration, as given when the replicator was created.
     ///
