@@ -21,12 +21,37 @@ package struct DocPowerLossReport: CustomStringConvertible {
     package var crashesInCompaction = 0
     package var swapRenameKept = 0
     package var swapRenameLost = 0
+    /// Blobs: saves carrying one that returned; crash points whose faults were aimed at the blob
+    /// store's operations; power failures at one of its operations, by operation (the save in
+    /// flight then verified absent); injected failures of its operations, by operation, and the
+    /// saves they failed (the database going on unpoisoned, the save made again); acknowledged
+    /// blobs verified whole after the power failed (each check counted); blob files found on disk
+    /// and checked against their names.
+    package var blobSaves = 0
+    package var crashPointsAimedAtBlobs = 0
+    package var crashesAtBlobOperations: [FaultPlan.Kind: Int] = [:]
+    package var injectedBlobFailures: [FaultPlan.Kind: Int] = [:]
+    package var blobSavesFailed = 0
+    package var blobsVerified = 0
+    package var blobFilesChecked = 0
     package var lost = 0
     package var corruptOpens = 0
     package var failures: [String] = []
 
     package var description: String {
-        "crash points: \(crashPoints), acknowledged transactions verified: \(stepsVerified) (\(operationsVerified) document operations), aborted batches verified absent: \(abortedBatchesVerified), in flight kept/dropped: \(inFlightPresent)/\(inFlightAbsent), injected sync failures: \(syncFailures), write failures: \(writeFailures), lost: \(lost), corrupt opens: \(corruptOpens)"
+        "crash points: \(crashPoints), acknowledged transactions verified: \(stepsVerified) (\(operationsVerified) document operations), aborted batches verified absent: \(abortedBatchesVerified), in flight kept/dropped: \(inFlightPresent)/\(inFlightAbsent), injected sync failures: \(syncFailures), write failures: \(writeFailures), lost: \(lost), corrupt opens: \(corruptOpens)\n"
+            + blobDetails
+    }
+
+    package var blobDetails: String {
+        "blobs: saves with a blob returned: \(blobSaves), crash points aimed at blob operations: \(crashPointsAimedAtBlobs), power failures at a blob operation: \(Self.total(crashesAtBlobOperations)) (\(Self.list(crashesAtBlobOperations))), injected blob failures: \(Self.total(injectedBlobFailures)) (\(Self.list(injectedBlobFailures))), saves they failed: \(blobSavesFailed), acknowledged blobs verified whole: \(blobsVerified), blob files checked: \(blobFilesChecked)"
+    }
+
+    static func total(_ byKind: [FaultPlan.Kind: Int]) -> Int { byKind.values.reduce(0, +) }
+
+    static func list(_ byKind: [FaultPlan.Kind: Int]) -> String {
+        let parts = FaultPlan.Kind.allCases.compactMap { k in byKind[k].map { "\(k.rawValue) \($0)" } }
+        return parts.isEmpty ? "none" : parts.joined(separator: ", ")
     }
 
     package var compactionDetails: String {
@@ -42,8 +67,17 @@ package struct DocPowerLossReport: CustomStringConvertible {
 /// reopened, unless it hit a compaction's new log), with `compact()` at some crash points (more
 /// steps run from its progress callback; some cancelled there), puts what the disk could hold in
 /// place, and checks it as the SIGKILL round does: `check()`, every acknowledged step exactly,
-/// nothing partly visible, no `log.compact` left. Blob files are written to the real disk (synced
-/// before the transaction that references them).
+/// nothing partly visible, no `log.compact` left.
+///
+/// The blob store's files are in the simulated directory too (`blobs/`, `blobs/tmp/`): the power
+/// may fail at their writes, syncs, renames, directory syncs, deletions and touches, and injected
+/// failures hit them as they hit the log. A save whose blob I/O fails must fail with `io` before it
+/// commits, having changed nothing, and the database go on (it is not poisoned: the log was not
+/// touched): the step is made again, with the same blob. After the power fails: every blob a
+/// returned save carried is on disk whole (its bytes hash to its digest, at its length); every
+/// blob file on disk hashes to its name (absent or whole, never torn); no document shows a blob
+/// the database cannot read (the snapshot's own checks); and reopening leaves no temporary blob
+/// file.
 package struct DocPowerLossRun {
     package var seed: UInt64
     package var crashPoints: Int
@@ -51,6 +85,8 @@ package struct DocPowerLossRun {
     package var crashPointsPerDatabase = 25
     /// The share of crash points (percent) that run a compaction.
     package var compactionShare: UInt64 = 30
+    /// The share of crash points (percent) whose faults are aimed at the blob store's operations.
+    package var blobShare: UInt64 = 20
     package var log: (String) -> Void = { print($0) }
 
     package init(seed: UInt64, crashPoints: Int, directory: String) {
@@ -97,6 +133,19 @@ package struct DocPowerLossRun {
         plan.crashAt = crashAt
         if r.chance(12) { plan.failSyncAt = 1 + Int(r.next(below: UInt64(min(crashAt, 250)))) }
         if r.chance(6) { plan.failWriteAt = 1 + Int(r.next(below: UInt64(min(crashAt, 250)))) }
+        // One crash point in five aims its faults at the blob store's operations instead (about
+        // five per save that carries a new blob, one per save of a stored one): the power fails
+        // at one of them, and one of their syncs or writes (renames, deletions, touches) may fail
+        // first. Left to chance, few faults would land there.
+        let aimsAtBlobs = crashAtSwap == nil && r.chance(blobShare)
+        if aimsAtBlobs {
+            plan.crashAt = Int.max
+            plan.failSyncAt = nil
+            plan.failWriteAt = nil
+            plan.crashAtAimed = 1 + Int(r.next(below: 24))
+            if r.chance(35) { plan.failSyncAtAimed = 1 + Int(r.next(below: 8)) }
+            if r.chance(35) { plan.failWriteAtAimed = 1 + Int(r.next(below: 10)) }
+        }
         let fileSeed = r.next()
         var config = DatabaseConfiguration(directory: state.realDirectory)
         config.maxRevTreeDepth = state.maxDepth
@@ -109,12 +158,23 @@ package struct DocPowerLossRun {
         var inFlight: Int?
         var step = state.nextStep
         plan.onDurable = { durableCount = returned.count }
+        var injected: Int { plan.syncFailures + plan.writeFailures }
+        // Figures the steps add to (the compaction's progress callback runs steps too, so not the
+        // report itself).
+        var blobSaves = 0, blobSavesFailed = 0
 
         // The files on disk are what the last verification left (or nothing): taken as durable.
         try FileManager.default.createDirectory(atPath: state.realPath, withIntermediateDirectories: true)
         let directory = try SimulatedDirectory(path: state.realPath, plan: plan, seed: fileSeed)
         defer { directory.detach() }
         directory.crashAtSwap = crashAtSwap
+        if aimsAtBlobs {
+            plan.aim = { [unowned directory] in directory.isTarget($0, under: "blobs") }
+            report.crashPointsAimedAtBlobs += 1
+        }
+        // A failure injected into the engine's files (the log, a compaction's new log), as
+        // opposed to the blob store's.
+        var logFailure: Bool { directory.failureInjected(outside: "blobs") }
         let faulty = try? Database(name: DocRunState.name, config: config, openFile: { (path) throws(StorageError) in
             try directory.open(path)
         })
@@ -124,30 +184,57 @@ package struct DocPowerLossRun {
             defer { try? db.close() }
             /// Runs the next step; false when it failed and the round must stop.
             func attempt() throws -> Bool {
+                let injectedBefore = injected
                 do {
                     let outcome = try state.workload.run(step, on: db)
                     returned.append((step, outcome.committed))
+                    if let blobs = outcome.operations[.blob], blobs > 0 {
+                        blobSaves += blobs
+                        state.acknowledgedBlobs.merge(outcome.blobs) { a, _ in a }
+                    }
                     step += 1
                     return true
                 } catch {
-                    inFlight = step
+                    let failed = step
                     step += 1
-                    guard plan.crashed || plan.injectedFailure else {
-                        throw DocRunState.Failure(description: "step \(step - 1) failed without an injected fault: \(error)")
+                    // (A failure injected into the log earlier may surface only now: a commit's
+                    // own checkpoint does not report one.)
+                    guard plan.crashed || injected > injectedBefore || logFailure else {
+                        throw DocRunState.Failure(description: "step \(failed) failed without an injected fault: \(error)")
                     }
-                    if !plan.crashed { try expectPoisoned(db) }
+                    if plan.crashed {
+                        // The blob store writes before the transaction that references the blob:
+                        // a power failure at its I/O leaves that transaction uncommitted.
+                        if directory.powerFailure(under: "blobs") == nil { inFlight = failed }
+                        return false
+                    }
+                    if !logFailure {
+                        // Only the blob store's I/O failed: the save fails with `io` before its
+                        // transaction, changing nothing, and the database goes on. The step is
+                        // made again, as an application retries a failed save (the same blob:
+                        // the store must not take a file it could not vouch for as stored).
+                        guard let e = error as? SetteeError, e.code == .io else {
+                            throw DocRunState.Failure(description: "step \(failed): a failed blob operation surfaced as \(error) instead of an I/O error")
+                        }
+                        blobSavesFailed += 1
+                        step = failed
+                        return true
+                    }
+                    inFlight = failed
+                    try expectPoisoned(db)
                     return false
                 }
             }
             var n = 0
             while !plan.crashed && step < state.nextStep + 40 {
-                if plan.injectedFailure {
+                if logFailure {
                     try expectPoisoned(db)
                     break
                 }
                 guard try attempt() else { break }
                 n += 1
-                guard n - 1 == compactAt, !plan.crashed, !plan.injectedFailure else { continue }
+                guard n - 1 == compactAt, !plan.crashed, !logFailure else { continue }
+                let injectedBefore = injected
                 report.compactionsBegun += 1
                 var stepFailure: (any Error)?
                 var stepStopped = false
@@ -175,7 +262,7 @@ package struct DocPowerLossRun {
                         }
                         continue
                     }
-                    guard plan.injectedFailure else {
+                    guard injected > injectedBefore else {
                         throw DocRunState.Failure(description: "compaction failed without an injected fault: \(error)")
                     }
                     // A failure before the swap abandons the compaction (its new log deleted) and
@@ -193,8 +280,17 @@ package struct DocPowerLossRun {
         guard plan.operationsAfterCrash == 0 else {
             throw DocRunState.Failure(description: "the database used the file \(plan.operationsAfterCrash) times after the power failed")
         }
+        // A failure of the blob store's I/O is never swallowed: some save reported it. (Unless
+        // the power failed in that save's clean-up, which then counts as a power failure.)
+        if faulty != nil, !plan.crashed, directory.failureInjected(under: "blobs"), blobSavesFailed == 0 {
+            throw DocRunState.Failure(description: "an injected failure of a blob operation was not reported by any save")
+        }
         report.syncFailures += plan.syncFailures
         report.writeFailures += plan.writeFailures
+        report.blobSaves += blobSaves
+        report.blobSavesFailed += blobSavesFailed
+        if let kind = directory.powerFailure(under: "blobs") { report.crashesAtBlobOperations[kind, default: 0] += 1 }
+        for kind in directory.injectedFailures(under: "blobs") { report.injectedBlobFailures[kind, default: 0] += 1 }
         let acknowledged = fullSync ? returned.count : durableCount
 
         // The power fails: the disk holds the durable image and some of the rest, under the names
@@ -209,9 +305,15 @@ package struct DocPowerLossRun {
         if swapPending, kept != nil {
             if kept === newLog { report.swapRenameKept += 1 } else { report.swapRenameLost += 1 }
         }
+        try state.verifyBlobFiles(report: &report)
         let candidates = returned + (inFlight.map { [($0, nil)] } ?? [])
         let verified = try state.verify(candidates: candidates, acknowledged: acknowledged, fullSync: fullSync,
                                         corruptOpens: &report.corruptOpens, lost: &report.lost)
+        // Opening the database deleted the temporary files the power failure left.
+        let temporary = state.realPath + "/blobs/tmp"
+        if let left = try? FileManager.default.contentsOfDirectory(atPath: temporary), !left.isEmpty {
+            throw DocRunState.Failure(description: "after reopening, \(left.count) temporary blob files are still in blobs/tmp")
+        }
         for outcome in verified.outcomes.prefix(acknowledged) {
             guard outcome.committed else {
                 report.abortedBatchesVerified += 1
@@ -236,5 +338,39 @@ package struct DocPowerLossRun {
             throw DocRunState.Failure(description: "a write after a failed sync threw \(error) instead of an I/O error")
         }
         throw DocRunState.Failure(description: "a write after a failed sync or write was accepted")
+    }
+}
+
+extension DocRunState {
+    /// Checks the blob files a power failure left, before anything opens the database: every
+    /// acknowledged blob (``acknowledgedBlobs``) is there whole, and every blob file hashes to its
+    /// name (whole, never torn: a file is written under a temporary name and synced before it
+    /// is renamed into place).
+    func verifyBlobFiles(report: inout DocPowerLossReport) throws {
+        let directory = realPath + "/blobs"
+        func content(_ name: String) -> Data? { FileManager.default.contents(atPath: directory + "/" + name) }
+        for (digest, length) in acknowledgedBlobs.sorted(by: { $0.key < $1.key }) {
+            guard let raw = Data(base64Encoded: String(digest.dropFirst(5))) else {
+                throw Failure(description: "the workload made a malformed digest \(digest)")
+            }
+            let name = SHA1.hex(Array(raw)) + ".blob"
+            guard let bytes = content(name) else {
+                report.lost += 1
+                throw Failure(description: "the acknowledged blob \(digest) (\(length) bytes) is missing after the power failed")
+            }
+            guard Blob(contentType: "", data: bytes).digest == digest, UInt64(bytes.count) == length else {
+                report.lost += 1
+                throw Failure(description: "the acknowledged blob \(digest) holds \(bytes.count) bytes that do not hash to it (\(length) expected)")
+            }
+            report.blobsVerified += 1
+        }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names.sorted() where name.hasSuffix(".blob") {
+            report.blobFilesChecked += 1
+            guard let bytes = content(name), SHA1.hex(SHA1.hash(Array(bytes))) + ".blob" == name else {
+                report.corruptOpens += 1
+                throw Failure(description: "the blob file \(name) is torn: its \(content(name)?.count ?? 0) bytes do not hash to its name")
+            }
+        }
     }
 }

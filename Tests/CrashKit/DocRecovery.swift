@@ -13,6 +13,9 @@ final class DocRunState {
     var reference: Database?
     /// The first step the next run of the workload makes.
     var nextStep = 0
+    /// Every blob a save that returned carried since the last reset, digest to length: each
+    /// must be on disk whole after any crash.
+    var acknowledgedBlobs: [String: UInt64] = [:]
 
     init(directory: String) {
         realDirectory = directory + "/docs"
@@ -31,6 +34,7 @@ final class DocRunState {
         workload = DocWorkload(seed: r.next())
         maxDepth = [3, 5, 20, 100][Int(r.next(below: 4))]
         nextStep = 0
+        acknowledgedBlobs = [:]
         var config = DatabaseConfiguration(directory: referenceDirectory)
         config.maxRevTreeDepth = maxDepth
         config.fullSync = false

@@ -23,7 +23,7 @@ package struct DocSnapshot: Equatable {
 
     package var documents: [String: DocumentState] = [:]
     package var locals: [String: LocalState] = [:]
-    /// Content of every blob a current revision references (nil: missing).
+    /// Content of every blob a current revision or a leaf references (nil: missing).
     package var blobs: [String: Data?] = [:]
     package var count: UInt64 = 0
     package var lastSequence: UInt64 = 0
@@ -50,7 +50,8 @@ package struct DocSnapshot: Equatable {
             documents[id] = DocumentState(tree: tree, body: body, isDeleted: deleted, sequence: current?.sequence ?? 0,
                                           leafBodies: leafBodies)
             if (try db.document(withID: id) == nil) != deleted { liveLookupMismatches.append(id) }
-            for digest in Self.blobDigests(.object(body ?? [:])) where blobs[digest] == nil {
+            let bodies = [body ?? [:]] + leafBodies.sorted(by: { $0.key < $1.key }).map(\.value)
+            for digest in bodies.flatMap({ Self.blobDigests(.object($0)) }) where blobs[digest] == nil {
                 blobs[digest] = .some(try db.blob(withDigest: digest)?.content)
             }
         }
@@ -96,7 +97,7 @@ package struct DocSnapshot: Equatable {
     /// What is wrong with the snapshot on its own, whatever the workload did: the changes feed
     /// lists every document (live or deleted) once, in increasing sequence order, with its current
     /// revision and leaves; `count` is the number of live documents; every current revision is
-    /// readable and every blob it references is stored.
+    /// readable and every blob it or a leaf references is stored, its content hashing to its digest.
     package func problems() -> [String] {
         var out: [String] = []
         var seen = Set<String>()
@@ -126,7 +127,13 @@ package struct DocSnapshot: Equatable {
             if d.tree.leafRevisionIDs.first != d.tree.currentRevisionID { out.append("\(id): the current revision is not the first leaf") }
         }
         for id in liveLookupMismatches { out.append("\(Self.short(id)): document(withID:) disagrees with the current revision's deletion") }
-        for (digest, content) in blobs where content == nil { out.append("blob \(digest) is referenced but missing") }
+        for (digest, content) in blobs.sorted(by: { $0.key < $1.key }) {
+            guard let content else {
+                out.append("blob \(digest) is referenced but missing")
+                continue
+            }
+            if Blob(contentType: "", data: content).digest != digest { out.append("blob \(digest) holds content of another digest") }
+        }
         return out
     }
 

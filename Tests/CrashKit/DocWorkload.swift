@@ -13,6 +13,8 @@ package enum DocOperation: String, CaseIterable, Sendable {
 package struct DocStepOutcome: Equatable {
     package var committed = true
     package var operations: [DocOperation: Int] = [:]
+    /// The blobs its saves carried, digest to length.
+    package var blobs: [String: UInt64] = [:]
     /// Document operations (batches are containers, and large saves are counted among saves).
     package var count: Int {
         operations.filter { ![.batch, .abortedBatch, .largeSave].contains($0.key) }.values.reduce(0, +)
@@ -25,7 +27,8 @@ package struct DocStepOutcome: Equatable {
 /// revisions with histories that extend, branch and conflict, conflict resolution, local
 /// documents, and small blobs.
 ///
-/// Each step is at most one transaction (a blob file may be written before it), and what it does
+/// Each step is at most one transaction (a blob file may be written before it, and if writing it
+/// fails, nothing is: the step changes nothing), and what it does
 /// depends only on the seed, its index and the database's contents: a reference database that
 /// ran the same steps holds exactly what the crashed one must hold.
 package struct DocWorkload {
@@ -234,9 +237,11 @@ package struct DocWorkload {
         let content = Data((0..<(1 + Int(g.next(below: 6000)))).map { _ in UInt8(truncatingIfNeeded: g.next()) })
         let m = try db.document(withID: id)?.toMutable() ?? MutableDocument(id: id)
         m.setData(Self.body(&r, step: index))
-        m.setBlob(Blob(contentType: "application/octet-stream", data: content), forKey: "attachment")
+        let blob = Blob(contentType: "application/octet-stream", data: content)
+        m.setBlob(blob, forKey: "attachment")
         try db.saveDocument(m)
         out.operations[.blob, default: 0] += 1
+        out.blobs[blob.digest] = blob.length
     }
 
     // MARK: - Values

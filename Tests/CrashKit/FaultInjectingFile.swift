@@ -15,6 +15,9 @@ package final class SimulatedFileState {
     package internal(set) var uncertain: [FaultInjectingFile.Pending] = []
     /// The real file's inode number, by which a ``SimulatedDirectory`` follows it across renames.
     package let inode: UInt64
+    /// The directory that names it, relative to its ``SimulatedDirectory`` ("" for the database
+    /// directory itself, "blobs" for a blob file); "" for a file opened on its own.
+    package internal(set) var folder = ""
 
     package init(durable: [UInt8], inode: UInt64) {
         self.durable = durable
@@ -127,12 +130,12 @@ package final class FaultInjectingFile: StorageFile {
         return fstat(real.descriptor, &st) == 0 ? UInt64(st.st_ino) : 0
     }
 
-    private func begin() throws(StorageError) -> Bool { try plan.begin(state) }
+    private func begin(_ kind: FaultPlan.Kind) throws(StorageError) -> Bool { try plan.begin(state, kind) }
 
     private func powerFails() -> StorageError { plan.powerFails() }
 
     package func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
-        let dying = try begin()
+        let dying = try begin(.write)
         if dying || plan.operations == plan.failWriteAt {
             // A prefix may have reached the page cache before the failure.
             let n = Int(random.next(below: UInt64(bytes.count) + 1))
@@ -155,7 +158,7 @@ package final class FaultInjectingFile: StorageFile {
     }
 
     package func sync() throws(StorageError) {
-        if try begin() { throw powerFails() }
+        if try begin(.sync) { throw powerFails() }
         if plan.operations == plan.failSyncAt {
             failSync()
             throw StorageError(code: .io, reason: "injected fdatasync failure", errno: EIO, operation: "fdatasync")
@@ -164,7 +167,7 @@ package final class FaultInjectingFile: StorageFile {
     }
 
     package func writeDurably(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
-        let dying = try begin()
+        let dying = try begin(.durableWrite)
         if dying || plan.operations == plan.failWriteAt {
             let n = Int(random.next(below: UInt64(bytes.count) + 1))
             let part = UnsafeRawBufferPointer(rebasing: bytes[0..<n])
@@ -192,7 +195,7 @@ package final class FaultInjectingFile: StorageFile {
     }
 
     package func truncate(to size: UInt64) throws(StorageError) {
-        if try begin() {
+        if try begin(.truncate) {
             if random.next(below: 2) == 0 { state.pending.append(.truncate(size: size)) }
             throw powerFails()
         }
@@ -234,16 +237,19 @@ package final class FaultInjectingFile: StorageFile {
 }
 
 /// When the power fails and which operations fail, counted over every file of one database (the
-/// log, the file that becomes it while a database is created, a compaction's new log) and,
-/// through a ``SimulatedDirectory``, its renames and directory syncs.
+/// log, the file that becomes it while a database is created, a compaction's new log, blob files)
+/// and, through a ``SimulatedDirectory``, its renames, deletions, directory syncs and
+/// modification-time updates.
 package final class FaultPlan {
     /// The operation (1-based: writes, syncs, durable writes, truncations, and a simulated
-    /// directory's renames and syncs counted together) at which the power fails; that operation
-    /// may be partly done.
+    /// directory's renames, deletions, directory syncs and touches counted together) at which the
+    /// power fails; that operation may be partly done.
     package var crashAt: Int?
-    /// The operation at which `fdatasync` (or a durable write's sync) fails with EIO.
+    /// The operation at which `fdatasync` (or a durable write's sync, or a directory sync) fails
+    /// with EIO.
     package var failSyncAt: Int?
-    /// The operation at which a write fails with EIO after writing a random prefix.
+    /// The operation at which a write fails with EIO after writing a random prefix (a rename,
+    /// deletion or touch: without being done).
     package var failWriteAt: Int?
     /// Called after each successful sync (durable write included) of a file opened on its own;
     /// through a ``SimulatedDirectory``, when what is durably named `log` has become durable.
@@ -268,6 +274,7 @@ package final class FaultPlan {
     package func injected(in target: AnyObject, write: Bool) {
         if write { writeFailures += 1 } else { syncFailures += 1 }
         failedIn.insert(ObjectIdentifier(target))
+        failures.append((target, currentKind))
     }
 
     /// Whether an injected failure hit `target`.
@@ -275,22 +282,72 @@ package final class FaultPlan {
         target.map { failedIn.contains(ObjectIdentifier($0)) } ?? false
     }
 
+    /// Every injected failure, in order: the target it hit (kept alive, so a caller can tell what
+    /// it was even after its file is gone) and the operation.
+    package private(set) var failures: [(target: AnyObject, kind: Kind)] = []
+    /// The target and the kind of the operation the power failed at.
+    package private(set) var crashedTarget: AnyObject?
+    package private(set) var crashedKind: Kind?
+    /// The kind of the operation begun last.
+    private var currentKind = Kind.write
+
     package init(crashAt: Int? = nil) { self.crashAt = crashAt }
+
+    /// What an operation is: for faults aimed at one kind of target (the failures `failSyncAt`
+    /// and `failWriteAt` inject hit syncs and writes; renames, deletions and touches count as
+    /// writes, a durable write as both) and for the figures.
+    package enum Kind: String, CaseIterable, Sendable {
+        case write, sync, durableWrite = "durable write", truncate, rename, remove, touch
+        case directorySync = "directory sync"
+
+        var isSync: Bool { self == .sync || self == .durableWrite || self == .directorySync }
+        var isWrite: Bool { self == .write || self == .durableWrite || self == .rename || self == .remove || self == .touch }
+    }
+
+    /// Aims faults at the operations on the targets it accepts (a blob store's files and
+    /// directories, say), counted apart: the power fails at the `crashAtAimed`-th of them, the
+    /// `failSyncAtAimed`-th of their syncs fails, and the `failWriteAtAimed`-th of their writes.
+    /// Each sets `crashAt`, `failSyncAt` or `failWriteAt` to that operation when it comes.
+    package var aim: ((AnyObject) -> Bool)?
+    package var crashAtAimed: Int?
+    package var failSyncAtAimed: Int?
+    package var failWriteAtAimed: Int?
+    /// Operations on aimed targets so far: all, syncs, writes.
+    private var aimedOperations = 0
+    private var aimedSyncs = 0
+    private var aimedWrites = 0
 
     /// Where the power failed: the file (its ``SimulatedFileState``) or directory whose
     /// operation it cut short.
     private var crashedIn: ObjectIdentifier?
 
-    /// Counts an operation about to be made on `target` (a file's state, a directory); throws
-    /// once the power is off. Returns whether the power fails at this one (the caller may do part
-    /// of it, then throws ``powerFails()``).
-    package func begin(_ target: AnyObject) throws(StorageError) -> Bool {
+    /// Counts an operation of `kind` about to be made on `target` (a file's state, a directory);
+    /// throws once the power is off. Returns whether the power fails at this one (the caller may
+    /// do part of it, then throws ``powerFails()``).
+    package func begin(_ target: AnyObject, _ kind: Kind) throws(StorageError) -> Bool {
         if crashed {
             if ObjectIdentifier(target) == crashedIn { operationsAfterCrash += 1 } else { operationsElsewhereAfterCrash += 1 }
             throw StorageError(code: .io, reason: "the power is off", errno: EIO, operation: "simulated power loss")
         }
         operations += 1
-        if operations == crashAt { crashedIn = ObjectIdentifier(target) }
+        if let aim, aim(target) {
+            aimedOperations += 1
+            if aimedOperations == crashAtAimed { crashAt = operations }
+            if kind.isSync {
+                aimedSyncs += 1
+                if aimedSyncs == failSyncAtAimed { failSyncAt = operations }
+            }
+            if kind.isWrite {
+                aimedWrites += 1
+                if aimedWrites == failWriteAtAimed { failWriteAt = operations }
+            }
+        }
+        if operations == crashAt {
+            crashedIn = ObjectIdentifier(target)
+            crashedTarget = target
+            crashedKind = kind
+        }
+        currentKind = kind
         return operations == crashAt
     }
 

@@ -277,7 +277,7 @@ private func logSize(_ db: Database) -> UInt64 {
             saver.start()
             saving.wait()
             usleep(200_000)
-            _ = db.core.collectBlobs(referenced: [], olderThan: Date())
+            _ = try db.core.collectBlobs(referenced: [], olderThan: Date())
         }
         saved.wait()
         #expect(outcome.withLock { $0 } == "saved")

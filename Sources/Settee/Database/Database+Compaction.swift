@@ -197,8 +197,18 @@ extension DatabaseCore {
             }
         }
         finished = true
-        let blobsDeleted = collectBlobs(referenced: copier.blobDigests,
-                                        olderThan: started.addingTimeInterval(-Self.unreferencedBlobRetention))
+        // The compaction is done (swapped in); a failed blob collection only leaves files for
+        // the next one, and is reported, not thrown.
+        var blobsDeleted = 0
+        do {
+            blobsDeleted = try collectBlobs(referenced: copier.blobDigests,
+                                            olderThan: started.addingTimeInterval(-Self.unreferencedBlobRetention))
+            background.withLock { $0.lastBlobCollectionFailure = nil }
+        } catch {
+            background.withLock { $0.lastBlobCollectionFailure = error }
+            Self.logger.error("collecting unreferenced blobs after a compaction failed; the next compaction tries again",
+                              metadata: ["database": "\(name)", "error": "\(error)"])
+        }
         let documents = try translating { try store.read { tx in try tx.count(in: trees.byID) } }
         return CompactionReport(sizeBefore: before, sizeAfter: store.fileSize, documents: documents, blobsDeleted: blobsDeleted)
     }
@@ -211,19 +221,10 @@ extension DatabaseCore {
 
     /// Deletes blob files that no kept revision references and that were last written before
     /// `cutoff` (a blob stored for a save still on its way is newer). Caller holds the write lock.
-    func collectBlobs(referenced: Set<String>, olderThan cutoff: Date) -> Int {
+    func collectBlobs(referenced: Set<String>, olderThan cutoff: Date) throws(SetteeError) -> Int {
         var keep = Set<String>()
         for d in referenced { if let f = BlobStore.fileName(forDigest: d) { keep.insert(f) } }
-        var deleted = 0
-        for name in blobs.allFileNames() where !keep.contains(name) {
-            let path = blobs.directory + "/" + name
-            var st = stat()
-            guard stat(path, &st) == 0 else { continue }
-            let modified = Date(timeIntervalSince1970: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9)
-            guard modified < cutoff else { continue }
-            if unlink(path) == 0 { deleted += 1 }
-        }
-        return deleted
+        return try blobs.removeUnreferenced(keeping: keep, modifiedBefore: cutoff)
     }
 
     /// Starts a compaction in the background when the dead space passes the configured share of
@@ -415,7 +416,8 @@ struct CompactionCopier {
     }
 }
 
-/// What a database's background work (automatic compaction, the expiry sweeper) last reported:
+/// What a database's background work (automatic compaction, the expiry sweeper, blob collection)
+/// last reported:
 /// a failure there never reaches a caller, so it is kept here, and logged through swift-log
 /// (label `settee`) as it happens.
 ///
@@ -440,6 +442,13 @@ public struct BackgroundStatus: Sendable, Equatable {
     /// if let e = db.backgroundStatus.lastExpiryFailure { print(e) }
     /// ```
     public var lastExpiryFailure: SetteeError?
+    /// Why deleting the blob files nothing references failed after the last compaction; nil when
+    /// it succeeded. The files stay until a later compaction collects them.
+    ///
+    /// ```swift
+    /// if let e = db.backgroundStatus.lastBlobCollectionFailure { print(e) }
+    /// ```
+    public var lastBlobCollectionFailure: SetteeError?
     /// Automatic compactions finished since the database was opened.
     ///
     /// ```swift

@@ -227,10 +227,8 @@ extension Database {
     /// ```
     public func blob(withDigest digest: String, contentType: String = "application/octet-stream") throws -> Blob? {
         try checkOpen()
-        guard let p = core.blobs.path(forDigest: digest),
-              let attributes = try? FileManager.default.attributesOfItem(atPath: p),
-              let size = attributes[.size] as? NSNumber else { return nil }
-        return Blob(contentType: contentType, digest: digest, length: size.uint64Value, source: .stored(core.blobs))
+        guard let length = try core.blobs.length(forDigest: digest) else { return nil }
+        return Blob(contentType: contentType, digest: digest, length: length, source: .stored(core.blobs))
     }
 
     // MARK: - Deleting

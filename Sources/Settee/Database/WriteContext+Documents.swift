@@ -121,7 +121,7 @@ extension WriteContext {
     }
 
     func checkBlobs(_ body: PreparedBody) throws {
-        for d in body.blobDigests where !core.blobs.has(digest: d) {
+        for d in body.blobDigests where try !core.blobs.contains(digest: d) {
             guard BlobStore.fileName(forDigest: d) != nil else {
                 throw SetteeError(.invalidParameter, "a blob property has a malformed digest")
             }

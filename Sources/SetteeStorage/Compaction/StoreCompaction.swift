@@ -337,7 +337,8 @@ extension Store {
             // From the rename on, the new log is the database: the old file is no longer named,
             // so a failure here must stop all writing until the database is reopened.
             try System.syncDirectory(directory)
-            let opened = try Store.openLog(directory: directory, name: "log", openFile: openFile)
+            let opened = try Store.openLog(directory: directory, name: "log", openFile: openFile,
+                                           mapReservation: configuration.mapReservation)
             // Earlier snapshots keep the old map (and so the old file's data) alive; the last of
             // them to go hands the file to a background thread that frees it. Marked before the
             // publish, which may release them at once.

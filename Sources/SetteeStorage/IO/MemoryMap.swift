@@ -4,14 +4,30 @@ import Glibc
 /// A read-only shared mapping of the log, reserved once far larger than the file so that it never
 /// moves: pointers handed to readers stay valid while the file grows. Only offsets below a
 /// snapshot's committed end are ever touched, so the unbacked part is never read.
+///
+/// The mapping is never extended or moved (that would invalidate every pointer a reader holds),
+/// so the file must never grow past it: ``checkCovers(_:)`` is asked before every append and
+/// refuses one that would (`io`, `EFBIG`), and the space written ahead stops at the reservation.
 final class MemoryMap: @unchecked Sendable {
     let base: UnsafeRawPointer
     let reserved: Int
 
-    init(descriptor: Int32) throws(StorageError) {
-        // Try a generous reservation first; fall back on systems that limit address space.
-        for shift in [40, 38, 36, 34, 32] {
-            let size = 1 << shift
+    /// Maps `descriptor`, reserving `reservation` bytes (rounded up to whole pages) when given
+    /// (``StoreConfiguration/mapReservation``, for tests), otherwise the largest of 1 TiB, 256,
+    /// 64 and 16 GiB and 4 GiB the system grants.
+    init(descriptor: Int32, reservation: Int? = nil) throws(StorageError) {
+        let sizes: [Int]
+        if let reservation {
+            let page = max(Int(sysconf(Int32(_SC_PAGESIZE))), 4096)
+            guard reservation > 0, reservation <= 1 << 40 else {
+                throw StorageError(code: .invalidArgument, reason: "a map reservation of \(reservation) bytes is out of range")
+            }
+            sizes = [(reservation + page - 1) / page * page]
+        } else {
+            // A generous reservation first; smaller ones on systems that limit address space.
+            sizes = [40, 38, 36, 34, 32].map { 1 << $0 }
+        }
+        for size in sizes {
             let p = mmap(nil, size, PROT_READ, MAP_SHARED, descriptor, 0)
             if let p, p != MAP_FAILED {
                 base = UnsafeRawPointer(p)
@@ -23,6 +39,16 @@ final class MemoryMap: @unchecked Sendable {
     }
 
     deinit { munmap(UnsafeMutableRawPointer(mutating: base), reserved) }
+
+    /// Throws unless a file of `size` bytes lies wholly inside the mapping: a record past its end
+    /// could not be read (the mapping cannot grow in place, and moving it would pull the memory
+    /// from under every reader), so the append must be refused before anything is written.
+    func checkCovers(_ size: UInt64) throws(StorageError) {
+        guard size > UInt64(reserved) else { return }
+        let reason = "the log would grow to \(size) bytes, past the \(reserved) bytes of address space "
+            + "reserved for its memory map; compacting the database shrinks it"
+        throw StorageError(code: .io, reason: reason, errno: EFBIG, operation: "grow the log")
+    }
 }
 
 /// One bit per 64 bytes of file: set once the node record starting there has passed its checksum

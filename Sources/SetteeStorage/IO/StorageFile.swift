@@ -38,9 +38,31 @@ package final class PosixFile: StorageFile {
     package let descriptor: Int32
     private var isOpen = true
 
+    /// How a file is opened.
+    package enum Mode {
+        /// For reading and writing, created when missing (the engine's logs).
+        case readWrite
+        /// For reading and writing, created here: fails with `EEXIST` when the name is taken
+        /// (a blob's temporary file, whose name must be its own).
+        case createNew
+        /// For reading only; fails with `ENOENT` when missing.
+        case readOnly
+    }
+
     /// Opens (creating when missing) the file at `path` for reading and writing.
-    package init(path: String) throws(StorageError) {
-        descriptor = try System.call("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+    package convenience init(path: String) throws(StorageError) {
+        try self.init(path: path, mode: .readWrite)
+    }
+
+    /// Opens the file at `path` as `mode` says.
+    package init(path: String, mode: Mode) throws(StorageError) {
+        let flags: Int32
+        switch mode {
+        case .readWrite: flags = O_RDWR | O_CREAT
+        case .createNew: flags = O_RDWR | O_CREAT | O_EXCL
+        case .readOnly: flags = O_RDONLY
+        }
+        descriptor = try System.call("open") { open(path, flags | O_CLOEXEC, 0o644) }
     }
 
     package func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {

@@ -44,56 +44,61 @@ enum System {
     }
 
     static func rename(_ from: String, to: String) throws(StorageError) {
-        if let interposer = DirectoryInterposition.interposer(forFileIn: from) {
-            return try interposer.rename(from, to: to)
-        }
-        try call("rename") { Glibc.rename(from, to) }
+        try DirectoryInterposition.fileSystem(for: parent(of: from)).rename(from, to: to)
     }
 
     /// Makes a directory entry (a new file) durable.
     static func syncDirectory(_ path: String) throws(StorageError) {
-        if let interposer = DirectoryInterposition.interposer(for: path) {
-            return try interposer.syncDirectory()
-        }
-        let fd = try call("open(directory)") { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        defer { close(fd) }
-        try call("fsync(directory)") { fsync(fd) }
+        try DirectoryInterposition.fileSystem(for: path).syncDirectory(path)
+    }
+
+    /// The directory holding `path` ("." for a bare name).
+    static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 }
 
-/// What stands in for the kernel's `rename` and directory `fsync` in one directory: the crash
-/// harness's power-loss simulation, which must see each rename and each directory sync to know
-/// which names would survive a power failure (the file opener shows it the files themselves).
-package protocol DirectoryInterposer: AnyObject {
-    /// Renames `from` to `to` (both in the directory), as `rename(2)` does.
-    func rename(_ from: String, to: String) throws(StorageError)
-    /// Makes the directory's entries durable, as `fsync` on the directory does.
-    func syncDirectory() throws(StorageError)
-}
-
-/// The test seam for ``DirectoryInterposer``: directories registered here have their renames
-/// and directory syncs routed to the interposer instead of the kernel. Only the crash harness
-/// registers any (nothing else in the package calls ``set(_:for:)``); with none registered,
-/// `System.rename` and `System.syncDirectory` pay one uncontended lock, and they run only when a
-/// log is created or a compaction swaps logs.
+/// The test seam for ``StorageFileSystem``: a directory registered here has the file-system
+/// operations made in it, and in every directory under it, go to the registered file system
+/// instead of the kernel. The crash kit's simulated directory registers itself for a database
+/// directory to see each rename, removal and directory sync (which names would survive a power
+/// failure) and to cut the power at any of them; nothing else in the package calls
+/// ``set(_:for:)``.
+///
+/// The engine routes its renames and directory syncs here (its files come from its file opener);
+/// the document layer's blob store takes its whole file system from ``fileSystem(for:)`` when it
+/// opens. With nothing registered, a lookup costs one uncontended lock and gives
+/// ``PosixFileSystem/shared``; lookups happen when a log is created, a compaction swaps logs,
+/// and a database opens.
+///
+/// ```swift
+/// DirectoryInterposition.set(simulated, for: "/tmp/db.settee")
+/// defer { DirectoryInterposition.set(nil, for: "/tmp/db.settee") }
+/// let fs = DirectoryInterposition.fileSystem(for: "/tmp/db.settee/blobs")   // simulated
+/// ```
 package enum DirectoryInterposition {
     private static let lock = Lock()
-    nonisolated(unsafe) private static var interposers: [String: any DirectoryInterposer] = [:]
+    nonisolated(unsafe) private static var registered: [String: any StorageFileSystem] = [:]
 
-    /// Routes `directory`'s renames and syncs through `interposer`; nil restores the kernel's.
-    package static func set(_ interposer: (any DirectoryInterposer)?, for directory: String) {
+    /// Routes the file-system operations in `directory` and below it through `fileSystem`; nil
+    /// gives them back to the kernel.
+    package static func set(_ fileSystem: (any StorageFileSystem)?, for directory: String) {
         let key = normalized(directory)
-        lock.withLock { interposers[key] = interposer }
+        lock.withLock { registered[key] = fileSystem }
     }
 
-    static func interposer(for directory: String) -> (any DirectoryInterposer)? {
-        lock.withLock { interposers.isEmpty ? nil : interposers[normalized(directory)] }
-    }
-
-    static func interposer(forFileIn path: String) -> (any DirectoryInterposer)? {
-        lock.withLock {
-            guard !interposers.isEmpty, let slash = path.lastIndex(of: "/") else { return nil }
-            return interposers[normalized(String(path[..<slash]))]
+    /// The file system for operations in `directory`: the one registered for it or for the
+    /// nearest directory above it, otherwise the real one.
+    package static func fileSystem(for directory: String) -> any StorageFileSystem {
+        lock.withLock { () -> any StorageFileSystem in
+            guard !registered.isEmpty else { return PosixFileSystem.shared }
+            var at = normalized(directory)
+            while true {
+                if let fs = registered[at] { return fs }
+                guard let slash = at.lastIndex(of: "/"), at != "/" else { return PosixFileSystem.shared }
+                at = slash == at.startIndex ? "/" : String(at[..<slash])
+            }
         }
     }
 

@@ -66,6 +66,10 @@ extension Store {
             case .memory(let m)?: roots.append(serialize(m, base: start, into: w, written: &written))
             }
         }
+        // The nodes and the checkpoint record must fit the memory map: refused before anything
+        // is written, the store stays usable.
+        let recordFootprint = RecordType.checkpoint.footprint(payload: Checkpoint.encodedSize(trees))
+        try backing.map.checkCovers(start + UInt64(w.count) + UInt64(recordFootprint))
         do throws(StorageError) {
             // 1. Nodes.
             if w.count > 0 {

@@ -18,6 +18,9 @@ extension Store {
         let synchronous = configuration.durability == .synchronous
         RecordHeader.seal(w.base, type: .commit, flags: writer.priorDurable ? Layout.recordFlagPriorDurable : 0,
                           payloadLength: payload, epoch: writer.header.epoch, salt: salt, offset: start)
+        // Refused before anything is written, so the store stays usable (a compaction can still
+        // shrink the log).
+        try backing.map.checkCovers(start + UInt64(footprint))
         do throws(StorageError) {
             try ensureAllocated(from: start, to: start + UInt64(footprint))
             if synchronous {
@@ -107,6 +110,9 @@ extension Store {
 
     /// Makes sure the file extends to `end`. Small appends land in space already written with
     /// zeros, so their `fdatasync` does not have to change the file's size; large ones extend it.
+    /// The file never grows past the memory map's reservation: an append that would is refused,
+    /// and the zeros written ahead stop there (a file larger than the reservation could not be
+    /// opened again with the same one).
     func ensureAllocated(from start: UInt64 = 0, to end: UInt64) throws(StorageError) {
         guard end > writer.allocated else { return }
         // Appends start at the log's end, which lies inside the file; anything else would fill
@@ -114,13 +120,14 @@ extension Store {
         guard start <= writer.allocated else {
             throw StorageError(code: .invalidArgument, reason: "append at \(start) beyond the end of the file (\(writer.allocated))")
         }
+        try backing.map.checkCovers(end)
         if end - start >= Store.directExtension {
             writer.allocated = end
             return
         }
         // 4 MiB at a time: about a millisecond of writing, shared by thousands of small commits.
         let chunk: UInt64 = 4 << 20
-        let target = alignUp(end, 1 << 20) + chunk
+        let target = min(alignUp(end, 1 << 20) + chunk, UInt64(backing.map.reserved))
         var at = writer.allocated
         while at < target {
             let n = min(UInt64(Store.zeroCount), target - at)

@@ -133,7 +133,8 @@ public final class Store: @unchecked Sendable {
             // know no compaction is running, and the old log is still the database.
             try System.removeIfPresent(directory + "/" + Store.compactionLogName)
             try System.removeIfPresent(directory + "/" + Store.compactionLogName + ".new")
-            let opened = try Store.openLog(directory: directory, name: "log", openFile: openFile)
+            let opened = try Store.openLog(directory: directory, name: "log", openFile: openFile,
+                                           mapReservation: configuration.mapReservation)
             backing = opened.backing
             current.store(Store.owned(opened.snapshot), ordering: .releasing)
             writer = opened.writer
@@ -152,7 +153,8 @@ public final class Store: @unchecked Sendable {
         self.openFile = openFile
         lockFile = nil
         try System.removeIfPresent(directory + "/" + name)
-        let opened = try Store.openLog(directory: directory, name: name, openFile: openFile)
+        let opened = try Store.openLog(directory: directory, name: name, openFile: openFile,
+                                       mapReservation: configuration.mapReservation)
         backing = opened.backing
         current.store(Store.owned(opened.snapshot), ordering: .releasing)
         writer = opened.writer
@@ -165,7 +167,8 @@ public final class Store: @unchecked Sendable {
 
     /// Opens (creating when missing) the log `directory/name` and recovers it: the last
     /// checkpoint is loaded, the commits after it replayed, and a new header written.
-    static func openLog(directory: String, name: String, openFile: (String) throws(StorageError) -> any StorageFile)
+    static func openLog(directory: String, name: String, openFile: (String) throws(StorageError) -> any StorageFile,
+                        mapReservation: Int?)
         throws(StorageError) -> (backing: LogBacking, snapshot: Snapshot, writer: WriterState) {
         let path = directory + "/" + name
         if !System.exists(path) {
@@ -190,9 +193,9 @@ public final class Store: @unchecked Sendable {
                 throw StorageError.corrupted("file shorter than its header", offset: size)
             }
             var header = try Store.readHeader(file)
-            let map = try MemoryMap(descriptor: file.descriptor)
+            let map = try MemoryMap(descriptor: file.descriptor, reservation: mapReservation)
             let verified = try VerifiedBitmap(coveringBytes: map.reserved)
-            guard size <= UInt64(map.reserved) else { throw StorageError(code: .invalidArgument, reason: "file larger than the address space reserved for it") }
+            try map.checkCovers(size)
             let backing = LogBacking(file: file, map: map, verified: verified, salt: header.salt)
             let reader = NodeReader(base: map.base, end: size, salt: header.salt, verified: verified)
             var recovered = try Recovery.run(reader: reader, header: header, fileSize: size)

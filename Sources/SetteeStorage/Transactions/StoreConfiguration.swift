@@ -51,6 +51,16 @@ public struct StoreConfiguration: Sendable, Equatable {
     /// ```
     public var maxDirtyNodes: Int = 65_536
 
+    /// The address space reserved for the log's memory map, in bytes (rounded up to whole
+    /// pages); nil reserves the most the system grants, from 1 TiB down to 4 GiB. The log can
+    /// never grow past it: an append that would is refused with `io` (`EFBIG`). Tests set a
+    /// small one to reach that limit.
+    ///
+    /// ```swift
+    /// config.mapReservation = 4 << 20   // the log stops at 4 MiB
+    /// ```
+    package var mapReservation: Int? = nil
+
     /// Creates the default configuration.
     public init() {}
 
