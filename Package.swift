@@ -15,15 +15,19 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
     ],
     targets: [
-        // Debian's liblz4-dev, plus a few C helpers (CRC32C, atomic bit operations) in the shim header.
+        // Debian's liblz4-dev: LZ4 and nothing else.
         .systemLibrary(
             name: "CLZ4",
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]
         ),
+        // The system calls and CPU instructions Swift cannot reach well (pwritev2 with RWF_DSYNC,
+        // CRC32C, SHA-1 with the SHA extensions, atomics for reader slots, membarrier, prefetch):
+        // header-only, every function inline.
+        .systemLibrary(name: "CSystemHelpers"),
         .target(
             name: "SetteeStorage",
-            dependencies: ["CLZ4"],
+            dependencies: ["CLZ4", "CSystemHelpers"],
             swiftSettings: [
                 // `swift build -Xswiftc -DSETTEE_INTERNAL_CHECKS` walks tree invariants after every
                 // write; it invalidates every performance figure.
@@ -33,8 +37,8 @@ let package = Package(
         // The document API: documents, revision trees, conflicts, blobs, change feeds.
         .target(
             name: "Settee",
-            // CLZ4 for its C helpers only (SHA-1 with the CPU's SHA instructions).
-            dependencies: ["SetteeStorage", "CLZ4", .product(name: "Logging", package: "swift-log")],
+            // CSystemHelpers for SHA-1 with the CPU's SHA instructions.
+            dependencies: ["SetteeStorage", "CSystemHelpers", .product(name: "Logging", package: "swift-log")],
             swiftSettings: [
                 // The decoders' fuzz entry points (`DecoderFuzzing`): in debug builds (the tests)
                 // and `scripts/fuzz`, never in a release build an application ships.

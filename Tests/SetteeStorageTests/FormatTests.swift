@@ -1,4 +1,4 @@
-import CLZ4
+import CSystemHelpers
 import Foundation
 import Testing
 @testable import SetteeStorage

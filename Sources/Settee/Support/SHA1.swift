@@ -1,4 +1,4 @@
-import CLZ4
+internal import CSystemHelpers
 import Foundation
 
 /// SHA-1 (FIPS 180-4), streaming.

@@ -1,4 +1,4 @@
-import CLZ4
+import CSystemHelpers
 import Glibc
 
 /// The state of one named tree in a snapshot.

@@ -1,4 +1,4 @@
-import CLZ4
+import CSystemHelpers
 
 /// A reference to a tree node: an offset in the log, or a node still in memory.
 enum NodeRef: @unchecked Sendable {

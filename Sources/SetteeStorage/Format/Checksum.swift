@@ -1,4 +1,4 @@
-import CLZ4
+import CSystemHelpers
 
 /// CRC32C (Castagnoli) over raw bytes; `seed` chains a previous result.
 @inline(__always) func crc32c(_ seed: UInt32, _ base: UnsafeRawPointer, _ count: Int) -> UInt32 {

@@ -1,4 +1,4 @@
-import CLZ4
+import CSystemHelpers
 import Glibc
 
 /// A read-only shared mapping of the log, reserved once far larger than the file so that it never

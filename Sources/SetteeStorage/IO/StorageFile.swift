@@ -1,4 +1,4 @@
-import CLZ4
+import CSystemHelpers
 import Glibc
 
 /// The engine's file I/O seam: every byte the engine writes goes through this protocol, so a

@@ -1,4 +1,4 @@
-import CLZ4
+import CSystemHelpers
 import Glibc
 
 /// What reads need, shared by read and write transactions: the trees as this transaction sees

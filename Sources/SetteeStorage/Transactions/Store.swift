@@ -1,5 +1,5 @@
 import Synchronization
-import CLZ4
+import CSystemHelpers
 import Glibc
 
 /// A database of named ordered trees in one append-only, memory-mapped log file.
