@@ -86,7 +86,7 @@ public struct AllDocumentsOptions: Sendable, Equatable {
 /// Every error reaches the caller: the first batch's from ``Database/allDocuments(_:)``, a later
 /// one's from ``next()`` (a closed database throws ``SetteeError/Code/notOpen``). The cursor sees
 /// the commit that was current when it was made, whatever is written meanwhile; it keeps that
-/// commit's memory until it is released. Made inside ``Database/inBatch(_:)`` on the batch's
+/// commit's memory until it is released. Made inside `Database.inBatch(_:)` on the batch's
 /// thread, it reads the batch's transaction instead, with the batch's own writes.
 ///
 /// - Note: Thread-safe: the cursor may be used from any thread or task (calls are serialized);

@@ -227,7 +227,7 @@ extension Database {
         try await core.onOwnThread { try self.compact(progress: progress) }
     }
 
-    /// The document layer's check (``check(repair:)``), on a thread of its own.
+    /// The document layer's check (`check(repair:)`), on a thread of its own.
     ///
     /// ```swift
     /// let report = try await db.check()
@@ -238,7 +238,7 @@ extension Database {
 
     // MARK: - Replication (SPI)
 
-    /// ``insertRevisions(_:)`` on the database's worker thread.
+    /// `insertRevisions(_:)` on the database's worker thread.
     ///
     /// ```swift
     /// let outcomes = try await db.insertRevisions(fetched)
@@ -248,7 +248,7 @@ extension Database {
         try await core.onWorker { try self.insertRevisions(revisions) }
     }
 
-    /// ``saveLocalDocument(_:withID:)`` on the database's worker thread.
+    /// `saveLocalDocument(_:withID:)` on the database's worker thread.
     ///
     /// ```swift
     /// try await db.saveLocalDocument(["last_seq": 42], withID: "checkpoint")
@@ -259,7 +259,7 @@ extension Database {
         try await core.onWorker { try self.saveLocalDocument(properties, withID: id) }
     }
 
-    /// ``deleteLocalDocument(withID:)`` on the database's worker thread.
+    /// `deleteLocalDocument(withID:)` on the database's worker thread.
     ///
     /// ```swift
     /// try await db.deleteLocalDocument(withID: "checkpoint")

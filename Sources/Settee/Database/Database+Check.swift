@@ -1,6 +1,6 @@
 internal import SetteeStorage
 
-/// What ``Database/check(repair:)`` found: the documents and revisions it walked, and every
+/// What `Database.check(repair:)` found: the documents and revisions it walked, and every
 /// problem, each naming its document and what is wrong.
 ///
 /// ```swift

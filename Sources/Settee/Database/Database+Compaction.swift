@@ -83,7 +83,7 @@ extension Database {
     /// often the database is compacted. Dropped: every other body, and everything purged or
     /// expired (expired documents are purged first, with their changes announced). Blob files
     /// that no kept revision references are deleted once they were last written (or saved again
-    /// with ``saveBlob(_:)``) more than an hour before the compaction began, so a blob saved ahead
+    /// with `saveBlob(_:)`) more than an hour before the compaction began, so a blob saved ahead
     /// of the document that will reference it is not collected in between.
     ///
     /// Compaction is online: reads and writes go on while it runs, on this database object and
@@ -104,7 +104,7 @@ extension Database {
     ///   (the database is then unchanged and ``SetteeError/Code/cancelled`` is thrown).
     /// - Throws: ``SetteeError`` with code `cancelled`, `notOpen`, `corrupted` (a damaged
     ///   document stops the compaction and leaves the database as it was), `io`, or
-    ///   `invalidParameter` when called inside ``inBatch(_:)``.
+    ///   `invalidParameter` when called inside `inBatch(_:)`.
     @discardableResult
     public func compact(progress: ((CompactionProgress) -> Bool)? = nil) throws -> CompactionReport {
         try checkOpen()

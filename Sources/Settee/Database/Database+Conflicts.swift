@@ -38,7 +38,7 @@ public struct RevisionInfo: Sendable, Hashable {
     /// let leaves = tree.revisions.filter(\.isLeaf)
     /// ```
     public var isLeaf: Bool
-    /// Whether its body is still stored (readable with ``Database/document(withID:revisionID:)``).
+    /// Whether its body is still stored (readable with `Database.document(withID:revisionID:)`).
     ///
     /// ```swift
     /// if parent.hasBody { threeWayMerge() }
@@ -166,6 +166,7 @@ extension Database {
     /// ```
     ///
     /// - Parameters:
+    ///   - id: the document in conflict.
     ///   - winningRevisionID: the leaf to keep (default: the current revision).
     ///   - mergedProperties: the body of the resolved revision (default: the winning leaf's).
     /// - Throws: ``SetteeError/Code/notFound`` for an unknown document or a winning revision that

@@ -248,7 +248,7 @@ extension Database {
     /// it was read and `concurrencyControl` is ``ConcurrencyControl/failOnConflict``. Under
     /// ``ConcurrencyControl/lastWriteWins`` a deletion wins over a concurrent update.
     ///
-    /// Given a losing leaf of a conflict (from ``conflictingRevisions(withID:)``), it tombstones
+    /// Given a losing leaf of a conflict (from `conflictingRevisions(withID:)`), it tombstones
     /// that branch only: deleting every loser resolves the conflict in favour of the current
     /// revision (seed 004, "pick a winner").
     ///

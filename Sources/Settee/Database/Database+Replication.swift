@@ -90,7 +90,7 @@ public struct RevsDiffResult: Sendable, Hashable {
 ///
 /// Its body is either properties or JSON text as it came over the wire
 /// (``init(documentID:revisionID:history:isDeleted:json:)``). A JSON body is stored as it is after
-/// ``Database/insertRevisions(_:)`` has checked it, never parsed and written again; revisions a
+/// `Database.insertRevisions(_:)` has checked it, never parsed and written again; revisions a
 /// ``Database`` hands out (``Database/revision(withID:revisionID:)``) carry their stored JSON, so
 /// one database's revisions move into another without being parsed.
 ///
@@ -142,7 +142,7 @@ public struct ReplicatedRevision: Sendable, Hashable {
     /// A revision made from JSON parses it on every read of this property (read it once).
     ///
     /// - Throws: ``SetteeError/Code/invalidJSON`` when a JSON body is not an object the parser
-    ///   accepts (``Database/insertRevisions(_:)`` rejects such a revision the same way); it never
+    ///   accepts (`Database.insertRevisions(_:)` rejects such a revision the same way); it never
     ///   reads as empty.
     public var properties: [String: JSONValue] {
         get throws(SetteeError) {
@@ -251,7 +251,7 @@ public struct ReplicatedRevision: Sendable, Hashable {
     }
 }
 
-/// What happened to one revision given to ``Database/insertRevisions(_:)``.
+/// What happened to one revision given to `Database.insertRevisions(_:)`.
 ///
 /// ```swift
 /// for case .rejected(let error) in try db.insertRevisions(batch) { print(error.message) }

@@ -17,7 +17,7 @@ import Synchronization
 ///   threads are serialized. Several `Database` objects may be open on the same database in one
 ///   process: they share the files, writes and notifications. A second *process* gets
 ///   ``SetteeError/Code/busy``. While open, a database runs one background thread, its expiry
-///   sweeper, which purges expired documents (``setDocumentExpiration(withID:expiration:)``)
+///   sweeper, which purges expired documents (`setDocumentExpiration(withID:expiration:)`)
 ///   and old tombstones (``DatabaseConfiguration/tombstoneMaxAge``) in short transactions of
 ///   its own; it sleeps until the next due time and stops when the last object on the files
 ///   closes.

@@ -32,7 +32,7 @@ public struct DatabaseConfiguration: Sendable, Equatable {
     /// config.fullSync = false   // a cache that can be rebuilt
     /// ```
     public var fullSync: Bool = true
-    /// When true (the default), a compaction (``Database/compact(progress:)``) starts by itself in
+    /// When true (the default), a compaction (`Database.compact(progress:)`) starts by itself in
     /// the background once the space it would reclaim exceeds ``autoCompactionThreshold`` of the
     /// file and the file is at least ``autoCompactionMinimumSize`` bytes.
     ///
@@ -57,7 +57,7 @@ public struct DatabaseConfiguration: Sendable, Equatable {
     /// Tombstone eviction: when set, a document whose current revision is a tombstone (deleted
     /// here or by replication) is purged once no change has touched it for this many seconds
     /// (rounded up to a whole second). nil, the default, keeps tombstones until they are purged
-    /// explicitly or expire (``Database/setDocumentExpiration(withID:expiration:)``).
+    /// explicitly or expire (`Database.setDocumentExpiration(withID:expiration:)`).
     ///
     /// ```swift
     /// config.tombstoneMaxAge = 30 * 24 * 3600   // forget deletions after 30 days

@@ -50,7 +50,7 @@ final class DatabaseCore: @unchecked Sendable {
     /// between its batches.
     let waitingWriters = Atomic<Int>(0)
 
-    /// Serializes writers. Recursive so that saves inside ``Database/inBatch(_:)`` on the batch's
+    /// Serializes writers. Recursive so that saves inside `Database.inBatch(_:)` on the batch's
     /// thread join the batch's transaction.
     let writeLock = NSRecursiveLock()
     /// The open batch; only touched with `writeLock` held.

@@ -198,7 +198,7 @@ enum ExpiryKey {
 }
 
 /// What the library needs from either kind of engine transaction, so reads inside
-/// ``Database/inBatch(_:)`` see the batch's own writes.
+/// `Database.inBatch(_:)` see the batch's own writes.
 protocol StoreReading {
     func withValue<R>(forKey key: UnsafeRawBufferPointer, in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R?
     func withValue<R>(forKey key: [UInt8], in tree: Tree, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R?

@@ -27,7 +27,7 @@ public final class Document: DocumentReading, Sendable, CustomStringConvertible 
     /// ```
     public let revisionID: String?
     /// The database sequence of the change that made this the current revision (0 for an older
-    /// revision read with ``Database/document(withID:revisionID:)``).
+    /// revision read with `Database.document(withID:revisionID:)`).
     ///
     /// ```swift
     /// print(doc.sequence)

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A document being built or edited, saved with ``Database/saveDocument(_:)``.
+/// A document being built or edited, saved with `Database.saveDocument(_:)`.
 ///
 /// ```swift
 /// let doc = MutableDocument(id: "task-1")
@@ -212,7 +212,7 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
 
     /// Sets a blob; its content is stored in the database's blob store when the document is saved.
     /// (A blob nested inside an array or dictionary is set with ``setValue(_:forKey:)`` and its
-    /// ``Blob/properties``, after ``Database/saveBlob(_:)`` stored its content.)
+    /// ``Blob/properties``, after `Database.saveBlob(_:)` stored its content.)
     ///
     /// ```swift
     /// doc.setBlob(Blob(contentType: "image/jpeg", data: jpeg), forKey: "photo")

@@ -5,7 +5,7 @@ extension Database {
     // MARK: - Expiration (TTL)
 
     /// Sets when a document expires, or clears its expiration (`nil`). An expired document is
-    /// purged: removed locally with every trace, as ``purgeDocument(withID:)`` does.
+    /// purged: removed locally with every trace, as `purgeDocument(withID:)` does.
     ///
     /// ```swift
     /// try db.saveDocument(MutableDocument(id: "session-42", data: ["user": "ada"]))
@@ -16,7 +16,7 @@ extension Database {
     ///
     /// - **Granularity.** Times are stored in whole seconds, rounded **up**: a document never
     ///   expires before the date it was given (`12:00:00.2` is stored, and reported by
-    ///   ``getDocumentExpiration(withID:)``, as `12:00:01`). A date before 1970 is stored as
+    ///   `getDocumentExpiration(withID:)`, as `12:00:01`). A date before 1970 is stored as
     ///   1970-01-01T00:00:00Z, which is due at once; so is any date in the past.
     /// - **When.** The database's expiry sweeper, a background thread per open database,
     ///   sleeps until the earliest expiration and purges what is due in short batches, each a

@@ -60,7 +60,7 @@ public struct ReplicatorError: Error, Sendable, Equatable, CustomStringConvertib
         /// if error.code == .resolutionFailed { … }
         /// ```
         public static let resolutionFailed = Code(rawValue: "resolutionFailed")
-        /// The receiving database refused a revision (a validation: ``SetteeError/Code/forbidden``;
+        /// The receiving database refused a revision (a validation: `SetteeError.Code.forbidden`;
         /// a blob the sender does not have; a malformed revision).
         ///
         /// ```swift

@@ -143,7 +143,7 @@ final class ConflictPass: Sendable {
     }
 
     /// Writes a resolver's result as revisions: the winning branch gets the result, the other live
-    /// branches tombstones (``Database/resolveConflict(withID:winningRevisionID:mergedProperties:)``);
+    /// branches tombstones (`Database.resolveConflict(withID:winningRevisionID:mergedProperties:)`);
     /// nil tombstones every live branch.
     private func write(_ result: Document?, for conflict: Conflict, localDeleted: Bool, remoteDeleted: Bool) async throws {
         let id = conflict.documentID

@@ -97,7 +97,7 @@ public struct DefaultConflictResolver: ConflictResolver {
     /// let winner = try DefaultConflictResolver().resolve(conflict)
     /// ```
     ///
-    /// - Throws: ``SetteeError/Code/invalidParameter`` when a revision ID is malformed (the
+    /// - Throws: `SetteeError.Code.invalidParameter` when a revision ID is malformed (the
     ///   conflict then stays and is reported, as for any resolver that throws).
     public func resolve(_ conflict: Conflict) throws -> Document? {
         guard let local = conflict.localDocument, let remote = conflict.remoteDocument else { return nil }

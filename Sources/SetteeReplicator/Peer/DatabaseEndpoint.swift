@@ -9,7 +9,7 @@
 /// ```
 public typealias PeerFilterFunction = @Sendable (Document, [String: JSONValue]) -> Bool
 
-/// A ``ReplicationPeer`` over a ``Database`` in this process: every call of the replication
+/// A ``ReplicationPeer`` over a `Database` in this process: every call of the replication
 /// protocol answered by the database's replication entry points, with nothing serialized.
 ///
 /// ```swift
@@ -73,14 +73,14 @@ public struct DatabaseEndpoint: ReplicationPeer {
                  documentCount: try database.count)
     }
 
-    /// A page of ``Database/changes(since:limit:)`` after the request's filters.
+    /// A page of `Database.changes(since:limit:)` after the request's filters.
     ///
     /// ```swift
     /// let page = try await endpoint.changes(ChangesRequest(since: .zero, limit: 100))
     /// ```
     ///
     /// - Throws: ``ReplicatorError/Code/invalidRequest`` for an opaque sequence or an unknown
-    ///   filter name; a ``SetteeError`` from the database.
+    ///   filter name; a `SetteeError` from the database.
     public func changes(_ request: ChangesRequest) async throws -> ChangesPage {
         try changesPage(request)
     }
@@ -133,7 +133,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     /// try await endpoint.waitForChanges(after: ReplicationSequence(db.lastSequence))
     /// ```
     ///
-    /// - Throws: `CancellationError` when the task is cancelled; ``SetteeError/Code/notOpen``
+    /// - Throws: `CancellationError` when the task is cancelled; `SetteeError.Code.notOpen`
     ///   when the database closes meanwhile.
     public func waitForChanges(after sequence: ReplicationSequence) async throws {
         let after = sequence.integerValue ?? 0
@@ -147,7 +147,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
         throw SetteeError(.notOpen, "the database closed while a replicator waited for changes")
     }
 
-    /// ``Database/revsDiff(_:)``.
+    /// `Database.revsDiff(_:)`.
     ///
     /// ```swift
     /// let diff = try await endpoint.revsDiff(["doc": ["2-877"]])
@@ -158,7 +158,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
     }
 
     /// Each requested revision with body and history: all leaves in one read when several are
-    /// wanted, otherwise ``Database/revision(withID:revisionID:)``.
+    /// wanted, otherwise `Database.revision(withID:revisionID:)`.
     ///
     /// ```swift
     /// let revs = try await endpoint.revisions([RevisionRequest(documentID: "doc", revisionIDs: ["2-877"])])
@@ -197,7 +197,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
         try digests.filter { try database.blob(withDigest: $0) == nil }
     }
 
-    /// ``Database/blob(withDigest:contentType:)``; its content streams from the store's file.
+    /// `Database.blob(withDigest:contentType:)`; its content streams from the store's file.
     ///
     /// ```swift
     /// let blob = try await endpoint.blob(withDigest: digest)
@@ -206,7 +206,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
         try await database.blob(withDigest: digest)
     }
 
-    /// ``Database/saveBlob(_:)``.
+    /// `Database.saveBlob(_:)`.
     ///
     /// ```swift
     /// try await endpoint.saveBlob(blob)
@@ -215,7 +215,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
         try await database.saveBlob(blob)
     }
 
-    /// ``Database/insertRevisions(_:)``: one transaction for the whole batch.
+    /// `Database.insertRevisions(_:)`: one transaction for the whole batch.
     ///
     /// ```swift
     /// let outcomes = try await endpoint.insertRevisions(batch)
@@ -225,7 +225,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
         try await database.insertRevisions(revisions)
     }
 
-    /// ``Database/localDocument(withID:)``.
+    /// `Database.localDocument(withID:)`.
     ///
     /// ```swift
     /// let cp = try await endpoint.localDocument(withID: "_local/abc")
@@ -235,7 +235,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
         try database.localDocument(withID: id)
     }
 
-    /// ``Database/saveLocalDocument(_:withID:)``.
+    /// `Database.saveLocalDocument(_:withID:)`.
     ///
     /// ```swift
     /// try await endpoint.saveLocalDocument(["source_last_seq": 10], withID: "_local/abc")

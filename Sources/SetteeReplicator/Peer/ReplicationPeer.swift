@@ -5,7 +5,7 @@
 /// (`_bulk_get` / `open_revs` with `revs=true`), blobs (attachments), `_bulk_docs` with
 /// `new_edits=false`, and `_local` checkpoint documents.
 ///
-/// ``DatabaseEndpoint`` implements it over a ``Database`` in this process; a transport over HTTP
+/// ``DatabaseEndpoint`` implements it over a `Database` in this process; a transport over HTTP
 /// implements the same calls against a CouchDB-compatible server, and the ``Replicator`` drives
 /// either without knowing which. The calls are `async` wherever a remote peer has to wait.
 ///

@@ -2,7 +2,7 @@ import Dispatch
 @_spi(Replication) import Settee
 import Synchronization
 
-/// Replicates a local ``Database`` with a ``ReplicationPeer``: push, pull or both, one-shot or
+/// Replicates a local `Database` with a ``ReplicationPeer``: push, pull or both, one-shot or
 /// continuous, resolving the conflicts it pulls (Couchbase Lite's `Replicator`, seeds 000–003).
 ///
 /// ```swift
@@ -214,7 +214,7 @@ public final class Replicator: Sendable {
     /// ```
     ///
     /// - Throws: ``ReplicatorError/Code/unsupported`` for a pull-only replicator; a
-    ///   ``SetteeError`` from the database.
+    ///   `SetteeError` from the database.
     public func pendingDocumentIDs() throws -> Set<String> {
         let since = try pushProgress()
         var ids = Set<String>()
