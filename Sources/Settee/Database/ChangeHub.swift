@@ -132,9 +132,8 @@ final class ChangeHub: Sendable {
     }
 
     func stream() -> DatabaseChanges {
-        let pending = CoalescingChanges()
         let (ticks, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        pending.wake = continuation
+        let pending = CoalescingChanges(wake: continuation)
         let id = state.withLock { s in s.next += 1; s.streams[s.next] = pending; return s.next }
         continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.streams.removeValue(forKey: id) } }
         return DatabaseChanges(ticks: ticks, pending: pending)
@@ -241,10 +240,11 @@ public struct DatabaseChanges: AsyncSequence, Sendable {
 
 /// The changes committed since a change stream's reader last took them, merged (one entry per
 /// document, its latest), and the wake-up that tells the reader there are some.
-final class CoalescingChanges: @unchecked Sendable {
-    // Guarded by `lock`.
+final class CoalescingChanges: Sendable {
     private let lock = Mutex<(order: [String], latest: [String: DocumentChange], database: String?)>(([], [:], nil))
-    var wake: AsyncStream<Void>.Continuation?
+    private let wake: AsyncStream<Void>.Continuation
+
+    init(wake: AsyncStream<Void>.Continuation) { self.wake = wake }
 
     func add(_ change: DatabaseChange) {
         lock.withLock { p in
@@ -253,16 +253,16 @@ final class CoalescingChanges: @unchecked Sendable {
                 if p.latest.updateValue(c, forKey: c.documentID) == nil { p.order.append(c.documentID) }
             }
         }
-        wake?.yield()
+        wake.yield()
     }
 
     func take() -> DatabaseChange? {
         lock.withLock { p in
             guard let database = p.database, !p.order.isEmpty else { return nil }
             defer { p.order.removeAll(keepingCapacity: true); p.latest.removeAll(keepingCapacity: true) }
-            return DatabaseChange(database: database, changes: p.order.map { p.latest[$0]! })
+            return DatabaseChange(database: database, changes: p.order.compactMap { p.latest[$0] })
         }
     }
 
-    func finish() { wake?.finish() }
+    func finish() { wake.finish() }
 }

@@ -13,6 +13,10 @@ import Foundation
 // before the call returns, as the synchronous save does.
 
 extension Database {
+    /// Runs a synchronous read on the calling task. Through a synchronous closure, so that the
+    /// call inside is the synchronous form, not this file's `async` one.
+    private func inline<R>(_ read: () throws -> R) rethrows -> R { try read() }
+
     // MARK: - Reading
 
     /// The current revision of a document, or nil when it does not exist or is deleted.
@@ -23,8 +27,7 @@ extension Database {
     ///
     /// Runs on the calling task: a read takes no lock and never waits for a writer.
     public func document(withID id: String) async throws -> Document? {
-        let read: () throws -> Document? = { try self.document(withID: id) }
-        return try read()
+        try inline { try self.document(withID: id) }
     }
 
     /// A given revision of a document (current, conflicting or older while its body is kept).
@@ -33,8 +36,7 @@ extension Database {
     /// let old = try await db.document(withID: "list-1", revisionID: "1-a3f…")
     /// ```
     public func document(withID id: String, revisionID: String) async throws -> Document? {
-        let read: () throws -> Document? = { try self.document(withID: id, revisionID: revisionID) }
-        return try read()
+        try inline { try self.document(withID: id, revisionID: revisionID) }
     }
 
     /// The document's revision tree, or nil when there is no such document.
@@ -43,8 +45,7 @@ extension Database {
     /// let tree = try await db.revisionTree(withID: "list-1")
     /// ```
     public func revisionTree(withID id: String) async throws -> RevisionTree? {
-        let read: () throws -> RevisionTree? = { try self.revisionTree(withID: id) }
-        return try read()
+        try inline { try self.revisionTree(withID: id) }
     }
 
     /// The undeleted leaves of a document, the current one first.
@@ -53,8 +54,7 @@ extension Database {
     /// let sides = try await db.conflictingRevisions(withID: "list-1")
     /// ```
     public func conflictingRevisions(withID id: String) async throws -> [Document] {
-        let read: () throws -> [Document] = { try self.conflictingRevisions(withID: id) }
-        return try read()
+        try inline { try self.conflictingRevisions(withID: id) }
     }
 
     /// A stored blob by digest, or nil.
@@ -63,8 +63,7 @@ extension Database {
     /// let photo = try await db.blob(withDigest: digest, contentType: "image/jpeg")
     /// ```
     public func blob(withDigest digest: String, contentType: String = "application/octet-stream") async throws -> Blob? {
-        let read: () throws -> Blob? = { try self.blob(withDigest: digest, contentType: contentType) }
-        return try read()
+        try inline { try self.blob(withDigest: digest, contentType: contentType) }
     }
 
     /// A document's expiration, or nil when it has none.
@@ -73,8 +72,7 @@ extension Database {
     /// let due = try await db.getDocumentExpiration(withID: "session-7")
     /// ```
     public func getDocumentExpiration(withID id: String) async throws -> Date? {
-        let read: () throws -> Date? = { try self.getDocumentExpiration(withID: id) }
-        return try read()
+        try inline { try self.getDocumentExpiration(withID: id) }
     }
 
     // MARK: - Writing

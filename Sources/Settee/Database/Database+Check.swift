@@ -158,21 +158,19 @@ extension Database {
                 }
                 return true
             }
-            switch try counter(tx, MetaKey.liveCount) {
-            case nil:
-                global.append(.init(documentID: nil, message: "the document count is malformed", isRepairable: false))
-            case let stored? where stored != live:
+            func counter(_ key: [UInt8], _ name: String) throws -> UInt64? {
+                do { return try core.counter(tx, key) } catch let e as SetteeError where e.code == .corrupted {
+                    global.append(.init(documentID: nil, message: "the \(name) is malformed", isRepairable: false))
+                    return nil
+                }
+            }
+            if let stored = try counter(MetaKey.liveCount, "document count"), stored != live {
                 global.append(.init(documentID: nil, message: "the document count says \(stored), but \(live) documents are live",
                                     isRepairable: false))
-            default: break
             }
-            switch try counter(tx, MetaKey.lastSequence) {
-            case nil:
-                global.append(.init(documentID: nil, message: "the last sequence is malformed", isRepairable: false))
-            case let last? where last < maxSequence:
+            if let last = try counter(MetaKey.lastSequence, "last sequence"), last < maxSequence {
                 global.append(.init(documentID: nil, message: "the last sequence is \(last), but a document has sequence \(maxSequence)",
                                     isRepairable: false))
-            default: break
             }
             report.problems += global
         }
@@ -180,14 +178,6 @@ extension Database {
             for id in repairable where try repairTree(id) { report.repaired.append(id) }
         }
         return report
-    }
-
-    /// A counter of `db.meta`: 0 when absent (a database that has written nothing yet), nil when
-    /// malformed.
-    private func counter(_ tx: some StoreReading, _ key: [UInt8]) throws -> UInt64? {
-        try tx.withValue(forKey: key, in: core.trees.meta) { b in
-            b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : nil
-        } ?? 0
     }
 
     /// One document's checks; returns its sequence (when its metadata decodes) and whether
@@ -225,13 +215,8 @@ extension Database {
         }
 
         // What a commit of this tree would have stored.
-        let order = tree.sortedLeaves()
-        let winner = tree.revs[order[0]]
-        var flags: DocFlags = []
-        if winner.deleted { flags.insert(.deleted) }
-        if winner.hasAttachments { flags.insert(.hasAttachments) }
-        if order.count > 1 { flags.insert(.multipleLeaves) }
-        if order.count > 1 && !tree.revs[order[1]].deleted { flags.insert(.conflicted) }
+        let (w, flags) = tree.winnerAndFlags()
+        let winner = tree.revs[w]
         let treeFits = winner.id == meta.revisionID && flags == meta.flags
         if winner.id != meta.revisionID {
             problem("the current revision is \(meta.revisionID), but the revision tree's winner is \(winner.id)",

@@ -415,7 +415,7 @@ extension Database {
                             // Known: its history may still link what the tree holds apart (a
                             // branch stored truncated, from a peer that had pruned it).
                             guard tree.merge(history: r.history, generation: gen, deleted: r.isDeleted,
-                                             hasAttachments: false, bodyRef: nil).changed else {
+                                             hasAttachments: false, bodyRef: nil) else {
                                 outcomes.append(.alreadyPresent)
                                 continue
                             }
@@ -426,8 +426,8 @@ extension Database {
                         try c.checkBlobs(body)
                         try c.validate(id: r.documentID, revisionID: r.revisionID, deleted: r.isDeleted, body: body, old: old)
                         let ref = body.isEmpty ? 0 : try c.tx.appendValue(body.bytes).rawValue
-                        _ = tree.merge(history: r.history, generation: gen, deleted: r.isDeleted,
-                                       hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
+                        tree.merge(history: r.history, generation: gen, deleted: r.isDeleted,
+                                   hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
                         _ = try c.commit(id: r.documentID, key: key, old: old, tree: &tree)
                         outcomes.append(.inserted)
                     } catch let e as SetteeError where e.code == .forbidden || e.code == .notFound || e.code == .invalidParameter {

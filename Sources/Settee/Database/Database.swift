@@ -174,7 +174,7 @@ public final class Database: Sendable, CustomStringConvertible {
         get throws {
             try checkOpen()
             if let batch = core.batchOnThisThread() { return batch.liveCount }
-            return try counter(MetaKey.liveCount, "document count")
+            return try core.read { tx in try core.counter(tx, MetaKey.liveCount) }
         }
     }
 
@@ -190,19 +190,10 @@ public final class Database: Sendable, CustomStringConvertible {
         get throws {
             try checkOpen()
             if let batch = core.batchOnThisThread() { return batch.lastSequence }
-            return try counter(MetaKey.lastSequence, "last sequence")
+            return try core.read { tx in try core.counter(tx, MetaKey.lastSequence) }
         }
     }
 
-    /// A counter of the `db.meta` tree: 0 while absent (nothing written yet).
-    private func counter(_ key: [UInt8], _ name: String) throws -> UInt64 {
-        try core.read { tx in
-            try tx.withValue(forKey: key, in: core.trees.meta) { b throws(SetteeError) in
-                guard b.count == 8 else { throw SetteeError(.corrupted, "the stored \(name) is malformed") }
-                return UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
-            } ?? 0
-        }
-    }
 
     /// A unique, stable identifier of this database (for replication checkpoints), as 32
     /// lowercase hex digits.

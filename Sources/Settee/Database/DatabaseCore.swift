@@ -284,6 +284,15 @@ final class DatabaseCore: @unchecked Sendable {
         return try tx.withValue(at: ValueRef(rawValue: meta.treeRef)) { b throws(SetteeError) in try RevTree(decoding: b) }
     }
 
+    /// A counter of the `db.meta` tree (last sequence, live documents, dead bytes): 0 while absent
+    /// (nothing written yet), `corrupted` when malformed.
+    func counter(_ tx: some StoreReading, _ key: [UInt8]) throws -> UInt64 {
+        try tx.withValue(forKey: key, in: trees.meta) { b throws(SetteeError) -> UInt64 in
+            guard b.count == 8 else { throw SetteeError(.corrupted, "database counters are malformed") }
+            return UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
+        } ?? 0
+    }
+
     func body(_ tx: some StoreReading, ref: UInt64) throws -> [UInt8] {
         if ref == 0 { return Array("{}".utf8) }
         return try tx.withValue(at: ValueRef(rawValue: ref)) { Array($0) }
@@ -325,15 +334,9 @@ final class WriteContext {
     init(core: DatabaseCore, tx: WriteTransaction) throws {
         self.core = core
         self.tx = tx
-        func u64(_ key: [UInt8]) throws -> UInt64 {
-            try tx.withValue(forKey: key, in: core.trees.meta) { b throws(SetteeError) -> UInt64 in
-                guard b.count == 8 else { throw SetteeError(.corrupted, "database counters are malformed") }
-                return UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
-            } ?? 0
-        }
-        lastSequence = try u64(MetaKey.lastSequence)
-        liveCount = try u64(MetaKey.liveCount)
-        deadBytes = try u64(MetaKey.deadBytes)
+        lastSequence = try core.counter(tx, MetaKey.lastSequence)
+        liveCount = try core.counter(tx, MetaKey.liveCount)
+        deadBytes = try core.counter(tx, MetaKey.deadBytes)
     }
 
     /// Counts the value at `ref` as space the next compaction reclaims.

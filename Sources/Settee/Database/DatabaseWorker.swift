@@ -146,44 +146,31 @@ struct Handoff<Value>: @unchecked Sendable {
     let value: Value
 }
 
-/// A thread for one long job (a compaction, a check), so the worker stays free for writes.
-final class OneShotThread: @unchecked Sendable {
-    private let name: String
-    init(name: String) { self.name = name }
-
-    func submit(_ job: any WorkerJobProtocol) -> Bool {
-        let thread = Thread { job.run() }
-        thread.name = name
-        thread.start()
-        return true
-    }
-}
-
 extension DatabaseCore {
-    /// Runs `body` on a thread of its own (long jobs that must not hold up queued writes).
-    func onOwnThread<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
-        let job = WorkerJob(body)
-        let thread = OneShotThread(name: "settee.db.\(name).long")
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
-                guard job.attach(continuation) else { return }
-                _ = thread.submit(job)
-            }
-        } onCancel: {
-            job.cancel()
-        }
-    }
-
     /// Runs `body` on the database's worker thread and returns its result, the calling task
     /// suspended meanwhile.
     func onWorker<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await run(body) { [worker] job in
+            if !worker.submit(job) { job.refuse(SetteeError(.notOpen, "the database is closed")) }
+        }
+    }
+
+    /// Runs `body` on a thread of its own (long jobs that must not hold up queued writes).
+    func onOwnThread<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await run(body) { [name] job in
+            let thread = Thread { job.run() }
+            thread.name = "settee.db.\(name).long"
+            thread.start()
+        }
+    }
+
+    /// Hands `body` to `start` as a job and waits for it, cancellation included.
+    private func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R,
+                                  start: (WorkerJob<R>) -> Void) async throws -> R {
         let job = WorkerJob(body)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
-                guard job.attach(continuation) else { return }
-                if !worker.submit(job) {
-                    job.refuse(SetteeError(.notOpen, "the database is closed"))
-                }
+                if job.attach(continuation) { start(job) }
             }
         } onCancel: {
             job.cancel()

@@ -149,14 +149,8 @@ extension WriteContext {
     /// Stores a document's tree and updates every index for its new winner.
     func commit(id: String, key: [UInt8], old: DocMeta?, tree: inout RevTree) throws -> DocMeta {
         tree.prune(maxDepth: core.configuration.maxRevTreeDepth)
-        let order = tree.sortedLeaves()
-        let w = order[0]
+        let (w, flags) = tree.winnerAndFlags()
         let winner = tree.revs[w]
-        var flags: DocFlags = []
-        if winner.deleted { flags.insert(.deleted) }
-        if winner.hasAttachments { flags.insert(.hasAttachments) }
-        if order.count > 1 { flags.insert(.multipleLeaves) }
-        if order.count > 1 && !tree.revs[order[1]].deleted { flags.insert(.conflicted) }
         let seq = nextSequence()
         if let old {
             // The old tree is superseded; the old winner's body goes at the next compaction
@@ -215,5 +209,20 @@ extension WriteContext {
         let seq = nextSequence()
         changes.append(DocumentChange(documentID: id, revisionID: nil, sequence: seq, isDeleted: false,
                                       isConflicted: false, isPurged: true))
+    }
+}
+
+extension RevTree {
+    /// The winner and the document flags stored for this tree (the metadata and changes entry of
+    /// a commit; what the check expects of them).
+    func winnerAndFlags() -> (winner: Int, flags: DocFlags) {
+        let order = sortedLeaves()
+        let winner = revs[order[0]]
+        var flags: DocFlags = []
+        if winner.deleted { flags.insert(.deleted) }
+        if winner.hasAttachments { flags.insert(.hasAttachments) }
+        if order.count > 1 { flags.insert(.multipleLeaves) }
+        if order.count > 1 && !revs[order[1]].deleted { flags.insert(.conflicted) }
+        return (order[0], flags)
     }
 }

@@ -231,15 +231,6 @@ struct RevTree: Sendable {
         return revs.count - 1
     }
 
-    /// What ``merge(history:generation:deleted:hasAttachments:bodyRef:)`` did.
-    struct MergeOutcome: Equatable {
-        /// The index of the new revision; nil when the tree already had it.
-        var added: Int?
-        /// Whether the tree changed at all: the revision added, or (already known) its history
-        /// linked revisions the tree held apart.
-        var changed: Bool
-    }
-
     /// Merges a replicated revision with its history (`history[0]` is the revision itself, then
     /// its ancestors, newest first, each one generation below the one before) into the tree, as
     /// CouchDB merges a path into its key tree (Formats/documents.md, "Merging a history"):
@@ -248,11 +239,13 @@ struct RevTree: Sendable {
     /// the rest of the history is ignored). So a stored leaf that the history names as an
     /// ancestor stops being a leaf, and a branch stored truncated (its root above generation 1)
     /// grows downward when a longer history reaches it. The revision itself gets the flags and
-    /// body given; ancestors added here are live and have no body.
+    /// body given; ancestors added here are live and have no body. Returns whether the tree
+    /// changed: the revision added, or (already known) its history linked what the tree held apart.
+    @discardableResult
     mutating func merge(history: [String], generation: UInt64, deleted: Bool, hasAttachments: Bool,
-                        bodyRef: UInt64?) -> MergeOutcome {
+                        bodyRef: UInt64?) -> Bool {
         var lookup = Lookup(self)
-        var outcome = MergeOutcome(added: nil, changed: false)
+        var changed = false
         // The newest revision of the history the tree already has; the newer ones are added
         // oldest first (so parents precede children) under it.
         var known = history.count
@@ -278,10 +271,10 @@ struct RevTree: Sendable {
                 lookup.added(history[i], at: revs.count - 1)
                 i -= 1
             }
-            outcome = MergeOutcome(added: revs.count - 1, changed: true)
+            changed = true
             if cur == nil {
                 // Nothing known: the whole history is a new branch.
-                return outcome
+                return true
             }
         }
         // From the newest known revision down, follow the tree and the history together. Where
@@ -308,22 +301,19 @@ struct RevTree: Sendable {
                 }
                 revs[at].parent = pi
                 if pi > at { reorder = true }
-                outcome.changed = true
+                changed = true
                 at = pi
             }
             i += 1
         }
-        if reorder {
-            let moved = restoreParentOrder()
-            if let a = outcome.added { outcome.added = moved[a] }
-        }
-        return outcome
+        if reorder { restoreParentOrder() }
+        return changed
     }
 
     /// Puts the revisions back in parents-before-children order after links were made downward
-    /// to revisions stored later; returns the old index → new index map. A parent's generation
-    /// is one less than its child's, so ordering by generation (stable) suffices.
-    private mutating func restoreParentOrder() -> [Int] {
+    /// to revisions stored later. A parent's generation is one less than its child's, so
+    /// ordering by generation (stable) suffices.
+    private mutating func restoreParentOrder() {
         let order = revs.indices.sorted { a, b in
             revs[a].generation != revs[b].generation ? revs[a].generation < revs[b].generation : a < b
         }
@@ -337,7 +327,6 @@ struct RevTree: Sendable {
             out.append(r)
         }
         revs = out
-        return newIndex
     }
 
     /// Revision lookups by ID during a merge: a linear search in small trees, a dictionary built
@@ -401,7 +390,7 @@ struct RevTree: Sendable {
         for i in out.revs.indices where out.revs[i].parent >= 0 {
             out.revs[i].parent = newIndex[out.revs[i].parent]
         }
-        _ = out.restoreParentOrder()
+        out.restoreParentOrder()
         return out
     }
 

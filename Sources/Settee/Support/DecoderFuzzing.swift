@@ -96,9 +96,9 @@ package enum DecoderFuzzing {
         var merged = whole
         for l in merged.leaves().prefix(16) {
             let history = merged.history(of: l)
-            let r = merged.merge(history: history, generation: merged.revs[l].generation, deleted: false,
-                                 hasAttachments: false, bodyRef: nil)
-            precondition(!r.changed, "merging a tree's own history changed it")
+            let changed = merged.merge(history: history, generation: merged.revs[l].generation, deleted: false,
+                                       hasAttachments: false, bodyRef: nil)
+            precondition(!changed, "merging a tree's own history changed it")
         }
         guard let back = whole.encoded().withUnsafeBytes({ try? RevTree(decoding: $0) }), same(back, whole) else {
             preconditionFailure("a repaired revision tree does not survive re-encoding")
@@ -144,9 +144,9 @@ package enum DecoderFuzzing {
         }
         out.append(("revtree-chain", chain.encoded()))
         var conflict = chain
-        _ = conflict.merge(history: ["6-beef", "5-5cafe"], generation: 6, deleted: false, hasAttachments: false, bodyRef: 77)
-        _ = conflict.merge(history: ["7-dead", "6-d00d", "5-5cafe"], generation: 7, deleted: true, hasAttachments: false, bodyRef: 0)
-        _ = conflict.merge(history: ["3-x", "2-y"], generation: 3, deleted: false, hasAttachments: true, bodyRef: nil)
+        conflict.merge(history: ["6-beef", "5-5cafe"], generation: 6, deleted: false, hasAttachments: false, bodyRef: 77)
+        conflict.merge(history: ["7-dead", "6-d00d", "5-5cafe"], generation: 7, deleted: true, hasAttachments: false, bodyRef: 0)
+        conflict.merge(history: ["3-x", "2-y"], generation: 3, deleted: false, hasAttachments: true, bodyRef: nil)
         out.append(("revtree-conflict", conflict.encoded()))
         // Damage no merge makes: a revision held twice, one copy a leaf, the other an ancestor.
         var twice = chain
