@@ -82,7 +82,8 @@ import Testing
     @Test func contradictingHistoryAddsNoLeaf() {
         var t = RevTree()
         t.merge(history: ["3-c", "2-b", "1-a"], generation: 3, deleted: false, hasAttachments: false, bodyRef: 1)
-        #expect(t.merge(history: ["4-d", "3-c", "2-x", "1-y"], generation: 4, deleted: false, hasAttachments: false, bodyRef: 2))
+        let changed = t.merge(history: ["4-d", "3-c", "2-x", "1-y"], generation: 4, deleted: false, hasAttachments: false, bodyRef: 2)
+        #expect(changed)
         #expect(t.index(of: "4-d") != nil)
         #expect(t.leaves().map { t.revs[$0].id } == ["4-d"])
         #expect(t.index(of: "2-x") == nil && t.index(of: "1-y") == nil)
