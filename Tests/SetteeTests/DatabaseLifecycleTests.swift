@@ -131,7 +131,7 @@ import Testing
         try await db.saveDocument(MutableDocument(id: "a"))
         try db.close()
         var received: [[String]] = []
-        for await change in stream { received.append(change.documentIDs) }   // ends: no hang
+        for try await change in stream { received.append(change.documentIDs) }   // ends: no hang
         #expect(received == [["a"]])
     }
 }

@@ -122,16 +122,65 @@ import Testing
         for i in 0 ..< 500 { try await db.saveDocument(MutableDocument(id: "one", data: ["i": .int(Int64(i))])) }
 
         var it = stream.makeAsyncIterator()
-        let merged = try #require(await it.next())
+        let merged = try #require(try await it.next())
         #expect(merged.documentIDs == ["one", "two", "three", "four"])
         #expect(merged.database == "db")
         #expect(merged.changes[3].isConflicted && merged.changes[3].revisionID == "1-b")
         #expect(merged.changes[0].sequence == (try db.lastSequence))
         // Later changes come as later elements; closing ends the sequence.
         try await db.saveDocument(MutableDocument(id: "five"))
-        #expect(await it.next()?.documentIDs == ["five"])
+        #expect(try await it.next()?.documentIDs == ["five"])
         try db.close()
-        #expect(await it.next() == nil)
+        #expect(try await it.next() == nil)
+    }
+
+    /// `changeEvents(since:)` starts with the current state of every document changed after the
+    /// sequence, page by page, then goes on with live changes: none missed, none repeated.
+    @Test func changeEventsSinceStartWithTheCurrentState() async throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        try await db.inBatch { db in
+            for i in 0 ..< 1200 { try db.saveDocument(MutableDocument(id: String(format: "d%04d", i), data: ["v": 0])) }
+        }
+        try await db.saveDocument(MutableDocument(id: "d0000", data: ["v": 1]))   // d0000 now at the last sequence
+        try await db.deleteDocument(try #require(try await db.document(withID: "d0001")))
+        let mark = try db.lastSequence
+
+        var everything = db.changeEvents(since: 0).makeAsyncIterator()
+        var fromMark = db.changeEvents(since: mark - 2).makeAsyncIterator()
+        // A commit after the sequences were made but before the first read: delivered once.
+        try await db.saveDocument(MutableDocument(id: "late", data: ["v": 2]))
+
+        var pages: [[DocumentChange]] = []
+        var seen: [String: Int] = [:]
+        while seen["late"] == nil, let page = try await everything.next() {
+            pages.append(page.changes)
+            for c in page.changes { seen[c.documentID, default: 0] += 1 }
+        }
+        #expect(pages.first?.count == 500, "the current state comes in elements of at most 500")
+        #expect(seen.count == 1201)
+        #expect(seen.values.allSatisfy { $0 == 1 }, "nothing repeated")
+        let all = pages.flatMap { $0 }
+        #expect(all.map(\.sequence) == all.map(\.sequence).sorted())
+        #expect(all.first { $0.documentID == "d0001" }?.isDeleted == true)
+        #expect(all.first { $0.documentID == "d0000" }?.sequence == mark - 1)
+
+        let first = try #require(try await fromMark.next())
+        #expect(first.documentIDs == ["d0000", "d0001", "late"])
+        // Live changes go on after the current state.
+        try await db.saveDocument(MutableDocument(id: "later"))
+        #expect(try await everything.next()?.documentIDs == ["later"])
+        #expect(try await fromMark.next()?.documentIDs == ["later"])
+        try db.close()
+        #expect(try await everything.next() == nil)
+        #expect(try await fromMark.next() == nil)
+        // Made after the close: they end at once.
+        var closed = db.changeEvents(since: 0).makeAsyncIterator()
+        #expect(try await closed.next() == nil)
+        var closedLive = db.changeEvents().makeAsyncIterator()
+        #expect(try await closedLive.next() == nil)
+        var closedDocument = db.documentChanges(withID: "later").makeAsyncIterator()
+        #expect(try await closedDocument.next() == nil)
     }
 
     /// A document observation starts with the current state, yields the latest state after each

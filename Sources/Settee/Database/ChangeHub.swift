@@ -52,7 +52,7 @@ public struct DocumentChange: Sendable, Hashable {
 /// The changes of one committed transaction (a save, a delete, a batch, a replicated batch).
 ///
 /// ```swift
-/// for await change in db.changeEvents() { print(change.documentIDs) }
+/// for try await change in db.changeEvents() { print(change.documentIDs) }
 /// ```
 ///
 /// - Note: A value type; safe to share between threads.
@@ -112,6 +112,8 @@ final class ChangeHub: Sendable {
         var streams: [UInt64: CoalescingChanges] = [:]
         /// Per document: wake-ups for document observations (one pending at most each).
         var documentTicks: [String: [UInt64: AsyncStream<Void>.Continuation]] = [:]
+        /// Set at close: sequences asked for later end at once instead of waiting forever.
+        var finished = false
     }
     private let state = Mutex(State())
     let queue = DispatchQueue(label: "settee.database.changes")
@@ -134,16 +136,30 @@ final class ChangeHub: Sendable {
     func stream() -> DatabaseChanges {
         let (ticks, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let pending = CoalescingChanges(wake: continuation)
-        let id = state.withLock { s in s.next += 1; s.streams[s.next] = pending; return s.next }
+        let id = state.withLock { s -> UInt64? in
+            if s.finished { return nil }
+            s.next += 1; s.streams[s.next] = pending; return s.next
+        }
+        guard let id else {
+            continuation.finish()
+            return DatabaseChanges(ticks: ticks, pending: pending, catchUp: nil)
+        }
         continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.streams.removeValue(forKey: id) } }
-        return DatabaseChanges(ticks: ticks, pending: pending)
+        return DatabaseChanges(ticks: ticks, pending: pending, catchUp: nil)
     }
 
     /// Wake-ups for one document's observation: at most one pending, so a slow reader re-reads
     /// the latest state once instead of every intermediate one. Finished when the database closes.
     func ticks(documentID: String) -> AsyncStream<Void> {
         let (ticks, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { s in s.next += 1; s.documentTicks[documentID, default: [:]][s.next] = continuation; return s.next }
+        let id = state.withLock { s -> UInt64? in
+            if s.finished { return nil }
+            s.next += 1; s.documentTicks[documentID, default: [:]][s.next] = continuation; return s.next
+        }
+        guard let id else {
+            continuation.finish()
+            return ticks
+        }
         continuation.onTermination = { [weak self] _ in
             self?.state.withLock { s in
                 s.documentTicks[documentID]?.removeValue(forKey: id)
@@ -181,7 +197,7 @@ final class ChangeHub: Sendable {
 
     func finish() {
         let (streams, ticks) = state.withLock { s in
-            defer { s.streams = [:]; s.listeners = [:]; s.documentListeners = [:]; s.documentTicks = [:] }
+            defer { s.streams = [:]; s.listeners = [:]; s.documentListeners = [:]; s.documentTicks = [:]; s.finished = true }
             return (Array(s.streams.values), s.documentTicks.values.flatMap(\.values))
         }
         for s in streams { s.finish() }
@@ -189,11 +205,12 @@ final class ChangeHub: Sendable {
     }
 }
 
-/// The committed changes of a database from the moment it was asked for, as an async sequence
-/// that ends when the database closes (``Database/changeEvents()``).
+/// The committed changes of a database as an async sequence that ends when the database closes
+/// (``Database/changeEvents()`` from the moment it was asked for, ``Database/changeEvents(since:)``
+/// starting with the current state of every document changed after a sequence).
 ///
 /// ```swift
-/// for await change in db.changeEvents() { refresh(change.documentIDs) }
+/// for try await change in db.changeEvents() { refresh(change.documentIDs) }
 /// ```
 ///
 /// It never buffers without bound: changes committed while the reader is busy are merged into
@@ -206,36 +223,70 @@ public struct DatabaseChanges: AsyncSequence, Sendable {
     public typealias Element = DatabaseChange
     let ticks: AsyncStream<Void>
     let pending: CoalescingChanges
+    /// Where the current state starts, for ``Database/changeEvents(since:)``.
+    let catchUp: (database: Database, since: UInt64)?
 
     /// Reads the merged changes as they come.
     ///
     /// ```swift
     /// var it = db.changeEvents().makeAsyncIterator()
-    /// let next = await it.next()
+    /// let next = try await it.next()
     /// ```
     public struct AsyncIterator: AsyncIteratorProtocol {
         var ticks: AsyncStream<Void>.Iterator
         let pending: CoalescingChanges
+        var catchUp: (database: Database, cursor: UInt64)?
+        /// Live changes at or below this sequence were delivered by the catch-up already.
+        var caughtUpTo: UInt64 = 0
 
-        /// The changes committed since the last element, merged; nil once the database closed.
+        /// The next changes, merged; nil once the database closed.
         ///
         /// ```swift
-        /// while let change = await iterator.next() { print(change.documentIDs) }
+        /// while let change = try await iterator.next() { print(change.documentIDs) }
         /// ```
-        public mutating func next() async -> DatabaseChange? {
-            while await ticks.next() != nil {
-                if let change = pending.take() { return change }
+        ///
+        /// - Throws: a ``SetteeError`` when reading the current state fails (only sequences from
+        ///   ``Database/changeEvents(since:)`` read the database).
+        public mutating func next() async throws -> DatabaseChange? {
+            if let (database, cursor) = catchUp {
+                let page: [ChangeEntry]
+                do {
+                    page = try database.changes(since: cursor, limit: 500)
+                } catch let e as SetteeError where e.code == .notOpen {
+                    catchUp = nil
+                    return nil
+                }
+                if let last = page.last {
+                    catchUp = (database, last.sequence)
+                    return DatabaseChange(database: database.name, changes: page.map(DocumentChange.init(current:)))
+                }
+                caughtUpTo = cursor
+                catchUp = nil
             }
-            return pending.take()
+            while await ticks.next() != nil {
+                if let change = pending.take(after: caughtUpTo) { return change }
+            }
+            return pending.take(after: caughtUpTo)
         }
     }
 
     /// Starts reading.
     ///
     /// ```swift
-    /// for await change in db.changeEvents() { print(change) }
+    /// for try await change in db.changeEvents() { print(change) }
     /// ```
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(ticks: ticks.makeAsyncIterator(), pending: pending) }
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(ticks: ticks.makeAsyncIterator(), pending: pending,
+                      catchUp: catchUp.map { ($0.database, $0.since) })
+    }
+}
+
+extension DocumentChange {
+    /// A document's current state as the changes feed reports it.
+    init(current e: ChangeEntry) {
+        self.init(documentID: e.documentID, revisionID: e.revisionID, sequence: e.sequence, isDeleted: e.isDeleted,
+                  isConflicted: e.isConflicted, isPurged: false)
+    }
 }
 
 /// The changes committed since a change stream's reader last took them, merged (one entry per
@@ -256,11 +307,14 @@ final class CoalescingChanges: Sendable {
         wake.yield()
     }
 
-    func take() -> DatabaseChange? {
+    /// The merged changes, leaving out those at or below `delivered` (a purge has no sequence
+    /// of its own and is always kept); nil when nothing is left.
+    func take(after delivered: UInt64 = 0) -> DatabaseChange? {
         lock.withLock { p in
             guard let database = p.database, !p.order.isEmpty else { return nil }
             defer { p.order.removeAll(keepingCapacity: true); p.latest.removeAll(keepingCapacity: true) }
-            return DatabaseChange(database: database, changes: p.order.compactMap { p.latest[$0] })
+            let changes = p.order.compactMap { p.latest[$0] }.filter { $0.isPurged || $0.sequence > delivered }
+            return changes.isEmpty ? nil : DatabaseChange(database: database, changes: changes)
         }
     }
 

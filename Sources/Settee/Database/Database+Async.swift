@@ -88,8 +88,7 @@ extension Database {
     ///
     /// Runs on the database's worker thread; the caller is suspended, never blocked.
     public func saveDocument(_ document: MutableDocument) async throws {
-        let doc = Handoff(value: document)
-        try await core.onWorker { try self.saveDocument(doc.value) }
+        try await core.onWorker { try self.saveDocument(document) }
     }
 
     /// Saves the document with a concurrency control; false when the control refused the save.
@@ -98,8 +97,7 @@ extension Database {
     /// if try await !db.saveDocument(doc, concurrencyControl: .failOnConflict) { retry() }
     /// ```
     public func saveDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl) async throws -> Bool {
-        let doc = Handoff(value: document)
-        return try await core.onWorker { try self.saveDocument(doc.value, concurrencyControl: concurrencyControl) }
+        return try await core.onWorker { try self.saveDocument(document, concurrencyControl: concurrencyControl) }
     }
 
     /// Saves the document, calling `conflictHandler` when the current revision changed since it
@@ -118,8 +116,7 @@ extension Database {
     public func saveDocument(_ document: MutableDocument,
                              conflictHandler: @escaping @Sendable (_ document: MutableDocument, _ current: Document?) throws -> Bool)
     async throws -> Bool {
-        let doc = Handoff(value: document)
-        return try await core.onWorker { try self.saveDocument(doc.value, conflictHandler: conflictHandler) }
+        return try await core.onWorker { try self.saveDocument(document, conflictHandler: conflictHandler) }
     }
 
     /// Deletes the document (a tombstone revision), last write wins.
@@ -147,8 +144,7 @@ extension Database {
     /// ```
     @discardableResult
     public func deleteDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl = .lastWriteWins) async throws -> Bool {
-        let doc = Handoff(value: document)
-        return try await core.onWorker { try self.deleteDocument(doc.value, concurrencyControl: concurrencyControl) }
+        return try await core.onWorker { try self.deleteDocument(document, concurrencyControl: concurrencyControl) }
     }
 
     /// Removes every trace of the document (not replicated).

@@ -90,10 +90,11 @@ extension Database {
     public func saveDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl) throws -> Bool {
         try checkOpen()
         let key = try validateDocumentID(document.id)
-        let body = try PreparedBody(document.properties)
-        try installBlobs(document, body)
+        let edit = try document.snapshotToSave()
+        let body = try PreparedBody(edit.properties)
+        try installBlobs(edit, body)
         let outcome = try core.write { c in
-            try save(document, key: key, body: body, context: c, conflict: { current in
+            try save(document, edit, key: key, body: body, context: c, conflict: { current in
                 switch concurrencyControl {
                 case .failOnConflict: return .refuse
                 case .lastWriteWins: return current.flags.contains(.deleted) ? .refuse : .overwrite
@@ -129,16 +130,17 @@ extension Database {
         try checkOpen()
         let key = try validateDocumentID(document.id)
         while true {
-            let body = try PreparedBody(document.properties)
-            try installBlobs(document, body)
+            let edit = try document.snapshotToSave()
+            let body = try PreparedBody(edit.properties)
+            try installBlobs(edit, body)
             let outcome = try core.write { c in
-                try save(document, key: key, body: body, context: c, conflict: { _ in .refuse })
+                try save(document, edit, key: key, body: body, context: c, conflict: { _ in .refuse })
             }
             guard case .conflict(let current) = outcome else { return true }
             let currentDocument = current.isDeleted ? nil : current
             guard try conflictHandler(document, currentDocument) else { return false }
             // The merge is based on what the handler saw; a later change makes another conflict.
-            document.revisionID = current.revisionID
+            document.didSave(revisionID: current.revisionID, sequence: nil)
         }
     }
 
@@ -150,60 +152,58 @@ extension Database {
     enum ConflictDecision { case refuse, overwrite }
 
     /// The save protocol of DESIGN "Semantics decided" 4.
-    private func save(_ document: MutableDocument, key: [UInt8], body: PreparedBody, context c: WriteContext,
-                      conflict: (DocMeta) -> ConflictDecision) throws -> SaveOutcome {
+    private func save(_ document: MutableDocument, _ edit: MutableDocument.State, key: [UInt8], body: PreparedBody,
+                      context c: WriteContext, conflict: (DocMeta) -> ConflictDecision) throws -> SaveOutcome {
         // Compaction deletes unreferenced blob files under the write lock this runs under: it may
         // have deleted one the install before the lock found already stored (written before the
         // compaction began, referenced by nothing yet). Installing again here puts it back; a file
         // that is there costs one access(2).
-        try installBlobs(document, body)
+        try installBlobs(edit, body)
         let old = try c.meta(key)
         var tree = try c.tree(old)
         var parent: Int? = nil
         if let old {
-            if old.revisionID == document.revisionID {
+            if old.revisionID == edit.revisionID {
                 parent = tree.index(of: old.revisionID)
-            } else if document.revisionID == nil && old.flags.contains(.deleted) {
+            } else if edit.revisionID == nil && old.flags.contains(.deleted) {
                 parent = tree.index(of: old.revisionID)   // continues the tombstone's branch
             } else {
                 switch conflict(old) {
                 case .refuse: return .conflict(try core.document(c.tx, id: document.id, meta: old))
                 case .overwrite:
-                    if let from = document.revisionID, let p = tree.index(of: from),
-                       RevisionID.make(parent: from, generation: tree.revs[p].generation + 1, deleted: document.isDeletion,
+                    if let from = edit.revisionID, let p = tree.index(of: from),
+                       RevisionID.make(parent: from, generation: tree.revs[p].generation + 1, deleted: edit.isDeletion,
                                        canonicalBody: body.bytes) == old.revisionID {
                         // The current revision is this very edit of this parent, saved already
                         // (identical edits give identical revision IDs, seed 004 FAQ): last write
                         // wins, and it is already the last write. Nothing to store.
-                        document.revisionID = old.revisionID
-                        document.sequence = old.sequence
+                        document.didSave(revisionID: old.revisionID, sequence: old.sequence)
                         return .saved
                     }
                     parent = tree.index(of: old.revisionID)
                 }
             }
-        } else if document.revisionID != nil {
+        } else if edit.revisionID != nil {
             // Purged since it was read: nothing to conflict with, so it starts again.
             parent = nil
         }
         let meta = try c.addLocalRevision(id: document.id, key: key, old: old, tree: &tree, parent: parent,
-                                          body: body, deleted: document.isDeletion)
+                                          body: body, deleted: edit.isDeletion)
         if let meta {
-            document.revisionID = meta.revisionID
-            document.sequence = meta.sequence
+            document.didSave(revisionID: meta.revisionID, sequence: meta.sequence)
         } else if let p = parent {
             // An identical revision exists already: the save is a no-op that lands on it.
             let gen = tree.revs[p].generation + 1
-            document.revisionID = RevisionID.make(parent: tree.revs[p].id, generation: gen, deleted: document.isDeletion,
-                                                  canonicalBody: body.bytes)
+            document.didSave(revisionID: RevisionID.make(parent: tree.revs[p].id, generation: gen, deleted: edit.isDeletion,
+                                                         canonicalBody: body.bytes), sequence: nil)
         }
         return .saved
     }
 
-    private func installBlobs(_ document: MutableDocument, _ body: PreparedBody) throws {
+    private func installBlobs(_ edit: MutableDocument.State, _ body: PreparedBody) throws {
         guard !body.blobDigests.isEmpty else { return }
         for d in Set(body.blobDigests) {
-            if let b = document.pendingBlobs[d] { try core.blobs.install(b) }
+            if let b = edit.pendingBlobs[d] { try core.blobs.install(b) }
         }
     }
 
@@ -271,8 +271,7 @@ extension Database {
     public func deleteDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl = .lastWriteWins) throws -> Bool {
         let ok = try delete(id: document.id, expected: document.revisionID, concurrencyControl)
         if ok, let d = try currentRevision(id: document.id, key: validateDocumentID(document.id)) {
-            document.revisionID = d.revisionID
-            document.sequence = d.sequence
+            document.didSave(revisionID: d.revisionID, sequence: d.sequence)
         }
         return ok
     }

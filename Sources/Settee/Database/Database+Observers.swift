@@ -34,11 +34,32 @@ extension Database {
     ///
     /// ```swift
     /// Task {
-    ///     for await change in db.changeEvents() { refresh(change.documentIDs) }
+    ///     for try await change in db.changeEvents() { refresh(change.documentIDs) }
     /// }
     /// ```
+    ///
+    /// To start with the database's current state, use ``changeEvents(since:)``.
     public func changeEvents() -> DatabaseChanges {
         core.hub.stream()
+    }
+
+    /// The current state of every document changed after `sequence` (0: every document, deleted
+    /// ones as tombstones), in sequence order and in elements of up to 500, then each committed
+    /// change as ``changeEvents()`` yields them: nothing missed between the two, and nothing
+    /// delivered twice unless it changed again. Ends when the database closes.
+    ///
+    /// ```swift
+    /// var seen = try db.lastSequence            // or 0 to list everything first
+    /// for try await change in db.changeEvents(since: seen) {
+    ///     for c in change.changes { index(c.documentID); seen = max(seen, c.sequence) }
+    /// }
+    /// ```
+    ///
+    /// The current state is read (a page at a time) by the task iterating, as other reads are.
+    public func changeEvents(since sequence: UInt64) -> DatabaseChanges {
+        // Subscribed before the first page is read, so no commit in between is missed.
+        let live = core.hub.stream()
+        return DatabaseChanges(ticks: live.ticks, pending: live.pending, catchUp: (self, sequence))
     }
 
     /// A document's state as it changes: first its current state (nil when it does not exist or
@@ -147,7 +168,11 @@ public struct DocumentObservation: AsyncSequence, Sendable {
             }
             started = true
             let read: () throws -> Document? = { [database, id] in try database.document(withID: id) }
-            return .some(try read())
+            do {
+                return .some(try read())
+            } catch let e as SetteeError where e.code == .notOpen {
+                return nil   // closed: the sequence ends, as it does when the close comes later
+            }
         }
     }
 

@@ -139,13 +139,6 @@ final class WorkerJob<R: Sendable>: WorkerJobProtocol {
     }
 }
 
-/// A value handed to the worker thread while its owner's task is suspended waiting for the
-/// result, so it is never used from two threads at once (a `MutableDocument` being saved, a
-/// caller's closure).
-struct Handoff<Value>: @unchecked Sendable {
-    let value: Value
-}
-
 extension DatabaseCore {
     /// Runs `body` on the database's worker thread and returns its result, the calling task
     /// suspended meanwhile.

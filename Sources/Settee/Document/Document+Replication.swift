@@ -20,4 +20,20 @@ extension Document {
         guard let blobs else { return false }
         return blobs !== database.core.blobs
     }
+
+}
+
+extension Database {
+    /// The properties a conflict resolution writes from a resolver's result: a ``MutableDocument``'s
+    /// pending blobs are stored first, and a result whose properties stand for a body that could
+    /// not be read is refused (`corrupted`) rather than written as an empty merge.
+    package func propertiesForResolution(_ result: Document) async throws -> [String: JSONValue] {
+        if let m = result as? MutableDocument {
+            let edit = try m.snapshotToSave()
+            for blob in edit.pendingBlobs.values { try await saveBlob(blob) }
+            return edit.properties
+        }
+        if let damaged = result.bodyError { throw damaged }
+        return result.toDictionary()
+    }
 }

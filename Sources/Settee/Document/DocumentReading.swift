@@ -113,6 +113,13 @@ extension DocumentReading {
         }
     }
 
+    /// A boolean property (Couchbase Lite's name for ``bool(forKey:)``).
+    ///
+    /// ```swift
+    /// let done = doc.boolean(forKey: "done")
+    /// ```
+    public func boolean(forKey key: String) -> Bool { bool(forKey: key) }
+
     /// A date stored as an ISO-8601 string, or nil.
     ///
     /// ```swift
@@ -152,8 +159,10 @@ extension DocumentReading {
     /// let task = try doc.decode(Task.self)
     /// ```
     ///
-    /// - Throws: ``SetteeError/Code/invalidParameter`` when the properties do not fit the type.
+    /// - Throws: ``SetteeError/Code/invalidParameter`` when the properties do not fit the type,
+    ///   ``SetteeError/Code/corrupted`` when the stored body does not parse (``Document/bodyError``).
     public func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        try JSONCoding.decode(type, from: .object(toDictionary()))
+        if let damaged = (self as? Document)?.bodyError { throw damaged }
+        return try JSONCoding.decode(type, from: .object(toDictionary()))
     }
 }

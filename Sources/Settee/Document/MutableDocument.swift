@@ -1,11 +1,14 @@
 import Foundation
+import Synchronization
 
-/// A document being built or edited, saved with `Database.saveDocument(_:)`.
+/// A document being built or edited, saved with `Database.saveDocument(_:)`. It is a ``Document``
+/// (as in Couchbase Lite), so it can be passed or returned wherever one is expected: a conflict
+/// resolver may return a new `MutableDocument` as its merge.
 ///
 /// ```swift
 /// let doc = MutableDocument(id: "task-1")
 /// doc.setString("Buy milk", forKey: "title")
-/// doc.setBool(false, forKey: "done")
+/// doc.setBoolean(false, forKey: "done")
 /// try db.saveDocument(doc)
 /// print(doc.revisionID!)   // the revision just saved
 /// ```
@@ -13,16 +16,26 @@ import Foundation
 /// Top-level keys starting with `_` are reserved (`_id`, `_rev`, `_deleted`, …); saving a
 /// document that has one throws ``SetteeError/Code/invalidParameter``.
 ///
-/// - Note: Not thread-safe: use a `MutableDocument` from one thread or task at a time (it is
-///   not `Sendable`). Save it, then share the ``Document`` the database returns.
-public final class MutableDocument: DocumentReading, CustomStringConvertible {
-    /// The document ID.
-    ///
-    /// ```swift
-    /// let doc = MutableDocument()
-    /// print(doc.id)   // a new UUID
-    /// ```
-    public let id: String
+/// - Note: Thread-safe: every read and change takes the document's own lock, so it may be handed
+///   between tasks; an edit made of several calls is not atomic, so edit a document from one task
+///   at a time.
+public final class MutableDocument: Document, @unchecked Sendable {
+    /// Everything a save reads and writes, under one lock.
+    struct State {
+        var revisionID: String?
+        var sequence: UInt64 = 0
+        var isDeletion = false
+        var properties: [String: JSONValue]
+        /// Blobs set on this document whose content is not yet in the database, by digest.
+        var pendingBlobs: [String: Blob] = [:]
+        /// Set when the document was made from a stored body that does not parse: saving it
+        /// would replace the stored properties with whatever few were set since, so a save
+        /// throws this until ``MutableDocument/setData(_:)`` replaces every property.
+        var unreadableBody: SetteeError?
+    }
+
+    private let state: Mutex<State>
+
     /// The revision this document was loaded from (or last saved as); nil for a new document.
     /// Saving creates a child of it, and a save finds a conflict when the database's current
     /// revision is a different one.
@@ -30,13 +43,19 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// ```swift
     /// let m = doc.toMutable(); print(m.revisionID == doc.revisionID)   // true
     /// ```
-    public internal(set) var revisionID: String?
+    public override var revisionID: String? { state.withLock { $0.revisionID } }
     /// The sequence of the last save through this object, 0 before.
     ///
     /// ```swift
     /// try db.saveDocument(doc); print(doc.sequence)
     /// ```
-    public internal(set) var sequence: UInt64 = 0
+    public override var sequence: UInt64 { state.withLock { $0.sequence } }
+    /// Whether saving writes a tombstone (``isDeletion``).
+    ///
+    /// ```swift
+    /// m.isDeletion = true; print(m.isDeleted)   // true
+    /// ```
+    public override var isDeleted: Bool { isDeletion }
     /// When true, saving writes a tombstone that keeps this document's properties (seeds 003 and
     /// 004: a deletion that still carries, say, the `worker_id` a filtered replication routes on).
     ///
@@ -46,12 +65,10 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// m.isDeletion = true
     /// try db.saveDocument(m)   // document(withID:) now returns nil
     /// ```
-    public var isDeletion = false
-
-    var properties: [String: JSONValue]
-    /// Blobs set on this document whose content is not yet in the database, by digest.
-    var pendingBlobs: [String: Blob] = [:]
-    let blobs: BlobStore?
+    public var isDeletion: Bool {
+        get { state.withLock { $0.isDeletion } }
+        set { state.withLock { $0.isDeletion = newValue } }
+    }
 
     /// A new document with a random UUID as its ID.
     ///
@@ -73,9 +90,9 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// let doc = MutableDocument(id: "book-1", data: ["title": "Little, Big", "published": 1982])
     /// ```
     public init(id: String?, data: [String: JSONValue]) {
-        self.id = id ?? UUID().uuidString.lowercased()
-        self.properties = data
-        self.blobs = nil
+        state = Mutex(State(properties: data))
+        super.init(id: id ?? UUID().uuidString.lowercased(), revisionID: nil, sequence: 0, isDeleted: false,
+                   body: [], blobs: nil)
     }
 
     /// A new document with a random ID and the given properties.
@@ -95,18 +112,37 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     ///
     /// - Throws: ``SetteeError/Code/invalidParameter`` when the value does not encode as an object.
     public convenience init(id: String? = nil, encoding value: some Encodable) throws {
-        guard case .object(let o) = try JSONCoding.encode(value) else {
-            throw SetteeError(.invalidParameter, "a document must encode as a JSON object")
-        }
-        self.init(id: id, data: o)
+        self.init(id: id, data: try JSONCoding.encodeObject(value))
     }
 
-    init(id: String, revisionID: String?, isDeleted: Bool, properties: [String: JSONValue], blobs: BlobStore?) {
-        self.id = id
-        self.revisionID = revisionID
-        self.isDeletion = false
-        self.properties = properties
-        self.blobs = blobs
+    init(id: String, revisionID: String?, isDeleted: Bool, properties: [String: JSONValue], blobs: BlobStore?,
+         unreadableBody: SetteeError? = nil, pendingBlobs: [String: Blob] = [:]) {
+        state = Mutex(State(revisionID: revisionID, properties: properties, pendingBlobs: pendingBlobs,
+                            unreadableBody: unreadableBody))
+        super.init(id: id, revisionID: nil, sequence: 0, isDeleted: false, body: [], blobs: blobs)
+    }
+
+    // MARK: - What a save reads and writes
+
+    /// One consistent view of what a save needs.
+    var snapshot: State { state.withLock { $0 } }
+
+    /// What a save stores: refused while the properties stand for a stored body that could not
+    /// be read.
+    func snapshotToSave() throws(SetteeError) -> State {
+        let s = snapshot
+        if let damaged = s.unreadableBody {
+            throw SetteeError(.corrupted, "\(damaged.message); replace every property with setData(_:) to save over it")
+        }
+        return s
+    }
+
+    /// Records the revision a save stored (or landed on).
+    func didSave(revisionID: String?, sequence: UInt64?) {
+        state.withLock {
+            $0.revisionID = revisionID
+            if let sequence { $0.sequence = sequence }
+        }
     }
 
     // MARK: - Reading
@@ -116,23 +152,46 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// ```swift
     /// let v = doc.value(forKey: "title")
     /// ```
-    public func value(forKey key: String) -> JSONValue? { properties[key] }
+    public override func value(forKey key: String) -> JSONValue? { state.withLock { $0.properties[key] } }
 
     /// Every property.
     ///
     /// ```swift
     /// let dict = doc.toDictionary()
     /// ```
-    public func toDictionary() -> [String: JSONValue] { properties }
+    public override func toDictionary() -> [String: JSONValue] { state.withLock { $0.properties } }
+
+    /// Always nil: the properties are in memory. A document copied from an unreadable body says so
+    /// when it is saved.
+    ///
+    /// ```swift
+    /// print(MutableDocument().bodyError == nil)   // true
+    /// ```
+    public override var bodyError: SetteeError? { nil }
 
     /// A blob under `key`, or nil.
     ///
     /// ```swift
     /// let photo = doc.blob(forKey: "photo")
     /// ```
-    public func blob(forKey key: String) -> Blob? {
-        guard case .object(let o)? = properties[key], let b = Blob(properties: o, store: blobs) else { return nil }
-        return pendingBlobs[b.digest] ?? b
+    public override func blob(forKey key: String) -> Blob? {
+        state.withLock { s in
+            guard case .object(let o)? = s.properties[key], let b = Blob(properties: o, store: blobs) else { return nil }
+            return s.pendingBlobs[b.digest] ?? b
+        }
+    }
+
+    /// An independent copy, with the same ID, base revision and properties.
+    ///
+    /// ```swift
+    /// let draft = doc.toMutable()   // doc is left as it is
+    /// ```
+    public override func toMutable() -> MutableDocument {
+        let s = snapshot
+        let copy = MutableDocument(id: id, revisionID: s.revisionID, isDeleted: false, properties: s.properties,
+                                   blobs: blobs, unreadableBody: s.unreadableBody, pendingBlobs: s.pendingBlobs)
+        copy.isDeletion = s.isDeletion
+        return copy
     }
 
     // MARK: - Writing
@@ -143,10 +202,12 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// doc.setValue(["apples", "milk"], forKey: "items")
     /// ```
     public func setValue(_ value: JSONValue?, forKey key: String) {
-        if let value {
-            properties[key] = value
-        } else {
-            properties.removeValue(forKey: key)
+        state.withLock { s in
+            if let value {
+                s.properties[key] = value
+            } else {
+                s.properties.removeValue(forKey: key)
+            }
         }
     }
 
@@ -185,6 +246,13 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// ```
     public func setBool(_ value: Bool, forKey key: String) { setValue(.bool(value), forKey: key) }
 
+    /// Sets a boolean (Couchbase Lite's name for ``setBool(_:forKey:)``).
+    ///
+    /// ```swift
+    /// doc.setBoolean(true, forKey: "done")
+    /// ```
+    public func setBoolean(_ value: Bool, forKey key: String) { setBool(value, forKey: key) }
+
     /// Sets a date, stored as an ISO-8601 string in UTC with milliseconds (nil removes the key).
     ///
     /// ```swift
@@ -218,18 +286,24 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// doc.setBlob(Blob(contentType: "image/jpeg", data: jpeg), forKey: "photo")
     /// ```
     public func setBlob(_ blob: Blob?, forKey key: String) {
-        guard let blob else { properties.removeValue(forKey: key); return }
-        properties[key] = .object(blob.properties)
-        if blob.needsInstall { pendingBlobs[blob.digest] = blob }
+        state.withLock { s in
+            guard let blob else { s.properties.removeValue(forKey: key); return }
+            s.properties[key] = .object(blob.properties)
+            if blob.needsInstall { s.pendingBlobs[blob.digest] = blob }
+        }
     }
 
-    /// Replaces every property.
+    /// Replaces every property (and so makes a copy of an unreadable stored body savable: see
+    /// ``Document/bodyError``).
     ///
     /// ```swift
     /// doc.setData(["title": "New title"])
     /// ```
     public func setData(_ data: [String: JSONValue]) {
-        properties = data
+        state.withLock {
+            $0.properties = data
+            $0.unreadableBody = nil
+        }
     }
 
     /// Removes `key`.
@@ -237,7 +311,7 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// ```swift
     /// doc.removeValue(forKey: "draft")
     /// ```
-    public func removeValue(forKey key: String) { properties.removeValue(forKey: key) }
+    public func removeValue(forKey key: String) { setValue(nil, forKey: key) }
 
     /// Reads or sets the property `key` (setting nil removes it).
     ///
@@ -245,7 +319,7 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// doc["title"] = "Buy milk"
     /// ```
     public subscript(key: String) -> JSONValue? {
-        get { properties[key] }
+        get { value(forKey: key) }
         set { setValue(newValue, forKey: key) }
     }
 
@@ -255,9 +329,10 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// let snapshot = doc.toDocument()
     /// ```
     public func toDocument() -> Document {
-        let body = (try? JSONWriter.bytes(.object(properties))) ?? Array("{}".utf8)
-        return Document(id: id, revisionID: revisionID, sequence: sequence, isDeleted: isDeletion,
-                        properties: properties, body: body, blobs: blobs)
+        let s = snapshot
+        // The body is only parsed again if the properties are not at hand, and they are.
+        return Document(id: id, revisionID: s.revisionID, sequence: s.sequence, isDeleted: s.isDeletion,
+                        properties: s.properties, body: [], blobs: blobs)
     }
 
     /// ID and base revision, never the properties.
@@ -265,5 +340,5 @@ public final class MutableDocument: DocumentReading, CustomStringConvertible {
     /// ```swift
     /// print(doc)   // MutableDocument(task-1, from rev 1-…)
     /// ```
-    public var description: String { "MutableDocument(\(id), from rev \(revisionID ?? "none"))" }
+    public override var description: String { "MutableDocument(\(id), from rev \(revisionID ?? "none"))" }
 }

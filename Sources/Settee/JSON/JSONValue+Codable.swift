@@ -74,6 +74,14 @@ enum JSONCoding {
         return try JSONValue(parsing: data)
     }
 
+    /// A value's properties, for a document: it must encode as a JSON object.
+    static func encodeObject<T: Encodable>(_ value: T) throws(SetteeError) -> [String: JSONValue] {
+        guard case .object(let o) = try encode(value) else {
+            throw SetteeError(.invalidParameter, "a document must encode as a JSON object, and \(T.self) does not")
+        }
+        return o
+    }
+
     static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws(SetteeError) -> T {
         let bytes = try JSONWriter.bytes(value)
         let decoder = JSONDecoder()

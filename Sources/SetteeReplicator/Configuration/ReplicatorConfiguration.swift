@@ -124,12 +124,18 @@ public struct ReplicatorConfiguration: Sendable {
     /// ```
     public var continuous = false
     /// The resolver of conflicts pulled into the local database; nil: ``DefaultConflictResolver``
-    /// (a deletion wins, otherwise the higher generation, ties by revision ID).
+    /// (a deletion wins, otherwise the higher generation, ties by revision ID). Either kind of
+    /// resolver fits: a ``ConflictResolver`` (Settee's, `Sendable`) or a
+    /// ``ConflictResolverProtocol`` (Couchbase Lite's, any class).
     ///
     /// ```swift
     /// config.conflictResolver = MergeResolver()
     /// ```
-    public var conflictResolver: (any ConflictResolver)?
+    public var conflictResolver: (any ConflictResolverProtocol)? {
+        get { resolverBox?.resolver }
+        set { resolverBox = newValue.map(ResolverBox.init) }
+    }
+    private var resolverBox: ResolverBox?
     /// Which local documents to push (their current revision); nil: all.
     ///
     /// ```swift
@@ -199,4 +205,12 @@ public struct ReplicatorConfiguration: Sendable {
             FileHandle.standardError.write(Data("SetteeReplicator \(level): \(message())\n".utf8))
         }
     }
+}
+
+/// Carries a resolver that need not be `Sendable` (Couchbase Lite's resolvers are plain classes)
+/// in a `Sendable` configuration: the replicator calls it from its own task, one conflict at a
+/// time, which is what ``ConflictResolverProtocol`` asks of it.
+private final class ResolverBox: @unchecked Sendable {
+    let resolver: any ConflictResolverProtocol
+    init(_ resolver: any ConflictResolverProtocol) { self.resolver = resolver }
 }

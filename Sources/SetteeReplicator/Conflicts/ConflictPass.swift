@@ -106,7 +106,7 @@ final class ConflictPass: Sendable {
                 localRevisionID: localID, remoteRevisionID: remote)
             let result: Document?
             do {
-                result = try (config.conflictResolver ?? DefaultConflictResolver()).resolve(conflict)
+                result = try (config.conflictResolver ?? DefaultConflictResolver()).resolve(conflict: conflict)
             } catch {
                 config.log(.warning, "the conflict resolver threw for document \(id): \(error); the conflict stays until the replicator starts again")
                 await remember(id, local: localID, remote: remote)
@@ -179,7 +179,8 @@ final class ConflictPass: Sendable {
         case (false, true): branch = conflict.localRevisionID
         case (true, true): return
         }
-        try await database.resolveConflict(withID: id, winningRevisionID: branch, mergedProperties: result.toDictionary())
+        try await database.resolveConflict(withID: id, winningRevisionID: branch,
+                                           mergedProperties: database.propertiesForResolution(result))
     }
 
     /// A tombstone on every live leaf, in one transaction.

@@ -45,10 +45,9 @@ public struct Conflict: Sendable {
 /// ```swift
 /// struct MergeResolver: ConflictResolver {
 ///     func resolve(_ conflict: Conflict) throws -> Document? {
-///         let merged = MutableDocument(id: conflict.documentID,
-///                                      data: (conflict.remoteDocument?.toDictionary() ?? [:])
-///                                          .merging(conflict.localDocument?.toDictionary() ?? [:]) { _, local in local })
-///         return merged.toDocument()
+///         return MutableDocument(id: conflict.documentID,
+///                                data: (conflict.remoteDocument?.toDictionary() ?? [:])
+///                                    .merging(conflict.localDocument?.toDictionary() ?? [:]) { _, local in local })
 ///     }
 /// }
 /// ```
@@ -61,16 +60,54 @@ public struct Conflict: Sendable {
 /// conflict stays, the error is reported in the event, and it is tried again when the
 /// replicator next starts.
 ///
+/// An app ported from Couchbase Lite can keep its resolvers as they are: see
+/// ``ConflictResolverProtocol``. Every `ConflictResolver` is one.
+///
 /// - Important: Called on the replicator's task, one conflict at a time, outside any write
 ///   transaction; it must be thread-safe (`Sendable`) and should be quick: ``Replicator/stop()``
 ///   lets resolutions in progress finish.
-public protocol ConflictResolver: Sendable {
+public protocol ConflictResolver: ConflictResolverProtocol, Sendable {
     /// The document the conflict resolves to; nil deletes it.
     ///
     /// ```swift
     /// func resolve(_ conflict: Conflict) throws -> Document? { conflict.remoteDocument }
     /// ```
     func resolve(_ conflict: Conflict) throws -> Document?
+}
+
+extension ConflictResolver {
+    /// Calls ``resolve(_:)``: the two spellings are one resolution.
+    ///
+    /// ```swift
+    /// let winner = try DefaultConflictResolver().resolve(conflict: conflict)
+    /// ```
+    public func resolve(conflict: Conflict) throws -> Document? { try resolve(conflict) }
+}
+
+/// Couchbase Lite's name and shape for a conflict resolver (seeds 000 and 002), with the same
+/// meaning as ``ConflictResolver``: return the local document, the remote one, a new merged
+/// document (a ``MutableDocument`` is a `Document`), or nil to delete it.
+///
+/// ```swift
+/// class LocalWinConflictResolver: ConflictResolverProtocol {
+///     func resolve(conflict: Conflict) -> Document? {
+///         return conflict.localDocument
+///     }
+/// }
+/// config.conflictResolver = LocalWinConflictResolver()
+/// ```
+///
+/// - Important: Need not be `Sendable`. The replicator it is configured on calls it from its own
+///   task, one conflict at a time; an instance shared by several replicators (as seed 002
+///   recommends) is called from each of them, so any state it keeps must then be thread-safe.
+public protocol ConflictResolverProtocol {
+    /// The document the conflict resolves to; nil deletes it. What it throws leaves the conflict
+    /// for the next start and is reported in the document replication event.
+    ///
+    /// ```swift
+    /// func resolve(conflict: Conflict) -> Document? { conflict.remoteDocument }
+    /// ```
+    func resolve(conflict: Conflict) throws -> Document?
 }
 
 /// The resolution used when the configuration has no resolver (DESIGN "Semantics decided" 3,

@@ -140,7 +140,7 @@ public struct DatabaseEndpoint: ReplicationPeer {
         // Subscribed before the check, so a commit between the two is not missed.
         let events = database.changeEvents()
         if try database.lastSequence > after { return }
-        for await _ in events {
+        for try await _ in events {
             if try database.lastSequence > after { return }
         }
         try Task.checkCancellation()
