@@ -119,6 +119,63 @@ extension Database {
         return try await core.onWorker { try self.saveDocument(document, conflictHandler: conflictHandler) }
     }
 
+    /// The current revision of a document decoded as `type`, or nil (``record(withID:as:)``).
+    ///
+    /// ```swift
+    /// let task = try await db.record(withID: "task-1", as: Task.self)?.value
+    /// ```
+    ///
+    /// Runs on the calling task, as other reads do.
+    public func record<T: Decodable>(withID id: String, as type: T.Type = T.self) async throws -> StoredRecord<T>? {
+        try inline { try self.record(withID: id, as: type) }
+    }
+
+    /// Saves a value with a concurrency control (``saveRecord(_:basedOn:concurrencyControl:)``);
+    /// nil when the control refused it.
+    ///
+    /// ```swift
+    /// try await db.saveRecord(Task(id: "task-2", title: "Call the bank", done: false))
+    /// ```
+    @discardableResult
+    public func saveRecord<T: Encodable & Identifiable & Sendable>(_ value: T, basedOn revisionID: String? = nil,
+                                                                   concurrencyControl: ConcurrencyControl = .lastWriteWins)
+    async throws -> StoredRecord<T>? {
+        try await core.onWorker { try self.saveRecord(value, basedOn: revisionID, concurrencyControl: concurrencyControl) }
+    }
+
+    /// Saves a record read earlier, its revision as the base (``saveRecord(_:concurrencyControl:)``).
+    ///
+    /// ```swift
+    /// var stored = try await db.record(withID: "task-1", as: Task.self)!
+    /// stored.value.done = true
+    /// try await db.saveRecord(stored, concurrencyControl: .failOnConflict)
+    /// ```
+    @discardableResult
+    public func saveRecord<T: Encodable & Identifiable & Sendable>(_ record: StoredRecord<T>,
+                                                                   concurrencyControl: ConcurrencyControl = .lastWriteWins)
+    async throws -> StoredRecord<T>? {
+        try await core.onWorker { try self.saveRecord(record, concurrencyControl: concurrencyControl) }
+    }
+
+    /// Saves a value, calling `conflictHandler` on a conflict
+    /// (``saveRecord(_:basedOn:conflictHandler:)``).
+    ///
+    /// ```swift
+    /// try await db.saveRecord(task, basedOn: stored.revisionID) { mine, current in
+    ///     mine.title = current?.title ?? mine.title
+    ///     return true
+    /// }
+    /// ```
+    ///
+    /// The handler runs on the database's worker thread, inside the save.
+    @discardableResult
+    public func saveRecord<T: Codable & Identifiable & Sendable>(
+        _ value: T, basedOn revisionID: String? = nil,
+        conflictHandler: @escaping @Sendable (_ mine: inout T, _ current: T?) throws -> Bool
+    ) async throws -> StoredRecord<T>? {
+        try await core.onWorker { try self.saveRecord(value, basedOn: revisionID, conflictHandler: conflictHandler) }
+    }
+
     /// Deletes the document (a tombstone revision), last write wins.
     ///
     /// ```swift
