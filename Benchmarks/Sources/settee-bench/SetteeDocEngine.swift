@@ -57,6 +57,17 @@ final class SetteeDocEngine: Sendable {
         }
     }
 
+    /// bulk-load's `save-documents` figure: one `saveDocuments` call (one durable commit) per batch.
+    func insertPrepared(_ documents: [NewDocument]) throws {
+        try database.saveDocuments(documents.map { MutableDocument(id: $0.id, data: $0.properties) })
+    }
+
+    /// bulk-load's `async-pipelined` figure: the same through the `async` API (prepared on the calling task,
+    /// committed on the database's worker thread).
+    func insertPreparedAsync(_ documents: [NewDocument]) async throws {
+        try await database.saveDocuments(documents.map { MutableDocument(id: $0.id, data: $0.properties) })
+    }
+
     /// point-get: the current revision with its body (read in full, parsed when first used: not here).
     @inline(__always)
     func get(_ id: String) throws -> Settee.Document? {

@@ -176,6 +176,27 @@ extension Database {
         try await core.onWorker { try self.saveRecord(value, basedOn: revisionID, conflictHandler: conflictHandler) }
     }
 
+    /// Saves several documents in one transaction (``saveDocuments(_:concurrencyControl:)``).
+    ///
+    /// ```swift
+    /// try await withThrowingTaskGroup(of: Void.self) { group in
+    ///     for batch in batches { group.addTask { try await db.saveDocuments(batch) } }
+    ///     try await group.waitForAll()
+    /// }
+    /// ```
+    ///
+    /// The documents are prepared (canonical JSON, blob list, revision IDs) on the calling task,
+    /// then committed on the database's worker thread: with several batches in flight, one
+    /// commits while the next is prepared on another core. Batches commit in the order their
+    /// preparation ends.
+    @discardableResult
+    public func saveDocuments(_ documents: [MutableDocument],
+                              concurrencyControl: ConcurrencyControl = .lastWriteWins) async throws -> [Bool] {
+        let prepared = try prepareSaves(documents)
+        try Task.checkCancellation()
+        return try await core.onWorker { try self.commitSaves(prepared, concurrencyControl) }
+    }
+
     /// Deletes the document (a tombstone revision), last write wins.
     ///
     /// ```swift

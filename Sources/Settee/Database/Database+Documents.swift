@@ -144,6 +144,79 @@ extension Database {
         }
     }
 
+    /// Saves several documents in one transaction (one durable commit), each as
+    /// ``saveDocument(_:concurrencyControl:)`` would; returns each one's outcome (false: refused
+    /// by the concurrency control). An error (a validation, a reserved key, a bad ID) saves none.
+    ///
+    /// ```swift
+    /// let docs = items.map { MutableDocument(id: $0.id, data: $0.properties) }
+    /// try db.saveDocuments(docs)
+    /// ```
+    ///
+    /// Each document's canonical JSON, blob list and revision ID are prepared before the write
+    /// lock is taken, so other writers wait only for the commit. The `async` form prepares on the
+    /// calling task: several batches in flight are prepared on other cores while one commits.
+    @discardableResult
+    public func saveDocuments(_ documents: [MutableDocument],
+                              concurrencyControl: ConcurrencyControl = .lastWriteWins) throws -> [Bool] {
+        try commitSaves(try prepareSaves(documents), concurrencyControl)
+    }
+
+    /// What a save can work out without the database: done outside the write lock.
+    struct PreparedSave: @unchecked Sendable {
+        // @unchecked: the document is only touched through its lock (MutableDocument is
+        // thread-safe); the rest are values.
+        let document: MutableDocument
+        let edit: MutableDocument.State
+        let key: [UInt8]
+        let body: PreparedBody
+        /// The revision ID the save makes when the document's current revision is still the one
+        /// it was loaded from (or, for a new document, when there is none).
+        let expectedRevisionID: String
+    }
+
+    func prepareSaves(_ documents: [MutableDocument]) throws -> [PreparedSave] {
+        try checkOpen()
+        return try documents.map { document in
+            let key = try validateDocumentID(document.id)
+            let edit = try document.snapshotToSave()
+            let body = try PreparedBody(edit.properties)
+            try installBlobs(edit, body)
+            let generation = (edit.revisionID.flatMap(RevisionID.generation(of:)) ?? 0) + 1
+            let revisionID = RevisionID.make(parent: edit.revisionID, generation: generation, deleted: edit.isDeletion,
+                                             canonicalBody: body.bytes)
+            return PreparedSave(document: document, edit: edit, key: key, body: body, expectedRevisionID: revisionID)
+        }
+    }
+
+    func commitSaves(_ saves: [PreparedSave], _ concurrencyControl: ConcurrencyControl) throws -> [Bool] {
+        try checkOpen()
+        do {
+            return try writeSaves(saves, concurrencyControl)
+        } catch {
+            // Nothing was saved: the documents saved before the failure go back to the revision
+            // they had, so none names a revision the database does not hold.
+            for p in saves { p.document.didSave(revisionID: p.edit.revisionID, sequence: p.edit.sequence) }
+            throw error
+        }
+    }
+
+    private func writeSaves(_ saves: [PreparedSave], _ concurrencyControl: ConcurrencyControl) throws -> [Bool] {
+        try core.write { c in
+            try saves.map { p in
+                let outcome = try save(p.document, p.edit, key: p.key, body: p.body, context: c,
+                                       expectedRevisionID: p.expectedRevisionID, conflict: { current in
+                    switch concurrencyControl {
+                    case .failOnConflict: return .refuse
+                    case .lastWriteWins: return current.flags.contains(.deleted) ? .refuse : .overwrite
+                    }
+                })
+                if case .saved = outcome { return true }
+                return false
+            }
+        }
+    }
+
     enum SaveOutcome {
         case saved
         case conflict(Document)
@@ -153,7 +226,8 @@ extension Database {
 
     /// The save protocol of DESIGN "Semantics decided" 4.
     private func save(_ document: MutableDocument, _ edit: MutableDocument.State, key: [UInt8], body: PreparedBody,
-                      context c: WriteContext, conflict: (DocMeta) -> ConflictDecision) throws -> SaveOutcome {
+                      context c: WriteContext, expectedRevisionID: String? = nil,
+                      conflict: (DocMeta) -> ConflictDecision) throws -> SaveOutcome {
         // Compaction deletes unreferenced blob files under the write lock this runs under: it may
         // have deleted one the install before the lock found already stored (written before the
         // compaction began, referenced by nothing yet). Installing again here puts it back; a file
@@ -187,8 +261,10 @@ extension Database {
             // Purged since it was read: nothing to conflict with, so it starts again.
             parent = nil
         }
+        // The ID prepared outside the lock holds when the parent is the revision it assumed.
+        let prepared = expectedRevisionID.flatMap { parent.map { tree.revs[$0].id } == edit.revisionID ? $0 : nil }
         let meta = try c.addLocalRevision(id: document.id, key: key, old: old, tree: &tree, parent: parent,
-                                          body: body, deleted: edit.isDeletion)
+                                          body: body, deleted: edit.isDeletion, revisionID: prepared)
         if let meta {
             document.didSave(revisionID: meta.revisionID, sequence: meta.sequence)
         } else if let p = parent {

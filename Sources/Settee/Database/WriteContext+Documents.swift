@@ -131,12 +131,13 @@ extension WriteContext {
 
     /// Adds a locally created revision under `parent` (an index in `tree`, or nil for a first
     /// revision) and commits the document. Returns nil when an identical revision already exists
-    /// (identical edits give identical IDs: nothing to store).
+    /// (identical edits give identical IDs: nothing to store). `revisionID`, when given, is the ID
+    /// already computed for this parent, body and deletion.
     func addLocalRevision(id: String, key: [UInt8], old: DocMeta?, tree: inout RevTree, parent: Int?,
-                          body: PreparedBody, deleted: Bool) throws -> DocMeta? {
+                          body: PreparedBody, deleted: Bool, revisionID: String? = nil) throws -> DocMeta? {
         let parentID = parent.map { tree.revs[$0].id }
         let generation = (parent.map { tree.revs[$0].generation } ?? 0) + 1
-        let revID = RevisionID.make(parent: parentID, generation: generation, deleted: deleted, canonicalBody: body.bytes)
+        let revID = revisionID ?? RevisionID.make(parent: parentID, generation: generation, deleted: deleted, canonicalBody: body.bytes)
         if tree.index(of: revID) != nil { return nil }
         try checkBlobs(body)
         try validate(id: id, revisionID: revID, deleted: deleted, body: body, old: old)
