@@ -119,7 +119,7 @@ extension Database {
         return try await core.onWorker { try self.saveDocument(document, conflictHandler: conflictHandler) }
     }
 
-    /// The current revision of a document decoded as `type`, or nil (``record(withID:as:)``).
+    /// The current revision of a document decoded as `type`, or nil (`record(withID:as:)`).
     ///
     /// ```swift
     /// let task = try await db.record(withID: "task-1", as: Task.self)?.value
@@ -130,7 +130,7 @@ extension Database {
         try inline { try self.record(withID: id, as: type) }
     }
 
-    /// Saves a value with a concurrency control (``saveRecord(_:basedOn:concurrencyControl:)``);
+    /// Saves a value with a concurrency control (`saveRecord(_:basedOn:concurrencyControl:)`);
     /// nil when the control refused it.
     ///
     /// ```swift
@@ -143,7 +143,7 @@ extension Database {
         try await core.onWorker { try self.saveRecord(value, basedOn: revisionID, concurrencyControl: concurrencyControl) }
     }
 
-    /// Saves a record read earlier, its revision as the base (``saveRecord(_:concurrencyControl:)``).
+    /// Saves a record read earlier, its revision as the base (`saveRecord(_:concurrencyControl:)`).
     ///
     /// ```swift
     /// var stored = try await db.record(withID: "task-1", as: Task.self)!
@@ -158,7 +158,7 @@ extension Database {
     }
 
     /// Saves a value, calling `conflictHandler` on a conflict
-    /// (``saveRecord(_:basedOn:conflictHandler:)``).
+    /// (`saveRecord(_:basedOn:conflictHandler:)`).
     ///
     /// ```swift
     /// try await db.saveRecord(task, basedOn: stored.revisionID) { mine, current in
@@ -176,7 +176,7 @@ extension Database {
         try await core.onWorker { try self.saveRecord(value, basedOn: revisionID, conflictHandler: conflictHandler) }
     }
 
-    /// Saves several documents in one transaction (``saveDocuments(_:concurrencyControl:)``).
+    /// Saves several documents in one transaction (`saveDocuments(_:concurrencyControl:)`).
     ///
     /// ```swift
     /// try await withThrowingTaskGroup(of: Void.self) { group in

@@ -145,7 +145,7 @@ extension Database {
     }
 
     /// Saves several documents in one transaction (one durable commit), each as
-    /// ``saveDocument(_:concurrencyControl:)`` would; returns each one's outcome (false: refused
+    /// `saveDocument(_:concurrencyControl:)` would; returns each one's outcome (false: refused
     /// by the concurrency control). An error (a validation, a reserved key, a bad ID) saves none.
     ///
     /// ```swift

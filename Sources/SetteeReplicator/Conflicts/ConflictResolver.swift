@@ -86,7 +86,7 @@ extension ConflictResolver {
 
 /// Couchbase Lite's name and shape for a conflict resolver (seeds 000 and 002), with the same
 /// meaning as ``ConflictResolver``: return the local document, the remote one, a new merged
-/// document (a ``MutableDocument`` is a `Document`), or nil to delete it.
+/// document (a `MutableDocument` is a `Document`), or nil to delete it.
 ///
 /// ```swift
 /// class LocalWinConflictResolver: ConflictResolverProtocol {
