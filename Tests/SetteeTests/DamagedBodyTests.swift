@@ -87,3 +87,30 @@ import Testing
         #expect(try await db.propertiesForResolution(fine) == ["merged": true])
     }
 }
+
+/// A body damaged on disk fails its checksum: the read that fetches it throws `corrupted`, the
+/// other documents read as they were stored, and nothing is read as a default.
+@Suite struct DamagedOnDiskTests {
+    @Test func aFlippedByteInABodyFailsTheReadOfThatDocumentOnly() throws {
+        let dir = try TemporaryDirectory()
+        let marker = "zq7-unique-marker-81kx"
+        do {
+            let db = try openDatabase(dir)
+            try db.saveDocument(MutableDocument(id: "victim", data: ["text": .string(marker)]))
+            try db.saveDocument(MutableDocument(id: "bystander", data: ["text": "fine"]))
+            try db.close()
+        }
+        let path = dir.path + "/db.settee/log"
+        var bytes = [UInt8](try #require(FileManager.default.contents(atPath: path)))
+        let needle = Array(marker.utf8)
+        let at = try #require((0 ... bytes.count - needle.count).first { bytes[$0 ..< $0 + needle.count].elementsEqual(needle) },
+                              "the body is stored as written (uncompressed at this size)")
+        bytes[at + 3] ^= 0x20
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        let db = try openDatabase(dir)
+        #expect(setteeError { _ = try db.document(withID: "victim") }?.code == .corrupted)
+        #expect(try db.document(withID: "bystander")?.toDictionary() == ["text": "fine"])
+        let report = try db.check()
+        #expect(report.problems.contains { $0.documentID == "victim" }, "\(report.problems)")
+    }
+}
