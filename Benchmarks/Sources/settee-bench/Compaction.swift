@@ -34,6 +34,8 @@ enum Figure: String, CaseIterable {
     case asyncCommits = "async-commits"
     /// The async row's rate ÷ the sync row's.
     case asyncCommitsKept = "async-commits-kept"
+    /// settee-doc only: durable-commit from a task preferring `writeExecutor`, ÷ the sync blocks' rate.
+    case executorCommitsKept = "executor-commits-kept"
     /// settee-doc only: bulk-load through `saveDocuments` (each batch prepared before the write lock).
     case saveDocuments = "save-documents"
     /// settee-doc only: bulk-load through `try await saveDocuments`, two batches in flight.
@@ -48,7 +50,7 @@ enum Figure: String, CaseIterable {
         case .input: "MB/s"
         case .seconds, .pruneSeconds, .vacuumSeconds: "s"
         case .sizeBefore, .sizeAfter, .freshSize: "bytes"
-        case .afterVsFresh, .commitsKept, .getRateKept, .asyncGetKept, .asyncCommitsKept, .pipelinedGain: Self.ratioUnit
+        case .afterVsFresh, .commitsKept, .getRateKept, .asyncGetKept, .asyncCommitsKept, .pipelinedGain, .executorCommitsKept: Self.ratioUnit
         case .saveDocuments, .asyncPipelined: "docs/s"
         case .commitsNormal, .commitsDuring, .asyncCommits: "commits/s"
         case .getNormal, .getDuring, .asyncGet: "ns/op"

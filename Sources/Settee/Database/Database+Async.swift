@@ -17,6 +17,20 @@ extension Database {
     /// call inside is the synchronous form, not this file's `async` one.
     private func inline<R>(_ read: () throws -> R) rethrows -> R { try read() }
 
+    /// The executor of the database's worker thread, where `async` writes run. A task that makes
+    /// many writes in a row can prefer it: its code then runs on that thread, and each write runs
+    /// inline instead of being handed over and awaited (two thread wake-ups per write saved).
+    ///
+    /// ```swift
+    /// try await withTaskExecutorPreference(db.writeExecutor) {
+    ///     for item in feed { try await db.saveDocument(MutableDocument(id: item.id, data: item.body)) }
+    /// }
+    /// ```
+    ///
+    /// While such a task runs, other writers wait for it: keep work that is not the database's
+    /// (network, parsing) outside the preference. Reads and actors are unaffected.
+    public var writeExecutor: any TaskExecutor { core.worker }
+
     // MARK: - Reading
 
     /// The current revision of a document, or nil when it does not exist or is deleted.
