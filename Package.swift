@@ -7,12 +7,22 @@ let package = Package(
         .library(name: "Settee", targets: ["Settee"]),
         .library(name: "SetteeStorage", targets: ["SetteeStorage"]),
         .library(name: "SetteeReplicator", targets: ["SetteeReplicator"]),
+        .library(name: "SetteeServer", targets: ["SetteeServer"]),
+        .executable(name: "settee", targets: ["settee"]),
     ],
     dependencies: [
         // `swift package generate-documentation` (the DocC catalogs under Sources/*/*.docc).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         // Where background work (automatic compaction, the expiry sweeper) reports failures.
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        // The sync server's HTTP stack.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // Salted password hashes (PBKDF2-SHA256) for the server's users.
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        // The `settee` command line.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
     ],
     targets: [
         // Debian's liblz4-dev: LZ4 and nothing else.
@@ -52,6 +62,31 @@ let package = Package(
             name: "SetteeReplicator",
             dependencies: ["Settee"]
         ),
+        // The sync server: CouchDB's HTTP API on Hummingbird, Sync Gateway's configuration, users
+        // and sessions. Above the document API only: it never imports the engine.
+        .target(
+            name: "SetteeServer",
+            dependencies: [
+                "Settee",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The command-line tool: `settee serve`.
+        .executableTarget(
+            name: "settee",
+            dependencies: [
+                "SetteeServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "settee-storage-demo",
             dependencies: ["SetteeStorage"],
@@ -86,6 +121,10 @@ let package = Package(
         .testTarget(
             name: "SetteeReplicatorTests",
             dependencies: ["SetteeReplicator", "Settee", "SetteeCrashKit"]
+        ),
+        .testTarget(
+            name: "SetteeServerTests",
+            dependencies: ["SetteeServer", "Settee", .product(name: "HummingbirdTesting", package: "hummingbird")]
         ),
         .testTarget(
             name: "SetteeStorageTests",

@@ -72,7 +72,8 @@ struct PreparedBody {
 
 }
 
-/// Document IDs: non-empty, at most 1,000 bytes of UTF-8, no leading `_` (reserved, as in CouchDB).
+/// Document IDs: non-empty, at most 1,000 bytes of UTF-8, no leading `_` (reserved, as in CouchDB)
+/// except design documents' `_design/…`, which CouchDB stores and replicates like any other.
 func validateDocumentID(_ id: String) throws(SetteeError) -> [UInt8] {
     let key = Array(id.utf8)
     let r: Result<Void, SetteeError> = key.withUnsafeBytes { b in Result { () throws(SetteeError) in try validateDocumentID(b) } }
@@ -80,11 +81,13 @@ func validateDocumentID(_ id: String) throws(SetteeError) -> [UInt8] {
     return key
 }
 
+private let designPrefix = Array("_design/".utf8)
+
 func validateDocumentID(_ key: UnsafeRawBufferPointer) throws(SetteeError) {
     guard !key.isEmpty else { throw SetteeError(.invalidParameter, "document IDs cannot be empty") }
     guard key.count <= 1000 else { throw SetteeError(.invalidParameter, "document IDs are at most 1000 bytes") }
-    guard key[0] != UInt8(ascii: "_") else {
-        throw SetteeError(.invalidParameter, "document IDs cannot start with '_' (reserved)")
+    guard key[0] != UInt8(ascii: "_") || (key.count > designPrefix.count && key.starts(with: designPrefix)) else {
+        throw SetteeError(.invalidParameter, "document IDs cannot start with '_' (reserved), except design documents' _design/")
     }
 }
 

@@ -1,0 +1,168 @@
+import Crypto
+import _CryptoExtras
+import Foundation
+import Synchronization
+
+/// A password kept as Sync Gateway and CouchDB keep one: never itself, only a salted PBKDF2-SHA256
+/// hash, compared in constant time.
+struct PasswordHash: Sendable, Equatable {
+    static let rounds = 100_000
+    var salt: [UInt8]
+    var hash: [UInt8]
+    var rounds: Int
+
+    /// A new hash of `password` with a random salt.
+    init(password: String) {
+        var salt = [UInt8](repeating: 0, count: 16)
+        var rng = SystemRandomNumberGenerator()
+        for i in salt.indices { salt[i] = UInt8.random(in: 0 ... 255, using: &rng) }
+        self.init(password: password, salt: salt, rounds: Self.rounds)
+    }
+
+    init(password: String, salt: [UInt8], rounds: Int) {
+        self.salt = salt
+        self.rounds = rounds
+        self.hash = Self.derive(password, salt: salt, rounds: rounds)
+    }
+
+    init(salt: [UInt8], hash: [UInt8], rounds: Int) {
+        self.salt = salt
+        self.hash = hash
+        self.rounds = rounds
+    }
+
+    private static func derive(_ password: String, salt: [UInt8], rounds: Int) -> [UInt8] {
+        // PBKDF2 fails only for parameters this type never passes (an empty output, too few rounds).
+        guard let key = try? KDF.Insecure.PBKDF2.deriveKey(from: Array(password.utf8), salt: salt, using: .sha256,
+                                                           outputByteCount: 32, rounds: rounds) else {
+            return []
+        }
+        return key.withUnsafeBytes { Array($0) }
+    }
+
+    /// Whether `password` is the one hashed: every byte compared, whatever the first difference.
+    func matches(_ password: String) -> Bool {
+        let candidate = Self.derive(password, salt: salt, rounds: rounds)
+        guard candidate.count == hash.count, !hash.isEmpty else { return false }
+        var difference: UInt8 = 0
+        for i in hash.indices { difference |= candidate[i] ^ hash[i] }
+        return difference == 0
+    }
+
+    /// Spends the time a check would, for a user that does not exist, so that a wrong password
+    /// and an unknown user take as long.
+    static func spendCheckTime() {
+        _ = derive("", salt: [UInt8](repeating: 0, count: 16), rounds: Self.rounds)
+    }
+}
+
+/// A user of one database, as the server keeps it.
+struct User: Sendable, Equatable {
+    var name: String
+    var password: PasswordHash?
+    var adminChannels: [String]
+    var adminRoles: [String]
+    var disabled: Bool
+    var email: String?
+
+    static let guestName = "GUEST"
+    var isGuest: Bool { name == Self.guestName }
+}
+
+/// A role of one database.
+struct Role: Sendable, Equatable {
+    var name: String
+    var adminChannels: [String]
+}
+
+/// Who a request acts as, once authenticated.
+enum Principal: Sendable, Equatable {
+    /// The admin port: no credentials, no access checks.
+    case admin
+    /// An authenticated user, or GUEST for an anonymous request when GUEST is enabled.
+    case user(String)
+
+    var name: String? {
+        if case .user(let n) = self { return n }
+        return nil
+    }
+}
+
+/// The users and roles of one database, and the credentials verified lately.
+///
+/// Verified credentials are remembered (as CouchDB's authentication cache does), so a client
+/// sending Basic credentials with every request costs one PBKDF2 computation, not one per
+/// request. The memory is bounded and forgotten whenever a user changes.
+///
+/// Thread-safe: every access takes the store's lock.
+final class UserStore: Sendable {
+    private struct State {
+        var users: [String: User] = [:]
+        var roles: [String: Role] = [:]
+        /// SHA-256 of (name, password) for credentials that verified.
+        var verified: Set<[UInt8]> = []
+    }
+    private let state = Mutex(State())
+    static let maxRemembered = 10_000
+
+    init(users: [User], roles: [Role]) {
+        state.withLock { s in
+            for u in users { s.users[u.name] = u }
+            for r in roles { s.roles[r.name] = r }
+        }
+    }
+
+    var guestEnabled: Bool { state.withLock { $0.users[User.guestName].map { !$0.disabled } ?? false } }
+
+    func user(named name: String) -> User? { state.withLock { $0.users[name] } }
+    func role(named name: String) -> Role? { state.withLock { $0.roles[name] } }
+    var userNames: [String] { state.withLock { $0.users.keys.sorted() } }
+    var roleNames: [String] { state.withLock { $0.roles.keys.sorted() } }
+
+    func setUser(_ user: User) {
+        state.withLock { s in
+            s.users[user.name] = user
+            s.verified.removeAll()
+        }
+    }
+
+    func removeUser(named name: String) -> Bool {
+        state.withLock { s in
+            s.verified.removeAll()
+            return s.users.removeValue(forKey: name) != nil
+        }
+    }
+
+    func setRole(_ role: Role) { state.withLock { $0.roles[role.name] = role } }
+    func removeRole(named name: String) -> Bool { state.withLock { $0.roles.removeValue(forKey: name) != nil } }
+
+    /// The user whose name and password these are, or nil; an unknown name and a wrong password
+    /// take the same time and give the same answer.
+    func authenticate(name: String, password: String) -> User? {
+        let key = Array(SHA256.hash(data: Array(name.utf8) + [0] + Array(password.utf8)))
+        let (user, remembered) = state.withLock { s in (s.users[name], s.verified.contains(key)) }
+        guard let user, !user.isGuest, !user.disabled, let hash = user.password else {
+            PasswordHash.spendCheckTime()
+            return nil
+        }
+        if remembered { return user }
+        guard hash.matches(password) else { return nil }
+        state.withLock { s in
+            // A change of the user since the check began forgets it; only a current hash counts.
+            guard s.users[name]?.password == hash else { return }
+            if s.verified.count >= Self.maxRemembered { s.verified.removeAll() }
+            s.verified.insert(key)
+        }
+        return user
+    }
+
+    /// The channels a user can read: its own, its roles', and `!` (the public channel).
+    func channels(of user: User) -> [String] {
+        state.withLock { s in
+            var all = Set(user.adminChannels)
+            for r in user.adminRoles { all.formUnion(s.roles[r]?.adminChannels ?? []) }
+            all.insert("!")
+            return all.sorted()
+        }
+    }
+}

@@ -1,0 +1,422 @@
+import Foundation
+import Settee
+
+/// What `settee serve` reads: the JSON configuration of seed 001, with Sync Gateway's keys.
+///
+/// ```swift
+/// let config = try ServerConfiguration(json: """
+///     {"interface": ":4984",
+///      "databases": {"todo": {"server": "walrus:",
+///                             "users": {"GUEST": {"disabled": false, "admin_channels": ["*"]}}}}}
+///     """)
+/// ```
+///
+/// A key it does not know, or a value of the wrong type, is an error naming its path
+/// (`databases.todo.userz: unknown key`): a typo never passes silently.
+///
+/// - Note: A value type; `Sendable`.
+public struct ServerConfiguration: Sendable, Equatable {
+    /// Where the public REST API listens (`host:port`; an empty host means every interface).
+    ///
+    /// ```swift
+    /// config.interface = "127.0.0.1:4984"
+    /// ```
+    public var interface: String = ":4984"
+    /// Where the admin REST API listens; loopback by default, as in Sync Gateway; nil: no admin
+    /// port (an app serving its own database).
+    ///
+    /// ```swift
+    /// config.adminInterface = "127.0.0.1:4985"
+    /// ```
+    public var adminInterface: String? = "127.0.0.1:4985"
+    /// Log keys enabled (`HTTP`, `Auth`, `Changes`, `CRUD`, …; `*` for all).
+    ///
+    /// ```swift
+    /// config.log = ["HTTP", "Auth"]
+    /// ```
+    public var log: [String] = ["HTTP"]
+    /// The databases served, by name.
+    ///
+    /// ```swift
+    /// config.databases["todo"] = DatabaseConfig(server: "walrus:")
+    /// ```
+    public var databases: [String: DatabaseConfig] = [:]
+
+    /// One database's configuration (`databases.<name>`).
+    ///
+    /// ```swift
+    /// var db = ServerConfiguration.DatabaseConfig(server: "/var/lib/settee")
+    /// db.users["GUEST"] = .init(disabled: false, adminChannels: ["*"])
+    /// ```
+    public struct DatabaseConfig: Sendable, Equatable {
+        /// `"walrus:"`: in memory, empty at every start, nothing left on disk; otherwise the
+        /// directory that holds the database's files.
+        ///
+        /// ```swift
+        /// db.server = "walrus:"
+        /// ```
+        public var server: String
+        /// The users, by name; `GUEST` is anonymous access.
+        ///
+        /// ```swift
+        /// db.users["pupshaw"] = .init(password: "frank", adminChannels: ["*"])
+        /// ```
+        public var users: [String: UserConfig] = [:]
+        /// The roles, by name.
+        ///
+        /// ```swift
+        /// db.roles["moderator"] = .init(adminChannels: ["all"])
+        /// ```
+        public var roles: [String: RoleConfig] = [:]
+        /// The deepest revision history kept per document (Sync Gateway's `revs_limit`).
+        ///
+        /// ```swift
+        /// db.revsLimit = 1000
+        /// ```
+        public var revsLimit: Int = 1000
+        /// The largest document body accepted, in bytes (CouchDB's default, 8,000,000).
+        ///
+        /// ```swift
+        /// db.maxDocumentSize = 1_000_000
+        /// ```
+        public var maxDocumentSize: Int = 8_000_000
+        /// The largest attachment accepted, in bytes (20 MB, as seed 004 says of the server).
+        ///
+        /// ```swift
+        /// db.maxAttachmentSize = 20_000_000
+        /// ```
+        public var maxAttachmentSize: Int = 20_000_000
+
+        /// A database stored at `server` (`"walrus:"` or a directory).
+        ///
+        /// ```swift
+        /// let db = ServerConfiguration.DatabaseConfig(server: "walrus:")
+        /// ```
+        public init(server: String) { self.server = server }
+
+        /// Whether the database lives in memory only.
+        ///
+        /// ```swift
+        /// if db.isWalrus { print("development database") }
+        /// ```
+        public var isWalrus: Bool { server == "walrus:" }
+    }
+
+    /// A user of `databases.<name>.users` (`GUEST` takes only `disabled` and `admin_channels`).
+    ///
+    /// ```swift
+    /// let user = ServerConfiguration.UserConfig(password: "frank", adminChannels: ["*"])
+    /// ```
+    public struct UserConfig: Sendable, Equatable {
+        /// The password (kept only as a salted hash once the server starts).
+        ///
+        /// ```swift
+        /// user.password = "frank"
+        /// ```
+        public var password: String?
+        /// Channels granted by the administrator.
+        ///
+        /// ```swift
+        /// user.adminChannels = ["public"]
+        /// ```
+        public var adminChannels: [String] = []
+        /// Roles granted by the administrator.
+        ///
+        /// ```swift
+        /// user.adminRoles = ["moderator"]
+        /// ```
+        public var adminRoles: [String] = []
+        /// A disabled user cannot authenticate (a disabled GUEST: anonymous requests get 401).
+        ///
+        /// ```swift
+        /// user.disabled = true
+        /// ```
+        public var disabled = false
+        /// An e-mail address, kept and shown, not used.
+        ///
+        /// ```swift
+        /// user.email = "pupshaw@example.com"
+        /// ```
+        public var email: String?
+
+        /// A user.
+        ///
+        /// ```swift
+        /// let guest = ServerConfiguration.UserConfig(disabled: false, adminChannels: ["*"])
+        /// ```
+        public init(password: String? = nil, disabled: Bool = false, adminChannels: [String] = [], adminRoles: [String] = []) {
+            self.password = password
+            self.disabled = disabled
+            self.adminChannels = adminChannels
+            self.adminRoles = adminRoles
+        }
+    }
+
+    /// A role of `databases.<name>.roles`.
+    ///
+    /// ```swift
+    /// let role = ServerConfiguration.RoleConfig(adminChannels: ["all"])
+    /// ```
+    public struct RoleConfig: Sendable, Equatable {
+        /// Channels the role grants.
+        ///
+        /// ```swift
+        /// role.adminChannels = ["all"]
+        /// ```
+        public var adminChannels: [String] = []
+
+        /// A role.
+        ///
+        /// ```swift
+        /// let role = ServerConfiguration.RoleConfig(adminChannels: ["all"])
+        /// ```
+        public init(adminChannels: [String] = []) { self.adminChannels = adminChannels }
+    }
+
+    /// An empty configuration: the default interfaces and no database.
+    ///
+    /// ```swift
+    /// var config = ServerConfiguration()
+    /// config.databases["db"] = .init(server: "walrus:")
+    /// ```
+    public init() {}
+
+    /// The configuration `settee serve` uses without a file: one database `db` stored under
+    /// `directory`, both ports on loopback only, GUEST enabled with every channel.
+    ///
+    /// ```swift
+    /// let config = ServerConfiguration.standalone(directory: "./settee-data")
+    /// ```
+    public static func standalone(directory: String) -> ServerConfiguration {
+        var config = ServerConfiguration()
+        config.interface = "127.0.0.1:4984"
+        var db = DatabaseConfig(server: directory)
+        db.users["GUEST"] = UserConfig(disabled: false, adminChannels: ["*"])
+        config.databases["db"] = db
+        return config
+    }
+
+    /// Reads a configuration from JSON text.
+    ///
+    /// ```swift
+    /// let config = try ServerConfiguration(json: String(contentsOfFile: path, encoding: .utf8))
+    /// ```
+    ///
+    /// - Throws: ``ConfigurationError`` naming the path of the first key that is unknown, of the
+    ///   wrong type or out of range, or the place where the JSON does not parse.
+    public init(json: String) throws(ConfigurationError) {
+        let value: JSONValue
+        do {
+            value = try JSONValue(parsing: json)
+        } catch {
+            throw ConfigurationError(path: "", message: "not valid JSON: \(error.message)")
+        }
+        let top = try ConfigReader(value, path: "").object()
+        for (key, v) in top {
+            let r = ConfigReader(v, path: key)
+            switch key {
+            case "interface": interface = try r.address()
+            case "adminInterface": adminInterface = try r.address()
+            case "log": log = try r.strings()
+            case "databases":
+                for (name, dv) in try r.object() {
+                    let dr = ConfigReader(dv, path: "databases." + name)
+                    guard Self.isValidDatabaseName(name) else {
+                        throw ConfigurationError(path: dr.path, message: "invalid database name (lowercase letters, digits and _$()+-/, starting with a letter)")
+                    }
+                    databases[name] = try Self.database(dr)
+                }
+            default: throw ConfigurationError(path: key, message: "unknown key")
+            }
+        }
+    }
+
+    /// Whether `name` is a database name CouchDB accepts (`^[a-z][a-z0-9_$()+/-]*$`).
+    ///
+    /// ```swift
+    /// ServerConfiguration.isValidDatabaseName("todo")   // true
+    /// ```
+    public static func isValidDatabaseName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, (UInt8(ascii: "a") ... UInt8(ascii: "z")).contains(first), name.utf8.count <= 238 else {
+            return false
+        }
+        return name.utf8.allSatisfy { c in
+            (UInt8(ascii: "a") ... UInt8(ascii: "z")).contains(c) || (UInt8(ascii: "0") ... UInt8(ascii: "9")).contains(c)
+                || "_$()+-/".utf8.contains(c)
+        }
+    }
+
+    private static func database(_ r: ConfigReader) throws(ConfigurationError) -> DatabaseConfig {
+        var db = DatabaseConfig(server: "walrus:")
+        for (key, v) in try r.object() {
+            let k = r.child(key, v)
+            switch key {
+            case "server":
+                db.server = try k.string()
+                if db.server.hasPrefix("walrus:") && db.server != "walrus:" {
+                    throw ConfigurationError(path: k.path, message: "a persisted walrus is a directory: give the directory itself")
+                }
+                if db.server.isEmpty { throw ConfigurationError(path: k.path, message: "empty: \"walrus:\" or a directory") }
+            case "users":
+                for (name, uv) in try k.object() {
+                    let u = k.child(name, uv)
+                    db.users[name] = try user(u, isGuest: name == "GUEST")
+                }
+            case "roles":
+                for (name, rv) in try k.object() {
+                    let rr = k.child(name, rv)
+                    var role = RoleConfig()
+                    for (rk, rvv) in try rr.object() {
+                        switch rk {
+                        case "admin_channels": role.adminChannels = try rr.child(rk, rvv).strings()
+                        default: throw ConfigurationError(path: rr.path + "." + rk, message: "unknown key")
+                        }
+                    }
+                    db.roles[name] = role
+                }
+            case "revs_limit": db.revsLimit = try k.int(in: 20 ... 100_000)
+            case "max_document_size": db.maxDocumentSize = try k.int(in: 1024 ... 16 << 20)
+            case "max_attachment_size": db.maxAttachmentSize = try k.int(in: 1024 ... 1 << 31)
+            default: throw ConfigurationError(path: k.path, message: "unknown key")
+            }
+        }
+        return db
+    }
+
+    private static func user(_ r: ConfigReader, isGuest: Bool) throws(ConfigurationError) -> UserConfig {
+        var user = UserConfig()
+        for (key, v) in try r.object() {
+            let k = r.child(key, v)
+            switch (key, isGuest) {
+            case ("disabled", _): user.disabled = try k.bool()
+            case ("admin_channels", _): user.adminChannels = try k.strings()
+            case ("password", false): user.password = try k.string()
+            case ("admin_roles", false): user.adminRoles = try k.strings()
+            case ("email", false): user.email = try k.string()
+            case (_, true) where ["password", "admin_roles", "email"].contains(key):
+                throw ConfigurationError(path: k.path, message: "GUEST takes only disabled and admin_channels")
+            default: throw ConfigurationError(path: k.path, message: "unknown key")
+            }
+        }
+        if !isGuest && user.password == nil && !user.disabled {
+            throw ConfigurationError(path: r.path, message: "a user needs a password (or \"disabled\": true)")
+        }
+        return user
+    }
+}
+
+/// A configuration that cannot be used: where, and why.
+///
+/// ```swift
+/// do { _ = try ServerConfiguration(json: text) } catch { print(error) }   // databases.todo.userz: unknown key
+/// ```
+///
+/// - Note: A value type; `Sendable`.
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The dotted path of the key at fault (empty: the whole file).
+    ///
+    /// ```swift
+    /// print(error.path)   // "databases.todo.userz"
+    /// ```
+    public var path: String
+    /// What is wrong with it.
+    ///
+    /// ```swift
+    /// print(error.message)   // "unknown key"
+    /// ```
+    public var message: String
+
+    /// An error at `path`.
+    ///
+    /// ```swift
+    /// throw ConfigurationError(path: "interface", message: "not host:port")
+    /// ```
+    public init(path: String, message: String) {
+        self.path = path
+        self.message = message
+    }
+
+    /// `path: message`.
+    ///
+    /// ```swift
+    /// print(error.description)
+    /// ```
+    public var description: String { path.isEmpty ? message : "\(path): \(message)" }
+}
+
+/// Typed reads of one configuration value, each failing with the value's path.
+struct ConfigReader {
+    let value: JSONValue
+    var path: String
+
+    init(_ value: JSONValue, path: String) {
+        self.value = value
+        self.path = path
+    }
+
+    func child(_ key: String, _ value: JSONValue) -> ConfigReader { ConfigReader(value, path: path.isEmpty ? key : path + "." + key) }
+
+    private func wrongType(_ expected: String) -> ConfigurationError {
+        ConfigurationError(path: path, message: "expected \(expected)")
+    }
+
+    func object() throws(ConfigurationError) -> [(String, JSONValue)] {
+        guard case .object(let o) = value else { throw wrongType("an object") }
+        return o.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    func string() throws(ConfigurationError) -> String {
+        guard case .string(let s) = value else { throw wrongType("a string") }
+        return s
+    }
+
+    func bool() throws(ConfigurationError) -> Bool {
+        guard case .bool(let b) = value else { throw wrongType("true or false") }
+        return b
+    }
+
+    func int(in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        guard case .int(let i) = value else { throw wrongType("an integer") }
+        guard let n = Int(exactly: i), range.contains(n) else {
+            throw ConfigurationError(path: path, message: "\(i) is out of range \(range.lowerBound)…\(range.upperBound)")
+        }
+        return n
+    }
+
+    func strings() throws(ConfigurationError) -> [String] {
+        guard case .array(let a) = value else { throw wrongType("an array of strings") }
+        var out: [String] = []
+        for (i, v) in a.enumerated() {
+            guard case .string(let s) = v else {
+                throw ConfigurationError(path: "\(path)[\(i)]", message: "expected a string")
+            }
+            out.append(s)
+        }
+        return out
+    }
+
+    /// `host:port`, `:port` or `[v6]:port`, the port 0…65535.
+    func address() throws(ConfigurationError) -> String {
+        let s = try string()
+        guard ListenAddress(s) != nil else {
+            throw ConfigurationError(path: path, message: "expected host:port (\":4984\", \"127.0.0.1:4985\", \"[::1]:0\"), got \"\(s)\"")
+        }
+        return s
+    }
+}
+
+/// A parsed `host:port`.
+struct ListenAddress: Equatable {
+    var host: String
+    var port: Int
+
+    init?(_ text: String) {
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        var host = String(text[..<colon])
+        guard let port = Int(text[text.index(after: colon)...]), (0 ... 65535).contains(port) else { return nil }
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host.isEmpty { host = "0.0.0.0" }
+        self.host = host
+        self.port = port
+    }
+}

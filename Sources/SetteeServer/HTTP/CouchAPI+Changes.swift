@@ -1,0 +1,267 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import ServiceLifecycle
+@_spi(Replication) import Settee
+import Synchronization
+
+/// What a `_changes` request asks for.
+struct ChangesOptions: Sendable {
+    var since: UInt64
+    var limit: Int?
+    var descending: Bool
+    var allLeaves: Bool
+    var includeDocs: Bool
+    var conflicts: Bool
+    var docIDs: Set<String>?
+    var feed: String
+    var heartbeat: Duration?
+    var timeout: Duration
+}
+
+/// A wake-up for a waiting feed: fired by the database's change listener, awaited with a time
+/// limit. It holds at most one pending wake-up, so a burst of commits costs one read.
+final class ChangeSignal: Sendable {
+    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func fire() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if let w = s.waiter {
+                s.waiter = nil
+                return w
+            }
+            s.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// True when fired (now or meanwhile), false when `duration` passed first.
+    func wait(for duration: Duration) async -> Bool {
+        if state.withLock({ s in defer { s.pending = false }; return s.pending }) { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                        let resumeNow = self.state.withLock { s -> Bool in
+                            if s.pending { s.pending = false; return true }
+                            s.waiter = c
+                            return false
+                        }
+                        if resumeNow { c.resume() }
+                    }
+                } onCancel: {
+                    self.state.withLock { s in defer { s.waiter = nil }; return s.waiter }?.resume()
+                }
+                return !Task.isCancelled
+            }
+            group.addTask {
+                try? await Task.sleep(for: duration)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+}
+
+extension CouchAPI {
+    // MARK: - _changes
+
+    func changes(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        var params = call.query
+        var docIDs: Set<String>?
+        if call.request.method == .post {
+            let body = try await jsonBody(&call, limit: bodyLimit(db))
+            for (k, v) in body where k != "doc_ids" {
+                if case .string(let s) = v { params[k] = s } else { params[k] = try v.jsonText() }
+            }
+            if let v = body["doc_ids"] { docIDs = try Self.stringSet(v, "doc_ids") }
+        }
+        let q = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
+        if let filter = params["filter"] {
+            guard filter == "_doc_ids" else {
+                throw CouchError.badRequest("Unknown filter \"\(filter)\"; this server knows _doc_ids")
+            }
+            if docIDs == nil, let v = try jsonParameter(q, "doc_ids") { docIDs = try Self.stringSet(v, "doc_ids") }
+            if docIDs == nil { throw CouchError.badRequest("filter=_doc_ids needs doc_ids") }
+        }
+        let database = db.database
+        let since: UInt64
+        switch params["since"] {
+        case nil: since = 0
+        case "now"?: since = try database.lastSequence
+        case let text?:
+            // CouchDB 3's sequences are opaque strings starting with the number ("12-g1AAA…").
+            let digits = text.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).prefix { $0.isNumber }
+            guard let n = UInt64(digits) else { throw CouchError(.badRequest, "bad_request", "Malformed sequence supplied in 'since' parameter.") }
+            since = n
+        }
+        let feed = params["feed"] ?? "normal"
+        guard ["normal", "longpoll", "continuous", "eventsource"].contains(feed) else {
+            throw CouchError.badRequest("Supported `feed` types: normal, continuous, longpoll, eventsource")
+        }
+        let style = params["style"] ?? "main_only"
+        guard style == "main_only" || style == "all_docs" else { throw CouchError.badRequest("Supported `style` values: main_only, all_docs") }
+        let heartbeat = try integer(q, "heartbeat").map { Duration.milliseconds(max(1000, $0)) }
+            ?? (params["heartbeat"] == "true" ? .seconds(60) : nil)
+        let timeout = Duration.milliseconds(min(try integer(q, "timeout") ?? 60_000, 3_600_000))
+        let options = ChangesOptions(since: since, limit: try integer(q, "limit"), descending: try flag(q, "descending"),
+                                     allLeaves: style == "all_docs", includeDocs: try flag(q, "include_docs"),
+                                     conflicts: try flag(q, "conflicts"), docIDs: docIDs, feed: feed,
+                                     heartbeat: heartbeat, timeout: timeout)
+        if feed == "normal" || (feed == "longpoll" && options.descending) {
+            return try normalFeed(db, options)
+        }
+        return try streamingFeed(db, options)
+    }
+
+    static func stringSet(_ v: JSONValue, _ name: String) throws -> Set<String> {
+        guard case .array(let a) = v else { throw CouchError.badRequest("\(name) must be a JSON array of strings") }
+        return Set(try a.map { x in
+            guard case .string(let s) = x else { throw CouchError.badRequest("\(name) must be a JSON array of strings") }
+            return s
+        })
+    }
+
+    /// The rows after `since` (at most `limit`), and the sequence to continue from.
+    static func rows(_ db: ServedDatabase, _ o: ChangesOptions, since: UInt64, limit: Int?) throws -> (rows: [JSONValue], last: UInt64, more: Bool) {
+        let database = db.database
+        var entries: [ChangeEntry]
+        if o.descending {
+            entries = try database.changes(since: since).reversed()
+        } else if o.docIDs == nil {
+            entries = try database.changes(since: since, limit: limit.map { $0 + 1 })
+        } else {
+            entries = try database.changes(since: since)
+        }
+        if let ids = o.docIDs { entries = entries.filter { ids.contains($0.documentID) } }
+        var more = false
+        if let limit, entries.count > limit {
+            entries = Array(entries.prefix(limit))
+            more = true
+        }
+        var rows: [JSONValue] = []
+        rows.reserveCapacity(entries.count)
+        for e in entries {
+            var row: [String: JSONValue] = [
+                "seq": .int(Int64(e.sequence)),
+                "id": .string(e.documentID),
+                "changes": .array((o.allLeaves ? e.leafRevisionIDs : [e.revisionID]).map { ["rev": .string($0)] }),
+            ]
+            if e.isDeleted { row["deleted"] = true }
+            if o.includeDocs {
+                if let r = try database.revision(withID: e.documentID, revisionID: e.revisionID) {
+                    var doc = try r.properties
+                    doc["_id"] = .string(e.documentID)
+                    doc["_rev"] = .string(e.revisionID)
+                    if e.isDeleted { doc["_deleted"] = true }
+                    if o.conflicts, e.isConflicted {
+                        doc["_conflicts"] = .array(e.otherLeafRevisionIDs.map(JSONValue.string))
+                    }
+                    row["doc"] = .object(doc)
+                } else {
+                    row["doc"] = .null
+                }
+            }
+            rows.append(.object(row))
+        }
+        let last: UInt64
+        if o.descending {
+            last = entries.last?.sequence ?? since
+        } else {
+            if let l = entries.last?.sequence {
+                last = l
+            } else {
+                last = o.docIDs == nil ? since : try database.lastSequence
+            }
+        }
+        return (rows, max(last, o.descending ? 0 : since), more)
+    }
+
+    private func normalFeed(_ db: ServedDatabase, _ o: ChangesOptions) throws -> Response {
+        let (rows, last, more) = try Self.rows(db, o, since: o.since, limit: o.limit)
+        let pending = more && !o.descending ? try db.database.changes(since: last).count : 0
+        return try jsonResponse(["results": .array(rows), "last_seq": .int(Int64(last)), "pending": .int(Int64(pending))])
+    }
+
+    /// `longpoll`, `continuous` and `eventsource`: written as changes commit. The feed waits on
+    /// the database's change listener (no thread, no polling), writes a heartbeat newline when
+    /// asked, and ends at its timeout (with `last_seq`), when the client goes, or when the server
+    /// shuts down.
+    private func streamingFeed(_ db: ServedDatabase, _ o: ChangesOptions) throws -> Response {
+        let signal = ChangeSignal()
+        // Subscribed before the first read, so a commit in between is not missed.
+        let token = db.database.addChangeListener { _ in signal.fire() }
+        let contentType = o.feed == "eventsource" ? "text/event-stream" : "application/json"
+        let logChanges = server.logKeys.contains("Changes")
+        let logger = server.logger
+        let body = ResponseBody { writer in
+            defer { token.remove() }
+            var since = o.since
+            var written = 0
+            let clock = ContinuousClock()
+            var deadline = clock.now + o.timeout
+            let stopping = Mutex(false)
+            try await withGracefulShutdownHandler {
+                if o.feed == "longpoll" {
+                    var rows: [JSONValue] = []
+                    var last = since
+                    while true {
+                        (rows, last, _) = try Self.rows(db, o, since: since, limit: o.limit)
+                        if !rows.isEmpty || stopping.withLock({ $0 }) { break }
+                        let wait = min(o.heartbeat ?? o.timeout, deadline - clock.now)
+                        if wait <= .zero { break }
+                        if !(await signal.wait(for: wait)), o.heartbeat != nil, clock.now < deadline {
+                            try await writer.write(ByteBuffer(string: "\n"))
+                        }
+                        if clock.now >= deadline { break }
+                    }
+                    let result: JSONValue = ["results": .array(rows), "last_seq": .int(Int64(last)), "pending": 0]
+                    try await writer.write(ByteBuffer(bytes: try result.jsonBytes() + [0x0A]))
+                    return
+                }
+                while !stopping.withLock({ $0 }) {
+                    let remaining = o.limit.map { $0 - written }
+                    let (rows, last, _) = try Self.rows(db, o, since: since, limit: remaining)
+                    if !rows.isEmpty {
+                        var out: [UInt8] = []
+                        for row in rows {
+                            if o.feed == "eventsource" {
+                                let seq = row.objectValue?["seq"].flatMap { try? $0.jsonText() } ?? ""
+                                out += Array("data: ".utf8) + (try row.jsonBytes()) + Array("\nid: \(seq)\n\n".utf8)
+                            } else {
+                                out += try row.jsonBytes() + [0x0A]
+                            }
+                        }
+                        try await writer.write(ByteBuffer(bytes: out))
+                        written += rows.count
+                        deadline = clock.now + o.timeout
+                        if logChanges { logger.info("Changes: \(rows.count) rows to a \(o.feed) feed of \(db.name)") }
+                    }
+                    since = last
+                    if let limit = o.limit, written >= limit { break }
+                    let wait = o.heartbeat ?? (deadline - clock.now)
+                    if wait <= .zero { break }
+                    if !(await signal.wait(for: wait)) {
+                        if o.heartbeat != nil {
+                            try await writer.write(ByteBuffer(string: o.feed == "eventsource" ? "event: heartbeat\ndata: \n\n" : "\n"))
+                        } else {
+                            break   // timed out
+                        }
+                    }
+                }
+                if o.feed == "continuous" {
+                    try await writer.write(ByteBuffer(bytes: try JSONValue.object(["last_seq": .int(Int64(since)), "pending": 0]).jsonBytes() + [0x0A]))
+                }
+            } onGracefulShutdown: {
+                stopping.withLock { $0 = true }
+                signal.fire()
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: [.contentType: contentType, .cacheControl: "must-revalidate"], body: body)
+    }
+}

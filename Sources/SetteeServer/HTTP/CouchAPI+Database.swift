@@ -1,0 +1,336 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+@_spi(Replication) import Settee
+
+extension CouchAPI {
+    // MARK: - /{db}
+
+    func databaseRoot(_ call: inout Call, name: String) async throws -> Response {
+        switch call.request.method {
+        case .get, .head:
+            guard let db = server.database(named: name) else { throw CouchError.notFound("Database does not exist.") }
+            try requireUser(call, db)
+            return try databaseInfo(db)
+        case .put:
+            if server.database(named: name) != nil {
+                throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
+            }
+            // Sync Gateway's answer to a replicator's create_target probe on the public port.
+            guard call.principal == .admin else { throw CouchError.forbidden("Creating a database over the public API is unsupported") }
+            return try await createDatabase(&call, name: name)
+        case .delete:
+            guard call.principal == .admin else { throw CouchError.forbidden("Deleting a database over the public API is unsupported") }
+            guard let db = server.removeDatabase(named: name) else { throw CouchError.notFound("Database does not exist.") }
+            try db.close()
+            if db.walrusDirectory == nil { try db.database.delete() }
+            return try jsonResponse(["ok": true])
+        case .post:
+            guard let db = server.database(named: name) else { throw CouchError.notFound("Database does not exist.") }
+            try requireUser(call, db)
+            return try await postDocument(&call, db)
+        default:
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
+        }
+    }
+
+    private func databaseInfo(_ db: ServedDatabase) throws -> Response {
+        let database = db.database
+        let seq = try database.lastSequence
+        return try jsonResponse([
+            "db_name": .string(db.name),
+            "update_seq": .int(Int64(seq)),
+            "committed_update_seq": .int(Int64(seq)),
+            "instance_start_time": "0",
+            "doc_count": .int(Int64(try database.count)),
+            "doc_del_count": 0,
+            "purge_seq": 0,
+            "compact_running": false,
+            "disk_format_version": 1,
+            "state": "Online",
+        ])
+    }
+
+    /// `PUT /{db}` on the admin port: a new database; the body, if any, is its configuration (the
+    /// keys of `databases.<name>`), `"walrus:"` when it names no `server`.
+    private func createDatabase(_ call: inout Call, name: String) async throws -> Response {
+        let buffer = try await call.request.collectBody(upTo: 1 << 20)
+        var configText = String(decoding: buffer.readableBytesView, as: UTF8.self)
+        if configText.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { configText = "{}" }
+        let config: ServerConfiguration
+        do {
+            config = try ServerConfiguration(json: "{\"databases\": {\"\(name)\": \(configText)}}")
+        } catch {
+            throw CouchError.badRequest("database configuration: \(error)")
+        }
+        guard let dbConfig = config.databases[name] else { throw CouchError.badRequest("database configuration missing") }
+        let served = try ServedDatabase.open(name: name, config: dbConfig)
+        guard server.addDatabase(served) else {
+            try served.close()
+            throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
+        }
+        return try jsonResponse(["ok": true], status: .created, headers: [.location: "/\(name)"])
+    }
+
+    // MARK: - _all_docs
+
+    func allDocs(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        try allow(call.request.method, [.get, .head, .post])
+        var keys: [String]?
+        var params = call.query
+        if call.request.method == .post {
+            let body = try await jsonBody(&call, limit: bodyLimit(db))
+            for (k, v) in body where k != "keys" {
+                // Options may come in the body too; they are JSON there, text in a query.
+                switch v {
+                case .string(let s) where !k.hasSuffix("key") && k != "startkey_docid" && k != "endkey_docid": params[k] = s
+                default: params[k] = (try? v.jsonText()) ?? ""
+                }
+            }
+            if let v = body["keys"] {
+                guard case .array(let a) = v else { throw CouchError.badRequest("`keys` body member must be an array.") }
+                keys = try a.map { k in
+                    guard case .string(let s) = k else { throw CouchError.badRequest("keys must be strings") }
+                    return s
+                }
+            }
+        }
+        let query = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
+        if keys == nil, let k = try jsonParameter(query, "keys") {
+            guard case .array(let a) = k else { throw CouchError.badRequest("keys must be a JSON array") }
+            keys = try a.map { k in
+                guard case .string(let s) = k else { throw CouchError.badRequest("keys must be strings") }
+                return s
+            }
+        }
+        let includeDocs = try flag(query, "include_docs")
+        let conflicts = try flag(query, "conflicts")
+        let descending = try flag(query, "descending")
+        let limit = try integer(query, "limit")
+        let skip = try integer(query, "skip") ?? 0
+        let database = db.database
+        var rows: [JSONValue] = []
+        func docJSON(_ doc: Document) throws -> JSONValue {
+            guard let rev = doc.revisionID else { return .null }
+            var o = doc.toDictionary()
+            if let e = doc.bodyError { throw e }
+            o["_id"] = .string(doc.id)
+            o["_rev"] = .string(rev)
+            if conflicts, let tree = try database.revisionTree(withID: doc.id) {
+                let others = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && !$0.isDeleted && $0.revisionID != rev }
+                if !others.isEmpty { o["_conflicts"] = .array(others.map { .string($0.revisionID) }) }
+            }
+            return .object(o)
+        }
+        if let keys {
+            for key in keys.dropFirst(skip).prefix(limit ?? .max) {
+                guard let tree = try await database.revisionTree(withID: key) else {
+                    rows.append(["key": .string(key), "error": "not_found"])
+                    continue
+                }
+                let deleted = tree.revisions.first { $0.revisionID == tree.currentRevisionID }?.isDeleted ?? false
+                var value: [String: JSONValue] = ["rev": .string(tree.currentRevisionID)]
+                if deleted { value["deleted"] = true }
+                var row: [String: JSONValue] = ["id": .string(key), "key": .string(key), "value": .object(value)]
+                if includeDocs {
+                    let doc = deleted ? nil : try await database.document(withID: key)
+                    row["doc"] = try doc.map(docJSON) ?? .null
+                }
+                rows.append(.object(row))
+            }
+        } else {
+            var options = AllDocumentsOptions()
+            options.descending = descending
+            options.skip = skip
+            options.limit = limit
+            func key(_ names: [String]) throws -> String? {
+                for n in names {
+                    if let v = try jsonParameter(query, n) {
+                        guard case .string(let s) = v else { throw CouchError(.badRequest, "query_parse_error", "\(n) must be a JSON string") }
+                        return s
+                    }
+                }
+                return nil
+            }
+            options.startKey = try key(["startkey", "start_key"])
+            let end = try key(["endkey", "end_key"])
+            options.endKey = end
+            let inclusiveEnd = try flag(query, "inclusive_end", default: true)
+            let cursor = try database.allDocuments(options)
+            while let doc = try cursor.next() {
+                if !inclusiveEnd, let end, doc.id == end { continue }
+                guard let rev = doc.revisionID else { continue }
+                var row: [String: JSONValue] = ["id": .string(doc.id), "key": .string(doc.id), "value": ["rev": .string(rev)]]
+                if includeDocs { row["doc"] = try docJSON(doc) }
+                rows.append(.object(row))
+            }
+        }
+        var result: [String: JSONValue] = [
+            "total_rows": .int(Int64(try database.count)),
+            "offset": .int(Int64(skip)),
+            "rows": .array(rows),
+        ]
+        if try flag(query, "update_seq") { result["update_seq"] = .int(Int64(try database.lastSequence)) }
+        return try jsonResponse(.object(result))
+    }
+
+    // MARK: - _bulk_docs
+
+    func bulkDocs(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        guard case .array(let list)? = body["docs"] else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
+        var newEdits = true
+        if let v = body["new_edits"] {
+            guard case .bool(let b) = v else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }
+            newEdits = b
+        }
+        // Every document is checked before anything is written: a malformed one rejects the request.
+        var docs: [IncomingDocument] = []
+        for item in list {
+            guard case .object(let o) = item else { throw CouchError.badRequest("Document must be a JSON object") }
+            var d = try IncomingDocument(o)
+            if d.id == nil {
+                guard newEdits else { throw CouchError.badRequest("new_edits=false needs _id on every document") }
+                d.id = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            }
+            guard let id = d.id else { continue }
+            if id.hasPrefix("_local/") { throw CouchError.badRequest("_local documents are not accepted by _bulk_docs") }
+            try checkDocumentID(id)
+            try checkSize(d.properties, db)
+            if !newEdits {
+                guard let rev = d.rev else { throw CouchError.badRequest("new_edits=false needs _rev on every document") }
+                _ = try d.history(of: rev)
+            } else if let rev = d.rev, parseRevision(rev) == nil {
+                throw CouchError.badRequest("Invalid rev format")
+            }
+            docs.append(d)
+        }
+        let database = db.database
+        if !newEdits {
+            let revisions = try docs.map { d -> ReplicatedRevision in
+                let rev = d.rev ?? ""
+                return ReplicatedRevision(documentID: d.id ?? "", revisionID: rev, history: try d.history(of: rev),
+                                          isDeleted: d.deleted, properties: d.properties)
+            }
+            _ = try await database.insertRevisions(revisions)
+            return try jsonResponse([], status: .created)
+        }
+        var results: [JSONValue] = []
+        for d in docs {
+            let id = d.id ?? ""
+            do {
+                let rev = try await save(d, to: db, newEdits: true)
+                results.append(["ok": true, "id": .string(id), "rev": .string(rev)])
+            } catch let e as CouchError where e.status == .conflict || e.status == .forbidden {
+                results.append(["id": .string(id), "error": .string(e.error), "reason": .string(e.reason)])
+            } catch let e as SetteeError where e.code == .forbidden || e.code == .conflict {
+                let c = CouchError(e)
+                results.append(["id": .string(id), "error": .string(c.error), "reason": .string(c.reason)])
+            }
+        }
+        return try jsonResponse(.array(results), status: .created)
+    }
+
+    // MARK: - _bulk_get
+
+    func bulkGet(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        guard case .array(let list)? = body["docs"] else { throw CouchError.badRequest("Missing JSON list of 'docs'.") }
+        let revs = try flag(call, "revs") || body["revs"] == true
+        let database = db.database
+        var results: [JSONValue] = []
+        for item in list {
+            guard case .object(let o) = item, case .string(let id)? = o["id"] else {
+                results.append(["id": .null, "docs": [["error": ["id": .null, "rev": .null, "error": "bad_request", "reason": "missing id"]]]])
+                continue
+            }
+            var rev: String?
+            if let r = o["rev"] {
+                guard case .string(let s) = r else {
+                    results.append(["id": .string(id), "docs": [["error": ["id": .string(id), "rev": .null, "error": "bad_request", "reason": "rev must be a string"]]]])
+                    continue
+                }
+                rev = s
+            }
+            func missing(_ rev: String?) -> JSONValue {
+                ["error": ["id": .string(id), "rev": rev.map(JSONValue.string) ?? .null, "error": "not_found", "reason": "missing"]]
+            }
+            do {
+                var target = rev
+                if target == nil { target = try await database.revisionTree(withID: id)?.currentRevisionID }
+                guard let target, let r = try database.revision(withID: id, revisionID: target) else {
+                    results.append(["id": .string(id), "docs": [missing(rev)]])
+                    continue
+                }
+                results.append(["id": .string(id), "docs": [["ok": .object(try revisionJSON(r, revs: revs))]]])
+            } catch let e as SetteeError where e.code == .invalidParameter {
+                results.append(["id": .string(id), "docs": [["error": ["id": .string(id), "rev": rev.map(JSONValue.string) ?? .null, "error": "bad_request", "reason": .string(e.message)]]]])
+            }
+        }
+        return try jsonResponse(["results": .array(results)])
+    }
+
+    // MARK: - _revs_diff, _missing_revs
+
+    func revsDiff(_ call: inout Call, _ db: ServedDatabase, missingRevs: Bool) async throws -> Response {
+        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        var request: [String: [String]] = [:]
+        for (id, v) in body {
+            guard case .array(let a) = v else { throw CouchError.badRequest("revisions of \(id) must be an array") }
+            request[id] = try a.map { r in
+                guard case .string(let s) = r else { throw CouchError.badRequest("revisions must be strings") }
+                return s
+            }
+        }
+        let diff = try db.database.revsDiff(request)
+        if missingRevs {
+            return try jsonResponse(["missing_revs": .object(diff.mapValues { .array($0.missing.map(JSONValue.string)) })])
+        }
+        return try jsonResponse(.object(diff.mapValues { r in
+            var o: [String: JSONValue] = ["missing": .array(r.missing.map(JSONValue.string))]
+            if !r.possibleAncestors.isEmpty { o["possible_ancestors"] = .array(r.possibleAncestors.map(JSONValue.string)) }
+            return .object(o)
+        }))
+    }
+
+    // MARK: - _local
+
+    func localDocument(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        let database = db.database
+        let fullID = "_local/" + id
+        switch call.request.method {
+        case .get, .head:
+            guard let (properties, rev) = try database.localDocumentWithRevision(withID: id) else {
+                throw CouchError.notFound("missing")
+            }
+            var o = properties
+            o["_id"] = .string(fullID)
+            o["_rev"] = .string(rev)
+            return try jsonResponse(.object(o))
+        case .put:
+            var body = try await jsonBody(&call, limit: bodyLimit(db))
+            let rev = body.removeValue(forKey: "_rev")
+            body.removeValue(forKey: "_id")
+            let current = try database.localDocumentWithRevision(withID: id)?.revisionID
+            let given: String? = switch rev {
+            case .string(let s)?: s
+            case nil, .null?: call.query["rev"]
+            default: throw CouchError.badRequest("Invalid rev format")
+            }
+            if let current, given != current { throw CouchError.conflict }
+            if current == nil, let given, given != "0-0" { throw CouchError.conflict }
+            for key in body.keys where key.hasPrefix("_") {
+                throw CouchError(.badRequest, "doc_validation", "Bad special document member: \(key)")
+            }
+            let newRev = try await database.saveLocalDocument(body, withID: id)
+            return try jsonResponse(["ok": true, "id": .string(fullID), "rev": .string(newRev)], status: .created)
+        case .delete:
+            guard let current = try database.localDocumentWithRevision(withID: id)?.revisionID else { throw CouchError.notFound("missing") }
+            guard let given = call.query["rev"], given == current else { throw CouchError.conflict }
+            try await database.deleteLocalDocument(withID: id)
+            return try jsonResponse(["ok": true, "id": .string(fullID), "rev": "0-0"])
+        default:
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+}

@@ -1,0 +1,316 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+@_spi(Replication) import Settee
+
+/// Top-level members CouchDB gives meaning to; any other `_` member is refused.
+private let specialMembers: Set<String> = [
+    "_id", "_rev", "_deleted", "_revisions", "_attachments", "_conflicts", "_deleted_conflicts",
+    "_local_seq", "_revs_info",
+]
+
+/// A document as a CouchDB client sends it: the ID and revision it names, the properties, and
+/// whether it is a deletion.
+struct IncomingDocument {
+    var id: String?
+    var rev: String?
+    var deleted: Bool
+    var revisions: (start: UInt64, ids: [String])?
+    var properties: [String: JSONValue]
+
+    /// Splits a JSON document into its special members and its properties.
+    init(_ object: [String: JSONValue]) throws {
+        var properties = object
+        id = nil
+        rev = nil
+        deleted = false
+        revisions = nil
+        for key in object.keys where key.hasPrefix("_") {
+            guard specialMembers.contains(key) else {
+                throw CouchError(.badRequest, "doc_validation", "Bad special document member: \(key)")
+            }
+            properties.removeValue(forKey: key)
+        }
+        if let v = object["_id"] {
+            guard case .string(let s) = v else { throw CouchError(.badRequest, "bad_request", "Document id must be a string") }
+            id = s
+        }
+        if let v = object["_rev"] {
+            guard case .string(let s) = v else { throw CouchError(.badRequest, "bad_request", "Invalid rev format") }
+            rev = s
+        }
+        if let v = object["_deleted"] {
+            guard case .bool(let b) = v else { throw CouchError(.badRequest, "doc_validation", "_deleted must be a boolean") }
+            deleted = b
+        }
+        if let v = object["_revisions"] {
+            guard case .object(let r) = v, case .int(let start)? = r["start"], start > 0,
+                  case .array(let ids)? = r["ids"], !ids.isEmpty, ids.count <= 10_000 else {
+                throw CouchError(.badRequest, "doc_validation", "_revisions must be {\"start\": N, \"ids\": [...]}")
+            }
+            var list: [String] = []
+            for i in ids {
+                guard case .string(let s) = i, !s.isEmpty, !s.contains("-") else {
+                    throw CouchError(.badRequest, "doc_validation", "_revisions.ids must be revision digests")
+                }
+                list.append(s)
+            }
+            guard UInt64(start) >= UInt64(list.count) else {
+                throw CouchError(.badRequest, "doc_validation", "_revisions.start is smaller than its history")
+            }
+            revisions = (UInt64(start), list)
+        }
+        if let v = object["_attachments"], v != .object([:]) {
+            throw CouchError(.notImplemented, "not_implemented", "attachments are not accepted yet")
+        }
+        self.properties = properties
+    }
+
+    /// The revision's history, newest first, from `_revisions` (or just the revision).
+    func history(of rev: String) throws -> [String] {
+        guard let (generation, _) = parseRevision(rev) else {
+            throw CouchError.badRequest("Invalid rev format")
+        }
+        guard let revisions else { return [rev] }
+        guard revisions.start == generation, "\(generation)-\(revisions.ids[0])" == rev else {
+            throw CouchError(.badRequest, "bad_request", "_revisions does not match _rev \(rev)")
+        }
+        return revisions.ids.enumerated().map { "\(revisions.start - UInt64($0.offset))-\($0.element)" }
+    }
+}
+
+/// `N-digest` with N ≥ 1 and a non-empty digest.
+func parseRevision(_ rev: String) -> (UInt64, Substring)? {
+    guard let dash = rev.firstIndex(of: "-"), let n = UInt64(rev[..<dash]), n > 0, rev[..<dash].first != "+",
+          rev[..<dash].first != "0" else { return nil }
+    let digest = rev[rev.index(after: dash)...]
+    guard !digest.isEmpty else { return nil }
+    return (n, digest)
+}
+
+extension CouchAPI {
+    // MARK: - /{db}/{doc}
+
+    func document(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        switch call.request.method {
+        case .get, .head: return try getDocument(call, db, id: id)
+        case .put: return try await putDocument(&call, db, id: id)
+        case .delete: return try await deleteDocument(call, db, id: id)
+        default: throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    /// The JSON CouchDB sends for a revision: its properties and `_id`, `_rev`, `_deleted`, and
+    /// on request `_revisions`.
+    func revisionJSON(_ r: ReplicatedRevision, revs: Bool) throws -> [String: JSONValue] {
+        var o = try r.properties
+        o["_id"] = .string(r.documentID)
+        o["_rev"] = .string(r.revisionID)
+        if r.isDeleted { o["_deleted"] = true }
+        if revs, let (start, _) = parseRevision(r.revisionID) {
+            o["_revisions"] = [
+                "start": .int(Int64(start)),
+                "ids": .array(r.history.map { .string(String(parseRevision($0)?.1 ?? Substring($0))) }),
+            ]
+        }
+        return o
+    }
+
+    private func getDocument(_ call: Call, _ db: ServedDatabase, id: String) throws -> Response {
+        let database = db.database
+        let revs = try flag(call, "revs")
+        if let openRevs = call.query["open_revs"] {
+            return try openRevisions(call, db, id: id, spec: openRevs, revs: revs)
+        }
+        guard let tree = try database.revisionTree(withID: id) else { throw CouchError.notFound("missing") }
+        let meta = try flag(call, "meta")
+        let target: String
+        if let rev = call.query["rev"] {
+            target = rev
+        } else {
+            guard let current = tree.revisions.first(where: { $0.revisionID == tree.currentRevisionID }), !current.isDeleted else {
+                throw CouchError.notFound("deleted")
+            }
+            target = tree.currentRevisionID
+        }
+        let etag = "\"\(target)\""
+        if call.request.headers[.ifNoneMatch] == etag {
+            return Response(status: .notModified, headers: [.eTag: etag])
+        }
+        guard let revision = try database.revision(withID: id, revisionID: target) else { throw CouchError.notFound("missing") }
+        var o = try revisionJSON(revision, revs: revs)
+        let leaves = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && $0.revisionID != target }
+        if try meta || flag(call, "conflicts") {
+            let live = leaves.filter { !$0.isDeleted }.map(\.revisionID)
+            if !live.isEmpty { o["_conflicts"] = .array(live.map(JSONValue.string)) }
+        }
+        if try meta || flag(call, "deleted_conflicts") {
+            let dead = leaves.filter(\.isDeleted).map(\.revisionID)
+            if !dead.isEmpty { o["_deleted_conflicts"] = .array(dead.map(JSONValue.string)) }
+        }
+        if try meta || flag(call, "revs_info") {
+            let known = Dictionary(tree.revisions.map { ($0.revisionID, $0) }, uniquingKeysWith: { a, _ in a })
+            o["_revs_info"] = .array(revision.history.map { rev in
+                let status = known[rev].map { $0.isDeleted ? "deleted" : "available" } ?? "missing"
+                return ["rev": .string(rev), "status": .string(status)]
+            })
+        }
+        if try flag(call, "local_seq"), target == tree.currentRevisionID, let doc = try database.document(withID: id) {
+            o["_local_seq"] = .int(Int64(doc.sequence))
+        }
+        return try jsonResponse(.object(o), headers: [.eTag: etag])
+    }
+
+    /// `open_revs=all` or `open_revs=["rev",…]`: JSON `[{"ok": doc} | {"missing": rev}]`, or
+    /// `multipart/mixed` with one `application/json` part per revision when the client asks for it.
+    private func openRevisions(_ call: Call, _ db: ServedDatabase, id: String, spec: String, revs: Bool) throws -> Response {
+        let database = db.database
+        var entries: [(String, ReplicatedRevision?)] = []
+        if spec == "all" {
+            entries = try database.leafRevisions(withID: id).map { ($0.revisionID, $0) }
+            if entries.isEmpty { throw CouchError.notFound("missing") }
+        } else {
+            guard case .array(let list)? = try jsonParameter(call, "open_revs") else {
+                throw CouchError.badRequest("open_revs must be \"all\" or a JSON array of revisions")
+            }
+            let latest = try flag(call, "latest")
+            for item in list {
+                guard case .string(let rev) = item, parseRevision(rev) != nil else { throw CouchError.badRequest("Invalid rev format") }
+                var found = try database.revision(withID: id, revisionID: rev)
+                if latest, found != nil, let tree = try database.revisionTree(withID: id), !tree.leafRevisionIDs.contains(rev) {
+                    // The leaf (or leaves) descending from it.
+                    let parents = Dictionary(tree.revisions.map { ($0.revisionID, $0.parentRevisionID) }, uniquingKeysWith: { a, _ in a })
+                    for leaf in tree.leafRevisionIDs {
+                        var cursor: String? = leaf
+                        while let c = cursor, c != rev { cursor = parents[c] ?? nil }
+                        if cursor == rev { entries.append((leaf, try database.revision(withID: id, revisionID: leaf))) }
+                    }
+                    found = nil
+                    continue
+                }
+                entries.append((rev, found))
+            }
+        }
+        let accept = call.request.headers[.accept] ?? ""
+        if accept.contains("multipart/mixed") {
+            let boundary = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            var body: [UInt8] = []
+            for (rev, r) in entries {
+                body += Array("--\(boundary)\r\n".utf8)
+                if let r {
+                    body += Array("Content-Type: application/json\r\n\r\n".utf8)
+                    body += try JSONValue.object(revisionJSON(r, revs: revs)).jsonBytes()
+                } else {
+                    body += Array("Content-Type: application/json; error=\"true\"\r\n\r\n".utf8)
+                    body += try JSONValue.object(["missing": .string(rev)]).jsonBytes()
+                }
+                body += Array("\r\n".utf8)
+            }
+            body += Array("--\(boundary)--".utf8)
+            return Response(status: .ok, headers: [.contentType: "multipart/mixed; boundary=\"\(boundary)\""],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        }
+        return try jsonResponse(.array(entries.map { rev, r in
+            if let r { return ["ok": .object(try revisionJSON(r, revs: revs))] }
+            return ["missing": .string(rev)]
+        }))
+    }
+
+    private func putDocument(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        var incoming = try IncomingDocument(body)
+        if let bodyID = incoming.id, bodyID != id {
+            throw CouchError.badRequest("Document id must match the URL")
+        }
+        incoming.id = id
+        if let rev = call.query["rev"] {
+            if let bodyRev = incoming.rev, bodyRev != rev { throw CouchError.badRequest("Document rev from request body and query string have different values") }
+            incoming.rev = rev
+        }
+        let newEdits = try flag(call, "new_edits", default: true)
+        let rev = try await save(incoming, to: db, newEdits: newEdits)
+        let batch = call.query["batch"] == "ok"
+        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(rev)], status: batch ? .accepted : .created,
+                                headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
+    }
+
+    /// `POST /{db}`: a new document, its ID from the body or generated.
+    func postDocument(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        var incoming = try IncomingDocument(body)
+        let id = incoming.id ?? UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        incoming.id = id
+        let rev = try await save(incoming, to: db, newEdits: true)
+        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(rev)], status: .created,
+                                headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
+    }
+
+    /// Saves one incoming document: a new revision on top of `_rev` (409 when that is not the
+    /// current one), or with `new_edits=false` the revision as given, with its history.
+    func save(_ incoming: IncomingDocument, to db: ServedDatabase, newEdits: Bool) async throws -> String {
+        guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
+        try checkDocumentID(id)
+        try checkSize(incoming.properties, db)
+        let database = db.database
+        if !newEdits {
+            guard let rev = incoming.rev else { throw CouchError.badRequest("new_edits=false needs _rev") }
+            let revision = ReplicatedRevision(documentID: id, revisionID: rev, history: try incoming.history(of: rev),
+                                              isDeleted: incoming.deleted, properties: incoming.properties)
+            _ = try await database.insertRevisions([revision])
+            return rev
+        }
+        if let rev = incoming.rev, parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
+        let edit: MutableDocument
+        if let current = try await database.document(withID: id) {
+            guard incoming.rev == current.revisionID else { throw CouchError.conflict }
+            edit = current.toMutable()
+            edit.setData(incoming.properties)
+        } else {
+            // Missing or deleted: a new document (continuing a tombstone's branch). A rev that
+            // names no current revision is a conflict, unless it is the tombstone's.
+            if let rev = incoming.rev {
+                guard let tree = try await database.revisionTree(withID: id), tree.currentRevisionID == rev else { throw CouchError.conflict }
+            }
+            edit = MutableDocument(id: id, data: incoming.properties)
+        }
+        edit.isDeletion = incoming.deleted
+        guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let rev = edit.revisionID else {
+            throw CouchError.conflict
+        }
+        return rev
+    }
+
+    private func deleteDocument(_ call: Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        guard let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }) else {
+            throw CouchError.conflict
+        }
+        var incoming = try IncomingDocument([:])
+        incoming.id = id
+        incoming.rev = rev
+        incoming.deleted = true
+        let newRev = try await save(incoming, to: db, newEdits: true)
+        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(newRev)], headers: [.eTag: "\"\(newRev)\""])
+    }
+
+    func checkDocumentID(_ id: String) throws {
+        guard !id.isEmpty else { throw CouchError.badRequest("Document id must not be empty") }
+        if id.hasPrefix("_") && !id.hasPrefix("_design/") {
+            throw CouchError.badRequest("Only reserved document ids may start with underscore.")
+        }
+        guard id.utf8.count <= 1000 else { throw CouchError.badRequest("Document id is longer than 1000 bytes") }
+    }
+
+    func checkSize(_ properties: [String: JSONValue], _ db: ServedDatabase) throws {
+        let size = try JSONValue.object(properties).jsonBytes().count
+        guard size <= db.config.maxDocumentSize else {
+            throw CouchError.tooLarge("Document is \(size) bytes; the limit is \(db.config.maxDocumentSize)")
+        }
+    }
+
+    static func percentEncoded(_ id: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "/?#")
+        return id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
+    }
+}

@@ -1,0 +1,318 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+@_spi(Replication) import Settee
+
+/// CouchDB's HTTP API over the server's databases, on one port (public or admin).
+///
+/// Paths are split and percent-decoded here rather than by a router: CouchDB's paths are
+/// irregular (`/{db}/_design/{name}`, `/{db}/_local/{id}`, IDs with encoded `/`), and each segment
+/// must be decoded exactly once.
+struct CouchAPI: HTTPResponder {
+    typealias Context = BasicRequestContext
+    let server: SetteeServer
+    let isAdmin: Bool
+
+    /// What one request carries past routing.
+    struct Call {
+        var request: Request
+        let path: [String]
+        let query: [String: String]
+        let principal: Principal
+        let started: ContinuousClock.Instant
+    }
+
+    var realm: String { "Settee" }
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let started = ContinuousClock.now
+        var status = HTTPResponse.Status.internalServerError
+        defer { log(request, status: status, since: started) }
+        do {
+            let response = try await route(request)
+            status = response.status
+            return response
+        } catch let e as CouchError {
+            status = e.status
+            return e.response
+        } catch let e as SetteeError {
+            let c = CouchError(e)
+            status = c.status
+            if c.status == .internalServerError {
+                server.logger.error("\(request.method) \(request.uri.path): \(e.code): \(e.message)")
+            }
+            return c.response
+        } catch let e as HTTPError where e.status == .contentTooLarge {
+            status = .contentTooLarge
+            return CouchError.tooLarge("the request body is larger than the limit").response
+        } catch {
+            server.logger.error("\(request.method) \(request.uri.path): \(error)")
+            return CouchError(.internalServerError, "internal_server_error", "\(type(of: error))").response
+        }
+    }
+
+    /// The `HTTP` log key: method, path, status, duration; never a credential (the query is left
+    /// out, and no header is logged).
+    private func log(_ request: Request, status: HTTPResponse.Status, since started: ContinuousClock.Instant) {
+        guard server.logKeys.contains("HTTP") else { return }
+        let ms = (ContinuousClock.now - started).components
+        let millis = Double(ms.seconds) * 1000 + Double(ms.attoseconds) / 1e15
+        server.logger.info("HTTP \(isAdmin ? "admin " : "")\(request.method) \(request.uri.path) \(status.code) \(String(format: "%.1f", millis)) ms")
+    }
+
+    // MARK: - Routing
+
+    private func route(_ request: Request) async throws -> Response {
+        let path = try Self.segments(request.uri.path)
+        let query = try Self.queryParameters(request.uri.query)
+        let principal = try authenticate(request, path: path)
+        var call = Call(request: request, path: path, query: query, principal: principal, started: .now)
+        let method = request.method
+
+        guard let first = path.first else { return try welcome(method) }
+        if first.hasPrefix("_") {
+            switch first {
+            case "_up": try allow(method, [.get, .head]); return try jsonResponse(["status": "ok"])
+            case "_all_dbs": try allow(method, [.get, .head]); return try allDatabases(call)
+            case "_uuids": try allow(method, [.get, .head]); return try uuids(call)
+            case "_session": return try session(&call)
+            default: throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
+            }
+        }
+        guard ServerConfiguration.isValidDatabaseName(first) else {
+            throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
+        }
+        if path.count == 1 { return try await databaseRoot(&call, name: first) }
+        guard let db = server.database(named: first) else {
+            throw CouchError.notFound("Database does not exist.")
+        }
+        try requireUser(call, db)
+        let rest = Array(path.dropFirst())
+        switch rest[0] {
+        case "_all_docs": return try await allDocs(&call, db)
+        case "_bulk_docs": try allow(method, [.post]); return try await bulkDocs(&call, db)
+        case "_bulk_get": try allow(method, [.post]); return try await bulkGet(&call, db)
+        case "_changes": try allow(method, [.get, .post, .head]); return try await changes(&call, db)
+        case "_revs_diff": try allow(method, [.post]); return try await revsDiff(&call, db, missingRevs: false)
+        case "_missing_revs": try allow(method, [.post]); return try await revsDiff(&call, db, missingRevs: true)
+        case "_ensure_full_commit":
+            try allow(method, [.post])
+            return try jsonResponse(["ok": true, "instance_start_time": "0"], status: .created)
+        case "_revs_limit":
+            try allow(method, [.get, .head])
+            return try jsonResponse(.int(Int64(db.config.revsLimit)))
+        case "_compact":
+            try allow(method, [.post])
+            try requireAdmin(call)
+            let database = db.database
+            Task.detached { _ = try? await database.compact() }
+            return try jsonResponse(["ok": true], status: .accepted)
+        case "_local":
+            guard rest.count == 2 else { throw CouchError.notFound() }
+            return try await localDocument(&call, db, id: rest[1])
+        case "_session": return try session(&call)
+        case "_design":
+            guard rest.count >= 2 else { throw CouchError.notFound() }
+            let id = "_design/" + rest[1]
+            if rest.count == 2 { return try await document(&call, db, id: id) }
+            throw CouchError(.notImplemented, "not_implemented", "attachments are not served yet")
+        default:
+            if rest[0].hasPrefix("_") {
+                throw CouchError.badRequest("Only reserved document ids may start with underscore.")
+            }
+            if rest.count == 1 { return try await document(&call, db, id: rest[0]) }
+            throw CouchError(.notImplemented, "not_implemented", "attachments are not served yet")
+        }
+    }
+
+    func allow(_ method: HTTPRequest.Method, _ allowed: [HTTPRequest.Method]) throws {
+        guard allowed.contains(method) else {
+            throw CouchError.methodNotAllowed(allowed.map(\.rawValue).joined(separator: ","))
+        }
+    }
+
+    /// Splits a raw path into percent-decoded segments; `//` and a trailing `/` add nothing.
+    static func segments(_ raw: String) throws -> [String] {
+        try raw.split(separator: "/", omittingEmptySubsequences: true).map { part in
+            guard let decoded = String(part).removingPercentEncoding else {
+                throw CouchError.badRequest("the path is not valid percent-encoded UTF-8")
+            }
+            return decoded
+        }
+    }
+
+    /// Query parameters, percent-decoded (`+` is a space, as in forms); the last of a repeated key wins.
+    static func queryParameters(_ raw: String?) throws -> [String: String] {
+        guard let raw, !raw.isEmpty else { return [:] }
+        var out: [String: String] = [:]
+        for pair in raw.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ s: Substring) throws -> String {
+                guard let d = s.replacingOccurrences(of: "+", with: " ").removingPercentEncoding else {
+                    throw CouchError.badRequest("a query parameter is not valid percent-encoded UTF-8")
+                }
+                return d
+            }
+            out[try decode(parts[0])] = parts.count > 1 ? try decode(parts[1]) : ""
+        }
+        return out
+    }
+
+    // MARK: - Authentication
+
+    /// Who the request acts as. The admin port needs no credentials. On the public port: Basic
+    /// credentials, checked against the database the path names (server-wide paths accept any
+    /// database's user); without credentials, GUEST when it is enabled.
+    private func authenticate(_ request: Request, path: [String]) throws -> Principal {
+        if isAdmin { return .admin }
+        let candidates: [ServedDatabase]
+        if let first = path.first, !first.hasPrefix("_"), let db = server.database(named: first) {
+            candidates = [db]
+        } else {
+            candidates = server.databaseNames.compactMap(server.database(named:))
+        }
+        if let header = request.headers[.authorization] {
+            guard let (name, password) = Self.basicCredentials(header) else {
+                throw CouchError.unauthorized(realm: realm)
+            }
+            for db in candidates {
+                if let user = db.users.authenticate(name: name, password: password) {
+                    if server.logKeys.contains("Auth") { server.logger.info("Auth: user \(user.name) authenticated") }
+                    return .user(user.name)
+                }
+            }
+            if server.logKeys.contains("Auth") { server.logger.info("Auth: invalid credentials") }
+            throw CouchError.unauthorized(realm: realm)
+        }
+        return .user(User.guestName)
+    }
+
+    /// `Basic base64(name:password)`.
+    static func basicCredentials(_ header: String) -> (String, String)? {
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "basic",
+              let data = Data(base64Encoded: String(parts[1]).trimmingCharacters(in: .whitespaces)),
+              let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":") else { return nil }
+        return (String(text[..<colon]), String(text[text.index(after: colon)...]))
+    }
+
+    /// A database's endpoints need a user of that database: anonymous requests need GUEST enabled.
+    func requireUser(_ call: Call, _ db: ServedDatabase) throws {
+        guard case .user(let name) = call.principal else { return }
+        if name == User.guestName {
+            guard db.users.guestEnabled else { throw CouchError.unauthorized(realm: realm) }
+            return
+        }
+        guard let user = db.users.user(named: name), !user.disabled else { throw CouchError.unauthorized(realm: realm) }
+    }
+
+    func requireAdmin(_ call: Call) throws {
+        guard call.principal == .admin else {
+            throw CouchError.forbidden("This endpoint is served on the admin port only.")
+        }
+    }
+
+    // MARK: - Server
+
+    private func welcome(_ method: HTTPRequest.Method) throws -> Response {
+        try allow(method, [.get, .head])
+        var body: [String: JSONValue] = [
+            "couchdb": "Welcome",
+            "version": .string(Self.version),
+            "vendor": ["name": "Settee", "version": .string(Self.version)],
+        ]
+        if isAdmin { body["ADMIN"] = true }
+        return try jsonResponse(.object(body))
+    }
+
+    static let version = "0.1.0"
+
+    private func allDatabases(_ call: Call) throws -> Response {
+        try requireAdmin(call)
+        return try jsonResponse(.array(server.databaseNames.map(JSONValue.string)))
+    }
+
+    private func uuids(_ call: Call) throws -> Response {
+        let count = try call.query["count"].map { text -> Int in
+            guard let n = Int(text), n >= 0 else { throw CouchError.badRequest("count must be a non-negative integer") }
+            guard n <= 1000 else { throw CouchError.forbidden("count parameter too large") }
+            return n
+        } ?? 1
+        let ids = (0 ..< count).map { _ in JSONValue.string(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")) }
+        return try jsonResponse(["uuids": .array(ids)], headers: [.cacheControl: "must-revalidate, no-cache"])
+    }
+
+    private func session(_ call: inout Call) throws -> Response {
+        try allow(call.request.method, [.get, .head])
+        let name: JSONValue = call.principal.name.map { $0 == User.guestName ? JSONValue.null : .string($0) } ?? .null
+        let roles: [JSONValue] = call.principal == .admin ? ["_admin"] : []
+        return try jsonResponse([
+            "ok": true,
+            "userCtx": ["name": name, "roles": .array(roles)],
+            "info": ["authentication_handlers": ["default"], "authenticated": name == .null ? .null : "default"],
+        ])
+    }
+
+    // MARK: - Bodies
+
+    /// The request body as a JSON object, within `limit` bytes; it must say it is JSON.
+    func jsonBody(_ call: inout Call, limit: Int) async throws -> [String: JSONValue] {
+        guard case .object(let o) = try await jsonValueBody(&call, limit: limit) else {
+            throw CouchError.badRequest("Request body must be a JSON object")
+        }
+        return o
+    }
+
+    func jsonValueBody(_ call: inout Call, limit: Int) async throws -> JSONValue {
+        if let type = call.request.headers[.contentType] {
+            let mime = type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            guard mime == "application/json" || mime == "text/plain" else {
+                throw CouchError.unsupportedMediaType("Content-Type must be application/json")
+            }
+        }
+        let buffer = try await call.request.collectBody(upTo: limit)
+        let bytes = Array(buffer.readableBytesView)
+        guard !bytes.isEmpty else { throw CouchError.badRequest("Request body is empty") }
+        do {
+            return try JSONValue(parsing: bytes)
+        } catch {
+            throw CouchError(.badRequest, "bad_request", "invalid UTF-8 JSON: \(error.message)")
+        }
+    }
+
+    /// The largest request body a database accepts: a document, or a batch of them.
+    func bodyLimit(_ db: ServedDatabase) -> Int { max(db.config.maxDocumentSize, 64 << 20) }
+
+    /// A boolean query parameter (`true`/`false`); anything else is a 400.
+    func flag(_ call: Call, _ name: String, default value: Bool = false) throws -> Bool {
+        guard let text = call.query[name] else { return value }
+        switch text {
+        case "true": return true
+        case "false": return false
+        default: throw CouchError.badRequest("Invalid boolean parameter: \(name)=\(text)")
+        }
+    }
+
+    /// A non-negative integer query parameter.
+    func integer(_ call: Call, _ name: String) throws -> Int? {
+        guard let text = call.query[name] else { return nil }
+        guard let n = Int(text), n >= 0 else { throw CouchError(.badRequest, "query_parse_error", "Invalid value for integer: \"\(text)\"") }
+        return n
+    }
+
+    /// A query parameter holding JSON (`startkey="a"`, `open_revs=["1-x"]`).
+    func jsonParameter(_ call: Call, _ name: String) throws -> JSONValue? {
+        guard let text = call.query[name] else { return nil }
+        do {
+            return try JSONValue(parsing: text)
+        } catch {
+            throw CouchError(.badRequest, "query_parse_error", "Invalid JSON for \(name): \(error.message)")
+        }
+    }
+}
+
+extension HTTPField.Name {
+    static let wwwAuthenticate = HTTPField.Name("WWW-Authenticate")!
+}

@@ -1,0 +1,69 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Settee
+
+/// An error answered as CouchDB answers it: a status and `{"error": name, "reason": text}`.
+struct CouchError: Error, Sendable {
+    var status: HTTPResponse.Status
+    var error: String
+    var reason: String
+    var headers: HTTPFields = [:]
+
+    init(_ status: HTTPResponse.Status, _ error: String, _ reason: String) {
+        self.status = status
+        self.error = error
+        self.reason = reason
+    }
+
+    static func badRequest(_ reason: String) -> CouchError { CouchError(.badRequest, "bad_request", reason) }
+    static func notFound(_ reason: String = "missing") -> CouchError { CouchError(.notFound, "not_found", reason) }
+    static let conflict = CouchError(.conflict, "conflict", "Document update conflict.")
+    static func forbidden(_ reason: String) -> CouchError { CouchError(.forbidden, "forbidden", reason) }
+    static func methodNotAllowed(_ allowed: String) -> CouchError {
+        var e = CouchError(.methodNotAllowed, "method_not_allowed", "Only \(allowed) allowed")
+        e.headers[.allow] = allowed
+        return e
+    }
+    static func unauthorized(realm: String) -> CouchError {
+        var e = CouchError(.unauthorized, "unauthorized", "Login required")
+        e.headers[.wwwAuthenticate] = "Basic realm=\"\(realm)\""
+        return e
+    }
+    static func tooLarge(_ reason: String) -> CouchError { CouchError(.contentTooLarge, "too_large", reason) }
+    static func unsupportedMediaType(_ reason: String) -> CouchError {
+        CouchError(.unsupportedMediaType, "bad_content_type", reason)
+    }
+
+    /// The answer for a library error: its code decides the status, as CouchDB's would.
+    init(_ error: SetteeError) {
+        switch error.code {
+        case .notFound: self.init(.notFound, "not_found", error.message.isEmpty ? "missing" : error.message)
+        case .conflict: self.init(.conflict, "conflict", "Document update conflict.")
+        case .forbidden: self.init(.forbidden, "forbidden", error.message)
+        case .invalidParameter: self.init(.badRequest, "bad_request", error.message)
+        case .invalidJSON: self.init(.badRequest, "bad_request", "invalid UTF-8 JSON: \(error.message)")
+        case .tooLarge: self.init(.contentTooLarge, "too_large", error.message)
+        case .notOpen: self.init(.serviceUnavailable, "service_unavailable", "the database is closed")
+        case .busy: self.init(.serviceUnavailable, "service_unavailable", error.message)
+        case .cancelled: self.init(.serviceUnavailable, "service_unavailable", "cancelled")
+        default: self.init(.internalServerError, "internal_server_error", "\(error.code): \(error.message)")
+        }
+    }
+
+    var response: Response {
+        var fields = headers
+        fields[.contentType] = "application/json"
+        // Two strings always write as JSON; the fallback only keeps the type checker honest.
+        let body = (try? JSONValue.object(["error": .string(error), "reason": .string(reason)]).jsonBytes())
+            ?? Array(#"{"error":"internal_server_error","reason":"unwritable error"}"#.utf8)
+        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body + [0x0A])))
+    }
+}
+
+/// A JSON response; a value JSON cannot hold (never built by the server) is an error, answered 500.
+func jsonResponse(_ value: JSONValue, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws -> Response {
+    var fields = headers
+    fields[.contentType] = "application/json"
+    return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try value.jsonBytes() + [0x0A])))
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Settee
+import Synchronization
+
+/// One database the server serves: the open `Database`, its configuration and users, and for a
+/// walrus database the in-memory directory that holds it while the server runs.
+///
+/// Thread-safe: immutable but for the `Database` and the user store, which are thread-safe.
+final class ServedDatabase: Sendable {
+    let name: String
+    let database: Database
+    let config: ServerConfiguration.DatabaseConfig
+    let users: UserStore
+    /// The walrus database's directory, removed when the database is closed.
+    let walrusDirectory: String?
+    /// Whether the server opened the database (and closes it), or an app handed it over.
+    let owned: Bool
+
+    init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool) {
+        self.name = name
+        self.database = database
+        self.config = config
+        self.walrusDirectory = walrusDirectory
+        self.owned = owned
+        users = UserStore(
+            users: config.users.map { name, u in
+                User(name: name, password: u.password.map(PasswordHash.init(password:)), adminChannels: u.adminChannels,
+                     adminRoles: u.adminRoles, disabled: u.disabled, email: u.email)
+            },
+            roles: config.roles.map { Role(name: $0.key, adminChannels: $0.value.adminChannels) })
+    }
+
+    /// Opens (creating if needed) the database `name` as `config` says.
+    static func open(name: String, config: ServerConfiguration.DatabaseConfig) throws -> ServedDatabase {
+        var walrus: String?
+        let directory: String
+        if config.isWalrus {
+            walrus = try Walrus.makeDirectory(for: name)
+            directory = walrus ?? ""
+        } else {
+            directory = config.server
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        var dbConfig = DatabaseConfiguration(directory: directory)
+        dbConfig.maxRevTreeDepth = config.revsLimit
+        do {
+            let db = try Database(name: Self.fileName(for: name), config: dbConfig)
+            return ServedDatabase(name: name, database: db, config: config, walrusDirectory: walrus, owned: true)
+        } catch {
+            if let walrus { try? FileManager.default.removeItem(atPath: walrus) }
+            throw error
+        }
+    }
+
+    /// A database name may hold `/` (CouchDB allows it); on disk it becomes `%2F`-free text.
+    static func fileName(for name: String) -> String {
+        name.replacingOccurrences(of: "/", with: "_")
+    }
+
+    /// Closes the database (if the server opened it) and removes a walrus database's files.
+    func close() throws {
+        defer { if let walrusDirectory { try? FileManager.default.removeItem(atPath: walrusDirectory) } }
+        if owned { try database.close() }
+    }
+}
+
+/// Walrus databases: in memory (a directory on the tmpfs `/dev/shm` where there is one), empty
+/// at every start, removed at close; those a killed server left behind are removed at the next
+/// start.
+enum Walrus {
+    static let prefix = "settee-walrus-"
+
+    static var base: String {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDirectory), isDirectory.boolValue,
+           FileManager.default.isWritableFile(atPath: "/dev/shm") {
+            return "/dev/shm"
+        }
+        return NSTemporaryDirectory()
+    }
+
+    static func makeDirectory(for name: String) throws -> String {
+        removeAbandoned()
+        let path = base + "/" + prefix + "\(getpid())-" + UUID().uuidString.lowercased()
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        return path
+    }
+
+    /// Removes walrus directories whose process is gone.
+    static func removeAbandoned() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: base) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            let rest = name.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]) else { continue }
+            if pid != getpid() && kill(pid, 0) == -1 && errno == ESRCH {
+                try? FileManager.default.removeItem(atPath: base + "/" + name)
+            }
+        }
+    }
+}

@@ -1,0 +1,227 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Settee
+import Synchronization
+@_exported import UnixSignals
+
+/// The ports a running server listens on (the ones the system picked, for port 0).
+///
+/// ```swift
+/// try await server.run { ports in print("listening on", ports.publicPort) }
+/// ```
+///
+/// - Note: A value type; `Sendable`.
+public struct ListeningPorts: Sendable, Equatable {
+    /// The public REST API's port.
+    ///
+    /// ```swift
+    /// let url = "http://127.0.0.1:\(ports.publicPort)/db"
+    /// ```
+    public var publicPort: Int
+    /// The admin REST API's port; nil when the server has none.
+    ///
+    /// ```swift
+    /// if let admin = ports.adminPort { print(admin) }
+    /// ```
+    public var adminPort: Int?
+}
+
+/// The sync server: CouchDB's HTTP API and replication protocol over Settee databases, with Sync
+/// Gateway's configuration, users and ports (`settee serve`).
+///
+/// ```swift
+/// let server = try SetteeServer(configuration: ServerConfiguration(json: text))
+/// try await server.run { ports in print("serving on", ports.publicPort) }
+/// ```
+///
+/// An app can serve its own open database to peers, as Couchbase Lite's `URLEndpointListener`
+/// does; port 0 lets the system pick a free port, reported once the server runs:
+///
+/// ```swift
+/// var config = ServerConfiguration()
+/// config.interface = "0.0.0.0:0"
+/// config.adminInterface = nil
+/// let server = try SetteeServer(serving: db, as: "notes", configuration: config, users: ["GUEST": .init()])
+/// Task { try await server.run { ports in advertise(ports.publicPort) } }
+/// ```
+///
+/// - Note: Thread-safe. ``run(gracefulShutdownSignals:onRunning:)`` runs until its task is
+///   cancelled or a listed signal arrives; then it stops accepting, lets requests in flight
+///   finish and closes the databases it opened.
+public final class SetteeServer: Sendable {
+    /// The configuration the server was made with.
+    ///
+    /// ```swift
+    /// print(server.configuration.interface)
+    /// ```
+    public let configuration: ServerConfiguration
+    let databases: Mutex<[String: ServedDatabase]>
+    let logger: Logger
+    let logKeys: LogKeys
+
+    /// A server for `configuration`: opens (creating if needed) every configured database.
+    ///
+    /// ```swift
+    /// let server = try SetteeServer(configuration: .standalone(directory: "./settee-data"))
+    /// ```
+    ///
+    /// - Throws: a `SetteeError` when a database cannot be opened (the ones opened before are
+    ///   closed again).
+    public init(configuration: ServerConfiguration, logger: Logger = Logger(label: "settee.server")) throws {
+        self.configuration = configuration
+        self.logger = logger
+        logKeys = LogKeys(configuration.log)
+        var opened: [String: ServedDatabase] = [:]
+        do {
+            for (name, config) in configuration.databases.sorted(by: { $0.key < $1.key }) {
+                opened[name] = try ServedDatabase.open(name: name, config: config)
+            }
+        } catch {
+            for db in opened.values { try? db.close() }
+            throw error
+        }
+        databases = Mutex(opened)
+    }
+
+    /// A server of one database the app already opened (it stays open when the server stops).
+    ///
+    /// ```swift
+    /// let server = try SetteeServer(serving: db, as: "notes", configuration: config,
+    ///                               users: ["GUEST": .init(disabled: false, adminChannels: ["*"])])
+    /// ```
+    public init(serving database: Database, as name: String, configuration: ServerConfiguration,
+                users: [String: ServerConfiguration.UserConfig] = [:], logger: Logger = Logger(label: "settee.server")) throws {
+        guard ServerConfiguration.isValidDatabaseName(name) else {
+            throw ConfigurationError(path: "", message: "invalid database name \"\(name)\"")
+        }
+        var config = configuration
+        var dbConfig = ServerConfiguration.DatabaseConfig(server: database.config.directory)
+        dbConfig.users = users
+        config.databases = [name: dbConfig]
+        self.configuration = config
+        self.logger = logger
+        logKeys = LogKeys(config.log)
+        databases = Mutex([name: ServedDatabase(name: name, database: database, config: dbConfig, walrusDirectory: nil, owned: false)])
+    }
+
+    /// The names of the databases served.
+    ///
+    /// ```swift
+    /// print(server.databaseNames)   // ["db"]
+    /// ```
+    public var databaseNames: [String] { databases.withLock { $0.keys.sorted() } }
+
+    func database(named name: String) -> ServedDatabase? { databases.withLock { $0[name] } }
+
+    /// Adds a database made at run time (admin `PUT /{db}`); false when the name is taken.
+    func addDatabase(_ db: ServedDatabase) -> Bool {
+        databases.withLock { dbs in
+            guard dbs[db.name] == nil else { return false }
+            dbs[db.name] = db
+            return true
+        }
+    }
+
+    /// Stops serving a database (admin `DELETE /{db}`); the caller closes it.
+    func removeDatabase(named name: String) -> ServedDatabase? { databases.withLock { $0.removeValue(forKey: name) } }
+
+    /// The public API's responder (for tests and embedding in another Hummingbird app).
+    func publicResponder() -> CouchAPI { CouchAPI(server: self, isAdmin: false) }
+    /// The admin API's responder.
+    func adminResponder() -> CouchAPI { CouchAPI(server: self, isAdmin: true) }
+
+    /// The public port's application, listening on `address`.
+    func publicApplication(onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+        try application(publicResponder(), configuration.interface, name: "public", onRunning: onRunning)
+    }
+
+    /// The admin port's application.
+    func adminApplication(address: String, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+        try application(adminResponder(), address, name: "admin", onRunning: onRunning)
+    }
+
+    private func application(_ responder: CouchAPI, _ address: String, name: String,
+                             onRunning: @escaping @Sendable (Int) async -> Void) throws -> Application<CouchAPI> {
+        guard let bind = ListenAddress(address) else {
+            throw ConfigurationError(path: name == "admin" ? "adminInterface" : "interface", message: "expected host:port, got \"\(address)\"")
+        }
+        var http = HTTP1Channel.Configuration()
+        http.idleTimeout = TimeAmount.seconds(Int64(Self.idleTimeoutSeconds))
+        return Application(
+            responder: responder,
+            server: .http1(configuration: http),
+            configuration: ApplicationConfiguration(address: .hostname(bind.host, port: bind.port), serverName: "Settee"),
+            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? bind.port) },
+            logger: logger)
+    }
+
+    /// A connection with no request for this long is closed.
+    static let idleTimeoutSeconds = 300
+
+    /// Runs the public and admin listeners until the task is cancelled or one of `signals`
+    /// arrives, then finishes the requests in flight and closes the databases it opened.
+    ///
+    /// ```swift
+    /// try await server.run(gracefulShutdownSignals: [.sigterm, .sigint]) { ports in
+    ///     print("public port \(ports.publicPort)")
+    /// }
+    /// ```
+    public func run(gracefulShutdownSignals signals: [UnixSignal] = [],
+                    onRunning: @escaping @Sendable (ListeningPorts) async -> Void = { _ in }) async throws {
+        let ports = Mutex<(public: Int?, admin: Int?)>((nil, nil))
+        let expectAdmin = configuration.adminInterface != nil
+        @Sendable func report() async {
+            let ready = ports.withLock { p -> ListeningPorts? in
+                guard let pub = p.public, !expectAdmin || p.admin != nil else { return nil }
+                return ListeningPorts(publicPort: pub, adminPort: p.admin)
+            }
+            if let ready { await onRunning(ready) }
+        }
+        var services: [any Service] = [try publicApplication { port in
+            ports.withLock { $0.public = port }
+            await report()
+        }]
+        if let admin = configuration.adminInterface {
+            services.append(try adminApplication(address: admin) { port in
+                ports.withLock { $0.admin = port }
+                await report()
+            })
+        }
+        let group = ServiceGroup(services: services, gracefulShutdownSignals: signals, logger: logger)
+        do {
+            try await group.run()
+        } catch {
+            try? close()
+            throw error
+        }
+        try close()
+    }
+
+    /// Closes every database the server opened (a served app database stays open).
+    ///
+    /// ```swift
+    /// try server.close()
+    /// ```
+    public func close() throws {
+        let all = databases.withLock { dbs in
+            defer { dbs = [:] }
+            return Array(dbs.values)
+        }
+        var firstError: (any Error)?
+        for db in all {
+            do { try db.close() } catch { firstError = firstError ?? error }
+        }
+        if let firstError { throw firstError }
+    }
+}
+
+/// Which log keys (Sync Gateway's `log` setting) are on.
+struct LogKeys: Sendable {
+    let keys: Set<String>
+    init(_ keys: [String]) { self.keys = Set(keys.map { $0.uppercased() }) }
+    func contains(_ key: String) -> Bool { keys.contains("*") || keys.contains(key.uppercased()) }
+}
