@@ -124,7 +124,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SetteeServerTests",
-            dependencies: ["SetteeServer", "Settee", .product(name: "HummingbirdTesting", package: "hummingbird")]
+            dependencies: [
+                "SetteeServer", "Settee",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "SetteeStorageTests",

@@ -263,6 +263,9 @@ extension CouchAPI {
         if let rev = incoming.rev, parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
         let edit: MutableDocument
         if let current = try await database.document(withID: id) {
+            if incoming.deleted, let rev = incoming.rev, rev != current.revisionID {
+                return try await deleteLosingLeaf(database, id: id, rev: rev)
+            }
             guard incoming.rev == current.revisionID else { throw CouchError.conflict }
             edit = current.toMutable()
             edit.setData(incoming.properties)
@@ -279,6 +282,19 @@ extension CouchAPI {
             throw CouchError.conflict
         }
         return rev
+    }
+
+    /// A deletion of a conflict's losing leaf (how a client resolves a conflict): a tombstone on
+    /// that branch only. 409 when `rev` is not a live leaf.
+    private func deleteLosingLeaf(_ database: Database, id: String, rev: String) async throws -> String {
+        guard let tree = try await database.revisionTree(withID: id), tree.leafRevisionIDs.contains(rev),
+              let leaf = try await database.document(withID: id, revisionID: rev), !leaf.isDeleted,
+              try await database.deleteDocument(leaf, concurrencyControl: .failOnConflict),
+              let after = try await database.revisionTree(withID: id),
+              let tombstone = after.revisions.first(where: { $0.parentRevisionID == rev && $0.isDeleted }) else {
+            throw CouchError.conflict
+        }
+        return tombstone.revisionID
     }
 
     private func deleteDocument(_ call: Call, _ db: ServedDatabase, id: String) async throws -> Response {

@@ -118,6 +118,9 @@ struct CouchAPI: HTTPResponder {
             let id = "_design/" + rest[1]
             if rest.count == 2 { return try await document(&call, db, id: id) }
             throw CouchError(.notImplemented, "not_implemented", "attachments are not served yet")
+        case let id where id.hasPrefix("_design/") && rest.count == 1:
+            // `_design%2Fname`: the ID decoded from one segment.
+            return try await document(&call, db, id: id)
         default:
             if rest[0].hasPrefix("_") {
                 throw CouchError.badRequest("Only reserved document ids may start with underscore.")
@@ -311,8 +314,4 @@ struct CouchAPI: HTTPResponder {
             throw CouchError(.badRequest, "query_parse_error", "Invalid JSON for \(name): \(error.message)")
         }
     }
-}
-
-extension HTTPField.Name {
-    static let wwwAuthenticate = HTTPField.Name("WWW-Authenticate")!
 }

@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+@testable import SetteeServer
+
+/// The JSON configuration, read as Sync Gateway reads it, and refused with the path of the first fault.
+@Suite struct ConfigurationTests {
+    @Test func seed001sConfigurationReads() throws {
+        let config = try ServerConfiguration(json: """
+            {
+              "log": ["HTTP", "Auth"],
+              "databases": {
+                "todo": {
+                  "server": "walrus:",
+                  "users": {
+                    "GUEST": {"disabled": false, "admin_channels": ["*"]},
+                    "pupshaw": {"password": "frank", "admin_channels": ["a"], "admin_roles": ["moderator"]}
+                  },
+                  "roles": {"moderator": {"admin_channels": ["b"]}},
+                  "revs_limit": 500
+                }
+              }
+            }
+            """)
+        #expect(config.interface == ":4984")
+        #expect(config.adminInterface == "127.0.0.1:4985")
+        #expect(config.log == ["HTTP", "Auth"])
+        let db = try #require(config.databases["todo"])
+        #expect(db.isWalrus)
+        #expect(db.users["GUEST"] == .init(disabled: false, adminChannels: ["*"]))
+        #expect(db.users["pupshaw"]?.password == "frank")
+        #expect(db.users["pupshaw"]?.adminRoles == ["moderator"])
+        #expect(db.roles["moderator"]?.adminChannels == ["b"])
+        #expect(db.revsLimit == 500)
+        #expect(db.maxDocumentSize == 8_000_000)
+        #expect(db.maxAttachmentSize == 20_000_000)
+    }
+
+    @Test(arguments: [
+        (#"{"databases": {"todo": {"userz": {}}}}"#, "databases.todo.userz: unknown key"),
+        (#"{"interfase": ":4984"}"#, "interfase: unknown key"),
+        (#"{"interface": 4984}"#, "interface: expected a string"),
+        (#"{"interface": "localhost"}"#, #"interface: expected host:port (":4984", "127.0.0.1:4985", "[::1]:0"), got "localhost""#),
+        (#"{"log": "HTTP"}"#, "log: expected an array of strings"),
+        (#"{"log": ["HTTP", 3]}"#, "log[1]: expected a string"),
+        (#"{"databases": {"todo": {"users": {"GUEST": {"disabled": "no"}}}}}"#, "databases.todo.users.GUEST.disabled: expected true or false"),
+        (#"{"databases": {"todo": {"users": {"GUEST": {"password": "x"}}}}}"#, "databases.todo.users.GUEST.password: GUEST takes only disabled and admin_channels"),
+        (#"{"databases": {"todo": {"users": {"bob": {}}}}}"#, #"databases.todo.users.bob: a user needs a password (or "disabled": true)"#),
+        (#"{"databases": {"todo": {"revs_limit": 5}}}"#, "databases.todo.revs_limit: 5 is out of range 20…100000"),
+        (#"{"databases": {"Todo": {}}}"#, "databases.Todo: invalid database name (lowercase letters, digits and _$()+-/, starting with a letter)"),
+        (#"{"databases": {"todo": {"roles": {"r": {"channels": []}}}}}"#, "databases.todo.roles.r.channels: unknown key"),
+        (#"[1]"#, "expected an object"),
+    ])
+    func faultsNameTheirPath(_ json: String, _ expected: String) {
+        do {
+            _ = try ServerConfiguration(json: json)
+            Issue.record("accepted: \(json)")
+        } catch {
+            #expect(error.description == expected)
+        }
+    }
+
+    @Test func malformedJSONIsAnError() {
+        #expect(throws: ConfigurationError.self) { try ServerConfiguration(json: "{\"databases\": ") }
+    }
+
+    @Test func theStandaloneDefaultServesOneLoopbackDatabaseWithGuest() {
+        let config = ServerConfiguration.standalone(directory: "/tmp/x")
+        #expect(config.interface == "127.0.0.1:4984")
+        #expect(config.adminInterface == "127.0.0.1:4985")
+        #expect(config.databases.keys.sorted() == ["db"])
+        #expect(config.databases["db"]?.server == "/tmp/x")
+        #expect(config.databases["db"]?.users["GUEST"]?.disabled == false)
+    }
+
+    @Test func walrusDatabasesAreEmptyAtEveryStartAndLeaveNothing() async throws {
+        let first = try makeServer()
+        let dir = try #require(first.database(named: "db")?.walrusDirectory)
+        try await first.withClient { client async throws in
+            #expect(try await client.send(.put, "/db/a", json: #"{"v":1}"#).status == .created)
+        }
+        try first.close()
+        #expect(!FileManager.default.fileExists(atPath: dir))
+        let second = try makeServer()
+        try await second.withClient { client async throws in
+            #expect(try await client.send(.get, "/db")["doc_count"] == 0)
+            #expect(try await client.send(.get, "/db/a").status == .notFound)
+        }
+        try second.close()
+    }
+}
