@@ -78,7 +78,7 @@ extension DocumentBasicsTests {
         let db = try openDatabase(dir)
         let tooLong = String(repeating: "x", count: 1001)
         let multiByteTooLong = String(repeating: "é", count: 501)   // 1002 bytes, 501 characters
-        for id in ["", "_design/x", "_local", "_", tooLong, multiByteTooLong] {
+        for id in ["", "_design/", "_designs/x", "_local", "_local/x", "_", tooLong, multiByteTooLong] {
             #expect(setteeError { try db.saveDocument(MutableDocument(id: id, data: ["v": 1])) }?.code == .invalidParameter,
                     "id of \(id.utf8.count) bytes")
             #expect(setteeError { _ = try db.document(withID: id) }?.code == .invalidParameter)
@@ -87,12 +87,13 @@ extension DocumentBasicsTests {
             #expect(setteeError { try db.insertRevision(rev(id, "1-a")) }?.code == .invalidParameter)
         }
         #expect(try db.lastSequence == 0)
-        // The limits themselves are fine: 1000 bytes, a "_" inside, any Unicode.
-        for id in [String(repeating: "y", count: 1000), "a_b", "x/_y", "日本語 ID", "🙂"] {
+        // The limits themselves are fine: 1000 bytes, a "_" inside, any Unicode, and design
+        // documents, which CouchDB stores and replicates like any other.
+        for id in [String(repeating: "y", count: 1000), "a_b", "x/_y", "日本語 ID", "🙂", "_design/x"] {
             try db.saveDocument(MutableDocument(id: id, data: ["v": 1]))
             #expect(try db.document(withID: id)?.int(forKey: "v") == 1)
         }
-        #expect(try db.count == 5)
+        #expect(try db.count == 6)
         // Malformed revision IDs and histories.
         for bad in [rev("d", "a-1"), rev("d", "0-a"), rev("d", "01-a"), rev("d", "1-"),
                     rev("d", "2-b", ["2-b", "2-a"]), rev("d", "2-b", ["1-a"]), rev("d", "1-a b")] {

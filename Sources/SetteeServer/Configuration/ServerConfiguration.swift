@@ -260,19 +260,11 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "users":
                 for (name, uv) in try k.object() {
                     let u = k.child(name, uv)
-                    db.users[name] = try user(u, isGuest: name == "GUEST")
+                    db.users[name] = try user(u, isGuest: name == "GUEST", requirePassword: true)
                 }
             case "roles":
                 for (name, rv) in try k.object() {
-                    let rr = k.child(name, rv)
-                    var role = RoleConfig()
-                    for (rk, rvv) in try rr.object() {
-                        switch rk {
-                        case "admin_channels": role.adminChannels = try rr.child(rk, rvv).strings()
-                        default: throw ConfigurationError(path: rr.path + "." + rk, message: "unknown key")
-                        }
-                    }
-                    db.roles[name] = role
+                    db.roles[name] = try role(k.child(name, rv))
                 }
             case "revs_limit": db.revsLimit = try k.int(in: 20 ... 100_000)
             case "max_document_size": db.maxDocumentSize = try k.int(in: 1024 ... 16 << 20)
@@ -283,7 +275,21 @@ public struct ServerConfiguration: Sendable, Equatable {
         return db
     }
 
-    private static func user(_ r: ConfigReader, isGuest: Bool) throws(ConfigurationError) -> UserConfig {
+    /// A role's keys.
+    static func role(_ r: ConfigReader) throws(ConfigurationError) -> RoleConfig {
+        var role = RoleConfig()
+        for (key, v) in try r.object() {
+            switch key {
+            case "admin_channels": role.adminChannels = try r.child(key, v).strings()
+            default: throw ConfigurationError(path: r.path + "." + key, message: "unknown key")
+            }
+        }
+        return role
+    }
+
+    /// A user's keys (GUEST's are fewer); without `requirePassword`, a user may come without one
+    /// (an admin API update that keeps the stored password).
+    static func user(_ r: ConfigReader, isGuest: Bool, requirePassword: Bool) throws(ConfigurationError) -> UserConfig {
         var user = UserConfig()
         for (key, v) in try r.object() {
             let k = r.child(key, v)
@@ -298,7 +304,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             default: throw ConfigurationError(path: k.path, message: "unknown key")
             }
         }
-        if !isGuest && user.password == nil && !user.disabled {
+        if requirePassword && !isGuest && user.password == nil && !user.disabled {
             throw ConfigurationError(path: r.path, message: "a user needs a password (or \"disabled\": true)")
         }
         return user

@@ -298,6 +298,8 @@ extension CouchAPI {
     func localDocument(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
         let database = db.database
         let fullID = "_local/" + id
+        // The server's own records (users, sessions) are not the clients'.
+        if id.hasPrefix(PrincipalRecords.prefix) { throw CouchError.forbidden("reserved local document ID") }
         switch call.request.method {
         case .get, .head:
             guard let (properties, rev) = try database.localDocumentWithRevision(withID: id) else {

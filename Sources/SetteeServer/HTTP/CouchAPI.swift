@@ -67,9 +67,16 @@ struct CouchAPI: HTTPResponder {
     private func route(_ request: Request) async throws -> Response {
         let path = try Self.segments(request.uri.path)
         let query = try Self.queryParameters(request.uri.query)
-        let principal = try authenticate(request, path: path)
+        let (principal, refreshedCookie) = try await authenticate(request, path: path)
         var call = Call(request: request, path: path, query: query, principal: principal, started: .now)
-        let method = request.method
+        var response = try await dispatch(&call)
+        if let refreshedCookie { response.headers.append(refreshedCookie) }
+        return response
+    }
+
+    private func dispatch(_ call: inout Call) async throws -> Response {
+        let path = call.path
+        let method = call.request.method
 
         guard let first = path.first else { return try welcome(method) }
         if first.hasPrefix("_") {
@@ -77,7 +84,7 @@ struct CouchAPI: HTTPResponder {
             case "_up": try allow(method, [.get, .head]); return try jsonResponse(["status": "ok"])
             case "_all_dbs": try allow(method, [.get, .head]); return try allDatabases(call)
             case "_uuids": try allow(method, [.get, .head]); return try uuids(call)
-            case "_session": return try session(&call)
+            case "_session": return try await session(&call, db: nil)
             default: throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
             }
         }
@@ -88,8 +95,16 @@ struct CouchAPI: HTTPResponder {
         guard let db = server.database(named: first) else {
             throw CouchError.notFound("Database does not exist.")
         }
-        try requireUser(call, db)
         let rest = Array(path.dropFirst())
+        // Logging in is open to anyone; the admin API is the admin port's.
+        switch rest[0] {
+        case "_session": return try await session(&call, db: db, sessionID: rest.count > 1 ? rest[1] : nil)
+        case "_user", "_role":
+            try requireAdmin(call)
+            return try await principals(&call, db, kind: rest[0], name: rest.count > 1 ? rest[1] : nil)
+        default: break
+        }
+        try requireUser(call, db)
         switch rest[0] {
         case "_all_docs": return try await allDocs(&call, db)
         case "_bulk_docs": try allow(method, [.post]); return try await bulkDocs(&call, db)
@@ -112,7 +127,6 @@ struct CouchAPI: HTTPResponder {
         case "_local":
             guard rest.count == 2 else { throw CouchError.notFound() }
             return try await localDocument(&call, db, id: rest[1])
-        case "_session": return try session(&call)
         case "_design":
             guard rest.count >= 2 else { throw CouchError.notFound() }
             let id = "_design/" + rest[1]
@@ -165,17 +179,13 @@ struct CouchAPI: HTTPResponder {
 
     // MARK: - Authentication
 
-    /// Who the request acts as. The admin port needs no credentials. On the public port: Basic
-    /// credentials, checked against the database the path names (server-wide paths accept any
-    /// database's user); without credentials, GUEST when it is enabled.
-    private func authenticate(_ request: Request, path: [String]) throws -> Principal {
-        if isAdmin { return .admin }
-        let candidates: [ServedDatabase]
-        if let first = path.first, !first.hasPrefix("_"), let db = server.database(named: first) {
-            candidates = [db]
-        } else {
-            candidates = server.databaseNames.compactMap(server.database(named:))
-        }
+    /// Who the request acts as, and a cookie to set when its session was extended. The admin port
+    /// needs no credentials. On the public port: Basic credentials, else a session cookie, checked
+    /// against the database the path names (server-wide paths accept any database's user);
+    /// without either, GUEST (whether GUEST is enabled is checked per database).
+    private func authenticate(_ request: Request, path: [String]) async throws -> (Principal, HTTPField?) {
+        if isAdmin { return (.admin, nil) }
+        let candidates = databases(for: path)
         if let header = request.headers[.authorization] {
             guard let (name, password) = Self.basicCredentials(header) else {
                 throw CouchError.unauthorized(realm: realm)
@@ -183,13 +193,50 @@ struct CouchAPI: HTTPResponder {
             for db in candidates {
                 if let user = db.users.authenticate(name: name, password: password) {
                     if server.logKeys.contains("Auth") { server.logger.info("Auth: user \(user.name) authenticated") }
-                    return .user(user.name)
+                    return (.user(user.name), nil)
                 }
             }
             if server.logKeys.contains("Auth") { server.logger.info("Auth: invalid credentials") }
             throw CouchError.unauthorized(realm: realm)
         }
-        return .user(User.guestName)
+        if let (cookieName, id) = Self.sessionCookie(request.headers[.cookie]) {
+            for db in candidates {
+                guard let (session, refreshed) = try await db.session(id) else { continue }
+                guard let user = db.users.user(named: session.user), !user.disabled else { break }
+                let cookie = refreshed ? Self.setCookie(cookieName, id, path: cookieName == Self.couchCookie ? "/" : "/\(db.name)", maxAge: Int(ServedDatabase.sessionTTL)) : nil
+                return (.user(user.name), cookie)
+            }
+            throw CouchError.unauthorized(realm: realm)
+        }
+        return (.user(User.guestName), nil)
+    }
+
+    /// The databases whose users a request may authenticate as: the one its path names, or all.
+    func databases(for path: [String]) -> [ServedDatabase] {
+        if let first = path.first, !first.hasPrefix("_"), let db = server.database(named: first) { return [db] }
+        return server.databaseNames.compactMap(server.database(named:))
+    }
+
+    /// CouchDB's session cookie, and Sync Gateway's.
+    static let couchCookie = "AuthSession"
+    static let gatewayCookie = "SyncGatewaySession"
+
+    /// The session cookie in a `Cookie` header, if any.
+    static func sessionCookie(_ header: String?) -> (String, String)? {
+        guard let header else { return nil }
+        for part in header.split(separator: ";") {
+            let kv = part.split(separator: "=", maxSplits: 1)
+            guard kv.count == 2 else { continue }
+            let name = kv[0].trimmingCharacters(in: .whitespaces)
+            if name == couchCookie || name == gatewayCookie {
+                return (name, kv[1].trimmingCharacters(in: .whitespaces))
+            }
+        }
+        return nil
+    }
+
+    static func setCookie(_ name: String, _ value: String, path: String, maxAge: Int) -> HTTPField {
+        HTTPField(name: .setCookie, value: "\(name)=\(value); Path=\(path); Max-Age=\(maxAge); HttpOnly; SameSite=Lax")
     }
 
     /// `Basic base64(name:password)`.
@@ -245,17 +292,6 @@ struct CouchAPI: HTTPResponder {
         } ?? 1
         let ids = (0 ..< count).map { _ in JSONValue.string(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")) }
         return try jsonResponse(["uuids": .array(ids)], headers: [.cacheControl: "must-revalidate, no-cache"])
-    }
-
-    private func session(_ call: inout Call) throws -> Response {
-        try allow(call.request.method, [.get, .head])
-        let name: JSONValue = call.principal.name.map { $0 == User.guestName ? JSONValue.null : .string($0) } ?? .null
-        let roles: [JSONValue] = call.principal == .admin ? ["_admin"] : []
-        return try jsonResponse([
-            "ok": true,
-            "userCtx": ["name": name, "roles": .array(roles)],
-            "info": ["authentication_handlers": ["default"], "authenticated": name == .null ? .null : "default"],
-        ])
     }
 
     // MARK: - Bodies

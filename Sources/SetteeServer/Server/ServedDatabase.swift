@@ -15,6 +15,8 @@ final class ServedDatabase: Sendable {
     let walrusDirectory: String?
     /// Whether the server opened the database (and closes it), or an app handed it over.
     let owned: Bool
+    /// Logged-in sessions by ID (the cookie's value); kept with the database too.
+    let sessions = Mutex<[String: Session]>([:])
 
     init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool) {
         self.name = name
@@ -45,7 +47,14 @@ final class ServedDatabase: Sendable {
         dbConfig.maxRevTreeDepth = config.revsLimit
         do {
             let db = try Database(name: Self.fileName(for: name), config: dbConfig)
-            return ServedDatabase(name: name, database: db, config: config, walrusDirectory: walrus, owned: true)
+            let served = ServedDatabase(name: name, database: db, config: config, walrusDirectory: walrus, owned: true)
+            do {
+                try served.loadPrincipals()
+            } catch {
+                try? db.close()
+                throw error
+            }
+            return served
         } catch {
             if let walrus { try? FileManager.default.removeItem(atPath: walrus) }
             throw error

@@ -105,7 +105,9 @@ public final class SetteeServer: Sendable {
         self.configuration = config
         self.logger = logger
         logKeys = LogKeys(config.log)
-        databases = Mutex([name: ServedDatabase(name: name, database: database, config: dbConfig, walrusDirectory: nil, owned: false)])
+        let served = ServedDatabase(name: name, database: database, config: dbConfig, walrusDirectory: nil, owned: false)
+        try served.loadPrincipals()
+        databases = Mutex([name: served])
     }
 
     /// The names of the databases served.

@@ -1,0 +1,166 @@
+import Foundation
+@_spi(Replication) import Settee
+import Synchronization
+
+/// Users, roles and sessions made through the admin API or by logging in, kept with the database
+/// they belong to (as Sync Gateway keeps them in its bucket): two local documents, which do not
+/// replicate and which the public `_local` endpoint does not serve.
+///
+/// Format (`Formats/http-api.md`, "Users and sessions on disk"):
+/// - `settee.server/principals`: `{"users": {name: user}, "roles": {name: {"admin_channels": […]}}}`,
+///   a user being `{"admin_channels", "admin_roles", "disabled", "email"?, "password_hash"?:
+///   {"algorithm": "pbkdf2-sha256", "rounds", "salt", "hash"}}` (salt and hash in base64);
+/// - `settee.server/sessions`: `{session id: {"user": name, "expires": unix seconds}}`.
+enum PrincipalRecords {
+    static let prefix = "settee.server/"
+    static let principalsID = prefix + "principals"
+    static let sessionsID = prefix + "sessions"
+
+    static func encode(_ user: User) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "admin_channels": .array(user.adminChannels.map(JSONValue.string)),
+            "admin_roles": .array(user.adminRoles.map(JSONValue.string)),
+            "disabled": .bool(user.disabled),
+        ]
+        if let email = user.email { o["email"] = .string(email) }
+        if let p = user.password {
+            o["password_hash"] = [
+                "algorithm": "pbkdf2-sha256", "rounds": .int(Int64(p.rounds)),
+                "salt": .string(Data(p.salt).base64EncodedString()), "hash": .string(Data(p.hash).base64EncodedString()),
+            ]
+        }
+        return .object(o)
+    }
+
+    static func decodeUser(_ name: String, _ v: JSONValue) throws -> User {
+        guard case .object(let o) = v else { throw SetteeError(.corrupted, "stored user \(name) is not an object") }
+        func strings(_ key: String) throws -> [String] {
+            guard let a = o[key] else { return [] }
+            guard case .array(let items) = a else { throw SetteeError(.corrupted, "stored user \(name): \(key) is not an array") }
+            return try items.map { item in
+                guard case .string(let s) = item else { throw SetteeError(.corrupted, "stored user \(name): \(key) holds a non-string") }
+                return s
+            }
+        }
+        var password: PasswordHash?
+        if let h = o["password_hash"] {
+            guard case .object(let p) = h, p["algorithm"] == "pbkdf2-sha256", case .int(let rounds)? = p["rounds"],
+                  case .string(let salt)? = p["salt"], case .string(let hash)? = p["hash"],
+                  let s = Data(base64Encoded: salt), let d = Data(base64Encoded: hash), rounds > 0 else {
+                throw SetteeError(.corrupted, "stored user \(name): password_hash is malformed")
+            }
+            password = PasswordHash(salt: Array(s), hash: Array(d), rounds: Int(rounds))
+        }
+        return User(name: name, password: password, adminChannels: try strings("admin_channels"),
+                    adminRoles: try strings("admin_roles"), disabled: o["disabled"] == true, email: o["email"]?.stringValue)
+    }
+}
+
+/// A logged-in session: who, and until when.
+struct Session: Sendable, Equatable {
+    var user: String
+    var expires: Date
+}
+
+extension ServedDatabase {
+    static let sessionTTL: TimeInterval = 24 * 3600
+
+    /// Loads the users and roles stored with the database, then applies the configured ones over
+    /// them (the configuration is authoritative for the principals it names, at every start).
+    func loadPrincipals() throws {
+        if let stored = try database.localDocument(withID: PrincipalRecords.principalsID) {
+            if case .object(let users)? = stored["users"] {
+                for (name, v) in users where config.users[name] == nil { self.users.setUser(try PrincipalRecords.decodeUser(name, v)) }
+            }
+            if case .object(let roles)? = stored["roles"] {
+                for (name, v) in roles where config.roles[name] == nil {
+                    let channels = v.objectValue?["admin_channels"]?.arrayValue?.compactMap(\.stringValue) ?? []
+                    self.users.setRole(Role(name: name, adminChannels: channels))
+                }
+            }
+        }
+        if let stored = try database.localDocument(withID: PrincipalRecords.sessionsID) {
+            let now = Date()
+            for (id, v) in stored {
+                guard case .string(let user)? = v.objectValue?["user"], let expires = v.objectValue?["expires"]?.doubleValue else { continue }
+                let date = Date(timeIntervalSince1970: expires)
+                if date > now { sessions.withLock { $0[id] = Session(user: user, expires: date) } }
+            }
+        }
+    }
+
+    /// Writes every user and role (a change through the admin API). The state is read on the
+    /// database's worker thread, in the write's turn, so the last write holds the latest state.
+    func savePrincipals() async throws {
+        try await database.inBatch { [self] db in
+            var users: [String: JSONValue] = [:]
+            for name in self.users.userNames { if let u = self.users.user(named: name) { users[name] = PrincipalRecords.encode(u) } }
+            var roles: [String: JSONValue] = [:]
+            for name in self.users.roleNames {
+                if let r = self.users.role(named: name) { roles[name] = ["admin_channels": .array(r.adminChannels.map(JSONValue.string))] }
+            }
+            try db.saveLocalDocument(["users": .object(users), "roles": .object(roles)], withID: PrincipalRecords.principalsID)
+        }
+    }
+
+    /// A new session for `user`; its ID is the cookie's value.
+    func createSession(for user: String) async throws -> (id: String, session: Session) {
+        var bytes = [UInt8](repeating: 0, count: 20)
+        var rng = SystemRandomNumberGenerator()
+        for i in bytes.indices { bytes[i] = UInt8.random(in: 0 ... 255, using: &rng) }
+        let id = bytes.map { String(format: "%02x", $0) }.joined()
+        let session = Session(user: user, expires: Date().addingTimeInterval(Self.sessionTTL))
+        sessions.withLock { $0[id] = session }
+        try await saveSessions()
+        return (id, session)
+    }
+
+    /// The live session with this ID; a session past half its life is extended (sliding expiry).
+    func session(_ id: String) async throws -> (Session, refreshed: Bool)? {
+        let now = Date()
+        let found = sessions.withLock { s -> (Session, Bool)? in
+            guard var session = s[id] else { return nil }
+            guard session.expires > now else {
+                s.removeValue(forKey: id)
+                return nil
+            }
+            if session.expires.timeIntervalSince(now) < Self.sessionTTL * 0.9 {
+                session.expires = now.addingTimeInterval(Self.sessionTTL)
+                s[id] = session
+                return (session, true)
+            }
+            return (session, false)
+        }
+        if found?.1 == true { try await saveSessions() }
+        return found
+    }
+
+    func deleteSession(_ id: String) async throws {
+        guard sessions.withLock({ $0.removeValue(forKey: id) }) != nil else { return }
+        try await saveSessions()
+    }
+
+    /// Forgets a user's sessions (the user was deleted or disabled).
+    func deleteSessions(of user: String) async throws {
+        let removed = sessions.withLock { s in
+            let ids = s.filter { $0.value.user == user }.map(\.key)
+            for id in ids { s.removeValue(forKey: id) }
+            return !ids.isEmpty
+        }
+        if removed { try await saveSessions() }
+    }
+
+    /// Writes the live sessions, read in the write's turn on the worker (as `savePrincipals`).
+    private func saveSessions() async throws {
+        try await database.inBatch { [self] db in
+            let now = Date()
+            let snapshot = sessions.withLock { s in
+                s = s.filter { $0.value.expires > now }
+                return s
+            }
+            var o: [String: JSONValue] = [:]
+            for (id, s) in snapshot { o[id] = ["user": .string(s.user), "expires": .double(s.expires.timeIntervalSince1970)] }
+            try db.saveLocalDocument(o, withID: PrincipalRecords.sessionsID)
+        }
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+@_spi(Replication) import Settee
+
+extension CouchAPI {
+    // MARK: - _session
+
+    /// `/_session` (CouchDB: cookie `AuthSession`) and `/{db}/_session` (Sync Gateway: cookie
+    /// `SyncGatewaySession`): GET tells who the request is, POST logs in with a name and password
+    /// (JSON or a form), DELETE logs out. On the admin port, `POST /{db}/_session {"name", "ttl"}`
+    /// makes a session for a user without its password, and `GET|DELETE /{db}/_session/{id}`.
+    func session(_ call: inout Call, db: ServedDatabase?, sessionID: String? = nil) async throws -> Response {
+        let cookieName = db == nil ? Self.couchCookie : Self.gatewayCookie
+        let cookiePath = db.map { "/\($0.name)" } ?? "/"
+        if let sessionID {
+            try requireAdmin(call)
+            guard let db else { throw CouchError.notFound() }
+            switch call.request.method {
+            case .get, .head:
+                guard let (session, _) = try await db.session(sessionID) else { throw CouchError.notFound("missing") }
+                return try jsonResponse(["session_id": .string(sessionID), "user": .string(session.user),
+                                         "expires": .string(ISO8601DateFormatter().string(from: session.expires))])
+            case .delete:
+                try await db.deleteSession(sessionID)
+                return try jsonResponse(["ok": true])
+            default: throw CouchError.methodNotAllowed("DELETE,GET,HEAD")
+            }
+        }
+        switch call.request.method {
+        case .get, .head:
+            return try jsonResponse(.object(userContext(call.principal, db)))
+        case .post:
+            let (name, password) = try await loginFields(&call)
+            if call.principal == .admin, let db {
+                // Sync Gateway's admin-made session: no password needed.
+                guard let user = db.users.user(named: name), !user.isGuest else { throw CouchError.notFound("no such user") }
+                let (id, session) = try await db.createSession(for: user.name)
+                return try jsonResponse(["session_id": .string(id), "cookie_name": .string(cookieName),
+                                         "expires": .string(ISO8601DateFormatter().string(from: session.expires))])
+            }
+            for candidate in db.map({ [$0] }) ?? databases(for: []) {
+                guard let password, let user = candidate.users.authenticate(name: name, password: password) else { continue }
+                let (id, _) = try await candidate.createSession(for: user.name)
+                if server.logKeys.contains("Auth") { server.logger.info("Auth: session for \(user.name) in \(candidate.name)") }
+                var body = userContext(.user(user.name), db)
+                body["name"] = .string(user.name)
+                body["roles"] = .array(user.adminRoles.map(JSONValue.string))
+                return try jsonResponse(.object(body), headers: [.setCookie: Self.setCookie(cookieName, id, path: cookiePath, maxAge: Int(ServedDatabase.sessionTTL)).value])
+            }
+            if password != nil { PasswordHash.spendCheckTime() }
+            throw CouchError(.unauthorized, "unauthorized", "Name or password is incorrect.")
+        case .delete:
+            if let (_, id) = Self.sessionCookie(call.request.headers[.cookie]) {
+                for candidate in db.map({ [$0] }) ?? databases(for: []) { try await candidate.deleteSession(id) }
+            }
+            return try jsonResponse(["ok": true], headers: [.setCookie: Self.setCookie(cookieName, "", path: cookiePath, maxAge: 0).value])
+        default:
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST")
+        }
+    }
+
+    /// CouchDB's `userCtx` (and Sync Gateway's channels when a database is named).
+    private func userContext(_ principal: Principal, _ db: ServedDatabase?) -> [String: JSONValue] {
+        var context: [String: JSONValue] = ["name": .null, "roles": []]
+        var authenticated: JSONValue = .null
+        switch principal {
+        case .admin:
+            context["roles"] = ["_admin"]
+            authenticated = "admin_port"
+        case .user(let name) where name != User.guestName:
+            context["name"] = .string(name)
+            authenticated = "default"
+            if let db, let user = db.users.user(named: name) {
+                context["roles"] = .array(user.adminRoles.map(JSONValue.string))
+                context["channels"] = .array(db.users.channels(of: user).map(JSONValue.string))
+            }
+        case .user:
+            if let db, let guest = db.users.user(named: User.guestName), !guest.disabled {
+                context["channels"] = .array(db.users.channels(of: guest).map(JSONValue.string))
+            }
+        }
+        return ["ok": true, "userCtx": .object(context),
+                "info": ["authentication_handlers": ["default", "cookie"], "authenticated": authenticated]]
+    }
+
+    /// `name` and `password` from a JSON or form body.
+    private func loginFields(_ call: inout Call) async throws -> (String, String?) {
+        let type = call.request.headers[.contentType]?.lowercased() ?? ""
+        var fields: [String: JSONValue] = [:]
+        if type.hasPrefix("application/x-www-form-urlencoded") {
+            let buffer = try await call.request.collectBody(upTo: 64 << 10)
+            for (k, v) in try Self.queryParameters(String(decoding: buffer.readableBytesView, as: UTF8.self)) { fields[k] = .string(v) }
+        } else {
+            fields = try await jsonBody(&call, limit: 64 << 10)
+        }
+        guard case .string(let name)? = fields["name"], !name.isEmpty else {
+            throw CouchError.badRequest("A name is required")
+        }
+        var password: String?
+        if let p = fields["password"] {
+            guard case .string(let s) = p else { throw CouchError.badRequest("password must be a string") }
+            password = s
+        }
+        return (name, password)
+    }
+
+    // MARK: - _user, _role (admin port)
+
+    /// Sync Gateway's admin API for users and roles: GET lists, POST and PUT write, GET reads
+    /// (with the computed channels, never the password), DELETE removes. Changes take effect at
+    /// once and are kept with the database.
+    func principals(_ call: inout Call, _ db: ServedDatabase, kind: String, name: String?) async throws -> Response {
+        let isUser = kind == "_user"
+        let method = call.request.method
+        guard let name else {
+            switch method {
+            case .get, .head:
+                return try jsonResponse(.array((isUser ? db.users.userNames : db.users.roleNames).map(JSONValue.string)))
+            case .post:
+                let body = try await jsonBody(&call, limit: 1 << 20)
+                guard case .string(let n)? = body["name"], !n.isEmpty else { throw CouchError.badRequest("name is required") }
+                if (isUser ? db.users.user(named: n) != nil : db.users.role(named: n) != nil) {
+                    throw CouchError(.conflict, "conflict", "\(isUser ? "User" : "Role") \(n) exists")
+                }
+                try await writePrincipal(db, isUser: isUser, name: n, body: body)
+                return try jsonResponse(["ok": true], status: .created)
+            default: throw CouchError.methodNotAllowed("GET,HEAD,POST")
+            }
+        }
+        switch method {
+        case .get, .head:
+            if isUser {
+                guard let user = db.users.user(named: name) else { throw CouchError.notFound("missing") }
+                var o: [String: JSONValue] = [
+                    "name": .string(user.name),
+                    "admin_channels": .array(user.adminChannels.map(JSONValue.string)),
+                    "all_channels": .array(db.users.channels(of: user).map(JSONValue.string)),
+                    "admin_roles": .array(user.adminRoles.map(JSONValue.string)),
+                    "roles": .array(user.adminRoles.map(JSONValue.string)),
+                    "disabled": .bool(user.disabled),
+                ]
+                if let email = user.email { o["email"] = .string(email) }
+                return try jsonResponse(.object(o))
+            }
+            guard let role = db.users.role(named: name) else { throw CouchError.notFound("missing") }
+            return try jsonResponse(["name": .string(role.name), "admin_channels": .array(role.adminChannels.map(JSONValue.string)),
+                                     "all_channels": .array((role.adminChannels + ["!"]).sorted().map(JSONValue.string))])
+        case .put:
+            let body = try await jsonBody(&call, limit: 1 << 20)
+            if case .string(let n)? = body["name"], n != name { throw CouchError.badRequest("name does not match the URL") }
+            let existed = isUser ? db.users.user(named: name) != nil : db.users.role(named: name) != nil
+            try await writePrincipal(db, isUser: isUser, name: name, body: body)
+            return try jsonResponse(["ok": true], status: existed ? .ok : .created)
+        case .delete:
+            let removed = isUser ? db.users.removeUser(named: name) : db.users.removeRole(named: name)
+            guard removed else { throw CouchError.notFound("missing") }
+            if isUser { try await db.deleteSessions(of: name) }
+            try await db.savePrincipals()
+            return try jsonResponse(["ok": true])
+        default:
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    private func kind(_ isUser: Bool) -> String { isUser ? "_user" : "_role" }
+
+    /// Validates and stores a user or role from its JSON (the configuration's keys, plus `name`).
+    private func writePrincipal(_ db: ServedDatabase, isUser: Bool, name: String, body: [String: JSONValue]) async throws {
+        var fields = body
+        fields.removeValue(forKey: "name")
+        // Computed members a client may send back from a GET: ignored.
+        for computed in ["all_channels", "roles"] { fields.removeValue(forKey: computed) }
+        let reader = ConfigReader(.object(fields), path: "\(kind(isUser)).\(name)")
+        if isUser {
+            let u: ServerConfiguration.UserConfig
+            do {
+                u = try ServerConfiguration.user(reader, isGuest: name == User.guestName, requirePassword: false)
+            } catch {
+                throw CouchError.badRequest(error.description)
+            }
+            let old = db.users.user(named: name)
+            // A PUT without a password keeps the one stored.
+            let password = u.password.map(PasswordHash.init(password:)) ?? old?.password
+            if name != User.guestName && password == nil && !u.disabled {
+                throw CouchError.badRequest("a user needs a password")
+            }
+            db.users.setUser(User(name: name, password: name == User.guestName ? nil : password, adminChannels: u.adminChannels,
+                                  adminRoles: u.adminRoles, disabled: u.disabled, email: u.email))
+            if u.disabled { try await db.deleteSessions(of: name) }
+        } else {
+            let r: ServerConfiguration.RoleConfig
+            do {
+                r = try ServerConfiguration.role(reader)
+            } catch {
+                throw CouchError.badRequest(error.description)
+            }
+            db.users.setRole(Role(name: name, adminChannels: r.adminChannels))
+        }
+        try await db.savePrincipals()
+    }
+}
