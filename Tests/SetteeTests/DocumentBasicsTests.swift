@@ -119,3 +119,31 @@ final class TemporaryDirectory {
     }
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }
+
+extension DocumentBasicsTests {
+    /// `_attachments`, a dictionary of blobs by name, is the one `_` key a document may hold
+    /// (CouchDB's attachments, as the sync server stores them); its blobs are references like any.
+    @Test func attachmentsAreTheOneReservedKeyADocumentMayHold() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let blob = Blob(contentType: "text/plain", data: Data("hello".utf8))
+        try db.saveBlob(blob)
+        try db.saveDocument(MutableDocument(id: "a", data: ["_attachments": ["note.txt": .object(blob.properties)], "t": 1]))
+        let read = try #require(try db.document(withID: "a"))
+        let stored = try #require(read.dictionary(forKey: "_attachments")?["note.txt"]?.objectValue)
+        #expect(stored["digest"] == .string(blob.digest))
+        #expect(try db.blob(withDigest: blob.digest)?.content == Data("hello".utf8))
+        // A blob whose content is not in the database is refused, as anywhere else.
+        var ghost = blob.properties
+        ghost["digest"] = .string("sha1-" + String(repeating: "A", count: 27) + "=")
+        #expect(setteeError { try db.saveDocument(MutableDocument(id: "b", data: ["_attachments": ["x": .object(ghost)]])) } != nil)
+        // Not a dictionary: refused.
+        #expect(setteeError { try db.saveDocument(MutableDocument(id: "c", data: ["_attachments": [1, 2]])) }?.code == .invalidParameter)
+        // Replicated revisions may carry it too.
+        let json = Array(#"{"_attachments":{"n":{"@type":"blob","content_type":"text/plain","digest":"\#(blob.digest)","length":5}}}"#.utf8)
+        #expect(try db.insertRevision(ReplicatedRevision(documentID: "r", revisionID: "1-a", history: ["1-a"], isDeleted: false, json: json)))
+        // Compaction keeps a blob referenced only from _attachments.
+        _ = try db.compact()
+        #expect(try db.blob(withDigest: blob.digest) != nil)
+    }
+}

@@ -31,8 +31,11 @@ struct PreparedBody {
     var isEmpty: Bool
 
     init(_ properties: [String: JSONValue], checkReserved: Bool = true) throws(SetteeError) {
-        if checkReserved, let k = properties.keys.first(where: { $0.utf8.first == UInt8(ascii: "_") }) {
+        if checkReserved, let k = properties.keys.first(where: { $0.utf8.first == UInt8(ascii: "_") && $0 != attachmentsKey }) {
             throw reservedKey(k)
+        }
+        if let a = properties[attachmentsKey], case .object = a {} else if properties[attachmentsKey] != nil {
+            throw SetteeError(.invalidParameter, "'_attachments' must be a dictionary of blobs by name")
         }
         self.properties = properties
         var digests: [String] = []

@@ -14,7 +14,9 @@ import Synchronization
 /// ```
 ///
 /// Top-level keys starting with `_` are reserved (`_id`, `_rev`, `_deleted`, …); saving a
-/// document that has one throws ``SetteeError/Code/invalidParameter``.
+/// document that has one throws ``SetteeError/Code/invalidParameter``. The exception is
+/// `_attachments`, a dictionary of blobs by name: CouchDB's attachments, as the sync server and
+/// Couchbase Lite keep them.
 ///
 /// - Note: Thread-safe: every read and change takes the document's own lock, so it may be handed
 ///   between tasks; an edit made of several calls is not atomic, so edit a document from one task

@@ -146,7 +146,11 @@ func escapedBytes(in x: UInt64) -> UInt64 {
         & 0x8080_8080_8080_8080
 }
 
-/// The error a save gives for a top-level key starting with `_`.
+/// The one top-level key starting with `_` a document may hold: CouchDB's attachments, a
+/// dictionary of blobs by name (as Couchbase Lite keeps the attachments Sync Gateway sends).
+let attachmentsKey = "_attachments"
+
+/// The error a save gives for a top-level key starting with `_` (other than `_attachments`).
 func reservedKey(_ key: String) -> SetteeError {
     SetteeError(.invalidParameter, "property '\(key)' is reserved: top-level keys starting with '_' belong to the database")
 }
@@ -394,7 +398,7 @@ private struct Reader {
         i += 1
         if topLevel {
             let first = key.isPlain ? (key.count > 0 ? p[key.start] : nil) : texts[key.text].utf8.first
-            if first == UInt8(ascii: "_") { throw reservedKey(text(of: key, texts)) }
+            if first == UInt8(ascii: "_"), case let name = text(of: key, texts), name != attachmentsKey { throw reservedKey(name) }
         }
         keys.append(key)
     }
