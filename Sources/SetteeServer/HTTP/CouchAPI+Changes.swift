@@ -127,7 +127,7 @@ extension CouchAPI {
     }
 
     /// The rows after `since` (at most `limit`), and the sequence to continue from.
-    static func rows(_ db: ServedDatabase, _ o: ChangesOptions, since: UInt64, limit: Int?) throws -> (rows: [JSONValue], last: UInt64, more: Bool) {
+    func rows(_ db: ServedDatabase, _ o: ChangesOptions, since: UInt64, limit: Int?) throws -> (rows: [JSONValue], last: UInt64, more: Bool) {
         let database = db.database
         var entries: [ChangeEntry]
         if o.descending {
@@ -155,6 +155,7 @@ extension CouchAPI {
             if o.includeDocs {
                 if let r = try database.revision(withID: e.documentID, revisionID: e.revisionID) {
                     var doc = try r.properties
+                    if case .object(let stored)? = doc["_attachments"] { doc["_attachments"] = try wireAttachments(stored, db, inlineAfter: nil) }
                     doc["_id"] = .string(e.documentID)
                     doc["_rev"] = .string(e.revisionID)
                     if e.isDeleted { doc["_deleted"] = true }
@@ -182,7 +183,7 @@ extension CouchAPI {
     }
 
     private func normalFeed(_ db: ServedDatabase, _ o: ChangesOptions) throws -> Response {
-        let (rows, last, more) = try Self.rows(db, o, since: o.since, limit: o.limit)
+        let (rows, last, more) = try self.rows(db, o, since: o.since, limit: o.limit)
         let pending = more && !o.descending ? try db.database.changes(since: last).count : 0
         return try jsonResponse(["results": .array(rows), "last_seq": .int(Int64(last)), "pending": .int(Int64(pending))])
     }
@@ -210,7 +211,7 @@ extension CouchAPI {
                     var rows: [JSONValue] = []
                     var last = since
                     while true {
-                        (rows, last, _) = try Self.rows(db, o, since: since, limit: o.limit)
+                        (rows, last, _) = try self.rows(db, o, since: since, limit: o.limit)
                         if !rows.isEmpty || stopping.withLock({ $0 }) { break }
                         let wait = min(o.heartbeat ?? o.timeout, deadline - clock.now)
                         if wait <= .zero { break }
@@ -225,7 +226,7 @@ extension CouchAPI {
                 }
                 while !stopping.withLock({ $0 }) {
                     let remaining = o.limit.map { $0 - written }
-                    let (rows, last, _) = try Self.rows(db, o, since: since, limit: remaining)
+                    let (rows, last, _) = try self.rows(db, o, since: since, limit: remaining)
                     if !rows.isEmpty {
                         var out: [UInt8] = []
                         for row in rows {

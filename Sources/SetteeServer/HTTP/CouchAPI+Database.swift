@@ -114,6 +114,7 @@ extension CouchAPI {
             guard let rev = doc.revisionID else { return .null }
             var o = doc.toDictionary()
             if let e = doc.bodyError { throw e }
+            if case .object(let stored)? = o["_attachments"] { o["_attachments"] = try wireAttachments(stored, db, inlineAfter: nil) }
             o["_id"] = .string(doc.id)
             o["_rev"] = .string(rev)
             if conflicts, let tree = try database.revisionTree(withID: doc.id) {
@@ -207,11 +208,8 @@ extension CouchAPI {
         }
         let database = db.database
         if !newEdits {
-            let revisions = try docs.map { d -> ReplicatedRevision in
-                let rev = d.rev ?? ""
-                return ReplicatedRevision(documentID: d.id ?? "", revisionID: rev, history: try d.history(of: rev),
-                                          isDeleted: d.deleted, properties: d.properties)
-            }
+            var revisions: [ReplicatedRevision] = []
+            for d in docs { revisions.append(try await replicatedRevision(d, db: db)) }
             _ = try await database.insertRevisions(revisions)
             return try jsonResponse([], status: .created)
         }
@@ -237,6 +235,7 @@ extension CouchAPI {
         let body = try await jsonBody(&call, limit: bodyLimit(db))
         guard case .array(let list)? = body["docs"] else { throw CouchError.badRequest("Missing JSON list of 'docs'.") }
         let revs = try flag(call, "revs") || body["revs"] == true
+        let allAttachments = try flag(call, "attachments") || body["attachments"] == true
         let database = db.database
         var results: [JSONValue] = []
         for item in list {
@@ -262,7 +261,12 @@ extension CouchAPI {
                     results.append(["id": .string(id), "docs": [missing(rev)]])
                     continue
                 }
-                results.append(["id": .string(id), "docs": [["ok": .object(try revisionJSON(r, revs: revs))]]])
+                // With attachments: all inline, or those newer than the revisions the client has.
+                var inline: UInt64? = allAttachments ? 0 : nil
+                if allAttachments, case .array(let since)? = o["atts_since"] {
+                    inline = since.compactMap { $0.stringValue.flatMap(parseRevision)?.0 }.max() ?? 0
+                }
+                results.append(["id": .string(id), "docs": [["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: inline))]]])
             } catch let e as SetteeError where e.code == .invalidParameter {
                 results.append(["id": .string(id), "docs": [["error": ["id": .string(id), "rev": rev.map(JSONValue.string) ?? .null, "error": "bad_request", "reason": .string(e.message)]]]])
             }

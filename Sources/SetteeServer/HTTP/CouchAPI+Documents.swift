@@ -18,6 +18,8 @@ struct IncomingDocument {
     var deleted: Bool
     var revisions: (start: UInt64, ids: [String])?
     var properties: [String: JSONValue]
+    /// `_attachments` as sent (data, follows or stubs), nil when absent.
+    var attachments: [String: JSONValue]?
 
     /// Splits a JSON document into its special members and its properties.
     init(_ object: [String: JSONValue]) throws {
@@ -61,8 +63,9 @@ struct IncomingDocument {
             }
             revisions = (UInt64(start), list)
         }
-        if let v = object["_attachments"], v != .object([:]) {
-            throw CouchError(.notImplemented, "not_implemented", "attachments are not accepted yet")
+        if let v = object["_attachments"] {
+            guard case .object(let a) = v else { throw CouchError(.badRequest, "doc_validation", "_attachments must be an object") }
+            attachments = a
         }
         self.properties = properties
     }
@@ -103,8 +106,11 @@ extension CouchAPI {
 
     /// The JSON CouchDB sends for a revision: its properties and `_id`, `_rev`, `_deleted`, and
     /// on request `_revisions`.
-    func revisionJSON(_ r: ReplicatedRevision, revs: Bool) throws -> [String: JSONValue] {
+    func revisionJSON(_ r: ReplicatedRevision, revs: Bool, db: ServedDatabase, inlineAfter: UInt64? = nil) throws -> [String: JSONValue] {
         var o = try r.properties
+        if case .object(let stored)? = o["_attachments"] {
+            o["_attachments"] = try wireAttachments(stored, db, inlineAfter: inlineAfter)
+        }
         o["_id"] = .string(r.documentID)
         o["_rev"] = .string(r.revisionID)
         if r.isDeleted { o["_deleted"] = true }
@@ -139,7 +145,7 @@ extension CouchAPI {
             return Response(status: .notModified, headers: [.eTag: etag])
         }
         guard let revision = try database.revision(withID: id, revisionID: target) else { throw CouchError.notFound("missing") }
-        var o = try revisionJSON(revision, revs: revs)
+        var o = try revisionJSON(revision, revs: revs, db: db, inlineAfter: try inlineAfter(call, tree: tree))
         let leaves = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && $0.revisionID != target }
         if try meta || flag(call, "conflicts") {
             let live = leaves.filter { !$0.isDeleted }.map(\.revisionID)
@@ -160,6 +166,20 @@ extension CouchAPI {
             o["_local_seq"] = .int(Int64(doc.sequence))
         }
         return try jsonResponse(.object(o), headers: [.eTag: etag])
+    }
+
+    /// Which attachments go inline: all with `attachments=true`, those added after the newest
+    /// known revision of `atts_since` (the revisions the client has), none otherwise.
+    func inlineAfter(_ call: Call, tree: RevisionTree?) throws -> UInt64? {
+        if let since = try jsonParameter(call, "atts_since") {
+            guard case .array(let revs) = since else { throw CouchError.badRequest("atts_since must be a JSON array") }
+            let known = Set(tree?.revisions.map(\.revisionID) ?? [])
+            return revs.compactMap { r -> UInt64? in
+                guard case .string(let rev) = r, known.contains(rev) else { return nil }
+                return parseRevision(rev)?.0
+            }.max() ?? 0
+        }
+        return try flag(call, "attachments") ? 0 : nil
     }
 
     /// `open_revs=all` or `open_revs=["rev",…]`: JSON `[{"ok": doc} | {"missing": rev}]`, or
@@ -192,6 +212,7 @@ extension CouchAPI {
                 entries.append((rev, found))
             }
         }
+        let inline = try inlineAfter(call, tree: try database.revisionTree(withID: id))
         let accept = call.request.headers[.accept] ?? ""
         if accept.contains("multipart/mixed") {
             let boundary = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
@@ -200,7 +221,7 @@ extension CouchAPI {
                 body += Array("--\(boundary)\r\n".utf8)
                 if let r {
                     body += Array("Content-Type: application/json\r\n\r\n".utf8)
-                    body += try JSONValue.object(revisionJSON(r, revs: revs)).jsonBytes()
+                    body += try JSONValue.object(revisionJSON(r, revs: revs, db: db, inlineAfter: inline)).jsonBytes()
                 } else {
                     body += Array("Content-Type: application/json; error=\"true\"\r\n\r\n".utf8)
                     body += try JSONValue.object(["missing": .string(rev)]).jsonBytes()
@@ -212,13 +233,19 @@ extension CouchAPI {
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
         }
         return try jsonResponse(.array(entries.map { rev, r in
-            if let r { return ["ok": .object(try revisionJSON(r, revs: revs))] }
+            if let r { return ["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: inline))] }
             return ["missing": .string(rev)]
         }))
     }
 
     private func putDocument(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
-        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        let body: [String: JSONValue]
+        var follows: [String: Data] = [:]
+        if let type = call.request.headers[.contentType], type.lowercased().hasPrefix("multipart/related") {
+            (body, follows) = try await multipartDocument(&call, db, contentType: type)
+        } else {
+            body = try await jsonBody(&call, limit: bodyLimit(db))
+        }
         var incoming = try IncomingDocument(body)
         if let bodyID = incoming.id, bodyID != id {
             throw CouchError.badRequest("Document id must match the URL")
@@ -229,7 +256,7 @@ extension CouchAPI {
             incoming.rev = rev
         }
         let newEdits = try flag(call, "new_edits", default: true)
-        let rev = try await save(incoming, to: db, newEdits: newEdits)
+        let rev = try await save(incoming, to: db, newEdits: newEdits, follows: follows)
         let batch = call.query["batch"] == "ok"
         return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(rev)], status: batch ? .accepted : .created,
                                 headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
@@ -248,17 +275,15 @@ extension CouchAPI {
 
     /// Saves one incoming document: a new revision on top of `_rev` (409 when that is not the
     /// current one), or with `new_edits=false` the revision as given, with its history.
-    func save(_ incoming: IncomingDocument, to db: ServedDatabase, newEdits: Bool) async throws -> String {
+    func save(_ incoming: IncomingDocument, to db: ServedDatabase, newEdits: Bool, follows: [String: Data] = [:]) async throws -> String {
         guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
         try checkDocumentID(id)
         try checkSize(incoming.properties, db)
         let database = db.database
         if !newEdits {
-            guard let rev = incoming.rev else { throw CouchError.badRequest("new_edits=false needs _rev") }
-            let revision = ReplicatedRevision(documentID: id, revisionID: rev, history: try incoming.history(of: rev),
-                                              isDeleted: incoming.deleted, properties: incoming.properties)
+            let revision = try await replicatedRevision(incoming, db: db, follows: follows)
             _ = try await database.insertRevisions([revision])
-            return rev
+            return revision.revisionID
         }
         if let rev = incoming.rev, parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
         let edit: MutableDocument
@@ -268,20 +293,58 @@ extension CouchAPI {
             }
             guard incoming.rev == current.revisionID else { throw CouchError.conflict }
             edit = current.toMutable()
-            edit.setData(incoming.properties)
+            try await setProperties(incoming, of: edit, parent: current.dictionary(forKey: "_attachments") ?? [:],
+                                    generation: (current.revisionID.flatMap { parseRevision($0)?.0 } ?? 0) + 1, follows: follows, db: db)
         } else {
             // Missing or deleted: a new document (continuing a tombstone's branch). A rev that
             // names no current revision is a conflict, unless it is the tombstone's.
-            if let rev = incoming.rev {
-                guard let tree = try await database.revisionTree(withID: id), tree.currentRevisionID == rev else { throw CouchError.conflict }
+            var generation: UInt64 = 1
+            if let tree = try await database.revisionTree(withID: id) {
+                if let rev = incoming.rev, tree.currentRevisionID != rev { throw CouchError.conflict }
+                generation = (parseRevision(tree.currentRevisionID)?.0 ?? 0) + 1
+            } else if incoming.rev != nil {
+                throw CouchError.conflict
             }
-            edit = MutableDocument(id: id, data: incoming.properties)
+            edit = MutableDocument(id: id)
+            try await setProperties(incoming, of: edit, parent: [:], generation: generation, follows: follows, db: db)
         }
         edit.isDeletion = incoming.deleted
         guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let rev = edit.revisionID else {
             throw CouchError.conflict
         }
         return rev
+    }
+
+    /// A `new_edits=false` document as the revision to insert, its attachments stored (stubs name
+    /// attachments of the newest revision of its history this database has).
+    func replicatedRevision(_ incoming: IncomingDocument, db: ServedDatabase, follows: [String: Data] = [:]) async throws -> ReplicatedRevision {
+        guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
+        guard let rev = incoming.rev, let (generation, _) = parseRevision(rev) else { throw CouchError.badRequest("new_edits=false needs _rev") }
+        let history = try incoming.history(of: rev)
+        var properties = incoming.properties
+        if let attachments = incoming.attachments {
+            var parent: [String: JSONValue] = [:]
+            for ancestor in history {
+                if let r = try await db.database.revision(withID: id, revisionID: ancestor) {
+                    parent = try r.properties["_attachments"]?.objectValue ?? [:]
+                    break
+                }
+            }
+            let stored = try await storeAttachments(attachments, parent: parent, generation: generation, follows: follows, db: db)
+            if !stored.isEmpty { properties["_attachments"] = .object(stored) }
+        }
+        return ReplicatedRevision(documentID: id, revisionID: rev, history: history, isDeleted: incoming.deleted, properties: properties)
+    }
+
+    /// Sets an edit's properties and attachments (stubs resolved against `parent`).
+    private func setProperties(_ incoming: IncomingDocument, of edit: MutableDocument, parent: [String: JSONValue],
+                               generation: UInt64, follows: [String: Data], db: ServedDatabase) async throws {
+        var properties = incoming.properties
+        if let attachments = incoming.attachments {
+            let stored = try await storeAttachments(attachments, parent: parent, generation: generation, follows: follows, db: db)
+            if !stored.isEmpty { properties["_attachments"] = .object(stored) }
+        }
+        edit.setData(properties)
     }
 
     /// A deletion of a conflict's losing leaf (how a client resolves a conflict): a tombstone on

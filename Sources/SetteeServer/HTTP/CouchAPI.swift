@@ -131,16 +131,17 @@ struct CouchAPI: HTTPResponder {
             guard rest.count >= 2 else { throw CouchError.notFound() }
             let id = "_design/" + rest[1]
             if rest.count == 2 { return try await document(&call, db, id: id) }
-            throw CouchError(.notImplemented, "not_implemented", "attachments are not served yet")
-        case let id where id.hasPrefix("_design/") && rest.count == 1:
+            return try await attachment(&call, db, id: id, name: rest.dropFirst(2).joined(separator: "/"))
+        case let id where id.hasPrefix("_design/"):
             // `_design%2Fname`: the ID decoded from one segment.
-            return try await document(&call, db, id: id)
+            if rest.count == 1 { return try await document(&call, db, id: id) }
+            return try await attachment(&call, db, id: id, name: rest.dropFirst().joined(separator: "/"))
         default:
             if rest[0].hasPrefix("_") {
                 throw CouchError.badRequest("Only reserved document ids may start with underscore.")
             }
             if rest.count == 1 { return try await document(&call, db, id: rest[0]) }
-            throw CouchError(.notImplemented, "not_implemented", "attachments are not served yet")
+            return try await attachment(&call, db, id: rest[0], name: rest.dropFirst().joined(separator: "/"))
         }
     }
 

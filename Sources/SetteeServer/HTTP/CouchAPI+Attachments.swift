@@ -1,0 +1,308 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+@_spi(Replication) import Settee
+
+/// CouchDB's attachments over Settee's blobs.
+///
+/// A document's `_attachments` is stored as Settee keeps it: a dictionary of blobs by name, each
+/// `{"@type": "blob", "content_type", "digest": "sha1-…", "length", "revpos", "md5": "md5-…"}`;
+/// the SHA-1 digest is the content address of the blob store, `revpos` the generation that added
+/// the attachment, `md5` the digest CouchDB and its replicator check. On the wire each becomes
+/// CouchDB's `{"content_type", "digest": "md5-…", "length", "revpos", "stub": true}` (or with
+/// `data` in base64 when asked for).
+enum Attachments {
+    /// The MD5 digest CouchDB shows: `md5-` and the base64 of the 16 bytes.
+    static func md5(_ data: some DataProtocol) -> String {
+        "md5-" + Data(Insecure.MD5.hash(data: data)).base64EncodedString()
+    }
+
+    /// The stored entry of content just received.
+    static func entry(blob: Blob, revpos: UInt64, md5: String) -> JSONValue {
+        var o = blob.properties
+        o["revpos"] = .int(Int64(revpos))
+        o["md5"] = .string(md5)
+        return .object(o)
+    }
+
+    /// The keys of a JSON document's `_attachments` in the order they are written, which is the
+    /// order of a multipart request's attachment parts (a `JSONValue` object keeps no order).
+    static func orderedNames(in json: [UInt8]) -> [String] {
+        var scanner = KeyScanner(bytes: json)
+        return scanner.attachmentNames()
+    }
+}
+
+/// Just enough of a JSON reader to list the keys of the top-level `_attachments` object in order,
+/// on a body the parser has already accepted.
+private struct KeyScanner {
+    let bytes: [UInt8]
+    var i = 0
+
+    mutating func skipSpace() { while i < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[i]) { i += 1 } }
+
+    mutating func string() -> String? {
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { return nil }
+        let start = i
+        i += 1
+        while i < bytes.count, bytes[i] != UInt8(ascii: "\"") { i += bytes[i] == UInt8(ascii: "\\") ? 2 : 1 }
+        i += 1
+        guard i <= bytes.count, case .string(let s)? = try? JSONValue(parsing: Array(bytes[start ..< i])) else { return nil }
+        return s
+    }
+
+    mutating func skipValue() {
+        skipSpace()
+        guard i < bytes.count else { return }
+        switch bytes[i] {
+        case UInt8(ascii: "\""): _ = string()
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            var depth = 0
+            repeat {
+                switch bytes[i] {
+                case UInt8(ascii: "\""): _ = string(); continue
+                case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+                default: break
+                }
+                i += 1
+            } while depth > 0 && i < bytes.count
+        default:
+            while i < bytes.count, ![UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]")].contains(bytes[i]) { i += 1 }
+        }
+    }
+
+    /// The keys of an object starting at `i`.
+    mutating func keys(collectValuesOf wanted: String? = nil, into names: inout [String]) -> Bool {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "{") else { return false }
+        i += 1
+        while true {
+            skipSpace()
+            if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return false }
+            guard let key = string() else { return false }
+            skipSpace()
+            i += 1   // ':'
+            if let wanted, key == wanted {
+                skipSpace()
+                var inner: [String] = []
+                var nested = KeyScanner(bytes: bytes, i: i)
+                _ = nested.keys(into: &inner)
+                names = inner
+                return true
+            }
+            if wanted == nil { names.append(key) }
+            skipValue()
+            skipSpace()
+            if i < bytes.count, bytes[i] == UInt8(ascii: ",") { i += 1 }
+        }
+    }
+
+    mutating func keys(into names: inout [String]) -> Bool { keys(collectValuesOf: nil, into: &names) }
+
+    mutating func attachmentNames() -> [String] {
+        var names: [String] = []
+        _ = keys(collectValuesOf: "_attachments", into: &names)
+        return names
+    }
+}
+
+extension CouchAPI {
+    /// Turns a document's incoming `_attachments` into stored entries: inline `data` is decoded
+    /// and stored, `follows` takes the next multipart body, a `stub` is the entry of the revision
+    /// it builds on (`parent`), else 412 `missing_stub`.
+    func storeAttachments(_ incoming: [String: JSONValue], parent: [String: JSONValue], generation: UInt64,
+                          follows: [String: Data], db: ServedDatabase) async throws -> [String: JSONValue] {
+        var stored: [String: JSONValue] = [:]
+        for (name, value) in incoming {
+            guard !name.isEmpty, !name.hasPrefix("_") else {
+                throw CouchError(.badRequest, "bad_request", "Attachment name '\(name)' starts with invalid character '_'")
+            }
+            guard case .object(let a) = value else { throw CouchError.badRequest("attachment \(name) must be an object") }
+            if a["stub"] == true {
+                guard let previous = parent[name] else {
+                    throw CouchError(.preconditionFailed, "missing_stub", "Invalid attachment stub in \(name) for the revision it builds on")
+                }
+                stored[name] = previous
+                continue
+            }
+            let content: Data
+            if case .string(let b64)? = a["data"] {
+                guard let d = Data(base64Encoded: b64) else { throw CouchError.badRequest("Invalid attachment data for \(name)") }
+                content = d
+            } else if a["follows"] == true {
+                guard let d = follows[name] else { throw CouchError.badRequest("attachment \(name) follows, but its part is missing") }
+                content = d
+            } else {
+                throw CouchError.badRequest("attachment \(name) needs data, follows or stub")
+            }
+            guard content.count <= db.config.maxAttachmentSize else {
+                throw CouchError.tooLarge("Attachment \(name) is \(content.count) bytes; the limit is \(db.config.maxAttachmentSize)")
+            }
+            if case .int(let length)? = a["length"], length != Int64(content.count) {
+                throw CouchError.badRequest("attachment \(name): length \(length) does not match its \(content.count) bytes")
+            }
+            let md5 = Attachments.md5(content)
+            if case .string(let claimed)? = a["digest"], claimed.hasPrefix("md5-"), claimed != md5 {
+                throw CouchError.badRequest("attachment \(name): digest \(claimed) does not match its content")
+            }
+            let type = a["content_type"]?.stringValue ?? "application/octet-stream"
+            let blob = Blob(contentType: type, data: content)
+            try await db.database.saveBlob(blob)
+            var revpos = generation
+            if case .int(let r)? = a["revpos"], r > 0, UInt64(r) <= generation { revpos = UInt64(r) }
+            stored[name] = Attachments.entry(blob: blob, revpos: revpos, md5: md5)
+        }
+        return stored
+    }
+
+    /// CouchDB's form of stored `_attachments`: stubs, or with `data` for those added after
+    /// generation `inlineAfter` (nil: none inline).
+    func wireAttachments(_ stored: [String: JSONValue], _ db: ServedDatabase, inlineAfter: UInt64?) throws -> JSONValue {
+        var out: [String: JSONValue] = [:]
+        for (name, value) in stored {
+            guard case .object(let e) = value, case .string(let digest)? = e["digest"] else {
+                throw SetteeError(.corrupted, "attachment \(name) is not a blob")
+            }
+            let type = e["content_type"]?.stringValue ?? "application/octet-stream"
+            let revpos = e["revpos"]?.int64Value ?? 1
+            var wire: [String: JSONValue] = [
+                "content_type": .string(type),
+                "length": e["length"] ?? 0,
+                "revpos": .int(revpos),
+            ]
+            let inline = inlineAfter.map { UInt64(max(revpos, 0)) > $0 } ?? false
+            var content: Data?
+            if inline || e["md5"] == nil {
+                guard let blob = try db.database.blob(withDigest: digest, contentType: type), let data = blob.content else {
+                    throw SetteeError(.notFound, "the content of attachment \(name) is missing")
+                }
+                content = data
+            }
+            wire["digest"] = .string(e["md5"]?.stringValue ?? Attachments.md5(content ?? Data()))
+            if inline, let content {
+                wire["data"] = .string(content.base64EncodedString())
+            } else {
+                wire["stub"] = true
+            }
+            out[name] = .object(wire)
+        }
+        return .object(out)
+    }
+
+    // MARK: - /{db}/{doc}/{attachment}
+
+    func attachment(_ call: inout Call, _ db: ServedDatabase, id: String, name: String) async throws -> Response {
+        switch call.request.method {
+        case .get, .head: return try getAttachment(call, db, id: id, name: name)
+        case .put: return try await putAttachment(&call, db, id: id, name: name)
+        case .delete: return try await deleteAttachment(call, db, id: id, name: name)
+        default: throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    private func getAttachment(_ call: Call, _ db: ServedDatabase, id: String, name: String) throws -> Response {
+        let database = db.database
+        let revision: ReplicatedRevision?
+        if let rev = call.query["rev"] {
+            revision = try database.revision(withID: id, revisionID: rev)
+        } else {
+            guard let tree = try database.revisionTree(withID: id),
+                  tree.revisions.first(where: { $0.revisionID == tree.currentRevisionID })?.isDeleted == false else {
+                throw CouchError.notFound("Document is missing attachment")
+            }
+            revision = try database.revision(withID: id, revisionID: tree.currentRevisionID)
+        }
+        guard let revision, case .object(let atts)? = try revision.properties["_attachments"],
+              case .object(let e)? = atts[name], case .string(let digest)? = e["digest"] else {
+            throw CouchError.notFound("Document is missing attachment")
+        }
+        let type = e["content_type"]?.stringValue ?? "application/octet-stream"
+        guard let blob = try database.blob(withDigest: digest, contentType: type), let content = blob.content else {
+            throw SetteeError(.notFound, "the content of attachment \(name) is missing")
+        }
+        let md5 = e["md5"]?.stringValue ?? Attachments.md5(content)
+        let etag = "\"\(md5)\""
+        if call.request.headers[.ifNoneMatch] == etag { return Response(status: .notModified, headers: [.eTag: etag]) }
+        var headers: HTTPFields = [.contentType: type, .eTag: etag, .acceptRanges: "bytes"]
+        if let range = call.request.headers[.range] {
+            guard let (start, end) = Self.byteRange(range, length: content.count) else {
+                var e = CouchError(.rangeNotSatisfiable, "range_not_satisfiable", "Requested range not satisfiable")
+                e.headers[.contentRange] = "bytes */\(content.count)"
+                throw e
+            }
+            headers[.contentRange] = "bytes \(start)-\(end)/\(content.count)"
+            return Response(status: .partialContent, headers: headers,
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: content[content.startIndex + start ... content.startIndex + end])))
+        }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: content)))
+    }
+
+    /// One `bytes=a-b`, `bytes=a-` or `bytes=-n` range within `length`; nil when malformed or
+    /// unsatisfiable.
+    static func byteRange(_ header: String, length: Int) -> (Int, Int)? {
+        guard header.hasPrefix("bytes="), length > 0 else { return nil }
+        let spec = header.dropFirst(6)
+        guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return nil }
+        let first = spec[..<dash], last = spec[spec.index(after: dash)...]
+        if first.isEmpty {
+            guard let n = Int(last), n > 0 else { return nil }
+            return (max(0, length - n), length - 1)
+        }
+        guard let a = Int(first), a >= 0, a < length else { return nil }
+        if last.isEmpty { return (a, length - 1) }
+        guard let b = Int(last), b >= a else { return nil }
+        return (a, min(b, length - 1))
+    }
+
+    private func putAttachment(_ call: inout Call, _ db: ServedDatabase, id: String, name: String) async throws -> Response {
+        guard !name.hasPrefix("_") else { throw CouchError.badRequest("Attachment name '\(name)' starts with invalid character '_'") }
+        let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+        let type = call.request.headers[.contentType] ?? "application/octet-stream"
+        let buffer = try await call.request.collectBody(upTo: db.config.maxAttachmentSize)
+        let content = Data(buffer.readableBytesView)
+        return try await updateAttachments(db, id: id, rev: rev) { current, generation in
+            let blob = Blob(contentType: type, data: content)
+            try await db.database.saveBlob(blob)
+            current[name] = Attachments.entry(blob: blob, revpos: generation, md5: Attachments.md5(content))
+        }
+    }
+
+    private func deleteAttachment(_ call: Call, _ db: ServedDatabase, id: String, name: String) async throws -> Response {
+        guard let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }) else {
+            throw CouchError.conflict
+        }
+        return try await updateAttachments(db, id: id, rev: rev) { current, _ in
+            guard current.removeValue(forKey: name) != nil else { throw CouchError.notFound("Document is missing attachment") }
+        }
+    }
+
+    /// A new revision of `id` on top of `rev` whose attachments `change` edits.
+    private func updateAttachments(_ db: ServedDatabase, id: String, rev: String?,
+                                   _ change: (inout [String: JSONValue], UInt64) async throws -> Void) async throws -> Response {
+        try checkDocumentID(id)
+        let database = db.database
+        let edit: MutableDocument
+        if let current = try await database.document(withID: id) {
+            guard rev == current.revisionID else { throw CouchError.conflict }
+            if let e = current.bodyError { throw e }
+            edit = current.toMutable()
+        } else {
+            if let rev {
+                guard let tree = try await database.revisionTree(withID: id), tree.currentRevisionID == rev else { throw CouchError.conflict }
+            }
+            edit = MutableDocument(id: id)
+        }
+        let generation = (edit.revisionID.flatMap { parseRevision($0)?.0 } ?? 0) + 1
+        var atts = edit.dictionary(forKey: "_attachments") ?? [:]
+        try await change(&atts, generation)
+        edit.setValue(atts.isEmpty ? nil : .object(atts), forKey: "_attachments")
+        guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let newRev = edit.revisionID else {
+            throw CouchError.conflict
+        }
+        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(newRev)], status: .created,
+                                headers: [.eTag: "\"\(newRev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
+    }
+}
