@@ -297,6 +297,33 @@ extension CouchAPI {
         }))
     }
 
+    // MARK: - _purge (admin port)
+
+    /// `{"id": ["rev", …]}`: Settee purges whole documents, so every leaf of a document must be
+    /// listed (CouchDB can purge single branches; a request for that is refused, 501).
+    func purge(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        var requests: [(String, [String])] = []
+        for (id, v) in body.sorted(by: { $0.key < $1.key }) {
+            requests.append((id, Array(try Self.stringSet(v, "revisions of \(id)"))))
+        }
+        let database = db.database
+        var purged: [String: JSONValue] = [:]
+        for (id, revs) in requests {
+            guard let tree = try await database.revisionTree(withID: id) else {
+                purged[id] = []
+                continue
+            }
+            let known = revs.filter { r in tree.revisions.contains { $0.revisionID == r } }
+            guard Set(tree.leafRevisionIDs).isSubset(of: Set(revs)) else {
+                throw CouchError(.notImplemented, "not_implemented", "purging some branches of \(id) but not all: list every leaf to purge the document")
+            }
+            try await database.purgeDocument(withID: id)
+            purged[id] = .array(known.sorted().map(JSONValue.string))
+        }
+        return try jsonResponse(["purge_seq": .null, "purged": .object(purged)], status: .created)
+    }
+
     // MARK: - _local
 
     func localDocument(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {

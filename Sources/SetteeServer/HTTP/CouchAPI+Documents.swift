@@ -100,7 +100,8 @@ extension CouchAPI {
         case .get, .head: return try getDocument(call, db, id: id)
         case .put: return try await putDocument(&call, db, id: id)
         case .delete: return try await deleteDocument(call, db, id: id)
-        default: throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        case HTTPRequest.Method("COPY")!: return try await copyDocument(call, db, id: id)
+        default: throw CouchError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")
         }
     }
 
@@ -312,6 +313,7 @@ extension CouchAPI {
         guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let rev = edit.revisionID else {
             throw CouchError.conflict
         }
+        if server.logKeys.contains("CRUD") { server.logger.info("CRUD: \(db.name)/\(id) saved as \(rev)\(incoming.deleted ? " (deleted)" : "")") }
         return rev
     }
 
@@ -345,6 +347,41 @@ extension CouchAPI {
             if !stored.isEmpty { properties["_attachments"] = .object(stored) }
         }
         edit.setData(properties)
+    }
+
+    /// `COPY /{db}/{doc}` with `Destination: id` (or `id?rev=…` to overwrite that revision): the
+    /// source revision's properties and attachments saved as the destination's next revision.
+    private func copyDocument(_ call: Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        guard let destination = call.request.headers[HTTPField.Name("Destination")!], !destination.isEmpty else {
+            throw CouchError.badRequest("Destination header is mandatory for COPY.")
+        }
+        let parts = destination.split(separator: "?", maxSplits: 1)
+        guard let target = String(parts[0]).removingPercentEncoding else { throw CouchError.badRequest("Destination is not valid percent-encoded UTF-8") }
+        let targetRev = parts.count > 1 ? try Self.queryParameters(String(parts[1]))["rev"] : nil
+        let database = db.database
+        let source: Document?
+        if let rev = call.query["rev"] {
+            source = try await database.document(withID: id, revisionID: rev)
+        } else {
+            source = try await database.document(withID: id)
+        }
+        guard let source, !source.isDeleted else { throw CouchError.notFound("missing") }
+        if let e = source.bodyError { throw e }
+        try checkDocumentID(target)
+        let edit: MutableDocument
+        if let current = try await database.document(withID: target) {
+            guard targetRev == current.revisionID else { throw CouchError.conflict }
+            edit = current.toMutable()
+        } else {
+            edit = MutableDocument(id: target)
+        }
+        // The attachments' blobs are shared: their entries are copied as they are.
+        edit.setData(source.toDictionary())
+        guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let rev = edit.revisionID else {
+            throw CouchError.conflict
+        }
+        return try jsonResponse(["ok": true, "id": .string(target), "rev": .string(rev)], status: .created,
+                                headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(target))"])
     }
 
     /// A deletion of a conflict's losing leaf (how a client resolves a conflict): a tombstone on

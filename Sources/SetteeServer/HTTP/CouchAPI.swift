@@ -116,8 +116,16 @@ struct CouchAPI: HTTPResponder {
             try allow(method, [.post])
             return try jsonResponse(["ok": true, "instance_start_time": "0"], status: .created)
         case "_revs_limit":
-            try allow(method, [.get, .head])
+            try allow(method, [.get, .head, .put])
+            if method == .put {
+                // The depth is the database's configuration (`revs_limit`), fixed while it is open.
+                throw CouchError(.notImplemented, "not_implemented", "revs_limit is set in the configuration file")
+            }
             return try jsonResponse(.int(Int64(db.config.revsLimit)))
+        case "_purge":
+            try allow(method, [.post])
+            try requireAdmin(call)
+            return try await purge(&call, db)
         case "_compact":
             try allow(method, [.post])
             try requireAdmin(call)

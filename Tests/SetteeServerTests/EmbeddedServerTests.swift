@@ -1,0 +1,69 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Testing
+@_spi(Replication) import Settee
+@testable import SetteeServer
+
+/// An app serving its own open database (Couchbase Lite's URLEndpointListener): port 0 picks a
+/// free port, reported when the server runs; stopping the server leaves the database open.
+@Suite struct EmbeddedServerTests {
+    @Test func anAppServesItsOpenDatabaseOnAPortTheSystemPicks() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("settee-embedded-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let db = try Database(name: "notes", config: DatabaseConfiguration(directory: dir))
+        defer { try? db.close() }
+        try await db.saveDocument(MutableDocument(id: "from-app", data: ["v": 1]))
+        var config = ServerConfiguration()
+        config.interface = "127.0.0.1:0"
+        config.adminInterface = nil
+        config.log = []
+        let server = try SetteeServer(serving: db, as: "notes", configuration: config,
+                                      users: ["GUEST": .init(disabled: false, adminChannels: ["*"])])
+        let ports = AsyncStream.makeStream(of: ListeningPorts.self)
+        let running = Task { try await server.run { ports.continuation.yield($0) } }
+        var iterator = ports.stream.makeAsyncIterator()
+        let listening = try #require(await iterator.next())
+        #expect(listening.publicPort > 0 && listening.adminPort == nil)
+        let client = TestClient(host: "127.0.0.1", port: listening.publicPort)
+        client.connect()
+        let got = try await client.execute(TestClient.Request("/notes/from-app", method: .get))
+        #expect(got.status == .ok)
+        let put = try await client.execute(TestClient.Request("/notes/from-peer", method: .put, headers: [.contentType: "application/json"],
+                                                              body: .init(string: #"{"v":2}"#)))
+        #expect(put.status == .created)
+        try await client.shutdown()
+        running.cancel()
+        _ = try? await running.value
+        // The app's database is still open, and holds what the peer wrote.
+        #expect(try await db.document(withID: "from-peer")?.int(forKey: "v") == 2)
+    }
+
+    @Test func copyAndPurge() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient { c async throws in
+            let b64 = Data("att".utf8).base64EncodedString()
+            try await c.send(.put, "/db/src", json: #"{"v":1,"_attachments":{"a.txt":{"content_type":"text/plain","data":"\#(b64)"}}}"#)
+            let copy = try await c.execute(uri: "/db/src", method: HTTPRequest.Method("COPY")!, headers: [HTTPField.Name("Destination")!: "dst"])
+            #expect(copy.status == .created)
+            #expect(try await c.send(.get, "/db/dst")["v"] == 1)
+            #expect(try await c.send(.get, "/db/dst/a.txt").text == "att")
+            // Over an existing document it needs that document's rev.
+            #expect(try await c.execute(uri: "/db/src", method: HTTPRequest.Method("COPY")!, headers: [HTTPField.Name("Destination")!: "dst"]).status == .conflict)
+            #expect(try await c.execute(uri: "/db/src", method: HTTPRequest.Method("COPY")!).status == .badRequest)
+            // Purge is the admin port's.
+            #expect(try await c.send(.post, "/db/_purge", json: #"{"src":["1-x"]}"#).status == .forbidden)
+        }
+        try await server.withClient(admin: true) { a async throws in
+            let rev = try #require(try await a.send(.get, "/db/src")["_rev"]?.stringValue)
+            let purged = try await a.send(.post, "/db/_purge", json: #"{"src":["\#(rev)"],"nothing":["1-a"]}"#)
+            #expect(purged.status == .created)
+            #expect(purged["purged"]?.objectValue?["src"] == .array([.string(rev)]))
+            #expect(try await a.send(.get, "/db/src").status == .notFound)
+            #expect(try await a.send(.get, "/db/_changes")["results"]?.arrayValue?.count == 1)   // dst only
+            #expect(try await a.send(.put, "/db/_revs_limit", json: "50").status == .notImplemented)
+            #expect(try await a.send(.get, "/db/_revs_limit").json == 1000)
+        }
+    }
+}
