@@ -87,6 +87,11 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // The bare Hummingbird route scripts/bench-http measures the server against.
+        .executableTarget(
+            name: "settee-http-baseline",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird")]
+        ),
         .executableTarget(
             name: "settee-storage-demo",
             dependencies: ["SetteeStorage"],

@@ -102,7 +102,7 @@ extension Database {
     ///
     /// Runs on the database's worker thread; the caller is suspended, never blocked.
     public func saveDocument(_ document: MutableDocument) async throws {
-        try await core.onWorker { try self.saveDocument(document) }
+        try await core.onWorker(groupable: true) { try self.saveDocument(document) }
     }
 
     /// Saves the document with a concurrency control; false when the control refused the save.
@@ -111,7 +111,7 @@ extension Database {
     /// if try await !db.saveDocument(doc, concurrencyControl: .failOnConflict) { retry() }
     /// ```
     public func saveDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl) async throws -> Bool {
-        return try await core.onWorker { try self.saveDocument(document, concurrencyControl: concurrencyControl) }
+        return try await core.onWorker(groupable: true) { try self.saveDocument(document, concurrencyControl: concurrencyControl) }
     }
 
     /// Saves the document, calling `conflictHandler` when the current revision changed since it
@@ -154,7 +154,7 @@ extension Database {
     public func saveRecord<T: Encodable & Identifiable & Sendable>(_ value: T, basedOn revisionID: String? = nil,
                                                                    concurrencyControl: ConcurrencyControl = .lastWriteWins)
     async throws -> StoredRecord<T>? {
-        try await core.onWorker { try self.saveRecord(value, basedOn: revisionID, concurrencyControl: concurrencyControl) }
+        try await core.onWorker(groupable: true) { try self.saveRecord(value, basedOn: revisionID, concurrencyControl: concurrencyControl) }
     }
 
     /// Saves a record read earlier, its revision as the base (`saveRecord(_:concurrencyControl:)`).
@@ -168,7 +168,7 @@ extension Database {
     public func saveRecord<T: Encodable & Identifiable & Sendable>(_ record: StoredRecord<T>,
                                                                    concurrencyControl: ConcurrencyControl = .lastWriteWins)
     async throws -> StoredRecord<T>? {
-        try await core.onWorker { try self.saveRecord(record, concurrencyControl: concurrencyControl) }
+        try await core.onWorker(groupable: true) { try self.saveRecord(record, concurrencyControl: concurrencyControl) }
     }
 
     /// Saves a value, calling `conflictHandler` on a conflict
@@ -217,7 +217,7 @@ extension Database {
     /// if let doc = try await db.document(withID: "list-1") { try await db.deleteDocument(doc) }
     /// ```
     public func deleteDocument(_ document: Document) async throws {
-        try await core.onWorker { try self.deleteDocument(document) }
+        try await core.onWorker(groupable: true) { try self.deleteDocument(document) }
     }
 
     /// Deletes the document with a concurrency control; false when the control refused it.
@@ -226,7 +226,7 @@ extension Database {
     /// let deleted = try await db.deleteDocument(doc, concurrencyControl: .failOnConflict)
     /// ```
     public func deleteDocument(_ document: Document, concurrencyControl: ConcurrencyControl) async throws -> Bool {
-        try await core.onWorker { try self.deleteDocument(document, concurrencyControl: concurrencyControl) }
+        try await core.onWorker(groupable: true) { try self.deleteDocument(document, concurrencyControl: concurrencyControl) }
     }
 
     /// Deletes the document being edited (a tombstone), updating its revision ID.
@@ -236,7 +236,7 @@ extension Database {
     /// ```
     @discardableResult
     public func deleteDocument(_ document: MutableDocument, concurrencyControl: ConcurrencyControl = .lastWriteWins) async throws -> Bool {
-        return try await core.onWorker { try self.deleteDocument(document, concurrencyControl: concurrencyControl) }
+        return try await core.onWorker(groupable: true) { try self.deleteDocument(document, concurrencyControl: concurrencyControl) }
     }
 
     /// Removes every trace of the document (not replicated).

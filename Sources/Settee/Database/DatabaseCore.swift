@@ -121,6 +121,8 @@ final class DatabaseCore: @unchecked Sendable {
             try? store.close()
             throw error
         }
+        // Small async writes queued together commit as one batch (group commit).
+        worker.setGroupRunner { [unowned self] body in try self.runBatch(body) }
     }
 
     /// The shared core for `path`, opening it if no other `Database` has.

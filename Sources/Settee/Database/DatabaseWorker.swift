@@ -27,6 +27,34 @@ final class DatabaseWorker: TaskExecutor, @unchecked Sendable {
 
     init(name: String) { self.name = name }
 
+    /// The most writes one group commit takes.
+    static let maxGroup = 256
+
+    /// Runs `body` in one write transaction of the database (its batch); set by the database.
+    /// Guarded by `condition`.
+    private var groupRunner: (@Sendable (() throws -> Void) throws -> Void)?
+
+    func setGroupRunner(_ runner: @escaping @Sendable (() throws -> Void) throws -> Void) {
+        condition.lock()
+        groupRunner = runner
+        condition.unlock()
+    }
+
+    /// Runs several small writes in one transaction; each caller is answered after the commit,
+    /// with its own result, or with the error that failed the commit.
+    private func runGroup(_ group: [any WorkerJobProtocol], _ runner: @Sendable (() throws -> Void) throws -> Void) {
+        var answers: [((any Error)?) -> Void] = []
+        do {
+            try runner {
+                for job in group { answers.append(try job.runInGroup()) }
+            }
+            for answer in answers { answer(nil) }
+        } catch {
+            for answer in answers { answer(error) }
+            for job in group { job.fail(error) }
+        }
+    }
+
     /// How long the worker looks for the next job before it sleeps.
     static let spinNanoseconds: UInt64 = 50_000
 
@@ -46,6 +74,13 @@ final class DatabaseWorker: TaskExecutor, @unchecked Sendable {
         }
         condition.signal()
         return true
+    }
+
+    /// Jobs waiting (for tests).
+    var queuedCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return jobs.count - head
     }
 
     /// Whether the caller is this worker's thread.
@@ -94,21 +129,49 @@ final class DatabaseWorker: TaskExecutor, @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            let job = jobs[head]
-            seen = submitted.load(ordering: .relaxed)
+            var group = [jobs[head]]
             head += 1
+            // Small writes queued together share one commit and its sync (group commit).
+            if group[0].groupable, groupRunner != nil {
+                while head < jobs.count, jobs[head].groupable, group.count < Self.maxGroup {
+                    group.append(jobs[head])
+                    head += 1
+                }
+            }
+            seen = submitted.load(ordering: .relaxed)
             if head == jobs.count {
                 jobs.removeAll(keepingCapacity: true)
                 head = 0
             }
+            let runner = groupRunner
             condition.unlock()
-            job.run()
+            if group.count == 1 || runner == nil {
+                for job in group { job.run() }
+            } else if let runner {
+                runGroup(group, runner)
+            }
         }
     }
 }
 
 protocol WorkerJobProtocol: Sendable {
     func run()
+    /// Whether the job is one small write that may share a commit with the writes queued beside
+    /// it (group commit): a single-document save or delete.
+    var groupable: Bool { get }
+    /// Runs the job inside a group's transaction and returns what answers its caller once the
+    /// group's commit is known: called with nil when it committed (the job's own result), or with
+    /// the error that failed the group. Throws only what must abort the whole group (the job is
+    /// then answered by `fail`).
+    func runInGroup() throws -> (((any Error)?) -> Void)
+    /// Answers a job of a group that failed as a whole.
+    func fail(_ error: any Error)
+}
+
+extension WorkerJobProtocol {
+    var groupable: Bool { false }
+    func runInGroup() throws -> (((any Error)?) -> Void) { run(); return { _ in } }
+    func fail(_ error: any Error) {}
 }
 
 /// A task's job, run on the worker for a task that prefers it as its executor.
@@ -133,8 +196,56 @@ final class WorkerJob<R: Sendable>: WorkerJobProtocol {
 
     private let body: @Sendable () throws -> R
     private let phase = Mutex<Phase>(.created)
+    let groupable: Bool
 
-    init(_ body: @escaping @Sendable () throws -> R) { self.body = body }
+    init(groupable: Bool = false, _ body: @escaping @Sendable () throws -> R) {
+        self.body = body
+        self.groupable = groupable
+    }
+
+    /// Errors a single-document write throws before it changes anything (refusals, bad input):
+    /// within a group they answer that job alone. Any other error may have left the group's
+    /// transaction half-written, so it aborts the group.
+    private static func failsAlone(_ error: any Error) -> Bool {
+        guard let e = error as? SetteeError else { return false }
+        return [.forbidden, .invalidParameter, .conflict, .notFound, .tooLarge, .invalidJSON, .corrupted].contains(e.code)
+    }
+
+    func runInGroup() throws -> (((any Error)?) -> Void) {
+        let waiting = phase.withLock { p -> CheckedContinuation<R, any Error>? in
+            guard case .queued(let c) = p else { return nil }
+            p = .running
+            return c
+        }
+        guard let waiting else { return { _ in } }
+        let result: Result<R, any Error>
+        do {
+            result = .success(try body())
+        } catch where Self.failsAlone(error) {
+            result = .failure(error)
+        } catch {
+            // The group is aborted: `fail` answers this job with the group's error.
+            phase.withLock { $0 = .queued(waiting) }
+            throw error
+        }
+        return { [self] groupError in
+            self.phase.withLock { $0 = .done }
+            if let groupError { waiting.resume(throwing: groupError) } else { waiting.resume(with: result) }
+        }
+    }
+
+    func fail(_ error: any Error) {
+        let waiting = phase.withLock { p -> CheckedContinuation<R, any Error>? in
+            switch p {
+            case .queued(let c):
+                p = .done
+                return c
+            default:
+                return nil
+            }
+        }
+        waiting?.resume(throwing: error)
+    }
 
     /// Records the waiting task; false when it was cancelled already (the continuation is then
     /// resumed with `CancellationError`).
@@ -190,14 +301,14 @@ final class WorkerJob<R: Sendable>: WorkerJobProtocol {
 extension DatabaseCore {
     /// Runs `body` on the database's worker thread and returns its result, the calling task
     /// suspended meanwhile.
-    func onWorker<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+    func onWorker<R: Sendable>(groupable: Bool = false, _ body: @escaping @Sendable () throws -> R) async throws -> R {
         // A task running on the worker (it prefers `writeExecutor`) writes inline: handing the
         // write to its own thread would only wait for itself.
         if worker.isCurrentThread {
             try Task.checkCancellation()
             return try body()
         }
-        return try await run(body) { [worker] job in
+        return try await run(body, groupable: groupable) { [worker] job in
             if !worker.submit(job) { job.refuse(SetteeError(.notOpen, "the database is closed")) }
         }
     }
@@ -212,9 +323,9 @@ extension DatabaseCore {
     }
 
     /// Hands `body` to `start` as a job and waits for it, cancellation included.
-    private func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R,
+    private func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R, groupable: Bool = false,
                                   start: (WorkerJob<R>) -> Void) async throws -> R {
-        let job = WorkerJob(body)
+        let job = WorkerJob(groupable: groupable, body)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
                 if job.attach(continuation) { start(job) }
