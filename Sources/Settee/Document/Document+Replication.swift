@@ -13,6 +13,15 @@ extension Document {
                   body: body, blobs: nil)
     }
 
+    /// The canonical JSON of the properties as stored (a server answers with it without parsing
+    /// and writing it again); for a ``MutableDocument``, its properties written now.
+    package var storedJSON: [UInt8] {
+        get throws {
+            if self is MutableDocument { return try JSONWriter.bytes(.object(toDictionary())) }
+            return body.isEmpty ? Array("{}".utf8) : body
+        }
+    }
+
     /// Whether this document was read from (or made from a document read from) a database other
     /// than `database`. Documents that no database holds are not from another one. `Database`
     /// objects open on the same files share their blob store, so they count as one database.

@@ -213,17 +213,49 @@ extension CouchAPI {
             _ = try await database.insertRevisions(revisions)
             return try jsonResponse([], status: .created)
         }
-        var results: [JSONValue] = []
-        for d in docs {
+        // Each document's next revision is prepared (a conflict answers that document alone),
+        // then all are saved in one commit; should a validation refuse one, they are saved one
+        // by one so that the refusal is that document's alone.
+        var results = [JSONValue](repeating: .null, count: docs.count)
+        var edits: [(Int, MutableDocument)] = []
+        func failure(_ id: String, _ error: any Error) -> JSONValue? {
+            let c: CouchError
+            if let e = error as? CouchError { c = e } else if let e = error as? SetteeError { c = CouchError(e) } else { return nil }
+            guard [.conflict, .forbidden, .preconditionFailed].contains(c.status) else { return nil }
+            return ["id": .string(id), "error": .string(c.error), "reason": .string(c.reason)]
+        }
+        for (i, d) in docs.enumerated() {
             let id = d.id ?? ""
             do {
-                let rev = try await save(d, to: db, newEdits: true)
-                results.append(["ok": true, "id": .string(id), "rev": .string(rev)])
-            } catch let e as CouchError where e.status == .conflict || e.status == .forbidden {
-                results.append(["id": .string(id), "error": .string(e.error), "reason": .string(e.reason)])
-            } catch let e as SetteeError where e.code == .forbidden || e.code == .conflict {
-                let c = CouchError(e)
-                results.append(["id": .string(id), "error": .string(c.error), "reason": .string(c.reason)])
+                switch try await prepareEdit(d, db: db) {
+                case .edit(let edit): edits.append((i, edit))
+                case .losingLeafDeleted(let rev): results[i] = ["ok": true, "id": .string(id), "rev": .string(rev)]
+                }
+            } catch {
+                guard let f = failure(id, error) else { throw error }
+                results[i] = f
+            }
+        }
+        var outcomes: [Bool]
+        do {
+            outcomes = try await database.saveDocuments(edits.map(\.1), concurrencyControl: .failOnConflict)
+        } catch let e as SetteeError where e.code == .forbidden {
+            outcomes = []
+            for (i, edit) in edits {
+                do {
+                    outcomes.append(try await database.saveDocument(edit, concurrencyControl: .failOnConflict))
+                } catch {
+                    guard let f = failure(edit.id, error) else { throw error }
+                    results[i] = f
+                    outcomes.append(true)   // answered above
+                }
+            }
+        }
+        for ((i, edit), saved) in zip(edits, outcomes) where results[i] == .null {
+            if saved, let rev = edit.revisionID {
+                results[i] = ["ok": true, "id": .string(edit.id), "rev": .string(rev)]
+            } else {
+                results[i] = ["id": .string(edit.id), "error": "conflict", "reason": "Document update conflict."]
             }
         }
         return try jsonResponse(.array(results), status: .created)

@@ -126,6 +126,7 @@ extension CouchAPI {
 
     private func getDocument(_ call: Call, _ db: ServedDatabase, id: String) throws -> Response {
         let database = db.database
+        if call.query.isEmpty, let fast = try currentDocumentFast(call, database, id: id) { return fast }
         let revs = try flag(call, "revs")
         if let openRevs = call.query["open_revs"] {
             return try openRevisions(call, db, id: id, spec: openRevs, revs: revs)
@@ -167,6 +168,25 @@ extension CouchAPI {
             o["_local_seq"] = .int(Int64(doc.sequence))
         }
         return try jsonResponse(.object(o), headers: [.eTag: etag])
+    }
+
+    /// A plain GET of the current revision: the stored JSON with `_id` and `_rev` spliced in, no
+    /// parse and no rewrite. Nil when the document needs more (attachments, or it is missing or
+    /// deleted, whose 404 says which).
+    private func currentDocumentFast(_ call: Call, _ database: Database, id: String) throws -> Response? {
+        guard let doc = try database.document(withID: id), let rev = doc.revisionID else { return nil }
+        let etag = "\"\(rev)\""
+        if call.request.headers[.ifNoneMatch] == etag { return Response(status: .notModified, headers: [.eTag: etag]) }
+        let json = try doc.storedJSON
+        guard json.count >= 2, json.first == UInt8(ascii: "{"),
+              Multipart.find(Array("\"_attachments\"".utf8), in: json, from: 0) == nil else { return nil }
+        var out = try JSONValue.object(["_id": .string(id), "_rev": .string(rev)]).jsonBytes()
+        out.removeLast()   // the closing brace: the stored members follow
+        if json.count > 2 { out.append(UInt8(ascii: ",")) }
+        out.append(contentsOf: json.dropFirst())
+        out.append(0x0A)
+        return Response(status: .ok, headers: [.contentType: "application/json", .eTag: etag],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: out)))
     }
 
     /// Which attachments go inline: all with `attachments=true`, those added after the newest
@@ -286,11 +306,35 @@ extension CouchAPI {
             _ = try await database.insertRevisions([revision])
             return revision.revisionID
         }
+        let edit: MutableDocument
+        switch try await prepareEdit(incoming, db: db, follows: follows) {
+        case .edit(let e): edit = e
+        case .losingLeafDeleted(let rev): return rev
+        }
+        guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let rev = edit.revisionID else {
+            throw CouchError.conflict
+        }
+        if server.logKeys.contains("CRUD") { server.logger.info("CRUD: \(db.name)/\(id) saved as \(rev)\(incoming.deleted ? " (deleted)" : "")") }
+        return rev
+    }
+
+    enum PreparedEdit {
+        /// The next revision to save, with failOnConflict.
+        case edit(MutableDocument)
+        /// A deletion of a conflict's losing leaf, done already: its new revision.
+        case losingLeafDeleted(String)
+    }
+
+    /// The edit a `new_edits=true` document makes: a new revision on top of `_rev` (409 when that
+    /// is not the current one), its attachments stored.
+    func prepareEdit(_ incoming: IncomingDocument, db: ServedDatabase, follows: [String: Data] = [:]) async throws -> PreparedEdit {
+        guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
         if let rev = incoming.rev, parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
+        let database = db.database
         let edit: MutableDocument
         if let current = try await database.document(withID: id) {
             if incoming.deleted, let rev = incoming.rev, rev != current.revisionID {
-                return try await deleteLosingLeaf(database, id: id, rev: rev)
+                return .losingLeafDeleted(try await deleteLosingLeaf(database, id: id, rev: rev))
             }
             guard incoming.rev == current.revisionID else { throw CouchError.conflict }
             edit = current.toMutable()
@@ -310,11 +354,7 @@ extension CouchAPI {
             try await setProperties(incoming, of: edit, parent: [:], generation: generation, follows: follows, db: db)
         }
         edit.isDeletion = incoming.deleted
-        guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let rev = edit.revisionID else {
-            throw CouchError.conflict
-        }
-        if server.logKeys.contains("CRUD") { server.logger.info("CRUD: \(db.name)/\(id) saved as \(rev)\(incoming.deleted ? " (deleted)" : "")") }
-        return rev
+        return .edit(edit)
     }
 
     /// A `new_edits=false` document as the revision to insert, its attachments stored (stubs name
