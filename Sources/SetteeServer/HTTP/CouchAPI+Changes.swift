@@ -20,6 +20,16 @@ struct ChangesOptions: Sendable {
     var timeout: Duration
 }
 
+/// What makes two feeds' next rows the same bytes.
+struct FeedKey: Hashable, Sendable {
+    var since: UInt64
+    var upTo: UInt64
+    var allLeaves: Bool
+    var includeDocs: Bool
+    var conflicts: Bool
+    var eventSource: Bool
+}
+
 /// A wake-up for a waiting feed: fired by the database's change listener, awaited with a time
 /// limit. It holds at most one pending wake-up, so a burst of commits costs one read.
 final class ChangeSignal: Sendable {
@@ -182,6 +192,36 @@ extension CouchAPI {
         return (rows, max(last, o.descending ? 0 : since), more)
     }
 
+    /// A feed's next rows as the bytes it writes. Feeds that wake for the same commit with the
+    /// same position and options share one read and one encoding: a thousand feeds cost one read
+    /// of the changes, not a thousand.
+    func encodedRows(_ db: ServedDatabase, _ o: ChangesOptions, since: UInt64, limit: Int?) throws -> (bytes: [UInt8], count: Int, last: UInt64) {
+        let shareable = limit == nil && o.docIDs == nil && !o.descending
+        let key = FeedKey(since: since, upTo: try db.database.lastSequence, allLeaves: o.allLeaves, includeDocs: o.includeDocs,
+                          conflicts: o.conflicts, eventSource: o.feed == "eventsource")
+        if shareable, let hit = db.feedCache.withLock({ $0[key] }) { return hit }
+        let (rows, last, _) = try self.rows(db, o, since: since, limit: limit)
+        var out: [UInt8] = []
+        for row in rows {
+            if o.feed == "eventsource" {
+                let seq = row.objectValue?["seq"].flatMap { try? $0.jsonText() } ?? ""
+                out += Array("data: ".utf8) + (try row.jsonBytes()) + Array("\nid: \(seq)\n\n".utf8)
+            } else {
+                out += try row.jsonBytes() + [0x0A]
+            }
+        }
+        let result = (out, rows.count, last)
+        // Only a read that reached the sequence it was keyed by is shared (a commit meanwhile
+        // would make it hold more than the key says).
+        if shareable, last <= key.upTo {
+            db.feedCache.withLock { cache in
+                if cache.count >= 16 { cache.removeAll() }
+                cache[key] = result
+            }
+        }
+        return result
+    }
+
     private func normalFeed(_ db: ServedDatabase, _ o: ChangesOptions) throws -> Response {
         let (rows, last, more) = try self.rows(db, o, since: o.since, limit: o.limit)
         let pending = more && !o.descending ? try db.database.changes(since: last).count : 0
@@ -226,21 +266,12 @@ extension CouchAPI {
                 }
                 while !stopping.withLock({ $0 }) {
                     let remaining = o.limit.map { $0 - written }
-                    let (rows, last, _) = try self.rows(db, o, since: since, limit: remaining)
-                    if !rows.isEmpty {
-                        var out: [UInt8] = []
-                        for row in rows {
-                            if o.feed == "eventsource" {
-                                let seq = row.objectValue?["seq"].flatMap { try? $0.jsonText() } ?? ""
-                                out += Array("data: ".utf8) + (try row.jsonBytes()) + Array("\nid: \(seq)\n\n".utf8)
-                            } else {
-                                out += try row.jsonBytes() + [0x0A]
-                            }
-                        }
+                    let (out, count, last) = try self.encodedRows(db, o, since: since, limit: remaining)
+                    if count > 0 {
                         try await writer.write(ByteBuffer(bytes: out))
-                        written += rows.count
+                        written += count
                         deadline = clock.now + o.timeout
-                        if logChanges { logger.info("Changes: \(rows.count) rows to a \(o.feed) feed of \(db.name)") }
+                        if logChanges { logger.info("Changes: \(count) rows to a \(o.feed) feed of \(db.name)") }
                     }
                     since = last
                     if let limit = o.limit, written >= limit { break }

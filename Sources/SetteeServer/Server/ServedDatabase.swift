@@ -17,6 +17,8 @@ final class ServedDatabase: Sendable {
     let owned: Bool
     /// Logged-in sessions by ID (the cookie's value); kept with the database too.
     let sessions = Mutex<[String: Session]>([:])
+    /// The rows continuous feeds woken by one commit share (`CouchAPI.encodedRows`).
+    let feedCache = Mutex<[FeedKey: (bytes: [UInt8], count: Int, last: UInt64)]>([:])
 
     init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool) {
         self.name = name
