@@ -47,15 +47,18 @@ import Darwin
 
         let ledger = Ledger()
         for round in 0 ..< Self.rounds {
-            // Kill points spread from just after the first acknowledgement to well into the load.
-            let delay = Duration.milliseconds(Int.random(in: 0 ... 700, using: &rng))
+            // Kill points spread from just after the first acknowledgement to well into the load:
+            // a time, or a count of documents if that comes first, as the documents to read back
+            // (the test's run time) grow with the server's speed.
+            let delay = Duration.milliseconds(Int.random(in: 0 ... 1500, using: &rng))
+            let target = Int.random(in: 1 ... 6000, using: &rng)
             let start = ContinuousClock.now
 
             // 1. Serve, load, kill.
             let loaded = try ServeProcess.launch(executable, config: configURL, in: root)
             defer { loaded.forceKill() }
             let loadPort = try await loaded.publicPort()
-            try await Self.loadAndKill(loaded, port: loadPort, round: round, delay: delay, ledger: ledger)
+            try await Self.loadAndKill(loaded, port: loadPort, round: round, delay: delay, target: target, ledger: ledger)
             let killed = try await loaded.waitForExit()
             #expect(killed.reason == .uncaughtSignal && killed.status == SIGKILL, "round \(round): the server ended by \(killed), not SIGKILL")
 
@@ -63,7 +66,7 @@ import Darwin
             let restarted = try ServeProcess.launch(executable, config: configURL, in: root)
             defer { restarted.forceKill() }
             let port = try await restarted.publicPort()
-            try await Self.verify(port: port, round: round, ledger: ledger)
+            let stored = try await Self.verify(port: port, round: round, ledger: ledger)
 
             // 3. A graceful stop after a recovery: SIGTERM, exit status 0.
             restarted.signal(SIGTERM)
@@ -74,17 +77,18 @@ import Darwin
             #expect(restarted.stdout.text.contains("settee: stopped"), "round \(round): stdout: \(restarted.stdout.text)")
 
             let counts = ledger.counts
-            print("KillRecoveryTests round \(round): killed after \(delay) past the first acknowledgement; "
+            print("KillRecoveryTests round \(round): killed at \(delay) or \(target) documents past the first acknowledgement; "
                 + "\(counts.acknowledgedThisRound) documents acknowledged this round, \(counts.acknowledged) in all, "
-                + "\(counts.attempted) attempted; \(ContinuousClock.now - start)")
+                + "\(counts.attempted) attempted, \(stored) stored; \(ContinuousClock.now - start)")
             ledger.nextRound()
         }
     }
 
     // MARK: - Load
 
-    /// Runs the clients until the server is killed: `delay` after the first acknowledged batch.
-    static func loadAndKill(_ server: ServeProcess, port: Int, round: Int, delay: Duration, ledger: Ledger) async throws {
+    /// Runs the clients until the server is killed: `delay` after the first acknowledged batch, or
+    /// once `target` documents are acknowledged if that is sooner.
+    static func loadAndKill(_ server: ServeProcess, port: Int, round: Int, delay: Duration, target: Int, ledger: Ledger) async throws {
         let control = LoadControl(clients: clients)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for client in 0 ..< clients {
@@ -105,7 +109,11 @@ import Darwin
                 }
                 try await Task.sleep(for: .milliseconds(5))
             }
-            try await Task.sleep(for: delay)
+            let killAt = ContinuousClock.now + delay
+            while ContinuousClock.now < killAt, ledger.counts.acknowledgedThisRound < target,
+                  control.running.load(ordering: .sequentiallyConsistent) > 0 {
+                try await Task.sleep(for: .milliseconds(2))
+            }
             // Set before the signal: a request failing from here on is the kill's doing.
             control.killing.store(true, ordering: .sequentiallyConsistent)
             server.signal(SIGKILL)
@@ -163,8 +171,9 @@ import Darwin
     // MARK: - Verification
 
     /// Everything acknowledged so far is there with its body and revision; what is there beyond
-    /// it (a batch the kill interrupted) is intact; the recovered database takes writes.
-    static func verify(port: Int, round: Int, ledger: Ledger) async throws {
+    /// it (a batch the kill interrupted) is intact; the recovered database takes writes. Returns
+    /// how many documents of the load are stored.
+    static func verify(port: Int, round: Int, ledger: Ledger) async throws -> Int {
         try await TestClient.withClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(20))) { http in
             let (acknowledged, attempted) = ledger.snapshot
 
@@ -237,6 +246,7 @@ import Darwin
                 "/db/probe-\(round)", method: .put, headers: [.contentType: "application/json"],
                 body: ByteBuffer(string: #"{"round":\#(round)}"#)))
             #expect(probe.status == .created, "round \(round): PUT after recovery answered \(probe.status)")
+            return rows.count { $0.objectValue?["id"]?.stringValue?.hasPrefix("probe-") == false }
         }
     }
 
@@ -249,7 +259,10 @@ import Darwin
 
     /// `settee` in the build products directory, where the test bundle is (or beside it).
     static func setteeExecutable() throws -> URL {
-        if let path = ProcessInfo.processInfo.environment["SETTEE_EXECUTABLE"] { return URL(fileURLWithPath: path) }
+        if let path = ProcessInfo.processInfo.environment["SETTEE_EXECUTABLE"] {
+            guard FileManager.default.isExecutableFile(atPath: path) else { throw Failure("SETTEE_EXECUTABLE=\(path) is not an executable") }
+            return URL(fileURLWithPath: path)
+        }
         var places = [URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent(),
                       Bundle.main.bundleURL]
         if let executable = Bundle.main.executableURL { places.append(executable.deletingLastPathComponent()) }
@@ -265,8 +278,7 @@ import Darwin
                 tried.append(candidate.path)
             }
         }
-        Issue.record("no settee executable beside the tests (build it: swift build --build-tests); looked at \(tried)")
-        throw CancellationError()
+        throw Failure("no settee executable beside the tests (build it: swift build --build-tests); looked at \(tried)")
     }
 
     /// A document the load sends: its ID says who sent it when; its body is a function of the ID.
@@ -369,13 +381,11 @@ import Darwin
                     if let port = Int(digits) { return port }
                 }
                 if !process.isRunning {
-                    Issue.record("settee serve exited (\(process.terminationReason == .exit ? "status" : "signal") \(process.terminationStatus)) before listening; stdout: \(text); stderr: \(stderr.text)")
-                    throw CancellationError()
+                    throw Failure("settee serve exited (\(process.terminationReason == .exit ? "status" : "signal") \(process.terminationStatus)) before listening; stdout: \(text); stderr: \(stderr.text)")
                 }
                 try await Task.sleep(for: .milliseconds(10))
             }
-            Issue.record("settee serve printed no port within \(timeout); stdout: \(stdout.text); stderr: \(stderr.text)")
-            throw CancellationError()
+            throw Failure("settee serve printed no port within \(timeout); stdout: \(stdout.text); stderr: \(stderr.text)")
         }
 
         func signal(_ signal: Int32) {
@@ -387,8 +397,7 @@ import Darwin
             let deadline = ContinuousClock.now + timeout
             while process.isRunning {
                 guard ContinuousClock.now < deadline else {
-                    Issue.record("settee serve (pid \(pid)) still running after \(timeout); stderr: \(stderr.text)")
-                    throw CancellationError()
+                    throw Failure("settee serve (pid \(pid)) still running after \(timeout); stderr: \(stderr.text)")
                 }
                 try await Task.sleep(for: .milliseconds(10))
             }
@@ -410,8 +419,13 @@ import Darwin
 
         func drain(_ handle: FileHandle, name: String) {
             let thread = Thread { [self] in
-                while let chunk = try? handle.read(upToCount: 65536), !chunk.isEmpty {
-                    state.withLock { $0.data.append(chunk) }
+                // read(2) itself: FileHandle.read(upToCount:) waits for the whole count or the end.
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    state.withLock { $0.data.append(contentsOf: buffer[..<n]) }
                 }
                 state.withLock { $0.eof = true }
                 try? handle.close()
@@ -428,6 +442,12 @@ import Darwin
                 try? await Task.sleep(for: .milliseconds(10))
             }
         }
+    }
+
+    /// A failure that says what went wrong (and, for the server, what it printed).
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
     }
 
     /// A seeded generator, so a failing run's kill delays can be repeated.
