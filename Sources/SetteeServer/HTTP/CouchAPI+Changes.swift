@@ -31,48 +31,63 @@ struct FeedKey: Hashable, Sendable {
 }
 
 /// A wake-up for a waiting feed: fired by the database's change listener, awaited with a time
-/// limit. It holds at most one pending wake-up, so a burst of commits costs one read.
+/// limit. It holds at most one pending wake-up, so a burst of commits costs one read. A wait is
+/// one continuation and one timer (no task per wait): a thousand idle feeds cost a thousand
+/// suspended continuations and nothing else.
 final class ChangeSignal: Sendable {
-    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private struct State {
+        var pending = false
+        var waiter: (continuation: CheckedContinuation<Bool, Never>, id: UInt64)?
+        var nextID: UInt64 = 0
+    }
+    private let state = Mutex(State())
 
     func fire() {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
             if let w = s.waiter {
                 s.waiter = nil
-                return w
+                return w.continuation
             }
             s.pending = true
             return nil
         }
-        waiter?.resume()
+        waiter?.resume(returning: true)
     }
 
-    /// True when fired (now or meanwhile), false when `duration` passed first.
+    /// Ends the wait `id` (timed out or cancelled) if it is still the one waiting.
+    private func expire(_ id: UInt64?) {
+        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            guard let w = s.waiter, id == nil || w.id == id else { return nil }
+            s.waiter = nil
+            return w.continuation
+        }
+        waiter?.resume(returning: false)
+    }
+
+    /// True when fired (now or meanwhile), false when `duration` passed first or the task was
+    /// cancelled.
     func wait(for duration: Duration) async -> Bool {
-        if state.withLock({ s in defer { s.pending = false }; return s.pending }) { return true }
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await withTaskCancellationHandler {
-                    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                        let resumeNow = self.state.withLock { s -> Bool in
-                            if s.pending { s.pending = false; return true }
-                            s.waiter = c
-                            return false
-                        }
-                        if resumeNow { c.resume() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+                let id = state.withLock { s -> UInt64? in
+                    if s.pending {
+                        s.pending = false
+                        return nil
                     }
-                } onCancel: {
-                    self.state.withLock { s in defer { s.waiter = nil }; return s.waiter }?.resume()
+                    s.nextID &+= 1
+                    s.waiter = (c, s.nextID)
+                    return s.nextID
                 }
-                return !Task.isCancelled
+                guard let id else {
+                    c.resume(returning: true)
+                    return
+                }
+                let (seconds, attoseconds) = duration.components
+                let nanoseconds = max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.expire(id) }
             }
-            group.addTask {
-                try? await Task.sleep(for: duration)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+        } onCancel: {
+            expire(nil)
         }
     }
 }
