@@ -56,6 +56,14 @@ import Testing
             // atts_since: only attachments newer than the revisions the client has come inline.
             let since = try await c.send(.get, #"/db/doc?revs=true&atts_since=["\#(rev2)"]"#)
             #expect(since["_attachments"]?.objectValue?["dir/raw.bin"]?.objectValue?["data"] == "AAEC/w==")
+            // HEAD: GET's headers, no body.
+            let head = try await c.send(.head, "/db/doc/dir/raw.bin")
+            #expect(head.status == .ok && head.body.readableBytes == 0)
+            #expect(try await c.send(.head, "/db").body.readableBytes == 0)
+            // The changes feed's documents carry stubs, or the data with attachments=true.
+            let feed = try await c.send(.get, "/db/_changes?include_docs=true&attachments=true")
+            let fed = feed["results"]?.arrayValue?.first { $0.objectValue?["id"] == "doc" }?.objectValue?["doc"]?.objectValue
+            #expect(fed?["_attachments"]?.objectValue?["dir/raw.bin"]?.objectValue?["data"] == "AAEC/w==")
             // An attachment on a new document by a standalone PUT.
             #expect(try await c.send(.put, "/db/fresh/a.txt", json: "{}").status == .created)
         }

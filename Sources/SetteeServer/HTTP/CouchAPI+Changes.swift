@@ -14,6 +14,8 @@ struct ChangesOptions: Sendable {
     var allLeaves: Bool
     var includeDocs: Bool
     var conflicts: Bool
+    /// With include_docs: attachments inline (`attachments=true`), not as stubs.
+    var attachments: Bool = false
     var docIDs: Set<String>?
     var feed: String
     var heartbeat: Duration?
@@ -27,6 +29,7 @@ struct FeedKey: Hashable, Sendable {
     var allLeaves: Bool
     var includeDocs: Bool
     var conflicts: Bool
+    var attachments: Bool
     var eventSource: Bool
 }
 
@@ -135,7 +138,8 @@ extension CouchAPI {
         let timeout = Duration.milliseconds(min(try integer(q, "timeout") ?? 60_000, 3_600_000))
         let options = ChangesOptions(since: since, limit: try integer(q, "limit"), descending: try flag(q, "descending"),
                                      allLeaves: style == "all_docs", includeDocs: try flag(q, "include_docs"),
-                                     conflicts: try flag(q, "conflicts"), docIDs: docIDs, feed: feed,
+                                     conflicts: try flag(q, "conflicts"),
+                                     attachments: try flag(q, "attachments"), docIDs: docIDs, feed: feed,
                                      heartbeat: heartbeat, timeout: timeout)
         if feed == "normal" || (feed == "longpoll" && options.descending) {
             return try normalFeed(db, options)
@@ -180,7 +184,9 @@ extension CouchAPI {
             if o.includeDocs {
                 if let r = try database.revision(withID: e.documentID, revisionID: e.revisionID) {
                     var doc = try r.properties
-                    if case .object(let stored)? = doc["_attachments"] { doc["_attachments"] = try wireAttachments(stored, db, inlineAfter: nil) }
+                    if case .object(let stored)? = doc["_attachments"] {
+                        doc["_attachments"] = try wireAttachments(stored, db, inlineAfter: o.attachments ? 0 : nil)
+                    }
                     doc["_id"] = .string(e.documentID)
                     doc["_rev"] = .string(e.revisionID)
                     if e.isDeleted { doc["_deleted"] = true }
@@ -213,7 +219,7 @@ extension CouchAPI {
     func encodedRows(_ db: ServedDatabase, _ o: ChangesOptions, since: UInt64, limit: Int?) throws -> (bytes: [UInt8], count: Int, last: UInt64) {
         let shareable = limit == nil && o.docIDs == nil && !o.descending
         let key = FeedKey(since: since, upTo: try db.database.lastSequence, allLeaves: o.allLeaves, includeDocs: o.includeDocs,
-                          conflicts: o.conflicts, eventSource: o.feed == "eventsource")
+                          conflicts: o.conflicts, attachments: o.attachments, eventSource: o.feed == "eventsource")
         if shareable, let hit = db.feedCache.withLock({ $0[key] }) { return hit }
         let (rows, last, _) = try self.rows(db, o, since: since, limit: limit)
         var out: [UInt8] = []

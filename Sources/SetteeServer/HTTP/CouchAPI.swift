@@ -31,8 +31,12 @@ struct CouchAPI: HTTPResponder {
         var status = HTTPResponse.Status.internalServerError
         defer { log(request, status: status, since: started) }
         do {
-            let response = try await route(request)
+            var response = try await route(request)
             status = response.status
+            if request.method == .head {
+                // HEAD answers GET's headers without its body.
+                response.body = ResponseBody()
+            }
             return response
         } catch let e as CouchError {
             status = e.status
