@@ -67,3 +67,55 @@ import Testing
         }
     }
 }
+
+/// What a hostile or broken client cannot do to the server: stall a connection forever, send
+/// headers without bound.
+@Suite struct ConnectionLimitTests {
+    @Test func aStalledRequestIsClosedAndOversizedHeadersAreRefused() async throws {
+        var config = ServerConfiguration()
+        config.interface = "127.0.0.1:0"
+        config.adminInterface = nil
+        config.log = []
+        config.serverReadTimeout = 1
+        var db = ServerConfiguration.DatabaseConfig(server: "walrus:")
+        db.users["GUEST"] = .init(disabled: false, adminChannels: ["*"])
+        config.databases["db"] = db
+        let server = try SetteeServer(configuration: config)
+        let ports = AsyncStream.makeStream(of: ListeningPorts.self)
+        let running = Task { try await server.run { ports.continuation.yield($0) } }
+        defer { running.cancel() }
+        var iterator = ports.stream.makeAsyncIterator()
+        let port = try #require(await iterator.next()).publicPort
+
+        // Half a request line, then silence: the server closes the connection.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(connected == 0)
+        _ = "GET /db HT".withCString { send(fd, $0, 10, 0) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let started = Date()
+        let n = recv(fd, &buffer, buffer.count, 0)
+        #expect(n <= 0 || String(decoding: buffer[0 ..< n], as: UTF8.self).hasPrefix("HTTP/1.1 4"), "the stalled connection was answered or closed")
+        #expect(Date().timeIntervalSince(started) < 8)
+
+        // Headers far beyond any real client's: refused, and the server goes on serving.
+        let client = TestClient(host: "127.0.0.1", port: port)
+        client.connect()
+        let huge = try? await client.execute(TestClient.Request("/db", method: .get, headers: [HTTPField.Name("X-Big")!: String(repeating: "a", count: 200_000)]))
+        #expect(huge == nil || huge!.status.code >= 400)
+        try? await client.shutdown()
+        let again = TestClient(host: "127.0.0.1", port: port)
+        again.connect()
+        #expect(try await again.execute(TestClient.Request("/db", method: .get)).status == .ok)
+        try await again.shutdown()
+    }
+}

@@ -35,6 +35,13 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// config.log = ["HTTP", "Auth"]
     /// ```
     public var log: [String] = ["HTTP"]
+    /// Seconds a connection may stay silent (idle between requests, or a request that stalls)
+    /// before it is closed; Sync Gateway's `ServerReadTimeout`.
+    ///
+    /// ```swift
+    /// config.serverReadTimeout = 60
+    /// ```
+    public var serverReadTimeout: Int = 300
     /// The databases served, by name.
     ///
     /// ```swift
@@ -218,6 +225,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "interface": interface = try r.address()
             case "adminInterface": adminInterface = try r.address()
             case "log": log = try r.strings()
+            case "ServerReadTimeout": serverReadTimeout = try r.int(in: 1 ... 86_400)
             case "databases":
                 for (name, dv) in try r.object() {
                     let dr = ConfigReader(dv, path: "databases." + name)

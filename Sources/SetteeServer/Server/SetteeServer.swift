@@ -152,7 +152,7 @@ public final class SetteeServer: Sendable {
             throw ConfigurationError(path: name == "admin" ? "adminInterface" : "interface", message: "expected host:port, got \"\(address)\"")
         }
         var http = HTTP1Channel.Configuration()
-        http.idleTimeout = TimeAmount.seconds(Int64(Self.idleTimeoutSeconds))
+        http.idleTimeout = TimeAmount.seconds(Int64(configuration.serverReadTimeout))
         return Application(
             responder: responder,
             server: .http1(configuration: http),
@@ -161,8 +161,6 @@ public final class SetteeServer: Sendable {
             logger: logger)
     }
 
-    /// A connection with no request for this long is closed.
-    static let idleTimeoutSeconds = 300
 
     /// Runs the public and admin listeners until the task is cancelled or one of `signals`
     /// arrives, then finishes the requests in flight and closes the databases it opened.
