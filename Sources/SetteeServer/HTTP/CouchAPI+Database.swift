@@ -332,7 +332,7 @@ extension CouchAPI {
     // MARK: - _purge (admin port)
 
     /// `{"id": ["rev", …]}`: Settee purges whole documents, so every leaf of a document must be
-    /// listed (CouchDB can purge single branches; a request for that is refused, 501).
+    /// listed (CouchDB can purge single branches; a request for that is refused, 400).
     func purge(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         let body = try await jsonBody(&call, limit: bodyLimit(db))
         var requests: [(String, [String])] = []
@@ -348,7 +348,7 @@ extension CouchAPI {
             }
             let known = revs.filter { r in tree.revisions.contains { $0.revisionID == r } }
             guard Set(tree.leafRevisionIDs).isSubset(of: Set(revs)) else {
-                throw CouchError(.notImplemented, "not_implemented", "purging some branches of \(id) but not all: list every leaf to purge the document")
+                throw CouchError.badRequest("purging some branches of \(id) but not all is not supported: list every leaf to purge the document")
             }
             try await database.purgeDocument(withID: id)
             purged[id] = .array(known.sorted().map(JSONValue.string))

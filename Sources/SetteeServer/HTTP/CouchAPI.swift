@@ -123,7 +123,7 @@ struct CouchAPI: HTTPResponder {
             try allow(method, [.get, .head, .put])
             if method == .put {
                 // The depth is the database's configuration (`revs_limit`), fixed while it is open.
-                throw CouchError(.notImplemented, "not_implemented", "revs_limit is set in the configuration file")
+                throw CouchError.forbidden("revs_limit is set in the configuration file (databases.<name>.revs_limit)")
             }
             return try jsonResponse(.int(Int64(db.config.revsLimit)))
         case "_purge":
