@@ -62,12 +62,19 @@ let package = Package(
             name: "SetteeReplicator",
             dependencies: ["Settee"]
         ),
+        // Debian's zlib1g-dev, for the gzip-encoded attachments CouchDB's replicator sends.
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         // The sync server: CouchDB's HTTP API on Hummingbird, Sync Gateway's configuration, users
         // and sessions. Above the document API only: it never imports the engine.
         .target(
             name: "SetteeServer",
             dependencies: [
                 "Settee",
+                "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

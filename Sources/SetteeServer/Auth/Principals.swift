@@ -103,12 +103,13 @@ extension ServedDatabase {
         }
     }
 
-    /// A new session for `user`; its ID is the cookie's value.
-    func createSession(for user: String) async throws -> (id: String, session: Session) {
+    /// A new session for `user` (under `id` when given: one login, several databases); its ID is
+    /// the cookie's value.
+    func createSession(for user: String, id given: String? = nil) async throws -> (id: String, session: Session) {
         var bytes = [UInt8](repeating: 0, count: 20)
         var rng = SystemRandomNumberGenerator()
         for i in bytes.indices { bytes[i] = UInt8.random(in: 0 ... 255, using: &rng) }
-        let id = bytes.map { String(format: "%02x", $0) }.joined()
+        let id = given ?? bytes.map { String(format: "%02x", $0) }.joined()
         let session = Session(user: user, expires: Date().addingTimeInterval(Self.sessionTTL))
         sessions.withLock { $0[id] = session }
         try await saveSessions()

@@ -128,7 +128,7 @@ extension CouchAPI {
                 stored[name] = previous
                 continue
             }
-            let content: Data
+            var content: Data
             if case .string(let b64)? = a["data"] {
                 guard let d = Data(base64Encoded: b64) else { throw CouchError.badRequest("Invalid attachment data for \(name)") }
                 content = d
@@ -138,6 +138,20 @@ extension CouchAPI {
             } else {
                 throw CouchError.badRequest("attachment \(name) needs data, follows or stub")
             }
+            switch a["encoding"] {
+            case nil, .string("identity")?:
+                break
+            case .string("gzip")?:
+                // Sent as CouchDB stores it: its digest is the encoded bytes' MD5, its length the
+                // decoded one. Stored decoded (the blob store compresses on its own).
+                if case .string(let claimed)? = a["digest"], claimed.hasPrefix("md5-"), claimed != Attachments.md5(content) {
+                    throw CouchError.badRequest("attachment \(name): digest \(claimed) does not match its encoded content")
+                }
+                content = try Gzip.decompress(content, limit: db.config.maxAttachmentSize)
+            default:
+                throw CouchError.unsupportedMediaType("attachment \(name): unknown encoding \(a["encoding"].flatMap { try? $0.jsonText() } ?? "")")
+            }
+            let encodedDigestChecked = a["encoding"] == .string("gzip")
             guard content.count <= db.config.maxAttachmentSize else {
                 throw CouchError.tooLarge("Attachment \(name) is \(content.count) bytes; the limit is \(db.config.maxAttachmentSize)")
             }
@@ -145,7 +159,7 @@ extension CouchAPI {
                 throw CouchError.badRequest("attachment \(name): length \(length) does not match its \(content.count) bytes")
             }
             let md5 = Attachments.md5(content)
-            if case .string(let claimed)? = a["digest"], claimed.hasPrefix("md5-"), claimed != md5 {
+            if !encodedDigestChecked, case .string(let claimed)? = a["digest"], claimed.hasPrefix("md5-"), claimed != md5 {
                 throw CouchError.badRequest("attachment \(name): digest \(claimed) does not match its content")
             }
             let type = a["content_type"]?.stringValue ?? "application/octet-stream"
@@ -190,6 +204,28 @@ extension CouchAPI {
             out[name] = .object(wire)
         }
         return .object(out)
+    }
+
+    /// The attachments a multipart answer sends as parts after the document: entries marked
+    /// `follows` for those added after generation `after`, stubs for the others; and the parts'
+    /// contents in the order the JSON lists the names (sorted, as the writer sorts keys).
+    func followingAttachments(_ stored: [String: JSONValue], _ db: ServedDatabase, after: UInt64)
+    throws -> (json: JSONValue, parts: [(name: String, type: String, content: Data)]) {
+        guard case .object(var wire) = try wireAttachments(stored, db, inlineAfter: nil) else { return (.object([:]), []) }
+        var parts: [(name: String, type: String, content: Data)] = []
+        for name in wire.keys.sorted() {
+            guard case .object(var e)? = wire[name], UInt64(max(e["revpos"]?.int64Value ?? 1, 0)) > after,
+                  case .object(let s)? = stored[name], case .string(let digest)? = s["digest"] else { continue }
+            let type = e["content_type"]?.stringValue ?? "application/octet-stream"
+            guard let blob = try db.database.blob(withDigest: digest, contentType: type), let content = blob.content else {
+                throw SetteeError(.notFound, "the content of attachment \(name) is missing")
+            }
+            e.removeValue(forKey: "stub")
+            e["follows"] = true
+            wire[name] = .object(e)
+            parts.append((name, type, content))
+        }
+        return (.object(wire), parts)
     }
 
     // MARK: - /{db}/{doc}/{attachment}

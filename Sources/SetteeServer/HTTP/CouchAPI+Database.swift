@@ -376,6 +376,9 @@ extension CouchAPI {
             var body = try await jsonBody(&call, limit: bodyLimit(db))
             let rev = body.removeValue(forKey: "_rev")
             body.removeValue(forKey: "_id")
+            // CouchDB's replicator sends `_revisions` with a checkpoint it updates; a local
+            // document has no history, so CouchDB ignores it, and so does this.
+            body.removeValue(forKey: "_revisions")
             let current = try database.localDocumentWithRevision(withID: id)?.revisionID
             let given: String? = switch rev {
             case .string(let s)?: s

@@ -240,7 +240,24 @@ extension CouchAPI {
             var body: [UInt8] = []
             for (rev, r) in entries {
                 body += Array("--\(boundary)\r\n".utf8)
-                if let r {
+                if let r, case .object(let stored)? = try r.properties["_attachments"], !stored.isEmpty {
+                    // As CouchDB answers a replicator: a multipart/related part, the document
+                    // with `follows` for attachments newer than atts_since (all without it),
+                    // then their bodies.
+                    var o = try revisionJSON(r, revs: revs, db: db, inlineAfter: nil)
+                    let (atts, parts) = try followingAttachments(stored, db, after: inline ?? 0)
+                    o["_attachments"] = atts
+                    let inner = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+                    body += Array("Content-Type: multipart/related; boundary=\"\(inner)\"\r\n\r\n".utf8)
+                    body += Array("--\(inner)\r\nContent-Type: application/json\r\n\r\n".utf8)
+                    body += try JSONValue.object(o).jsonBytes()
+                    for part in parts {
+                        let filename = part.name.replacingOccurrences(of: "\"", with: "%22")
+                        body += Array("\r\n--\(inner)\r\nContent-Disposition: attachment; filename=\"\(filename)\"\r\nContent-Type: \(part.type)\r\nContent-Length: \(part.content.count)\r\n\r\n".utf8)
+                        body += Array(part.content)
+                    }
+                    body += Array("\r\n--\(inner)--".utf8)
+                } else if let r {
                     body += Array("Content-Type: application/json\r\n\r\n".utf8)
                     body += try JSONValue.object(revisionJSON(r, revs: revs, db: db, inlineAfter: inline)).jsonBytes()
                 } else {

@@ -39,10 +39,17 @@ extension CouchAPI {
                 return try jsonResponse(["session_id": .string(id), "cookie_name": .string(cookieName),
                                          "expires": .string(ISO8601DateFormatter().string(from: session.expires))])
             }
+            // A server-wide login (`/_session`) opens the session in every database whose user
+            // this is, under one ID, so the cookie works wherever those credentials would.
+            var sessionID: String?
+            var loggedIn: User?
             for candidate in db.map({ [$0] }) ?? databases(for: []) {
                 guard let password, let user = candidate.users.authenticate(name: name, password: password) else { continue }
-                let (id, _) = try await candidate.createSession(for: user.name)
+                sessionID = try await candidate.createSession(for: user.name, id: sessionID).id
+                loggedIn = loggedIn ?? user
                 if server.logKeys.contains("Auth") { server.logger.info("Auth: session for \(user.name) in \(candidate.name)") }
+            }
+            if let id = sessionID, let user = loggedIn {
                 var body = userContext(.user(user.name), db)
                 body["name"] = .string(user.name)
                 body["roles"] = .array(user.adminRoles.map(JSONValue.string))
