@@ -42,8 +42,9 @@ extension CouchAPI {
             "update_seq": .int(Int64(seq)),
             "committed_update_seq": .int(Int64(seq)),
             "instance_start_time": "0",
+            // No doc_del_count: the database does not count its tombstones, and a made-up 0
+            // would be wrong (Sync Gateway leaves out doc_count too).
             "doc_count": .int(Int64(try database.count)),
-            "doc_del_count": 0,
             "purge_seq": 0,
             "compact_running": false,
             "disk_format_version": 1,

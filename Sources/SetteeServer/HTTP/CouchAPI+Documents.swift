@@ -160,7 +160,8 @@ extension CouchAPI {
         if try meta || flag(call, "revs_info") {
             let known = Dictionary(tree.revisions.map { ($0.revisionID, $0) }, uniquingKeysWith: { a, _ in a })
             o["_revs_info"] = .array(revision.history.map { rev in
-                let status = known[rev].map { $0.isDeleted ? "deleted" : "available" } ?? "missing"
+                // Available only while its body is kept (compaction drops old bodies).
+                let status = known[rev].map { $0.isDeleted ? "deleted" : $0.hasBody ? "available" : "missing" } ?? "missing"
                 return ["rev": .string(rev), "status": .string(status)]
             })
         }
