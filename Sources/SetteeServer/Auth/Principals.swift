@@ -116,7 +116,8 @@ extension ServedDatabase {
         return (id, session)
     }
 
-    /// The live session with this ID; a session past half its life is extended (sliding expiry).
+    /// The live session with this ID; a session used after a tenth of its life has passed is
+    /// extended to a full life again (sliding expiry, as Sync Gateway does).
     func session(_ id: String) async throws -> (Session, refreshed: Bool)? {
         let now = Date()
         let found = sessions.withLock { s -> (Session, Bool)? in

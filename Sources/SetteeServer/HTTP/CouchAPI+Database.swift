@@ -21,6 +21,9 @@ extension CouchAPI {
             return try await createDatabase(&call, name: name)
         case .delete:
             guard call.principal == .admin else { throw CouchError.forbidden("Deleting a database over the public API is unsupported") }
+            if let served = server.database(named: name), !served.owned {
+                throw CouchError.forbidden("this database belongs to the app serving it and is not deleted over HTTP")
+            }
             guard let db = server.removeDatabase(named: name) else { throw CouchError.notFound("Database does not exist.") }
             try db.close()
             if db.walrusDirectory == nil { try db.database.delete() }
@@ -211,8 +214,17 @@ extension CouchAPI {
         if !newEdits {
             var revisions: [ReplicatedRevision] = []
             for d in docs { revisions.append(try await replicatedRevision(d, db: db)) }
-            _ = try await database.insertRevisions(revisions)
-            return try jsonResponse([], status: .created)
+            // Revisions stored (or already there) answer nothing, as in CouchDB; a refused one
+            // answers with its error.
+            let outcomes = try await database.insertRevisions(revisions)
+            var refused: [JSONValue] = []
+            for (revision, outcome) in zip(revisions, outcomes) {
+                guard case .rejected(let e) = outcome else { continue }
+                let c = CouchError(e)
+                refused.append(["id": .string(revision.documentID), "rev": .string(revision.revisionID),
+                                "error": .string(c.error), "reason": .string(c.reason)])
+            }
+            return try jsonResponse(.array(refused), status: .created)
         }
         // Each document's next revision is prepared (a conflict answers that document alone),
         // then all are saved in one commit; should a validation refuse one, they are saved one

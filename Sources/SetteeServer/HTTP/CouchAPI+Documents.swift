@@ -321,7 +321,7 @@ extension CouchAPI {
         let database = db.database
         if !newEdits {
             let revision = try await replicatedRevision(incoming, db: db, follows: follows)
-            _ = try await database.insertRevisions([revision])
+            if case .rejected(let e)? = try await database.insertRevisions([revision]).first { throw e }
             return revision.revisionID
         }
         let edit: MutableDocument
@@ -456,6 +456,7 @@ extension CouchAPI {
     }
 
     private func deleteDocument(_ call: Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        guard try await db.database.revisionTree(withID: id) != nil else { throw CouchError.notFound("missing") }
         guard let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }) else {
             throw CouchError.conflict
         }
