@@ -63,7 +63,7 @@ import Testing
             let a = try #require(text.range(of: "filename=\"a.txt\""))
             let b = try #require(text.range(of: "filename=\"b.bin\""))
             #expect(a.lowerBound < b.lowerBound)
-            #expect(Array(answer.body.readableBytesView).starts(with: [UInt8]()) && Data(answer.body.readableBytesView).range(of: Data([0, 1, 2, 255])) != nil)
+            #expect(Data(answer.body.readableBytesView).range(of: Data([0, 1, 2, 255])) != nil)
             // With atts_since naming this revision, nothing follows: stubs only.
             let since = try await c.send(.get, #"/db/d?revs=true&open_revs=["\#(rev)"]&atts_since=["\#(rev)"]"#, headers: [.accept: "multipart/mixed"])
             #expect(since.text.contains(#""stub":true"#) && !since.text.contains(#""follows":true"#))
