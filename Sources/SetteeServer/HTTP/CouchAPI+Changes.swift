@@ -103,9 +103,7 @@ extension CouchAPI {
         var docIDs: Set<String>?
         if call.request.method == .post {
             let body = try await jsonBody(&call, limit: bodyLimit(db))
-            for (k, v) in body where k != "doc_ids" {
-                if case .string(let s) = v { params[k] = s } else { params[k] = try v.jsonText() }
-            }
+            try Self.bodyOptions(body, into: &params, except: ["doc_ids"])
             if let v = body["doc_ids"] { docIDs = try Self.stringSet(v, "doc_ids") }
         }
         let q = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
@@ -147,12 +145,24 @@ extension CouchAPI {
         return try streamingFeed(db, options)
     }
 
-    static func stringSet(_ v: JSONValue, _ name: String) throws -> Set<String> {
+    /// A JSON array of strings (`keys`, `doc_ids`, a revision list), or 400 naming it.
+    static func strings(_ v: JSONValue, _ name: String) throws -> [String] {
         guard case .array(let a) = v else { throw CouchError.badRequest("\(name) must be a JSON array of strings") }
-        return Set(try a.map { x in
+        return try a.map { x in
             guard case .string(let s) = x else { throw CouchError.badRequest("\(name) must be a JSON array of strings") }
             return s
-        })
+        }
+    }
+
+    static func stringSet(_ v: JSONValue, _ name: String) throws -> Set<String> { Set(try strings(v, name)) }
+
+    /// Options sent in a POST body, as the query parameters they stand for: JSON there, text in
+    /// a query (a string option is its text; `startkey` and the like stay JSON).
+    static func bodyOptions(_ body: [String: JSONValue], into params: inout [String: String], except: Set<String>,
+                            jsonValued: (String) -> Bool = { _ in false }) throws {
+        for (k, v) in body where !except.contains(k) {
+            if case .string(let s) = v, !jsonValued(k) { params[k] = s } else { params[k] = try v.jsonText() }
+        }
     }
 
     /// The rows after `since` (at most `limit`), and the sequence to continue from.

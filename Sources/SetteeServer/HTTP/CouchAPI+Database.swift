@@ -84,29 +84,12 @@ extension CouchAPI {
         var params = call.query
         if call.request.method == .post {
             let body = try await jsonBody(&call, limit: bodyLimit(db))
-            for (k, v) in body where k != "keys" {
-                // Options may come in the body too; they are JSON there, text in a query.
-                switch v {
-                case .string(let s) where !k.hasSuffix("key") && k != "startkey_docid" && k != "endkey_docid": params[k] = s
-                default: params[k] = (try? v.jsonText()) ?? ""
-                }
-            }
-            if let v = body["keys"] {
-                guard case .array(let a) = v else { throw CouchError.badRequest("`keys` body member must be an array.") }
-                keys = try a.map { k in
-                    guard case .string(let s) = k else { throw CouchError.badRequest("keys must be strings") }
-                    return s
-                }
-            }
+            try Self.bodyOptions(body, into: &params, except: ["keys"],
+                                 jsonValued: { $0.hasSuffix("key") || $0 == "startkey_docid" || $0 == "endkey_docid" })
+            if let v = body["keys"] { keys = try Self.strings(v, "keys") }
         }
         let query = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
-        if keys == nil, let k = try jsonParameter(query, "keys") {
-            guard case .array(let a) = k else { throw CouchError.badRequest("keys must be a JSON array") }
-            keys = try a.map { k in
-                guard case .string(let s) = k else { throw CouchError.badRequest("keys must be strings") }
-                return s
-            }
-        }
+        if keys == nil, let k = try jsonParameter(query, "keys") { keys = try Self.strings(k, "keys") }
         let includeDocs = try flag(query, "include_docs")
         let conflicts = try flag(query, "conflicts")
         let descending = try flag(query, "descending")
@@ -324,13 +307,7 @@ extension CouchAPI {
     func revsDiff(_ call: inout Call, _ db: ServedDatabase, missingRevs: Bool) async throws -> Response {
         let body = try await jsonBody(&call, limit: bodyLimit(db))
         var request: [String: [String]] = [:]
-        for (id, v) in body {
-            guard case .array(let a) = v else { throw CouchError.badRequest("revisions of \(id) must be an array") }
-            request[id] = try a.map { r in
-                guard case .string(let s) = r else { throw CouchError.badRequest("revisions must be strings") }
-                return s
-            }
-        }
+        for (id, v) in body { request[id] = try Self.strings(v, "revisions of \(id)") }
         let diff = try db.database.revsDiff(request)
         if missingRevs {
             return try jsonResponse(["missing_revs": .object(diff.mapValues { .array($0.missing.map(JSONValue.string)) })])
