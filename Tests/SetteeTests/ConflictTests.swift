@@ -220,6 +220,32 @@ import Testing
         #expect(try db.document(withID: "doc") == nil)
     }
 
+    @Test func anEditOfALosingLeafContinuesThatBranchUnderFailOnConflict() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        try db.insertRevisions([rev("doc", "1-a", ["1-a"], ["v": 0]), rev("doc", "2-a", ["2-a", "1-a"], ["v": 1]),
+                                rev("doc", "2-b", ["2-b", "1-a"], ["v": 2])])
+        let loser = try #require(try db.document(withID: "doc", revisionID: "2-a")).toMutable()
+        loser.setInt(10, forKey: "v")
+        #expect(try db.saveDocument(loser, concurrencyControl: .failOnConflict))
+        let tree = try #require(try db.revisionTree(withID: "doc"))
+        let added = try #require(tree.revisions.first { $0.revisionID == loser.revisionID })
+        #expect(added.parentRevisionID == "2-a")
+        // Generation 3 beats 2-b: still two live leaves, the edited branch now current.
+        #expect(tree.isConflicted && tree.currentRevisionID == loser.revisionID)
+        // A read of a revision that is no longer a leaf is a conflict, as before.
+        let stale = try #require(try db.document(withID: "doc", revisionID: "2-a")).toMutable()
+        stale.setInt(11, forKey: "v")
+        #expect(try db.saveDocument(stale, concurrencyControl: .failOnConflict) == false)
+        // Last write wins saves on the current revision, whatever the edit was read from.
+        let other = try #require(try db.document(withID: "doc", revisionID: "2-b")).toMutable()
+        other.setInt(20, forKey: "v")
+        #expect(try db.saveDocument(other, concurrencyControl: .lastWriteWins))
+        let after = try #require(try db.revisionTree(withID: "doc"))
+        #expect(after.revisions.first { $0.revisionID == other.revisionID }?.parentRevisionID == loser.revisionID)
+        #expect(after.leafRevisionIDs.contains("2-b"))
+    }
+
     // MARK: The winner rule (seed 004)
 
     @Test func undeletedLeafBeatsAHigherGenerationTombstone() throws {

@@ -12,6 +12,10 @@ public enum ConcurrencyControl: Sendable {
     /// resurrects a document deleted meanwhile ("deletes always win").
     case lastWriteWins
     /// The save or delete is refused (returns false) when the document changed.
+    ///
+    /// A document read from a conflict's losing leaf (``Database/conflictingRevisions(withID:)``,
+    /// ``Database/document(withID:revisionID:)``) is not refused while that leaf is still one: its
+    /// save continues that branch (as CouchDB's update of a leaf does), its deletion closes it.
     case failOnConflict
 }
 
@@ -241,6 +245,11 @@ extension Database {
                 parent = tree.index(of: old.revisionID)
             } else if edit.revisionID == nil && old.flags.contains(.deleted) {
                 parent = tree.index(of: old.revisionID)   // continues the tombstone's branch
+            } else if let losing = losingLeaf(edit.revisionID, of: old, in: tree), conflict(old) == .refuse {
+                // Read from a conflict's losing leaf (conflictingRevisions, document(withID:revisionID:)):
+                // the edit continues that branch, as CouchDB's update of a leaf does and as a
+                // deletion of it does here. Last write wins instead saves on the current revision.
+                parent = losing
             } else {
                 switch conflict(old) {
                 case .refuse: return .conflict(try core.document(c.tx, id: document.id, meta: old))
@@ -274,6 +283,13 @@ extension Database {
                                                          canonicalBody: body.bytes), sequence: nil)
         }
         return .saved
+    }
+
+    /// The index of `revisionID` when it is a live leaf of a conflicted tree other than the current one.
+    private func losingLeaf(_ revisionID: String?, of old: DocMeta, in tree: RevTree) -> Int? {
+        guard let revisionID, revisionID != old.revisionID, old.flags.contains(.multipleLeaves),
+              let i = tree.index(of: revisionID), !tree.revs[i].deleted, tree.leafMask()[i] else { return nil }
+        return i
     }
 
     private func installBlobs(_ edit: MutableDocument.State, _ body: PreparedBody) throws {

@@ -56,10 +56,11 @@ enum PrincipalRecords {
     }
 }
 
-/// A logged-in session: who, and until when.
+/// A logged-in session: who, until when, and the life each use extends it to.
 struct Session: Sendable, Equatable {
     var user: String
     var expires: Date
+    var ttl: TimeInterval = ServedDatabase.sessionTTL
 }
 
 extension ServedDatabase {
@@ -84,7 +85,8 @@ extension ServedDatabase {
             for (id, v) in stored {
                 guard case .string(let user)? = v.objectValue?["user"], let expires = v.objectValue?["expires"]?.doubleValue else { continue }
                 let date = Date(timeIntervalSince1970: expires)
-                if date > now { sessions.withLock { $0[id] = Session(user: user, expires: date) } }
+                let ttl = v.objectValue?["ttl"]?.doubleValue ?? Self.sessionTTL
+                if date > now { sessions.withLock { $0[id] = Session(user: user, expires: date, ttl: ttl) } }
             }
         }
     }
@@ -103,14 +105,14 @@ extension ServedDatabase {
         }
     }
 
-    /// A new session for `user` (under `id` when given: one login, several databases); its ID is
-    /// the cookie's value.
-    func createSession(for user: String, id given: String? = nil) async throws -> (id: String, session: Session) {
+    /// A new session for `user` (under `id` when given: one login, several databases) lasting
+    /// `ttl` seconds from each use; its ID is the cookie's value.
+    func createSession(for user: String, id given: String? = nil, ttl: TimeInterval = sessionTTL) async throws -> (id: String, session: Session) {
         var bytes = [UInt8](repeating: 0, count: 20)
         var rng = SystemRandomNumberGenerator()
         for i in bytes.indices { bytes[i] = UInt8.random(in: 0 ... 255, using: &rng) }
         let id = given ?? bytes.map { String(format: "%02x", $0) }.joined()
-        let session = Session(user: user, expires: Date().addingTimeInterval(Self.sessionTTL))
+        let session = Session(user: user, expires: Date().addingTimeInterval(ttl), ttl: ttl)
         sessions.withLock { $0[id] = session }
         try await saveSessions()
         return (id, session)
@@ -126,8 +128,8 @@ extension ServedDatabase {
                 s.removeValue(forKey: id)
                 return nil
             }
-            if session.expires.timeIntervalSince(now) < Self.sessionTTL * 0.9 {
-                session.expires = now.addingTimeInterval(Self.sessionTTL)
+            if session.expires.timeIntervalSince(now) < session.ttl * 0.9 {
+                session.expires = now.addingTimeInterval(session.ttl)
                 s[id] = session
                 return (session, true)
             }
@@ -161,7 +163,9 @@ extension ServedDatabase {
                 return s
             }
             var o: [String: JSONValue] = [:]
-            for (id, s) in snapshot { o[id] = ["user": .string(s.user), "expires": .double(s.expires.timeIntervalSince1970)] }
+            for (id, s) in snapshot {
+                o[id] = ["user": .string(s.user), "expires": .double(s.expires.timeIntervalSince1970), "ttl": .double(s.ttl)]
+            }
             try db.saveLocalDocument(o, withID: PrincipalRecords.sessionsID)
         }
     }

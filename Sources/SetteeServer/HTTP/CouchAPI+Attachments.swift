@@ -310,21 +310,21 @@ extension CouchAPI {
         guard let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }) else {
             throw CouchError.conflict
         }
-        return try await updateAttachments(db, id: id, rev: rev) { current, _ in
+        return try await updateAttachments(db, id: id, rev: rev, status: .ok) { current, _ in
             guard current.removeValue(forKey: name) != nil else { throw CouchError.notFound("Document is missing attachment") }
         }
     }
 
-    /// A new revision of `id` on top of `rev` whose attachments `change` edits.
-    private func updateAttachments(_ db: ServedDatabase, id: String, rev: String?,
+    /// A new revision of `id` on top of `rev` whose attachments `change` edits (CouchDB answers
+    /// 201 to a PUT, 200 to a DELETE).
+    private func updateAttachments(_ db: ServedDatabase, id: String, rev: String?, status: HTTPResponse.Status = .created,
                                    _ change: (inout [String: JSONValue], UInt64) async throws -> Void) async throws -> Response {
         try checkDocumentID(id)
         let database = db.database
         let edit: MutableDocument
-        if let current = try await database.document(withID: id) {
-            guard rev == current.revisionID else { throw CouchError.conflict }
-            if let e = current.bodyError { throw e }
-            edit = current.toMutable()
+        if let base = try await editBase(database, id: id, rev: rev) {
+            if let e = base.bodyError { throw e }
+            edit = base.toMutable()
         } else {
             if let rev {
                 guard let tree = try await database.revisionTree(withID: id), tree.currentRevisionID == rev else { throw CouchError.conflict }
@@ -338,7 +338,7 @@ extension CouchAPI {
         guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let newRev = edit.revisionID else {
             throw CouchError.conflict
         }
-        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(newRev)], status: .created,
+        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(newRev)], status: status,
                                 headers: [.eTag: "\"\(newRev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
     }
 }

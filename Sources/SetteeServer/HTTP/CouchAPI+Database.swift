@@ -140,12 +140,16 @@ extension CouchAPI {
                 }
                 return nil
             }
-            options.startKey = try key(["startkey", "start_key"])
-            let end = try key(["endkey", "end_key"])
+            // `key` is the range of that one ID.
+            let only = try key(["key"])
+            options.startKey = try only ?? key(["startkey", "start_key"])
+            let end = try only ?? key(["endkey", "end_key"])
             options.endKey = end
-            let inclusiveEnd = try flag(query, "inclusive_end", default: true)
+            let inclusiveEnd = try only != nil || flag(query, "inclusive_end", default: true)
+            // An excluded end row is dropped here, so the cursor reads one row more.
+            if !inclusiveEnd, end != nil, let limit { options.limit = limit + 1 }
             let cursor = try database.allDocuments(options)
-            while let doc = try cursor.next() {
+            while rows.count < limit ?? .max, let doc = try cursor.next() {
                 if !inclusiveEnd, let end, doc.id == end { continue }
                 guard let rev = doc.revisionID else { continue }
                 var row: [String: JSONValue] = ["id": .string(doc.id), "key": .string(doc.id), "value": ["rev": .string(rev)]]
@@ -223,10 +227,7 @@ extension CouchAPI {
         for (i, d) in docs.enumerated() {
             let id = d.id ?? ""
             do {
-                switch try await prepareEdit(d, db: db) {
-                case .edit(let edit): edits.append((i, edit))
-                case .losingLeafDeleted(let rev): results[i] = ["ok": true, "id": .string(id), "rev": .string(rev)]
-                }
+                edits.append((i, try await prepareEdit(d, db: db)))
             } catch {
                 guard let f = failure(id, error) else { throw error }
                 results[i] = f
@@ -263,30 +264,36 @@ extension CouchAPI {
         let body = try await jsonBody(&call, limit: bodyLimit(db))
         guard case .array(let list)? = body["docs"] else { throw CouchError.badRequest("Missing JSON list of 'docs'.") }
         let revs = try flag(call, "revs") || body["revs"] == true
+        let latest = try flag(call, "latest") || body["latest"] == true
         let allAttachments = try flag(call, "attachments") || body["attachments"] == true
         let database = db.database
-        var results: [JSONValue] = []
+        // Per item: its ID (null when it has none) and its answers, in request order.
+        var results: [(id: JSONValue, answers: [RevisionAnswer])] = []
         for item in list {
             guard case .object(let o) = item, case .string(let id)? = o["id"] else {
-                results.append(["id": .null, "docs": [["error": ["id": .null, "rev": .null, "error": "bad_request", "reason": "missing id"]]]])
+                results.append((.null, [.error(["id": .null, "rev": .null, "error": "bad_request", "reason": "missing id"])]))
                 continue
+            }
+            func failure(_ rev: String?, _ error: String, _ reason: String) -> (JSONValue, [RevisionAnswer]) {
+                (.string(id), [.error(["id": .string(id), "rev": rev.map(JSONValue.string) ?? .null, "error": .string(error), "reason": .string(reason)])])
             }
             var rev: String?
             if let r = o["rev"] {
                 guard case .string(let s) = r else {
-                    results.append(["id": .string(id), "docs": [["error": ["id": .string(id), "rev": .null, "error": "bad_request", "reason": "rev must be a string"]]]])
+                    results.append(failure(nil, "bad_request", "rev must be a string"))
                     continue
                 }
                 rev = s
             }
-            func missing(_ rev: String?) -> JSONValue {
-                ["error": ["id": .string(id), "rev": rev.map(JSONValue.string) ?? .null, "error": "not_found", "reason": "missing"]]
-            }
             do {
+                var found: [ReplicatedRevision] = []
                 var target = rev
                 if target == nil { target = try await database.revisionTree(withID: id)?.currentRevisionID }
-                guard let target, let r = try database.revision(withID: id, revisionID: target) else {
-                    results.append(["id": .string(id), "docs": [missing(rev)]])
+                if let target {
+                    found = try revisions(of: id, rev: target, latest: latest, in: database)
+                }
+                guard !found.isEmpty else {
+                    results.append(failure(rev, "not_found", "missing"))
                     continue
                 }
                 // With attachments: all inline, or those newer than the revisions the client has.
@@ -294,12 +301,22 @@ extension CouchAPI {
                 if allAttachments, case .array(let since)? = o["atts_since"] {
                     inline = since.compactMap { $0.stringValue.flatMap(parseRevision)?.0 }.max() ?? 0
                 }
-                results.append(["id": .string(id), "docs": [["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: inline))]]])
+                results.append((.string(id), found.map { .revision($0, attachmentsAfter: inline) }))
             } catch let e as SetteeError where e.code == .invalidParameter {
-                results.append(["id": .string(id), "docs": [["error": ["id": .string(id), "rev": rev.map(JSONValue.string) ?? .null, "error": "bad_request", "reason": .string(e.message)]]]])
+                results.append(failure(rev, "bad_request", e.message))
             }
         }
-        return try jsonResponse(["results": .array(results)])
+        if acceptsMultipartMixed(call) {
+            return try multipartMixed(results.flatMap(\.answers), revs: revs, db: db)
+        }
+        return try jsonResponse(["results": .array(try results.map { id, answers in
+            ["id": id, "docs": .array(try answers.map { answer in
+                switch answer {
+                case .error(let e): return ["error": e]
+                case .revision(let r, let after): return ["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: after))]
+                }
+            })]
+        })])
     }
 
     // MARK: - _revs_diff, _missing_revs
@@ -322,7 +339,8 @@ extension CouchAPI {
     // MARK: - _purge (admin port)
 
     /// `{"id": ["rev", …]}`: Settee purges whole documents, so every leaf of a document must be
-    /// listed (CouchDB can purge single branches; a request for that is refused, 400).
+    /// listed (CouchDB can purge single branches; a request for that is refused, 400). Every
+    /// document is checked first, then all are purged in one commit.
     func purge(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         let body = try await jsonBody(&call, limit: bodyLimit(db))
         var requests: [(String, [String])] = []
@@ -331,6 +349,7 @@ extension CouchAPI {
         }
         let database = db.database
         var purged: [String: JSONValue] = [:]
+        var doomed: [(id: String, leaves: Set<String>)] = []
         for (id, revs) in requests {
             guard let tree = try await database.revisionTree(withID: id) else {
                 purged[id] = []
@@ -340,8 +359,16 @@ extension CouchAPI {
             guard Set(tree.leafRevisionIDs).isSubset(of: Set(revs)) else {
                 throw CouchError.badRequest("purging some branches of \(id) but not all is not supported: list every leaf to purge the document")
             }
-            try await database.purgeDocument(withID: id)
+            doomed.append((id, Set(tree.leafRevisionIDs)))
             purged[id] = .array(known.sorted().map(JSONValue.string))
+        }
+        let checked = doomed
+        try await database.inBatch { db in
+            for (id, leaves) in checked {
+                // A document changed since it was checked would lose a revision nobody listed.
+                guard let tree = try db.revisionTree(withID: id), Set(tree.leafRevisionIDs) == leaves else { throw CouchError.conflict }
+                try db.purgeDocument(withID: id)
+            }
         }
         return try jsonResponse(["purge_seq": .null, "purged": .object(purged)], status: .created)
     }

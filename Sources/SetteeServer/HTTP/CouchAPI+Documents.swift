@@ -205,7 +205,7 @@ extension CouchAPI {
     }
 
     /// `open_revs=all` or `open_revs=["rev",…]`: JSON `[{"ok": doc} | {"missing": rev}]`, or
-    /// `multipart/mixed` with one `application/json` part per revision when the client asks for it.
+    /// `multipart/mixed` when the client asks for it.
     private func openRevisions(_ call: Call, _ db: ServedDatabase, id: String, spec: String, revs: Bool) throws -> Response {
         let database = db.database
         var entries: [(String, ReplicatedRevision?)] = []
@@ -219,57 +219,16 @@ extension CouchAPI {
             let latest = try flag(call, "latest")
             for item in list {
                 guard case .string(let rev) = item, parseRevision(rev) != nil else { throw CouchError.badRequest("Invalid rev format") }
-                var found = try database.revision(withID: id, revisionID: rev)
-                if latest, found != nil, let tree = try database.revisionTree(withID: id), !tree.leafRevisionIDs.contains(rev) {
-                    // The leaf (or leaves) descending from it.
-                    let parents = Dictionary(tree.revisions.map { ($0.revisionID, $0.parentRevisionID) }, uniquingKeysWith: { a, _ in a })
-                    for leaf in tree.leafRevisionIDs {
-                        var cursor: String? = leaf
-                        while let c = cursor, c != rev { cursor = parents[c] ?? nil }
-                        if cursor == rev { entries.append((leaf, try database.revision(withID: id, revisionID: leaf))) }
-                    }
-                    found = nil
-                    continue
-                }
-                entries.append((rev, found))
+                let found = try revisions(of: id, rev: rev, latest: latest, in: database)
+                entries += found.isEmpty ? [(rev, nil)] : found.map { ($0.revisionID, $0) }
             }
         }
         let inline = try inlineAfter(call, tree: try database.revisionTree(withID: id))
-        let accept = call.request.headers[.accept] ?? ""
-        if accept.contains("multipart/mixed") {
-            let boundary = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-            var body: [UInt8] = []
-            for (rev, r) in entries {
-                body += Array("--\(boundary)\r\n".utf8)
-                if let r, case .object(let stored)? = try r.properties["_attachments"], !stored.isEmpty {
-                    // As CouchDB answers a replicator: a multipart/related part, the document
-                    // with `follows` for attachments newer than atts_since (all without it),
-                    // then their bodies.
-                    var o = try revisionJSON(r, revs: revs, db: db, inlineAfter: nil)
-                    let (atts, parts) = try followingAttachments(stored, db, after: inline ?? 0)
-                    o["_attachments"] = atts
-                    let inner = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-                    body += Array("Content-Type: multipart/related; boundary=\"\(inner)\"\r\n\r\n".utf8)
-                    body += Array("--\(inner)\r\nContent-Type: application/json\r\n\r\n".utf8)
-                    body += try JSONValue.object(o).jsonBytes()
-                    for part in parts {
-                        let filename = part.name.replacingOccurrences(of: "\"", with: "%22")
-                        body += Array("\r\n--\(inner)\r\nContent-Disposition: attachment; filename=\"\(filename)\"\r\nContent-Type: \(part.type)\r\nContent-Length: \(part.content.count)\r\n\r\n".utf8)
-                        body += Array(part.content)
-                    }
-                    body += Array("\r\n--\(inner)--".utf8)
-                } else if let r {
-                    body += Array("Content-Type: application/json\r\n\r\n".utf8)
-                    body += try JSONValue.object(revisionJSON(r, revs: revs, db: db, inlineAfter: inline)).jsonBytes()
-                } else {
-                    body += Array("Content-Type: application/json; error=\"true\"\r\n\r\n".utf8)
-                    body += try JSONValue.object(["missing": .string(rev)]).jsonBytes()
-                }
-                body += Array("\r\n".utf8)
-            }
-            body += Array("--\(boundary)--".utf8)
-            return Response(status: .ok, headers: [.contentType: "multipart/mixed; boundary=\"\(boundary)\""],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        if acceptsMultipartMixed(call) {
+            // Attachments follow their document (all of them unless atts_since says otherwise).
+            return try multipartMixed(entries.map { rev, r in
+                r.map { .revision($0, attachmentsAfter: inline ?? 0) } ?? .error(["missing": .string(rev)])
+            }, revs: revs, db: db)
         }
         return try jsonResponse(.array(entries.map { rev, r in
             if let r { return ["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: inline))] }
@@ -324,11 +283,7 @@ extension CouchAPI {
             if case .rejected(let e)? = try await database.insertRevisions([revision]).first { throw e }
             return revision.revisionID
         }
-        let edit: MutableDocument
-        switch try await prepareEdit(incoming, db: db, follows: follows) {
-        case .edit(let e): edit = e
-        case .losingLeafDeleted(let rev): return rev
-        }
+        let edit = try await prepareEdit(incoming, db: db, follows: follows)
         guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let rev = edit.revisionID else {
             throw CouchError.conflict
         }
@@ -336,28 +291,17 @@ extension CouchAPI {
         return rev
     }
 
-    enum PreparedEdit {
-        /// The next revision to save, with failOnConflict.
-        case edit(MutableDocument)
-        /// A deletion of a conflict's losing leaf, done already: its new revision.
-        case losingLeafDeleted(String)
-    }
-
-    /// The edit a `new_edits=true` document makes: a new revision on top of `_rev` (409 when that
-    /// is not the current one), its attachments stored.
-    func prepareEdit(_ incoming: IncomingDocument, db: ServedDatabase, follows: [String: Data] = [:]) async throws -> PreparedEdit {
+    /// The edit a `new_edits=true` document makes, to save with failOnConflict: a new revision on
+    /// top of `_rev` (409 when that is not a live leaf), its attachments stored.
+    func prepareEdit(_ incoming: IncomingDocument, db: ServedDatabase, follows: [String: Data] = [:]) async throws -> MutableDocument {
         guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
         if let rev = incoming.rev, parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
         let database = db.database
         let edit: MutableDocument
-        if let current = try await database.document(withID: id) {
-            if incoming.deleted, let rev = incoming.rev, rev != current.revisionID {
-                return .losingLeafDeleted(try await deleteLosingLeaf(database, id: id, rev: rev))
-            }
-            guard incoming.rev == current.revisionID else { throw CouchError.conflict }
-            edit = current.toMutable()
-            try await setProperties(incoming, of: edit, parent: current.dictionary(forKey: "_attachments") ?? [:],
-                                    generation: (current.revisionID.flatMap { parseRevision($0)?.0 } ?? 0) + 1, follows: follows, db: db)
+        if let base = try await editBase(database, id: id, rev: incoming.rev) {
+            edit = base.toMutable()
+            try await setProperties(incoming, of: edit, parent: base.dictionary(forKey: "_attachments") ?? [:],
+                                    generation: (base.revisionID.flatMap { parseRevision($0)?.0 } ?? 0) + 1, follows: follows, db: db)
         } else {
             // Missing or deleted: a new document (continuing a tombstone's branch). A rev that
             // names no current revision is a conflict, unless it is the tombstone's.
@@ -372,7 +316,20 @@ extension CouchAPI {
             try await setProperties(incoming, of: edit, parent: [:], generation: generation, follows: follows, db: db)
         }
         edit.isDeletion = incoming.deleted
-        return .edit(edit)
+        return edit
+    }
+
+    /// The revision an edit naming `rev` starts from when the document is live: the current one,
+    /// or a conflict's losing leaf (the edit, saved with failOnConflict, continues that branch as
+    /// CouchDB's does). 409 when `rev` is neither; nil when the document is missing or deleted.
+    func editBase(_ database: Database, id: String, rev: String?) async throws -> Document? {
+        guard let current = try await database.document(withID: id) else { return nil }
+        if rev == current.revisionID { return current }
+        guard let rev, let tree = try await database.revisionTree(withID: id), tree.leafRevisionIDs.contains(rev),
+              let leaf = try await database.document(withID: id, revisionID: rev), !leaf.isDeleted else {
+            throw CouchError.conflict
+        }
+        return leaf
     }
 
     /// A `new_edits=false` document as the revision to insert, its attachments stored (stubs name
@@ -442,21 +399,10 @@ extension CouchAPI {
                                 headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(target))"])
     }
 
-    /// A deletion of a conflict's losing leaf (how a client resolves a conflict): a tombstone on
-    /// that branch only. 409 when `rev` is not a live leaf.
-    private func deleteLosingLeaf(_ database: Database, id: String, rev: String) async throws -> String {
-        guard let tree = try await database.revisionTree(withID: id), tree.leafRevisionIDs.contains(rev),
-              let leaf = try await database.document(withID: id, revisionID: rev), !leaf.isDeleted,
-              try await database.deleteDocument(leaf, concurrencyControl: .failOnConflict),
-              let after = try await database.revisionTree(withID: id),
-              let tombstone = after.revisions.first(where: { $0.parentRevisionID == rev && $0.isDeleted }) else {
-            throw CouchError.conflict
-        }
-        return tombstone.revisionID
-    }
-
     private func deleteDocument(_ call: Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        // As CouchDB: nothing to delete is 404, "missing" or "deleted".
         guard try await db.database.revisionTree(withID: id) != nil else { throw CouchError.notFound("missing") }
+        guard try await db.database.document(withID: id) != nil else { throw CouchError.notFound("deleted") }
         guard let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }) else {
             throw CouchError.conflict
         }

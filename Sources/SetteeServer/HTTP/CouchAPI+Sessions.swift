@@ -29,13 +29,15 @@ extension CouchAPI {
         }
         switch call.request.method {
         case .get, .head:
-            return try jsonResponse(.object(userContext(call.principal, db)))
+            // CouchDB's handler names: Basic credentials are "default", a session "cookie".
+            let via: JSONValue = call.request.headers[.authorization] == nil && Self.sessionCookie(call.request.headers[.cookie]) != nil ? "cookie" : "default"
+            return try jsonResponse(.object(userContext(call.principal, db, authenticated: via)))
         case .post:
-            let (name, password) = try await loginFields(&call)
+            let (name, password, ttl) = try await loginFields(&call)
             if call.principal == .admin, let db {
-                // Sync Gateway's admin-made session: no password needed.
+                // Sync Gateway's admin-made session: no password needed, `ttl` seconds long.
                 guard let user = db.users.user(named: name), !user.isGuest else { throw CouchError.notFound("no such user") }
-                let (id, session) = try await db.createSession(for: user.name)
+                let (id, session) = try await db.createSession(for: user.name, ttl: ttl ?? ServedDatabase.sessionTTL)
                 return try jsonResponse(["session_id": .string(id), "cookie_name": .string(cookieName),
                                          "expires": .string(ISO8601DateFormatter().string(from: session.expires))])
             }
@@ -50,7 +52,7 @@ extension CouchAPI {
                 if server.logKeys.contains("Auth") { server.logger.info("Auth: session for \(user.name) in \(candidate.name)") }
             }
             if let id = sessionID, let user = loggedIn {
-                var body = userContext(.user(user.name), db)
+                var body = userContext(.user(user.name), db, authenticated: "default")
                 body["name"] = .string(user.name)
                 body["roles"] = .array(user.adminRoles.map(JSONValue.string))
                 return try jsonResponse(.object(body), headers: [.setCookie: Self.setCookie(cookieName, id, path: cookiePath, maxAge: Int(ServedDatabase.sessionTTL)).value])
@@ -68,7 +70,7 @@ extension CouchAPI {
     }
 
     /// CouchDB's `userCtx` (and Sync Gateway's channels when a database is named).
-    private func userContext(_ principal: Principal, _ db: ServedDatabase?) -> [String: JSONValue] {
+    private func userContext(_ principal: Principal, _ db: ServedDatabase?, authenticated via: JSONValue) -> [String: JSONValue] {
         var context: [String: JSONValue] = ["name": .null, "roles": []]
         var authenticated: JSONValue = .null
         switch principal {
@@ -77,7 +79,7 @@ extension CouchAPI {
             authenticated = "admin_port"
         case .user(let name) where name != User.guestName:
             context["name"] = .string(name)
-            authenticated = "default"
+            authenticated = via
             if let db, let user = db.users.user(named: name) {
                 context["roles"] = .array(user.adminRoles.map(JSONValue.string))
                 context["channels"] = .array(db.users.channels(of: user).map(JSONValue.string))
@@ -91,8 +93,8 @@ extension CouchAPI {
                 "info": ["authentication_handlers": ["default", "cookie"], "authenticated": authenticated]]
     }
 
-    /// `name` and `password` from a JSON or form body.
-    private func loginFields(_ call: inout Call) async throws -> (String, String?) {
+    /// `name`, `password` and (for an admin-made session) `ttl` in seconds, from a JSON or form body.
+    private func loginFields(_ call: inout Call) async throws -> (String, String?, TimeInterval?) {
         let type = call.request.headers[.contentType]?.lowercased() ?? ""
         var fields: [String: JSONValue] = [:]
         if type.hasPrefix("application/x-www-form-urlencoded") {
@@ -109,7 +111,14 @@ extension CouchAPI {
             guard case .string(let s) = p else { throw CouchError.badRequest("password must be a string") }
             password = s
         }
-        return (name, password)
+        var ttl: TimeInterval?
+        if let t = fields["ttl"] {
+            guard let seconds = t.doubleValue ?? t.stringValue.flatMap(Double.init), seconds >= 1, seconds <= 10 * 365 * 86400 else {
+                throw CouchError.badRequest("ttl must be a number of seconds, at least 1")
+            }
+            ttl = seconds.rounded()
+        }
+        return (name, password, ttl)
     }
 
     // MARK: - _user, _role (admin port)

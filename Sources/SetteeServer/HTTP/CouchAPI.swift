@@ -34,8 +34,8 @@ struct CouchAPI: HTTPResponder {
             var response = try await route(request)
             status = response.status
             if request.method == .head {
-                // HEAD answers GET's headers without its body.
-                response.body = ResponseBody()
+                // HEAD answers GET's headers, its Content-Length included, without its body.
+                response = response.createHeadResponse()
             }
             return response
         } catch let e as CouchError {
@@ -219,7 +219,7 @@ struct CouchAPI: HTTPResponder {
             for db in candidates {
                 guard let (session, refreshed) = try await db.session(id) else { continue }
                 guard let user = db.users.user(named: session.user), !user.disabled else { break }
-                let cookie = refreshed ? Self.setCookie(cookieName, id, path: cookieName == Self.couchCookie ? "/" : "/\(db.name)", maxAge: Int(ServedDatabase.sessionTTL)) : nil
+                let cookie = refreshed ? Self.setCookie(cookieName, id, path: cookieName == Self.couchCookie ? "/" : "/\(db.name)", maxAge: Int(session.ttl)) : nil
                 return (.user(user.name), cookie)
             }
             // Logging out with a session that is gone is not an error (CouchDB answers 200).

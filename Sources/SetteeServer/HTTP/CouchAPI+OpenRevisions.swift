@@ -1,0 +1,84 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+@_spi(Replication) import Settee
+
+/// What `open_revs` and `_bulk_get` send for each revision asked for: one rule for `latest`, and
+/// one encoder for CouchDB's `multipart/mixed` answer.
+extension CouchAPI {
+    /// One entry of an answer: a revision (its attachments sent when newer than `attachmentsAfter`,
+    /// as stubs when that is nil), or an error object sent as it is.
+    enum RevisionAnswer {
+        case revision(ReplicatedRevision, attachmentsAfter: UInt64?)
+        case error(JSONValue)
+    }
+
+    /// The revisions answering a request for `rev`: with `latest`, the leaves descending from it
+    /// when it is not a leaf (CouchDB's replicator asks so, the revision it saw may have been
+    /// replaced); an empty result means not found.
+    func revisions(of id: String, rev: String, latest: Bool, in database: Database) throws -> [ReplicatedRevision] {
+        if latest, let tree = try database.revisionTree(withID: id), tree.revisions.contains(where: { $0.revisionID == rev }),
+           !tree.leafRevisionIDs.contains(rev) {
+            let parents = Dictionary(tree.revisions.map { ($0.revisionID, $0.parentRevisionID) }, uniquingKeysWith: { a, _ in a })
+            return try tree.leafRevisionIDs.compactMap { leaf in
+                var cursor: String? = leaf
+                while let c = cursor, c != rev { cursor = parents[c] ?? nil }
+                return cursor == rev ? try database.revision(withID: id, revisionID: leaf) : nil
+            }
+        }
+        return try database.revision(withID: id, revisionID: rev).map { [$0] } ?? []
+    }
+
+    /// `multipart/mixed`, as CouchDB answers a replicator: per revision a `multipart/related` part
+    /// (the document with `follows`, then the attachments' bodies) when it has attachments to
+    /// send, else an `application/json` part; an error as `application/json; error="true"`.
+    func multipartMixed(_ answers: [RevisionAnswer], revs: Bool, db: ServedDatabase) throws -> Response {
+        let boundary = Self.boundary()
+        var body: [UInt8] = []
+        for answer in answers {
+            body += Array("--\(boundary)\r\n".utf8)
+            switch answer {
+            case .error(let json):
+                body += Array("Content-Type: application/json; error=\"true\"\r\n\r\n".utf8)
+                body += try json.jsonBytes()
+            case .revision(let r, let after):
+                var o = try revisionJSON(r, revs: revs, db: db, inlineAfter: nil)
+                var parts: [(name: String, type: String, content: Data)] = []
+                if let after, case .object(let stored)? = try r.properties["_attachments"], !stored.isEmpty {
+                    let following = try followingAttachments(stored, db, after: after)
+                    o["_attachments"] = following.json
+                    parts = following.parts
+                }
+                if parts.isEmpty {
+                    body += Array("Content-Type: application/json\r\n\r\n".utf8)
+                    body += try JSONValue.object(o).jsonBytes()
+                } else {
+                    let inner = Self.boundary()
+                    body += Array("Content-Type: multipart/related; boundary=\"\(inner)\"\r\n\r\n".utf8)
+                    body += Array("--\(inner)\r\nContent-Type: application/json\r\n\r\n".utf8)
+                    body += try JSONValue.object(o).jsonBytes()
+                    for part in parts {
+                        let filename = part.name.replacingOccurrences(of: "\"", with: "%22")
+                        body += Array("\r\n--\(inner)\r\nContent-Disposition: attachment; filename=\"\(filename)\"\r\nContent-Type: \(part.type)\r\nContent-Length: \(part.content.count)\r\n\r\n".utf8)
+                        body += Array(part.content)
+                    }
+                    body += Array("\r\n--\(inner)--".utf8)
+                }
+            }
+            body += Array("\r\n".utf8)
+        }
+        body += Array("--\(boundary)--".utf8)
+        return Response(status: .ok, headers: [.contentType: "multipart/mixed; boundary=\"\(boundary)\""],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// Whether the client asked for `multipart/mixed` (CouchDB's replicator does for `open_revs`).
+    func acceptsMultipartMixed(_ call: Call) -> Bool {
+        (call.request.headers[.accept] ?? "").lowercased().contains("multipart/mixed")
+    }
+
+    private static func boundary() -> String {
+        UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+    }
+}
