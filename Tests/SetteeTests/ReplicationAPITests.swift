@@ -123,6 +123,31 @@ import Testing
         #expect(try db.document(withID: "x")?.blob(forKey: "file")?.content == Data("attached".utf8))
     }
 
+    @Test func attachmentStubsResolveAgainstWhatTheDatabaseHas() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let blob = Blob(contentType: "text/plain", data: Data("hello".utf8))
+        try db.saveBlob(blob)
+        var entry = blob.properties
+        entry["md5"] = "md5-XUFAKrxLKna5cZ2REBfFkg=="
+        try db.insertRevision(rev("d", "1-a", ["1-a"], ["_attachments": ["a.txt": .object(entry)]]))
+        // By name, from the revision's own ancestor.
+        let stub: JSONValue = ["stub": true, "revpos": 1, "digest": "md5-XUFAKrxLKna5cZ2REBfFkg=="]
+        #expect(try db.insertRevision(rev("d", "2-b", ["2-b", "1-a"], ["v": 2, "_attachments": ["a.txt": stub]])))
+        let second = try #require(try db.document(withID: "d"))
+        #expect(second.dictionary(forKey: "_attachments")?["a.txt"]?.objectValue?["digest"] == .string(blob.digest))
+        // On another branch, by its md5 (the receiver named a leaf of another branch in atts_since).
+        #expect(try db.insertRevision(rev("d", "2-c", ["2-c", "1-x"], ["_attachments": ["b.txt": stub]])))
+        let other = try #require(try db.document(withID: "d", revisionID: "2-c"))
+        #expect(other.dictionary(forKey: "_attachments")?["b.txt"]?.objectValue?["digest"] == .string(blob.digest))
+        // A stub that names nothing here: rejected, missing_stub, nothing stored.
+        let unknown: JSONValue = ["stub": true, "digest": "md5-AAAAAAAAAAAAAAAAAAAAAA=="]
+        let outcome = try db.insertRevisions([rev("d", "3-d", ["3-d", "2-b", "1-a"], ["_attachments": ["a.txt": unknown]])])
+        guard case .rejected(let e) = outcome[0] else { Issue.record("accepted \(outcome)"); return }
+        #expect(e.code == .notFound && e.message.hasPrefix("missing_stub"))
+        #expect(try db.revisionTree(withID: "d")?.revisions.contains { $0.revisionID == "3-d" } == false)
+    }
+
     @Test func jsonBodiesAreCheckedAndStoredAsTheyCame() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

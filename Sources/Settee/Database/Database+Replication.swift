@@ -379,11 +379,19 @@ extension Database {
     /// let outcomes = try db.insertRevisions(fetched)
     /// ```
     ///
+    /// An `_attachments` entry `{"stub": true, …}` (CouchDB's "the receiver has this one", sent
+    /// for attachments older than the revisions it named in `atts_since`) is replaced, in the
+    /// transaction, by the entry of the same name in the newest revision of its history whose body
+    /// the database keeps; failing that, by an entry of any kept revision of the document whose
+    /// `md5` equals the stub's `md5-` `digest`. A stub that matches nothing rejects the revision
+    /// with ``SetteeError/Code/notFound`` and a message starting `missing_stub`.
+    ///
     /// - Throws: only for failures of the database itself (I/O, corruption, closed).
     @_spi(Replication)
     public func insertRevisions(_ revisions: [ReplicatedRevision]) throws -> [RevisionInsertOutcome] {
         try checkOpen()
-        var prepared: [Result<(key: [UInt8], gen: UInt64, body: PreparedBody), SetteeError>] = []
+        // A body with attachment stubs is prepared in the transaction, once they are resolved.
+        var prepared: [Result<(key: [UInt8], gen: UInt64, body: PreparedBody?), SetteeError>] = []
         prepared.reserveCapacity(revisions.count)
         for r in revisions {
             prepared.append(Result { () throws(SetteeError) in
@@ -396,7 +404,8 @@ extension Database {
                     throw SetteeError(.invalidParameter, "history generations must count down by one")
                 }
                 switch r.body {
-                case .properties(let properties): return (key, gen, try PreparedBody(properties))
+                case .properties(let properties):
+                    return (key, gen, Self.hasAttachmentStubs(properties) ? nil : try PreparedBody(properties))
                 case .json(let json): return (key, gen, try PreparedBody(json: json))
                 }
             })
@@ -407,7 +416,7 @@ extension Database {
             for (r, p) in zip(revisions, prepared) {
                 switch p {
                 case .failure(let e): outcomes.append(.rejected(e))
-                case .success(let (key, gen, body)):
+                case .success(let (key, gen, ready)):
                     do {
                         let old = try c.meta(key)
                         var tree = try c.tree(old)
@@ -423,6 +432,7 @@ extension Database {
                             outcomes.append(.inserted)
                             continue
                         }
+                        let body = try ready ?? PreparedBody(resolvingStubs(of: r, in: tree, c.tx))
                         try c.checkBlobs(body)
                         try c.validate(id: r.documentID, revisionID: r.revisionID, deleted: r.isDeleted, body: body, old: old)
                         let ref = body.isEmpty ? 0 : try c.tx.appendValue(body.bytes).rawValue
@@ -474,6 +484,52 @@ extension Database {
             let tree = try core.tree(tx, meta)
             return try tree.sortedLeaves().map { try replicated(tx, id: id, tree: tree, index: $0) }
         }
+    }
+
+    static func hasAttachmentStubs(_ properties: [String: JSONValue]) -> Bool {
+        guard case .object(let attachments)? = properties[attachmentsKey] else { return false }
+        return attachments.values.contains { $0.objectValue?["stub"] == true }
+    }
+
+    /// The revision's properties with each attachment stub replaced by the entry it stands for
+    /// (see ``insertRevisions(_:)``).
+    private func resolvingStubs(of r: ReplicatedRevision, in tree: RevTree, _ tx: any StoreReading) throws -> [String: JSONValue] {
+        var properties = try r.properties
+        guard case .object(var attachments)? = properties[attachmentsKey] else { return properties }
+        // Kept bodies to look in: the revision's own ancestors newest first, then every other.
+        let ancestors = r.history.dropFirst().compactMap { tree.index(of: $0) }.filter { tree.revs[$0].hasBody }
+        let everyOther = tree.revs.indices.filter { tree.revs[$0].hasBody && !ancestors.contains($0) }
+        var cache: [Int: [String: JSONValue]] = [:]
+        func entries(_ i: Int) throws -> [String: JSONValue] {
+            if let e = cache[i] { return e }
+            let e = try replicated(tx, id: r.documentID, tree: tree, index: i).properties[attachmentsKey]?.objectValue ?? [:]
+            cache[i] = e
+            return e
+        }
+        for (name, value) in attachments {
+            guard case .object(let stub) = value, stub["stub"] == true else { continue }
+            let md5 = stub["digest"]?.stringValue.flatMap { $0.hasPrefix("md5-") ? $0 : nil }
+            func matches(_ e: JSONValue?) -> Bool {
+                guard case .object(let o)? = e, o["@type"] == "blob" else { return false }
+                guard let md5, case .string(let known)? = o["md5"] else { return true }
+                return known == md5
+            }
+            var found: JSONValue?
+            for i in ancestors where found == nil {
+                if matches(try entries(i)[name]) { found = try entries(i)[name] }
+            }
+            if found == nil, md5 != nil {
+                for i in ancestors + everyOther where found == nil {
+                    found = try entries(i).values.first { matches($0) && $0.objectValue?["md5"] != nil }
+                }
+            }
+            guard let found else {
+                throw SetteeError(.notFound, "missing_stub: attachment \(name) of \(r.documentID) \(r.revisionID) names content this database does not have")
+            }
+            attachments[name] = found
+        }
+        properties[attachmentsKey] = .object(attachments)
+        return properties
     }
 
     private func replicated(_ tx: any StoreReading, id: String, tree: RevTree, index i: Int) throws -> ReplicatedRevision {
