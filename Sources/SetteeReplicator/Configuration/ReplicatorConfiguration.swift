@@ -181,6 +181,40 @@ public struct ReplicatorConfiguration: Sendable {
     /// config.batchSize = 1000
     /// ```
     public var batchSize = 500
+    /// Credentials for a remote peer (``BasicAuthenticator``, ``SessionAuthenticator``); nil:
+    /// anonymous (the server's GUEST).
+    ///
+    /// ```swift
+    /// config.authenticator = BasicAuthenticator(username: "molly", password: "secret")
+    /// ```
+    public var authenticator: (any Authenticator)?
+    /// Extra HTTP header fields sent with every request to a remote peer.
+    ///
+    /// ```swift
+    /// config.headers = ["X-App-Version": "2.1"]
+    /// ```
+    public var headers: [String: String] = [:]
+    /// The server's certificate (DER), trusted instead of the system's roots for an HTTPS peer:
+    /// a self-signed server works, and no other certificate is accepted.
+    ///
+    /// ```swift
+    /// config.pinnedServerCertificate = try Data(contentsOf: Bundle.main.url(forResource: "server", withExtension: "cer")!)
+    /// ```
+    public var pinnedServerCertificate: Data?
+    /// How many times a run is attempted when the peer is unreachable before the replicator stops
+    /// with the error; 0 (the default) means 10 for a one-shot replication and no limit for a
+    /// continuous one (Couchbase Lite's defaults).
+    ///
+    /// ```swift
+    /// config.maxAttempts = 3
+    /// ```
+    public var maxAttempts = 0
+    /// The longest wait between two attempts; waits double from one second up to it.
+    ///
+    /// ```swift
+    /// config.maxAttemptWaitTime = .seconds(30)
+    /// ```
+    public var maxAttemptWaitTime: Duration = .seconds(300)
     /// Where warnings and errors go; nil writes warnings and errors to standard error.
     ///
     /// ```swift

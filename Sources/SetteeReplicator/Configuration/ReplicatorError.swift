@@ -86,13 +86,35 @@ public struct ReplicatorError: Error, Sendable, Equatable, CustomStringConvertib
         /// if error.code == .unsupported { … }
         /// ```
         public static let unsupported = Code(rawValue: "unsupported")
+        /// The peer could not be reached, or answered with a temporary failure (a network error,
+        /// a timeout, HTTP 5xx or 429): the replicator goes ``ReplicatorActivity/offline`` and
+        /// retries with exponential backoff.
+        ///
+        /// ```swift
+        /// if status.activity == .offline, status.error?.code == .unreachable { showOfflineBadge() }
+        /// ```
+        public static let unreachable = Code(rawValue: "unreachable")
+        /// The peer refused the credentials (HTTP 401 or 403): the replicator stops.
+        ///
+        /// ```swift
+        /// if error.code == .authenticationFailed { askForPassword() }
+        /// ```
+        public static let authenticationFailed = Code(rawValue: "authenticationFailed")
+        /// The peer has no such database (HTTP 404 for it): the replicator stops.
+        ///
+        /// ```swift
+        /// if error.code == .remoteDatabaseNotFound { print("check the URL") }
+        /// ```
+        public static let remoteDatabaseNotFound = Code(rawValue: "remoteDatabaseNotFound")
 
         /// Every code this version throws (a later version may add more: match with `default`).
         ///
         /// ```swift
         /// for code in ReplicatorError.Code.allCases { print(code) }
         /// ```
-        public static let allCases: [Code] = [.conflictResolverFailed, .resolverReturnedForeignDocument, .resolutionFailed, .rejected, .invalidRequest, .peerFailed, .unsupported]
+        public static let allCases: [Code] = [.conflictResolverFailed, .resolverReturnedForeignDocument, .resolutionFailed, .rejected,
+                                              .invalidRequest, .peerFailed, .unsupported, .unreachable, .authenticationFailed,
+                                              .remoteDatabaseNotFound]
     }
 
     /// What went wrong.
@@ -143,6 +165,14 @@ public struct ReplicatorError: Error, Sendable, Equatable, CustomStringConvertib
         }
         return ReplicatorError(.peerFailed, String(describing: error), documentID: documentID)
     }
+
+    /// Whether retrying later may succeed (``Code/unreachable``): the replicator then goes offline
+    /// and retries instead of stopping.
+    ///
+    /// ```swift
+    /// if error.isTransient { scheduleRetry() }
+    /// ```
+    public var isTransient: Bool { code == .unreachable }
 
     /// Code, document and message.
     ///

@@ -113,6 +113,23 @@ public protocol ReplicationPeer: Sendable {
     /// ```
     @_spi(Replication)
     func saveLocalDocument(_ properties: [String: JSONValue], withID id: String) async throws
+
+    /// The peer as a replicator with `configuration` uses it: a remote peer takes the
+    /// configuration's authenticator, headers and pinned certificate; the default is the peer itself.
+    ///
+    /// ```swift
+    /// let remote = config.target.configured(for: config)
+    /// ```
+    func configured(for configuration: ReplicatorConfiguration) -> any ReplicationPeer
+}
+
+extension ReplicationPeer {
+    /// The peer itself: a peer in this process needs no credentials.
+    ///
+    /// ```swift
+    /// let same = endpoint.configured(for: config)
+    /// ```
+    public func configured(for configuration: ReplicatorConfiguration) -> any ReplicationPeer { self }
 }
 
 /// A position in a peer's changes feed. Settee's sequences are integers; other servers (CouchDB

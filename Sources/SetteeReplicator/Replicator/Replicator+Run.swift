@@ -53,48 +53,79 @@ final class OneShotSignal: Sendable {
 }
 
 extension Replicator {
-    /// One run: both directions at once, until caught up (one-shot) or stopped.
+    /// One run: attempts until one ends (caught up, stopped, or failed for good). An attempt that
+    /// finds the peer unreachable sends the replicator offline and is retried from the
+    /// checkpoints after a wait that doubles from one second up to the configured maximum.
     func run(number: UInt64, reset: Bool) async {
         var failure: ReplicatorError?
-        do {
-            let kind = config.replicatorType
-            var resolver: ConflictPass?
-            if kind.pulls {
-                resolver = try ConflictPass(replicator: self, replicationID: replicationID(.pull))
-                // Conflicts a resolver failed on in an earlier run are tried again first (seed 000).
-                try await resolver!.retryPending()
-            }
-            // One-shot push-and-pull: the push makes a last pass once the pull has caught up (to send
-            // what the pull's resolutions wrote), and the pull a last pass once the push is done (to
-            // see its own echo in the target's feed), so both checkpoints end at the end of both feeds
-            // and the next run with nothing new is the fast no-op. A continuous run hears of both as
-            // changes anyway.
-            let staged = kind == .pushAndPull && !config.continuous
-            let pullCaughtUp = OneShotSignal(), pushDone = OneShotSignal()
-            let conflicts = resolver
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                if kind.pulls {
-                    group.addTask {
-                        defer { pullCaughtUp.fire() }
-                        try await self.runDirection(.pull, reset: reset, conflicts: conflicts,
-                                                    caughtUp: pullCaughtUp, after: staged ? pushDone : nil)
-                    }
+        var attempt = 0
+        var fresh = reset
+        let limit = config.maxAttempts > 0 ? config.maxAttempts : (config.continuous ? Int.max : 10)
+        while true {
+            attempt += 1
+            do {
+                try await runAttempt(reset: fresh)
+                failure = nil
+                break
+            } catch is CancellationError {
+                break
+            } catch {
+                let e = ReplicatorError.wrapping(error)
+                failure = e
+                guard e.isTransient, attempt < limit, !isStopRequested else { break }
+                fresh = false
+                let wait = min(config.maxAttemptWaitTime, .seconds(1) * (1 << min(attempt - 1, 20)))
+                config.log(.warning, "replication of \(config.database.name) with \(remote.identifier): \(e); retrying in \(wait)")
+                update { s in
+                    s.status.error = e
+                    for d in s.directions.keys { s.directions[d] = .offline }
+                    if s.directions.isEmpty { s.directions[.pull] = .offline }
                 }
-                if kind.pushes {
-                    group.addTask {
-                        defer { pushDone.fire() }
-                        try await self.runDirection(.push, reset: reset, conflicts: nil,
-                                                    caughtUp: nil, after: staged ? pullCaughtUp : nil)
-                    }
-                }
-                try await group.waitForAll()
+                do { try await Task.sleep(for: wait) } catch { break }
+                if isStopRequested { break }
+                update { $0.status.error = nil }
             }
-        } catch is CancellationError {
-        } catch {
-            failure = ReplicatorError.wrapping(error)
-            config.log(.error, "replication of \(config.database.name) with \(config.target.identifier) failed: \(failure!)")
         }
-        finish(number: number, error: failure)
+        if let failure, !(failure.isTransient && isStopRequested) {
+            config.log(.error, "replication of \(config.database.name) with \(remote.identifier) failed: \(failure)")
+        }
+        finish(number: number, error: isStopRequested && failure?.isTransient == true ? nil : failure)
+    }
+
+    /// One attempt: both directions at once, until caught up (one-shot) or stopped.
+    private func runAttempt(reset: Bool) async throws {
+        let kind = config.replicatorType
+        var resolver: ConflictPass?
+        if kind.pulls {
+            resolver = try ConflictPass(replicator: self, replicationID: replicationID(.pull))
+            // Conflicts a resolver failed on in an earlier run are tried again first (seed 000).
+            try await resolver!.retryPending()
+        }
+        // One-shot push-and-pull: the push makes a last pass once the pull has caught up (to send
+        // what the pull's resolutions wrote), and the pull a last pass once the push is done (to
+        // see its own echo in the target's feed), so both checkpoints end at the end of both feeds
+        // and the next run with nothing new is the fast no-op. A continuous run hears of both as
+        // changes anyway.
+        let staged = kind == .pushAndPull && !config.continuous
+        let pullCaughtUp = OneShotSignal(), pushDone = OneShotSignal()
+        let conflicts = resolver
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            if kind.pulls {
+                group.addTask {
+                    defer { pullCaughtUp.fire() }
+                    try await self.runDirection(.pull, reset: reset, conflicts: conflicts,
+                                                caughtUp: pullCaughtUp, after: staged ? pushDone : nil)
+                }
+            }
+            if kind.pushes {
+                group.addTask {
+                    defer { pushDone.fire() }
+                    try await self.runDirection(.push, reset: reset, conflicts: nil,
+                                                caughtUp: nil, after: staged ? pullCaughtUp : nil)
+                }
+            }
+            try await group.waitForAll()
+        }
     }
 
     /// One direction: checkpoints, then batches until caught up; a continuous one then idles
@@ -103,8 +134,8 @@ extension Replicator {
     func runDirection(_ direction: ReplicationDirection, reset: Bool, conflicts: ConflictPass?,
                       caughtUp passed: OneShotSignal?, after: OneShotSignal?) async throws {
         let push = direction == .push
-        let source: any ReplicationPeer = push ? local : config.target
-        let target: any ReplicationPeer = push ? config.target : local
+        let source: any ReplicationPeer = push ? local : remote
+        let target: any ReplicationPeer = push ? remote : local
         update { $0.directions[direction] = .connecting }
         var checkpoint = Checkpointer(replicationID: replicationID(direction), source: source, target: target)
         var since = try await checkpoint.load(reset: reset)

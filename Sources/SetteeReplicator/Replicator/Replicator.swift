@@ -45,6 +45,8 @@ public final class Replicator: Sendable {
     public let config: ReplicatorConfiguration
 
     let local: DatabaseEndpoint
+    /// The configuration's target as this replicator uses it (with its credentials).
+    let remote: any ReplicationPeer
     let state = Mutex(State())
     private let listenerQueue = DispatchQueue(label: "settee.replicator.listeners")
 
@@ -71,6 +73,7 @@ public final class Replicator: Sendable {
     public init(config: ReplicatorConfiguration) {
         self.config = config
         self.local = DatabaseEndpoint(database: config.database)
+        self.remote = config.target.configured(for: config)
     }
 
     deinit {
@@ -268,8 +271,8 @@ public final class Replicator: Sendable {
 
     func replicationID(_ direction: ReplicationDirection) -> String {
         direction == .push
-            ? ReplicationID.make(source: local.identifier, target: config.target.identifier, config: config, push: true)
-            : ReplicationID.make(source: config.target.identifier, target: local.identifier, config: config, push: false)
+            ? ReplicationID.make(source: local.identifier, target: remote.identifier, config: config, push: true)
+            : ReplicationID.make(source: remote.identifier, target: local.identifier, config: config, push: false)
     }
 
     // MARK: - Status
