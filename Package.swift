@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "Settee", targets: ["Settee"]),
         .library(name: "SetteeStorage", targets: ["SetteeStorage"]),
         .library(name: "SetteeReplicator", targets: ["SetteeReplicator"]),
+        .library(name: "SetteeHTTP", targets: ["SetteeHTTP"]),
         .library(name: "SetteeServer", targets: ["SetteeServer"]),
         .executable(name: "settee", targets: ["settee"]),
     ],
@@ -21,6 +22,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // Salted password hashes (PBKDF2-SHA256) for the server's users.
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        // The replicator's HTTP client (URLEndpoint), and TLS for a pinned server certificate.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.0"),
         // The `settee` command line.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
     ],
@@ -62,6 +66,21 @@ let package = Package(
             name: "SetteeReplicator",
             dependencies: ["Settee"]
         ),
+        // URLEndpoint: the CouchDB replication protocol over HTTP(S), a remote peer for the
+        // replicator; and the wire format (documents, attachments, multipart bodies) the server
+        // shares with it.
+        .target(
+            name: "SetteeHTTP",
+            dependencies: [
+                "Settee", "SetteeReplicator",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                "CZlib",
+            ]
+        ),
         // Debian's zlib1g-dev, for the gzip-encoded attachments CouchDB's replicator sends.
         .systemLibrary(
             name: "CZlib",
@@ -74,6 +93,8 @@ let package = Package(
             name: "SetteeServer",
             dependencies: [
                 "Settee",
+                "SetteeReplicator",
+                "SetteeHTTP",
                 "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -137,10 +158,14 @@ let package = Package(
         .testTarget(
             name: "SetteeServerTests",
             dependencies: [
-                "SetteeServer", "Settee",
+                "SetteeServer", "Settee", "SetteeHTTP",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
+        ),
+        .testTarget(
+            name: "SetteeHTTPTests",
+            dependencies: ["SetteeHTTP", "SetteeServer", "SetteeReplicator", "Settee"]
         ),
         .testTarget(
             name: "SetteeStorageTests",

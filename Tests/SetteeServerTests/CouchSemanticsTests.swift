@@ -5,6 +5,7 @@ import NIOCore
 import Testing
 @_spi(Replication) import Settee
 @testable import SetteeServer
+import SetteeHTTP
 
 /// CouchDB semantics a client or replicator relies on: edits of a conflict's losing leaf,
 /// `_bulk_get` with `latest` and as `multipart/mixed`, HEAD lengths, sessions, `key`, purges.

@@ -2,31 +2,13 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
+import SetteeHTTP
 import NIOCore
 @_spi(Replication) import Settee
 
-/// CouchDB's attachments over Settee's blobs.
-///
-/// A document's `_attachments` is stored as Settee keeps it: a dictionary of blobs by name, each
-/// `{"@type": "blob", "content_type", "digest": "sha1-…", "length", "revpos", "md5": "md5-…"}`;
-/// the SHA-1 digest is the content address of the blob store, `revpos` the generation that added
-/// the attachment, `md5` the digest CouchDB and its replicator check. On the wire each becomes
-/// CouchDB's `{"content_type", "digest": "md5-…", "length", "revpos", "stub": true}` (or with
-/// `data` in base64 when asked for).
+/// CouchDB's attachments over Settee's blobs (`WireAttachments` holds the mapping): the order of
+/// a multipart upload's parts.
 enum Attachments {
-    /// The MD5 digest CouchDB shows: `md5-` and the base64 of the 16 bytes.
-    static func md5(_ data: some DataProtocol) -> String {
-        "md5-" + Data(Insecure.MD5.hash(data: data)).base64EncodedString()
-    }
-
-    /// The stored entry of content just received.
-    static func entry(blob: Blob, revpos: UInt64, md5: String) -> JSONValue {
-        var o = blob.properties
-        o["revpos"] = .int(Int64(revpos))
-        o["md5"] = .string(md5)
-        return .object(o)
-    }
-
     /// The keys of a JSON document's `_attachments` in the order they are written, which is the
     /// order of a multipart request's attachment parts (a `JSONValue` object keeps no order).
     static func orderedNames(in json: [UInt8]) -> [String] {
@@ -117,57 +99,17 @@ extension CouchAPI {
                           follows: [String: Data], db: ServedDatabase) async throws -> [String: JSONValue] {
         var stored: [String: JSONValue] = [:]
         for (name, value) in incoming {
-            guard !name.isEmpty, !name.hasPrefix("_") else {
-                throw CouchError(.badRequest, "bad_request", "Attachment name '\(name)' starts with invalid character '_'")
-            }
             guard case .object(let a) = value else { throw CouchError.badRequest("attachment \(name) must be an object") }
-            if a["stub"] == true {
+            guard let (blob, entry) = try WireAttachments.decode(name: name, a, follows: follows[name], generation: generation,
+                                                                 maxSize: db.config.maxAttachmentSize) else {
                 guard let previous = parent[name] else {
                     throw CouchError(.preconditionFailed, "missing_stub", "Invalid attachment stub in \(name) for the revision it builds on")
                 }
                 stored[name] = previous
                 continue
             }
-            var content: Data
-            if case .string(let b64)? = a["data"] {
-                guard let d = Data(base64Encoded: b64) else { throw CouchError.badRequest("Invalid attachment data for \(name)") }
-                content = d
-            } else if a["follows"] == true {
-                guard let d = follows[name] else { throw CouchError.badRequest("attachment \(name) follows, but its part is missing") }
-                content = d
-            } else {
-                throw CouchError.badRequest("attachment \(name) needs data, follows or stub")
-            }
-            switch a["encoding"] {
-            case nil, .string("identity")?:
-                break
-            case .string("gzip")?:
-                // Sent as CouchDB stores it: its digest is the encoded bytes' MD5, its length the
-                // decoded one. Stored decoded (the blob store compresses on its own).
-                if case .string(let claimed)? = a["digest"], claimed.hasPrefix("md5-"), claimed != Attachments.md5(content) {
-                    throw CouchError.badRequest("attachment \(name): digest \(claimed) does not match its encoded content")
-                }
-                content = try Gzip.decompress(content, limit: db.config.maxAttachmentSize)
-            default:
-                throw CouchError.unsupportedMediaType("attachment \(name): unknown encoding \(a["encoding"].flatMap { try? $0.jsonText() } ?? "")")
-            }
-            let encodedDigestChecked = a["encoding"] == .string("gzip")
-            guard content.count <= db.config.maxAttachmentSize else {
-                throw CouchError.tooLarge("Attachment \(name) is \(content.count) bytes; the limit is \(db.config.maxAttachmentSize)")
-            }
-            if case .int(let length)? = a["length"], length != Int64(content.count) {
-                throw CouchError.badRequest("attachment \(name): length \(length) does not match its \(content.count) bytes")
-            }
-            let md5 = Attachments.md5(content)
-            if !encodedDigestChecked, case .string(let claimed)? = a["digest"], claimed.hasPrefix("md5-"), claimed != md5 {
-                throw CouchError.badRequest("attachment \(name): digest \(claimed) does not match its content")
-            }
-            let type = a["content_type"]?.stringValue ?? "application/octet-stream"
-            let blob = Blob(contentType: type, data: content)
             try await db.database.saveBlob(blob)
-            var revpos = generation
-            if case .int(let r)? = a["revpos"], r > 0, UInt64(r) <= generation { revpos = UInt64(r) }
-            stored[name] = Attachments.entry(blob: blob, revpos: revpos, md5: md5)
+            stored[name] = entry
         }
         return stored
     }
@@ -195,7 +137,7 @@ extension CouchAPI {
                 }
                 content = data
             }
-            wire["digest"] = .string(e["md5"]?.stringValue ?? Attachments.md5(content ?? Data()))
+            wire["digest"] = .string(e["md5"]?.stringValue ?? WireAttachments.md5(content ?? Data()))
             if inline, let content {
                 wire["data"] = .string(content.base64EncodedString())
             } else {
@@ -259,7 +201,7 @@ extension CouchAPI {
         guard let blob = try database.blob(withDigest: digest, contentType: type), let content = blob.content else {
             throw SetteeError(.notFound, "the content of attachment \(name) is missing")
         }
-        let md5 = e["md5"]?.stringValue ?? Attachments.md5(content)
+        let md5 = e["md5"]?.stringValue ?? WireAttachments.md5(content)
         let etag = "\"\(md5)\""
         if call.request.headers[.ifNoneMatch] == etag { return Response(status: .notModified, headers: [.eTag: etag]) }
         var headers: HTTPFields = [.contentType: type, .eTag: etag, .acceptRanges: "bytes"]
@@ -302,7 +244,7 @@ extension CouchAPI {
         return try await updateAttachments(db, id: id, rev: rev) { current, generation in
             let blob = Blob(contentType: type, data: content)
             try await db.database.saveBlob(blob)
-            current[name] = Attachments.entry(blob: blob, revpos: generation, md5: Attachments.md5(content))
+            current[name] = WireAttachments.entry(blob: blob, revpos: generation, md5: WireAttachments.md5(content))
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import SetteeHTTP
 @_spi(Replication) import Settee
 
 extension CouchAPI {

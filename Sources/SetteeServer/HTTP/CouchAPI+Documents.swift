@@ -1,96 +1,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import SetteeHTTP
 import NIOCore
 @_spi(Replication) import Settee
-
-/// Top-level members CouchDB gives meaning to; any other `_` member is refused.
-private let specialMembers: Set<String> = [
-    "_id", "_rev", "_deleted", "_revisions", "_attachments", "_conflicts", "_deleted_conflicts",
-    "_local_seq", "_revs_info",
-]
-
-/// A document as a CouchDB client sends it: the ID and revision it names, the properties, and
-/// whether it is a deletion.
-struct IncomingDocument {
-    var id: String?
-    var rev: String?
-    var deleted: Bool
-    var revisions: (start: UInt64, ids: [String])?
-    var properties: [String: JSONValue]
-    /// `_attachments` as sent (data, follows or stubs), nil when absent.
-    var attachments: [String: JSONValue]?
-
-    /// Splits a JSON document into its special members and its properties.
-    init(_ object: [String: JSONValue]) throws {
-        var properties = object
-        id = nil
-        rev = nil
-        deleted = false
-        revisions = nil
-        for key in object.keys where key.hasPrefix("_") {
-            guard specialMembers.contains(key) else {
-                throw CouchError(.badRequest, "doc_validation", "Bad special document member: \(key)")
-            }
-            properties.removeValue(forKey: key)
-        }
-        if let v = object["_id"] {
-            guard case .string(let s) = v else { throw CouchError(.badRequest, "bad_request", "Document id must be a string") }
-            id = s
-        }
-        if let v = object["_rev"] {
-            guard case .string(let s) = v else { throw CouchError(.badRequest, "bad_request", "Invalid rev format") }
-            rev = s
-        }
-        if let v = object["_deleted"] {
-            guard case .bool(let b) = v else { throw CouchError(.badRequest, "doc_validation", "_deleted must be a boolean") }
-            deleted = b
-        }
-        if let v = object["_revisions"] {
-            guard case .object(let r) = v, case .int(let start)? = r["start"], start > 0,
-                  case .array(let ids)? = r["ids"], !ids.isEmpty, ids.count <= 10_000 else {
-                throw CouchError(.badRequest, "doc_validation", "_revisions must be {\"start\": N, \"ids\": [...]}")
-            }
-            var list: [String] = []
-            for i in ids {
-                guard case .string(let s) = i, !s.isEmpty, !s.contains("-") else {
-                    throw CouchError(.badRequest, "doc_validation", "_revisions.ids must be revision digests")
-                }
-                list.append(s)
-            }
-            guard UInt64(start) >= UInt64(list.count) else {
-                throw CouchError(.badRequest, "doc_validation", "_revisions.start is smaller than its history")
-            }
-            revisions = (UInt64(start), list)
-        }
-        if let v = object["_attachments"] {
-            guard case .object(let a) = v else { throw CouchError(.badRequest, "doc_validation", "_attachments must be an object") }
-            attachments = a
-        }
-        self.properties = properties
-    }
-
-    /// The revision's history, newest first, from `_revisions` (or just the revision).
-    func history(of rev: String) throws -> [String] {
-        guard let (generation, _) = parseRevision(rev) else {
-            throw CouchError.badRequest("Invalid rev format")
-        }
-        guard let revisions else { return [rev] }
-        guard revisions.start == generation, "\(generation)-\(revisions.ids[0])" == rev else {
-            throw CouchError(.badRequest, "bad_request", "_revisions does not match _rev \(rev)")
-        }
-        return revisions.ids.enumerated().map { "\(revisions.start - UInt64($0.offset))-\($0.element)" }
-    }
-}
-
-/// `N-digest` with N ≥ 1 and a non-empty digest.
-func parseRevision(_ rev: String) -> (UInt64, Substring)? {
-    guard let dash = rev.firstIndex(of: "-"), let n = UInt64(rev[..<dash]), n > 0, rev[..<dash].first != "+",
-          rev[..<dash].first != "0" else { return nil }
-    let digest = rev[rev.index(after: dash)...]
-    guard !digest.isEmpty else { return nil }
-    return (n, digest)
-}
 
 extension CouchAPI {
     // MARK: - /{db}/{doc}

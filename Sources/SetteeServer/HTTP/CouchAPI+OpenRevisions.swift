@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import SetteeHTTP
 import NIOCore
 @_spi(Replication) import Settee
 

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import SetteeHTTP
 import Logging
 import NIOCore
 @_spi(Replication) import Settee
@@ -41,6 +42,10 @@ struct CouchAPI: HTTPResponder {
         } catch let e as CouchError {
             status = e.status
             return e.response
+        } catch let e as WireError {
+            let c = CouchError(HTTPResponse.Status(code: e.status), e.error, e.reason)
+            status = c.status
+            return c.response
         } catch let e as SetteeError {
             let c = CouchError(e)
             status = c.status

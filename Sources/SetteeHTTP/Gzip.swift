@@ -3,12 +3,12 @@ import Foundation
 
 /// gzip, for attachments a peer sends encoded (CouchDB's replicator sends text, JSON, JavaScript
 /// and XML attachments as it stores them: gzip-compressed).
-enum Gzip {
+package enum Gzip {
     /// The decompressed bytes of a gzip stream, at most `limit` of them.
-    static func decompress(_ data: Data, limit: Int) throws -> Data {
+    package static func decompress(_ data: Data, limit: Int) throws -> Data {
         var stream = z_stream()
         guard inflateInit2_(&stream, 16 + MAX_WBITS, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
-            throw CouchError.badRequest("cannot start gzip decompression")
+            throw WireError("bad_request", "cannot start gzip decompression")
         }
         defer { inflateEnd(&stream) }
         var output = Data()
@@ -26,10 +26,10 @@ enum Gzip {
                 }
                 let produced = chunk.count - Int(stream.avail_out)
                 output.append(contentsOf: chunk[0 ..< produced])
-                guard output.count <= limit else { throw CouchError.tooLarge("a gzip-encoded attachment expands beyond \(limit) bytes") }
+                guard output.count <= limit else { throw WireError("too_large", "a gzip-encoded attachment expands beyond \(limit) bytes", status: 413) }
                 if status == Z_STREAM_END { return output }
-                guard status == Z_OK else { throw CouchError.badRequest("an attachment's gzip encoding is damaged") }
-                if stream.avail_in == 0 && produced == 0 { throw CouchError.badRequest("an attachment's gzip encoding is truncated") }
+                guard status == Z_OK else { throw WireError("bad_request", "an attachment's gzip encoding is damaged") }
+                if stream.avail_in == 0 && produced == 0 { throw WireError("bad_request", "an attachment's gzip encoding is truncated") }
             }
         }
     }
