@@ -77,6 +77,16 @@ public struct RevsDiffResult: Sendable, Hashable {
     /// let known = result.possibleAncestors
     /// ```
     public var possibleAncestors: [String]
+
+    /// A result (as a remote peer's `_revs_diff` answers it).
+    ///
+    /// ```swift
+    /// let r = RevsDiffResult(missing: ["2-b"], possibleAncestors: ["1-a"])
+    /// ```
+    public init(missing: [String], possibleAncestors: [String]) {
+        self.missing = missing
+        self.possibleAncestors = possibleAncestors
+    }
 }
 
 /// A revision with its history, as replicators move them (CouchDB's `open_revs` with

@@ -215,6 +215,13 @@ public struct ReplicatorConfiguration: Sendable {
     /// config.maxAttemptWaitTime = .seconds(30)
     /// ```
     public var maxAttemptWaitTime: Duration = .seconds(300)
+    /// How often a remote peer's idle changes feed is expected to send its heartbeat; a feed
+    /// silent for twice as long is dropped and reopened from the checkpoint.
+    ///
+    /// ```swift
+    /// config.heartbeat = .seconds(60)
+    /// ```
+    public var heartbeat: Duration = .seconds(30)
     /// Where warnings and errors go; nil writes warnings and errors to standard error.
     ///
     /// ```swift

@@ -1,0 +1,81 @@
+import Foundation
+@_spi(Replication) import Settee
+import SetteeHTTP
+@_spi(Replication) import SetteeReplicator
+import SetteeServer
+import Testing
+
+/// The replicator over HTTP with `settee serve` on a real loopback socket.
+@Suite struct URLEndpointTests {
+    @Test func pushThenPullCarriesDocumentsDeletionsAndAttachments() async throws {
+        let scratch = try Scratch()
+        let server = try await LiveServer.start()
+        defer { Task { await server.stop() } }
+        let molly = try scratch.open("molly")
+        let naomi = try scratch.open("naomi")
+        for i in 0 ..< 120 { try await molly.saveDocument(MutableDocument(id: "doc-\(i)", data: ["n": .int(Int64(i))])) }
+        let photo = MutableDocument(id: "photo", data: ["title": "cat"])
+        photo.setBlob(Blob(contentType: "image/png", data: Data((0 ..< 3000).map { UInt8($0 % 251) })), forKey: "image")
+        photo.setValue(["a.txt": .object(Blob(contentType: "text/plain", data: Data("attached".utf8)).properties)], forKey: "_attachments")
+        try await molly.saveBlob(Blob(contentType: "text/plain", data: Data("attached".utf8)))
+        try await molly.saveDocument(photo)
+        if let gone = try await molly.document(withID: "doc-7") { try await molly.deleteDocument(gone) }
+
+        let pushed = await replicate(molly, server.url(), .push) { $0.batchSize = 50 }
+        #expect(pushed.error == nil, "\(String(describing: pushed.error))")
+        let pulled = await replicate(naomi, server.url(), .pull, user: "naomi") { $0.batchSize = 50 }
+        #expect(pulled.error == nil, "\(String(describing: pulled.error))")
+        let (a, b) = (try snapshot(naomi), try snapshot(molly))
+        #expect(a == b)
+        let copy = try #require(try await naomi.document(withID: "photo"))
+        #expect(copy.blob(forKey: "image")?.content == Data((0 ..< 3000).map { UInt8($0 % 251) }))
+        let attachment = try #require(copy.dictionary(forKey: "_attachments")?["a.txt"]?.objectValue)
+        let attached = try await naomi.blob(withDigest: attachment["digest"]?.stringValue ?? "")
+        #expect(attached?.content == Data("attached".utf8))
+        // A second run with nothing new changes nothing.
+        let seq = try naomi.lastSequence
+        #expect(await replicate(naomi, server.url(), .pushAndPull, user: "naomi").error == nil)
+        #expect(try naomi.lastSequence == seq)
+    }
+
+    @Test func theTwoDeviceConflictConvergesThroughTheServer() async throws {
+        // Seed 004: Molly and Naomi edit DocumentA while apart; both sync with the server and end
+        // with the same winner and the same tree.
+        let scratch = try Scratch()
+        let server = try await LiveServer.start()
+        defer { Task { await server.stop() } }
+        let molly = try scratch.open("molly")
+        let naomi = try scratch.open("naomi")
+        try await molly.saveDocument(MutableDocument(id: "DocumentA", data: ["title": "Groceries", "items": ["milk"]]))
+        #expect(await replicate(molly, server.url()).error == nil)
+        #expect(await replicate(naomi, server.url(), user: "naomi").error == nil)
+        let m = try #require(try await molly.document(withID: "DocumentA")).toMutable()
+        m.setValue(["milk", "eggs"], forKey: "items")
+        try await molly.saveDocument(m)
+        let n = try #require(try await naomi.document(withID: "DocumentA")).toMutable()
+        n.setString("Naomi's groceries", forKey: "title")
+        try await naomi.saveDocument(n)
+        for _ in 0 ..< 2 {
+            #expect(await replicate(molly, server.url()).error == nil)
+            #expect(await replicate(naomi, server.url(), user: "naomi").error == nil)
+        }
+        #expect(try snapshot(molly) == snapshot(naomi))
+        let mine = try await molly.document(withID: "DocumentA")?.revisionID
+        let hers = try await naomi.document(withID: "DocumentA")?.revisionID
+        #expect(mine != nil && mine == hers)
+    }
+
+    @Test func wrongCredentialsStopWithAnAuthenticationError() async throws {
+        let scratch = try Scratch()
+        let server = try await LiveServer.start()
+        defer { Task { await server.stop() } }
+        let db = try scratch.open("local")
+        let status = await replicate(db, server.url(), password: "wrong")
+        #expect(status.activity == .stopped)
+        #expect(status.error?.code == .authenticationFailed)
+        let anonymous = await replicate(db, server.url(), user: nil)
+        #expect(anonymous.error?.code == .authenticationFailed)
+        let missing = await replicate(db, server.url("nope"))
+        #expect(missing.error?.code == .remoteDatabaseNotFound)
+    }
+}
