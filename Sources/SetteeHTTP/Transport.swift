@@ -22,6 +22,9 @@ enum HTTPClients {
             // a connection that goes silent for this long is dropped.
             config.timeout = .init(connect: .seconds(10), read: .seconds(120))
             config.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 8)
+            // A refused connection fails the request at once: the replicator's own backoff
+            // (and its offline status) is the retry, not a silent wait of the connect timeout.
+            config.connectionPool.retryConnectionEstablishment = false
             config.decompression = .enabled(limit: .none)
             if let certificate {
                 var tls = TLSConfiguration.makeClientConfiguration()

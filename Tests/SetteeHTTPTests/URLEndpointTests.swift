@@ -2,7 +2,7 @@ import Foundation
 @_spi(Replication) import Settee
 import SetteeHTTP
 @_spi(Replication) import SetteeReplicator
-import SetteeServer
+@testable import SetteeServer
 import Testing
 
 /// The replicator over HTTP with `settee serve` on a real loopback socket.
@@ -77,5 +77,51 @@ import Testing
         #expect(anonymous.error?.code == .authenticationFailed)
         let missing = await replicate(db, server.url("nope"))
         #expect(missing.error?.code == .remoteDatabaseNotFound)
+    }
+}
+
+/// Continuous replication over HTTP: changes flow both ways as they are made, and a server that
+/// goes away sends the replicator offline until it is back.
+@Suite struct ContinuousHTTPTests {
+    @Test func aServerStoppedAndRestartedUnderAContinuousReplication() async throws {
+        let scratch = try Scratch()
+        let serverData = scratch.path + "/server"
+        var server = try await LiveServer.start(directory: serverData)
+        let port = server.port
+        let molly = try scratch.open("molly")
+        var config = ReplicatorConfiguration(database: molly, target: URLEndpoint(url: server.url()))
+        config.continuous = true
+        config.authenticator = BasicAuthenticator(username: "molly", password: "secret")
+        config.maxAttemptWaitTime = .milliseconds(500)
+        config.heartbeat = .seconds(1)
+        config.logHandler = { @Sendable _, _ in }
+        let replicator = Replicator(config: config)
+        let recorder = Recorder()
+        recorder.attach(replicator)
+        replicator.start()
+        #expect(await eventually { replicator.status.activity == .idle })
+        for i in 0 ..< 20 { try await molly.saveDocument(MutableDocument(id: "before-\(i)", data: ["n": .int(Int64(i))])) }
+        #expect(try await eventually { try server.server.database(named: "db")?.database.count == 20 })
+
+        await server.stop()
+        for i in 0 ..< 20 { try await molly.saveDocument(MutableDocument(id: "during-\(i)", data: ["n": .int(Int64(i))])) }
+        #expect(await eventually { replicator.status.activity == .offline })
+        #expect(replicator.status.error?.code == .unreachable)
+
+        server = try await LiveServer.start(directory: serverData, port: port)
+        #expect(try await eventually { try server.server.database(named: "db")?.database.count == 40 })
+        #expect(await eventually { replicator.status.activity == .idle })
+        // What the server receives from another client reaches this one too.
+        let naomi = try scratch.open("naomi")
+        try await naomi.saveDocument(MutableDocument(id: "from-naomi", data: ["hello": "molly"]))
+        #expect(await replicate(naomi, server.url(), .push, user: "naomi").error == nil)
+        #expect(try await eventually { try molly.document(withID: "from-naomi") != nil })
+        replicator.stop()
+        let final = await replicator.waitUntilStopped()
+        #expect(final.error == nil)
+        let seen = recorder.activities
+        let offline = try #require(seen.firstIndex(of: .offline))
+        #expect(seen[offline...].contains(.busy) && seen[offline...].contains(.idle))
+        await server.stop()
     }
 }

@@ -63,6 +63,7 @@ extension Replicator {
         let limit = config.maxAttempts > 0 ? config.maxAttempts : (config.continuous ? Int.max : 10)
         while true {
             attempt += 1
+            update { $0.reachedPeer = false }
             do {
                 try await runAttempt(reset: fresh)
                 failure = nil
@@ -72,6 +73,8 @@ extension Replicator {
             } catch {
                 let e = ReplicatorError.wrapping(error)
                 failure = e
+                // An attempt that got through to the peer before failing starts the count again.
+                if state.withLock({ $0.reachedPeer }) { attempt = 1 }
                 guard e.isTransient, attempt < limit, !isStopRequested else { break }
                 fresh = false
                 let wait = min(config.maxAttemptWaitTime, .seconds(1) * (1 << min(attempt - 1, 20)))
@@ -140,6 +143,7 @@ extension Replicator {
         var checkpoint = Checkpointer(replicationID: replicationID(direction), source: source, target: target)
         var since = try await checkpoint.load(reset: reset)
         let info = try await source.info()
+        update { $0.reachedPeer = true }
         var stats = SessionStats()
         var pending = after
         // The fast no-op: the checkpoint is at the source's last sequence, nothing to scan.

@@ -58,6 +58,8 @@ public final class Replicator: Sendable {
         var directions: [ReplicationDirection: ReplicatorActivity] = [:]
         /// The push direction's last committed source sequence in the current or last run.
         var pushedThrough: UInt64?
+        /// Whether the current attempt reached the peer (its backoff starts over when it did).
+        var reachedPeer = false
         var nextToken: UInt64 = 0
         var statusListeners: [UInt64: @Sendable (ReplicatorStatus) -> Void] = [:]
         var documentListeners: [UInt64: @Sendable (DocumentReplication) -> Void] = [:]
