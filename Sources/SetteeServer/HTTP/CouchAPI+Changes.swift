@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import ServiceLifecycle
+import SetteeReplicator
 @_spi(Replication) import Settee
 import Synchronization
 
@@ -16,10 +17,19 @@ struct ChangesOptions: Sendable {
     var conflicts: Bool
     /// With include_docs: attachments inline (`attachments=true`), not as stubs.
     var attachments: Bool = false
-    var docIDs: Set<String>?
+    var filter: ChangesFilter?
     var feed: String
     var heartbeat: Duration?
     var timeout: Duration
+}
+
+/// Which rows a filtered feed keeps.
+enum ChangesFilter: Sendable {
+    /// `filter=_doc_ids`: these documents.
+    case documentIDs(Set<String>)
+    /// `filter=<name>`: a filter function the app registered, with the request's other query
+    /// parameters (as strings, CouchDB's `req.query`).
+    case function(PeerFilterFunction, [String: JSONValue])
 }
 
 /// What makes two feeds' next rows the same bytes.
@@ -107,12 +117,19 @@ extension CouchAPI {
             if let v = body["doc_ids"] { docIDs = try Self.stringSet(v, "doc_ids") }
         }
         let q = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
-        if let filter = params["filter"] {
-            guard filter == "_doc_ids" else {
-                throw CouchError.badRequest("Unknown filter \"\(filter)\"; this server knows _doc_ids")
+        var filter = docIDs.map(ChangesFilter.documentIDs)
+        if let name = params["filter"] {
+            if name == "_doc_ids" {
+                if docIDs == nil, let v = try jsonParameter(q, "doc_ids") { docIDs = try Self.stringSet(v, "doc_ids") }
+                guard let docIDs else { throw CouchError.badRequest("filter=_doc_ids needs doc_ids") }
+                filter = .documentIDs(docIDs)
+            } else if let function = db.filters.withLock({ $0[name] }) {
+                let reserved: Set<String> = ["filter", "since", "feed", "style", "limit", "descending", "include_docs", "conflicts",
+                                             "attachments", "heartbeat", "timeout", "doc_ids"]
+                filter = .function(function, params.filter { !reserved.contains($0.key) }.mapValues(JSONValue.string))
+            } else {
+                throw CouchError.badRequest("Unknown filter \"\(name)\"; this server knows _doc_ids\(db.filters.withLock { $0.keys.sorted() }.map { " and " + $0 }.joined())")
             }
-            if docIDs == nil, let v = try jsonParameter(q, "doc_ids") { docIDs = try Self.stringSet(v, "doc_ids") }
-            if docIDs == nil { throw CouchError.badRequest("filter=_doc_ids needs doc_ids") }
         }
         let database = db.database
         let since: UInt64
@@ -137,7 +154,7 @@ extension CouchAPI {
         let options = ChangesOptions(since: since, limit: try integer(q, "limit"), descending: try flag(q, "descending"),
                                      allLeaves: style == "all_docs", includeDocs: try flag(q, "include_docs"),
                                      conflicts: try flag(q, "conflicts"),
-                                     attachments: try flag(q, "attachments"), docIDs: docIDs, feed: feed,
+                                     attachments: try flag(q, "attachments"), filter: filter, feed: feed,
                                      heartbeat: heartbeat, timeout: timeout)
         if feed == "normal" || (feed == "longpoll" && options.descending) {
             return try normalFeed(db, options)
@@ -171,12 +188,23 @@ extension CouchAPI {
         var entries: [ChangeEntry]
         if o.descending {
             entries = try database.changes(since: since).reversed()
-        } else if o.docIDs == nil {
+        } else if o.filter == nil {
             entries = try database.changes(since: since, limit: limit.map { $0 + 1 })
         } else {
             entries = try database.changes(since: since)
         }
-        if let ids = o.docIDs { entries = entries.filter { ids.contains($0.documentID) } }
+        switch o.filter {
+        case .documentIDs(let ids)?:
+            entries = entries.filter { ids.contains($0.documentID) }
+        case .function(let function, let parameters)?:
+            // The current revision, tombstones included (one that kept its properties can pass).
+            entries = try entries.filter { e in
+                guard let doc = try database.document(withID: e.documentID, revisionID: e.revisionID) else { return false }
+                return function(doc, parameters)
+            }
+        case nil:
+            break
+        }
         var more = false
         if let limit, entries.count > limit {
             entries = Array(entries.prefix(limit))
@@ -217,7 +245,7 @@ extension CouchAPI {
             if let l = entries.last?.sequence {
                 last = l
             } else {
-                last = o.docIDs == nil ? since : try database.lastSequence
+                last = o.filter == nil ? since : try database.lastSequence
             }
         }
         return (rows, max(last, o.descending ? 0 : since), more)
@@ -227,7 +255,7 @@ extension CouchAPI {
     /// same position and options share one read and one encoding: a thousand feeds cost one read
     /// of the changes, not a thousand.
     func encodedRows(_ db: ServedDatabase, _ o: ChangesOptions, since: UInt64, limit: Int?) throws -> (bytes: [UInt8], count: Int, last: UInt64) {
-        let shareable = limit == nil && o.docIDs == nil && !o.descending
+        let shareable = limit == nil && o.filter == nil && !o.descending
         let key = FeedKey(since: since, upTo: try db.database.lastSequence, allLeaves: o.allLeaves, includeDocs: o.includeDocs,
                           conflicts: o.conflicts, attachments: o.attachments, eventSource: o.feed == "eventsource")
         if shareable, let hit = db.feedCache.withLock({ $0[key] }) { return hit }

@@ -1,5 +1,6 @@
 import Foundation
 import Settee
+import SetteeReplicator
 import Synchronization
 
 /// One database the server serves: the open `Database`, its configuration and users, and for a
@@ -19,6 +20,8 @@ final class ServedDatabase: Sendable {
     let sessions = Mutex<[String: Session]>([:])
     /// The rows continuous feeds woken by one commit share (`CouchAPI.encodedRows`).
     let feedCache = Mutex<[FeedKey: (bytes: [UInt8], count: Int, last: UInt64)]>([:])
+    /// Filter functions `_changes?filter=<name>` runs, registered by the app serving the database.
+    let filters = Mutex<[String: PeerFilterFunction]>([:])
 
     init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool) {
         self.name = name

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import Settee
+import SetteeReplicator
 import Synchronization
 @_exported import UnixSignals
 
@@ -199,6 +200,24 @@ public final class SetteeServer: Sendable {
             throw error
         }
         try close()
+    }
+
+    /// Registers a filter function for `GET /{database}/_changes?filter=<name>` (a pulling
+    /// replicator's `filterName`): it gets each changed document's current revision (tombstones
+    /// included) and the request's other query parameters, as strings. Takes effect at once.
+    ///
+    /// ```swift
+    /// try server.registerFilter(named: "by_worker", in: "db") { doc, params in
+    ///     doc["worker_id"] != nil && doc["worker_id"] == params["worker_id"]
+    /// }
+    /// ```
+    ///
+    /// - Throws: `SetteeError` `notFound` when the server does not serve `database`.
+    public func registerFilter(named name: String, in database: String, _ filter: @escaping PeerFilterFunction) throws {
+        guard let db = self.database(named: database) else {
+            throw SetteeError(.notFound, "no database named \(database) is served")
+        }
+        db.filters.withLock { $0[name] = filter }
     }
 
     /// Closes every database the server opened (a served app database stays open).
