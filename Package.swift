@@ -165,7 +165,12 @@ let package = Package(
         ),
         .testTarget(
             name: "SetteeHTTPTests",
-            dependencies: ["SetteeHTTP", "SetteeServer", "SetteeReplicator", "Settee"]
+            dependencies: [
+                "SetteeHTTP", "SetteeServer", "SetteeReplicator", "Settee",
+                // The fault-injecting TCP proxy of the convergence test.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "SetteeStorageTests",

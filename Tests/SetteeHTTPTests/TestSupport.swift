@@ -88,7 +88,11 @@ func snapshot(_ db: Database) throws -> [String: String] {
     while case let rows = try db.changes(since: since, limit: 1000), let last = rows.last {
         for row in rows {
             guard let tree = try db.revisionTree(withID: row.documentID) else { continue }
-            let revs = tree.revisions.map { "\($0.revisionID)<\($0.parentRevisionID ?? "")\($0.isDeleted ? " deleted" : "")" }.sorted()
+            // Deletion is a leaf's: an ancestor known only from a history has no flag to carry.
+            let leaves = Set(tree.leafRevisionIDs)
+            let revs = tree.revisions.map { r in
+                "\(r.revisionID)<\(r.parentRevisionID ?? "")\(leaves.contains(r.revisionID) && r.isDeleted ? " deleted" : "")"
+            }.sorted()
             // Attachments gain CouchDB's `revpos` and `md5` on their way through a server; their
             // content (digest, type, length) is what must agree.
             var body = "-"
