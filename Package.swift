@@ -167,6 +167,7 @@ let package = Package(
             name: "SetteeHTTPTests",
             dependencies: [
                 "SetteeHTTP", "SetteeServer", "SetteeReplicator", "Settee",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // The fault-injecting TCP proxy of the convergence test.
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

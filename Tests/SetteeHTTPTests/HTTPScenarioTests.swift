@@ -1,4 +1,6 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
 @_spi(Replication) import Settee
 import SetteeHTTP
 @_spi(Replication) import SetteeReplicator
@@ -175,5 +177,50 @@ struct CountingPeer: ReplicationPeer {
         let second = counter.inserted.withLock { $0 }
         #expect(try served.count == 1000)
         #expect(Set(second).isDisjoint(with: first) && second.count == 600)
+    }
+}
+
+/// `POST /_replicate` on the admin port, driven by Settee's replicator.
+@Suite struct ReplicateEndpointTests {
+    @Test func oneShotAndContinuousReplicationsBetweenServers() async throws {
+        let scratch = try Scratch()
+        let a = try await LiveServer.start()
+        let b = try await LiveServer.start()
+        defer { Task { await a.stop(); await b.stop() } }
+        let source = try #require(a.server.database(named: "db")?.database)
+        let target = try #require(b.server.database(named: "db")?.database)
+        for i in 0 ..< 30 { try await source.saveDocument(MutableDocument(id: "d\(i)", data: ["n": .int(Int64(i))])) }
+        _ = scratch
+        let remote = "http://molly:secret@127.0.0.1:\(b.port)/db"
+        func post(_ port: Int, _ json: String) async throws -> (Int, JSONValue) {
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/_replicate")
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: json))
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            return (Int(response.status.code), try JSONValue(parsing: Array(body.readableBytesView)))
+        }
+        // One-shot push from a served database to a URL.
+        let (status, answer) = try await post(a.adminPort, #"{"source":"db","target":"\#(remote)"}"#)
+        #expect(status == 200, "\(answer)")
+        #expect(answer.objectValue?["docs_written"] == 30)
+        #expect(try target.count == 30)
+        // Continuous pull from a URL into a served database: later changes follow; cancel stops it.
+        try await target.saveDocument(MutableDocument(id: "from-b", data: [:]))
+        let (started, job) = try await post(a.adminPort, #"{"source":{"url":"\#(remote)"},"target":"db","continuous":true}"#)
+        #expect(started == 202, "\(job)")
+        #expect(try await eventually { try source.document(withID: "from-b") != nil })
+        try await target.saveDocument(MutableDocument(id: "later", data: [:]))
+        #expect(try await eventually { try source.document(withID: "later") != nil })
+        let (cancelled, _) = try await post(a.adminPort, #"{"source":{"url":"\#(remote)"},"target":"db","continuous":true,"cancel":true}"#)
+        #expect(cancelled == 200)
+        let (again, _) = try await post(a.adminPort, #"{"source":{"url":"\#(remote)"},"target":"db","continuous":true,"cancel":true}"#)
+        #expect(again == 404)
+        // Errors: wrong credentials 401, a missing remote database 404, two URLs 400, the public port 403.
+        #expect(try await post(a.adminPort, #"{"source":"db","target":"http://molly:nope@127.0.0.1:\#(b.port)/db"}"#).0 == 401)
+        #expect(try await post(a.adminPort, #"{"source":"db","target":"http://molly:secret@127.0.0.1:\#(b.port)/nope"}"#).0 == 404)
+        #expect(try await post(a.adminPort, #"{"source":"\#(remote)","target":"\#(remote)"}"#).0 == 400)
+        #expect(try await post(a.port, #"{"source":"db","target":"\#(remote)"}"#).0 == 403)
     }
 }

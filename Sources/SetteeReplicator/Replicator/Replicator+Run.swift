@@ -143,6 +143,9 @@ extension Replicator {
         var checkpoint = Checkpointer(replicationID: replicationID(direction), source: source, target: target)
         var since = try await checkpoint.load(reset: reset)
         let info = try await source.info()
+        // A push checks that the target exists before it reads any checkpoint there (CouchDB's
+        // replicator opens both sides): a missing database stops the run with that error.
+        if push { _ = try await target.info() }
         update { $0.reachedPeer = true }
         var stats = SessionStats()
         var pending = after

@@ -63,6 +63,8 @@ public final class SetteeServer: Sendable {
     let databases: Mutex<[String: ServedDatabase]>
     let logger: Logger
     let logKeys: LogKeys
+    /// Continuous replications started with `POST /_replicate`.
+    let replications = ReplicationJobs()
 
     /// A server for `configuration`: opens (creating if needed) every configured database.
     ///
@@ -196,9 +198,11 @@ public final class SetteeServer: Sendable {
         do {
             try await group.run()
         } catch {
+            await replications.stopAll()
             try? close()
             throw error
         }
+        await replications.stopAll()
         try close()
     }
 
