@@ -312,7 +312,8 @@ public struct URLEndpoint: ReplicationPeer {
                 guard case .object(let a) = value else { continue }
                 let decoded: (blob: Blob, entry: JSONValue)?
                 do {
-                    decoded = try WireAttachments.decode(name: name, a, follows: follows[name], generation: generation, maxSize: Int.max)
+                    decoded = try WireAttachments.decode(name: name, a, follows: follows[name], generation: generation, maxSize: Int.max,
+                                                         digestOfDecoded: false)
                 } catch {
                     throw ReplicatorError(.peerFailed, "attachment \(name) of \(id) \(rev): \(error)", documentID: id)
                 }
@@ -414,15 +415,17 @@ public struct URLEndpoint: ReplicationPeer {
     private func outgoing(_ r: ReplicatedRevision) throws -> JSONValue {
         var o = try r.properties
         let known = state.knownGeneration(of: r.documentID)
+        let generation = parseRevision(r.revisionID)?.0 ?? 1
         var wire: [String: JSONValue] = [:]
         if case .object(let attachments)? = o["_attachments"] {
             for (name, v) in attachments {
                 guard case .object(let entry) = v else { continue }
-                wire[name] = try outgoingAttachment(entry, name: name, known: known, documentID: r.documentID)
+                wire[name] = try outgoingAttachment(entry, name: name, known: known, generation: generation, documentID: r.documentID)
             }
         }
         for (pointer, entry) in BlobAttachments.blobs(in: o) where wire[BlobAttachments.prefix + pointer] == nil {
-            wire[BlobAttachments.prefix + pointer] = try outgoingAttachment(entry, name: pointer, known: 0, documentID: r.documentID)
+            wire[BlobAttachments.prefix + pointer] = try outgoingAttachment(entry, name: pointer, known: 0, generation: generation,
+                                                                            documentID: r.documentID)
         }
         o["_attachments"] = wire.isEmpty ? nil : .object(wire)
         o["_id"] = .string(r.documentID)
@@ -436,10 +439,13 @@ public struct URLEndpoint: ReplicationPeer {
     }
 
     /// One attachment to send: a stub when the server holds a revision at least as new as the
-    /// one that added it, else its content inline.
-    private func outgoingAttachment(_ entry: [String: JSONValue], name: String, known: UInt64, documentID: String) throws -> JSONValue {
+    /// one that added it, else its content inline (an attachment with no `revpos`, one a Settee
+    /// application attached, is sent with this revision's generation).
+    private func outgoingAttachment(_ entry: [String: JSONValue], name: String, known: UInt64, generation: UInt64,
+                                    documentID: String) throws -> JSONValue {
         var wire: [String: JSONValue] = ["content_type": entry["content_type"] ?? "application/octet-stream"]
         if let length = entry["length"] { wire["length"] = length }
+        wire["revpos"] = .int(Int64(generation))
         if let revpos = entry["revpos"]?.int64Value, revpos > 0 {
             wire["revpos"] = .int(revpos)
             if UInt64(revpos) <= known {
