@@ -224,3 +224,44 @@ struct CountingPeer: ReplicationPeer {
         #expect(try await post(a.port, #"{"source":"db","target":"\#(remote)"}"#).0 == 403)
     }
 }
+
+/// A server's validation refusing pushed revisions: each refusal is that document's event, the
+/// rest go in.
+@Suite struct RejectionTests {
+    @Test func aRevisionTheServerRefusesIsReportedForItsDocument() async throws {
+        let scratch = try Scratch()
+        let served = try scratch.open("served")
+        served.addValidation(named: "created_at") { new, _ in
+            if !new.isDeleted, new["created_at"] == "yesterday" { throw SetteeError.forbidden("invalid date") }
+        }
+        var config = ServerConfiguration()
+        config.interface = "127.0.0.1:0"
+        config.adminInterface = nil
+        config.log = []
+        let server = try SetteeServer(serving: served, as: "db", configuration: config,
+                                      users: ["GUEST": .init(disabled: false, adminChannels: ["*"])])
+        let ports = AsyncStream.makeStream(of: ListeningPorts.self)
+        let running = Task { try await server.run { ports.continuation.yield($0) } }
+        var iterator = ports.stream.makeAsyncIterator()
+        let port = try #require(await iterator.next()).publicPort
+        defer { running.cancel() }
+
+        let device = try scratch.open("device")
+        for i in 0 ..< 10 {
+            try await device.saveDocument(MutableDocument(id: "doc-\(i)", data: ["created_at": .string(i == 3 || i == 7 ? "yesterday" : "2026-11-26")]))
+        }
+        var replicatorConfig = ReplicatorConfiguration(database: device, target: URLEndpoint(url: URL(string: "http://127.0.0.1:\(port)/db")!))
+        replicatorConfig.replicatorType = .push
+        replicatorConfig.logHandler = { @Sendable _, _ in }
+        let replicator = Replicator(config: replicatorConfig)
+        let recorder = Recorder()
+        recorder.attach(replicator)
+        replicator.start()
+        #expect(await replicator.waitUntilStopped().error == nil)
+        #expect(try served.count == 8)
+        #expect(await eventually { recorder.documents.withLock { $0.count } == 10 })
+        let failed = recorder.documents.withLock { $0.filter { $0.error != nil } }
+        #expect(Set(failed.map(\.id)) == ["doc-3", "doc-7"])
+        #expect(failed.allSatisfy { $0.error?.code == .rejected && $0.error?.underlying?.code == .forbidden })
+    }
+}
