@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -140,6 +141,38 @@ struct Transport: Sendable {
             let response = try await client.execute(request, deadline: .distantFuture)
             let body = try await response.body.collect(upTo: Self.maxBody)
             return Reply(status: Int(response.status.code), headers: response.headers, body: body)
+        } catch let e as ReplicatorError {
+            throw e
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            if Task.isCancelled { throw CancellationError() }
+            throw ReplicatorError(.unreachable, "\(request.method) \(Self.redacted(request.url)): \(error)")
+        }
+    }
+
+    /// Streams a 200 answer's body into `file` (created), with its MD5; any other status is
+    /// classified as `json` does.
+    func download(_ request: HTTPClientRequest, into file: URL) async throws -> (url: URL, md5: String) {
+        do {
+            let response = try await client.execute(request, deadline: .distantFuture)
+            guard response.status.code == 200 else {
+                let body = try await response.body.collect(upTo: 1 << 20)
+                throw failure(Reply(status: Int(response.status.code), headers: response.headers, body: body), request)
+            }
+            guard FileManager.default.createFile(atPath: file.path, contents: nil), let handle = FileHandle(forWritingAtPath: file.path) else {
+                throw ReplicatorError(.peerFailed, "cannot write the temporary file \(file.path)")
+            }
+            defer { try? handle.close() }
+            var md5 = Insecure.MD5()
+            for try await chunk in response.body {
+                chunk.withUnsafeReadableBytes { md5.update(bufferPointer: $0) }
+                try chunk.withUnsafeReadableBytes { bytes in
+                    guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+                    try handle.write(contentsOf: Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none))
+                }
+            }
+            return (file, "md5-" + Data(md5.finalize()).base64EncodedString())
         } catch let e as ReplicatorError {
             throw e
         } catch is CancellationError {

@@ -207,10 +207,13 @@ public struct URLEndpoint: ReplicationPeer {
         return out
     }
 
-    /// The revisions with their histories: `POST /db/_bulk_get?revs=true&latest=true&attachments=true`
-    /// with each document's known ancestors as `atts_since`; a server that has no `_bulk_get`
-    /// (404, 405, 400) is asked per document with `GET …?open_revs=[…]` as `multipart/mixed`.
-    /// The attachments that came with them are kept for ``blob(withDigest:)`` until the next call.
+    /// The revisions with their histories: `POST /db/_bulk_get?revs=true&latest=true` (attachments
+    /// as stubs), then each attachment newer than the document's known ancestors streamed with
+    /// `GET /db/{id}/{name}?rev=…` (to a temporary file when over 1 MiB: memory stays bounded
+    /// whatever their size), as CouchDB's replicator fetches documents with attachments apart. A
+    /// server that has no `_bulk_get` (404, 405, 400) is asked per document with
+    /// `GET …?open_revs=[…]` as `multipart/mixed`. The attachments' content is kept for
+    /// ``blob(withDigest:)`` until the next call.
     ///
     /// ```swift
     /// let revs = try await endpoint.revisions([RevisionRequest(documentID: "doc", revisionIDs: ["2-877"])])
@@ -228,15 +231,19 @@ public struct URLEndpoint: ReplicationPeer {
         }
         guard !docs.isEmpty else { return [] }
         if !state.noBulkGet {
-            let request = t.request(.POST, "_bulk_get", query: [("revs", "true"), ("latest", "true"), ("attachments", "true")],
+            let request = t.request(.POST, "_bulk_get", query: [("revs", "true"), ("latest", "true")],
                                     json: ["docs": .array(docs)])
             let reply = try await t.send(request)
             if reply.status == 200 {
+                let known = Dictionary(requests.map { r in
+                    (r.documentID, r.knownAncestors.compactMap { parseRevision($0)?.0 }.max() ?? 0)
+                }, uniquingKeysWith: max)
                 var out: [ReplicatedRevision] = []
                 for case .object(let result) in try reply.json.objectValue?["results"]?.arrayValue ?? [] {
                     for case .object(let entry) in result["docs"]?.arrayValue ?? [] {
-                        guard case .object(let doc)? = entry["ok"] else { continue }   // an error: the revision is gone
-                        out.append(try received(doc, follows: [:]))
+                        guard case .object(var doc)? = entry["ok"] else { continue }   // an error: the revision is gone
+                        let follows = try await downloadAttachments(of: &doc, newerThan: known[doc["_id"]?.stringValue ?? ""] ?? 0, t)
+                        out.append(try received(doc, follows: follows))
                     }
                 }
                 return out
@@ -294,6 +301,48 @@ public struct URLEndpoint: ReplicationPeer {
         return out
     }
 
+    /// Fetches the content of a document's attachments added after generation `known` (stubs
+    /// with a greater `revpos`), each with `GET /db/{id}/{name}?rev=…`, and marks them `follows`:
+    /// small ones in memory, others streamed to a temporary file (kept until the next fetch).
+    private func downloadAttachments(of doc: inout [String: JSONValue], newerThan known: UInt64, _ t: Transport) async throws -> [String: Data] {
+        guard case .object(var attachments)? = doc["_attachments"], case .string(let id)? = doc["_id"],
+              case .string(let rev)? = doc["_rev"] else { return [:] }
+        var follows: [String: Data] = [:]
+        for (name, v) in attachments.sorted(by: { $0.key < $1.key }) {
+            guard case .object(var a) = v, a["stub"] == true else { continue }
+            if let revpos = a["revpos"]?.int64Value, revpos > 0, UInt64(revpos) <= known { continue }
+            let request = t.request(.GET, Transport.documentPath(id) + "/" + Transport.encode(name), query: [("rev", rev)], accept: "*/*")
+            let length = a["length"]?.int64Value ?? 0
+            if length <= 1 << 20 {
+                let reply = try await t.send(request)
+                guard reply.status == 200 else { throw t.failure(reply, request) }
+                follows[name] = Data(reply.body.readableBytesView)
+            } else {
+                // Streamed to a file: the blob is made from it and installed from it.
+                let file = try await t.download(request, into: state.temporaryFile())
+                let type = a["content_type"]?.stringValue ?? "application/octet-stream"
+                let blob: Blob
+                do { blob = try Blob(contentType: type, fileURL: file.url) } catch {
+                    throw ReplicatorError(.peerFailed, "attachment \(name) of \(id): \(error)", documentID: id)
+                }
+                guard blob.length == UInt64(length) else {
+                    throw ReplicatorError(.peerFailed, "attachment \(name) of \(id) \(rev): \(blob.length) bytes, \(length) announced", documentID: id)
+                }
+                state.keepFetched(blob)
+                let md5 = a["digest"]?.stringValue.flatMap { $0.hasPrefix("md5-") ? $0 : nil } ?? file.md5
+                a = WireAttachments.entry(blob: blob, revpos: UInt64(max(1, a["revpos"]?.int64Value ?? 1)), md5: md5).objectValue ?? a
+                a["settee_received"] = true
+                attachments[name] = .object(a)
+                continue
+            }
+            a.removeValue(forKey: "stub")
+            a["follows"] = true
+            attachments[name] = .object(a)
+        }
+        doc["_attachments"] = .object(attachments)
+        return follows
+    }
+
     /// A document as a server sent it, as a revision to insert: its attachments' content kept
     /// for ``blob(withDigest:)``, stubs left for the database to resolve, `blob_` attachments
     /// folded back into the properties they came from.
@@ -309,7 +358,12 @@ public struct URLEndpoint: ReplicationPeer {
         if let attachments = incoming.attachments {
             var entries: [String: JSONValue] = [:]
             for (name, value) in attachments {
-                guard case .object(let a) = value else { continue }
+                guard case .object(var a) = value else { continue }
+                if a.removeValue(forKey: "settee_received") != nil {
+                    // Downloaded to a file already: the entry is made.
+                    if !name.hasPrefix(BlobAttachments.prefix) { entries[name] = .object(a) }
+                    continue
+                }
                 let decoded: (blob: Blob, entry: JSONValue)?
                 do {
                     decoded = try WireAttachments.decode(name: name, a, follows: follows[name], generation: generation, maxSize: Int.max,
@@ -377,14 +431,21 @@ public struct URLEndpoint: ReplicationPeer {
         var sent: [Int] = []
         for (i, r) in revisions.enumerated() {
             do {
-                docs.append(try outgoing(r))
-                sent.append(i)
+                let doc = try outgoing(r)
+                if doc.parts.isEmpty {
+                    docs.append(doc.json)
+                    sent.append(i)
+                } else {
+                    // Large attachments: the document alone, streamed as multipart/related.
+                    outcomes[i] = try await putMultipart(r, doc, t)
+                }
             } catch let e as SetteeError {
+                // This document's content could not be read or sent: its rejection alone.
                 outcomes[i] = .rejected(e)
-            } catch let e as ReplicatorError {
-                outcomes[i] = .rejected(e.underlying ?? SetteeError(.notFound, e.message))
             }
         }
+        defer { state.forgetSent(revisions) }
+        guard !docs.isEmpty else { return outcomes }
         let request = t.request(.POST, "_bulk_docs", json: ["new_edits": false, "docs": .array(docs)])
         let reply = try await t.send(request)
         if reply.status == 413, sent.count > 1 {
@@ -398,34 +459,92 @@ public struct URLEndpoint: ReplicationPeer {
         var refused: [String: SetteeError] = [:]
         for case .object(let e) in try reply.json.arrayValue ?? [] {
             guard case .string(let error)? = e["error"], let id = e["id"]?.stringValue else { continue }
-            let reason = e["reason"]?.stringValue ?? error
-            let code: SetteeError.Code = error == "forbidden" || error == "unauthorized" ? .forbidden : .notFound
-            refused[id + "\u{0}" + (e["rev"]?.stringValue ?? "")] = SetteeError(code, "\(error): \(reason)")
-            refused[id + "\u{0}"] = SetteeError(code, "\(error): \(reason)")
+            let failure = Self.refusal(error, e["reason"]?.stringValue)
+            refused[id + "\u{0}" + (e["rev"]?.stringValue ?? "")] = failure
+            refused[id + "\u{0}"] = failure
         }
         for i in sent {
             let r = revisions[i]
             if let e = refused[r.documentID + "\u{0}" + r.revisionID] ?? refused[r.documentID + "\u{0}"] { outcomes[i] = .rejected(e) }
         }
-        state.forgetSent(revisions)
         return outcomes
     }
 
-    /// A revision as CouchDB's `new_edits=false` document.
-    private func outgoing(_ r: ReplicatedRevision) throws -> JSONValue {
+    /// A server's refusal of a document as the error of its rejection.
+    private static func refusal(_ error: String, _ reason: String?) -> SetteeError {
+        let code: SetteeError.Code = error == "forbidden" || error == "unauthorized" ? .forbidden : .notFound
+        return SetteeError(code, "\(error): \(reason ?? error)")
+    }
+
+    /// `PUT /db/{id}?new_edits=false` as `multipart/related`: the document, then each attachment
+    /// it marks `follows`, read from the blob store in chunks as the connection takes them.
+    private func putMultipart(_ r: ReplicatedRevision, _ doc: OutgoingDocument, _ t: Transport) async throws -> RevisionInsertOutcome {
+        let boundary = "settee-" + UUID().uuidString
+        let json = try doc.json.jsonBytes()
+        var segments: [MultipartBody.Segment] = [.bytes(ByteBuffer(string: "--\(boundary)\r\nContent-Type: application/json\r\n\r\n")),
+                                                 .bytes(ByteBuffer(bytes: json))]
+        var length = segments.reduce(0) { $0 + $1.length }
+        for (name, blob) in doc.parts {
+            let filename = name.replacingOccurrences(of: "\"", with: "%22")
+            let head = ByteBuffer(string: "\r\n--\(boundary)\r\nContent-Disposition: attachment; filename=\"\(filename)\"\r\n"
+                                  + "Content-Type: \(blob.contentType)\r\nContent-Length: \(blob.length)\r\n\r\n")
+            segments += [.bytes(head), .blob(blob)]
+            length += head.readableBytes + Int(blob.length)
+        }
+        let tail = ByteBuffer(string: "\r\n--\(boundary)--")
+        segments.append(.bytes(tail))
+        length += tail.readableBytes
+        var request = t.request(.PUT, Transport.documentPath(r.documentID), query: [("new_edits", "false")])
+        request.headers.replaceOrAdd(name: "Content-Type", value: "multipart/related; boundary=\"\(boundary)\"")
+        request.body = .stream(MultipartBody(segments: segments), length: .known(Int64(length)))
+        let reply = try await t.send(request)
+        switch reply.status {
+        case 200, 201, 202: return .inserted
+        case 403 where (try? reply.json.objectValue?["error"]) == "forbidden", 409, 412, 413, 415:
+            let o = (try? reply.json.objectValue) ?? [:]
+            return .rejected(Self.refusal(o["error"]?.stringValue ?? "\(reply.status)", o["reason"]?.stringValue))
+        default: throw t.failure(reply, request)
+        }
+    }
+
+    /// A revision as CouchDB's `new_edits=false` document, and the attachments to send after it
+    /// as parts (when they are large; small ones go inline as `data`).
+    struct OutgoingDocument {
+        var json: JSONValue
+        var parts: [(String, Blob)]
+    }
+
+    /// Attachments up to this many bytes in all go inline in `_bulk_docs`; more, and the
+    /// document is sent alone as multipart, its attachments streamed.
+    static let inlineLimit: UInt64 = 1 << 20
+
+    private func outgoing(_ r: ReplicatedRevision) throws -> OutgoingDocument {
         var o = try r.properties
         let known = state.knownGeneration(of: r.documentID)
         let generation = parseRevision(r.revisionID)?.0 ?? 1
-        var wire: [String: JSONValue] = [:]
+        var toSend: [(String, [String: JSONValue])] = []
         if case .object(let attachments)? = o["_attachments"] {
-            for (name, v) in attachments {
-                guard case .object(let entry) = v else { continue }
-                wire[name] = try outgoingAttachment(entry, name: name, known: known, generation: generation, documentID: r.documentID)
-            }
+            for (name, v) in attachments { if case .object(let entry) = v { toSend.append((name, entry)) } }
         }
-        for (pointer, entry) in BlobAttachments.blobs(in: o) where wire[BlobAttachments.prefix + pointer] == nil {
-            wire[BlobAttachments.prefix + pointer] = try outgoingAttachment(entry, name: pointer, known: 0, generation: generation,
-                                                                            documentID: r.documentID)
+        let named = Set(toSend.map(\.0))
+        for (pointer, entry) in BlobAttachments.blobs(in: o) where !named.contains(BlobAttachments.prefix + pointer) {
+            toSend.append((BlobAttachments.prefix + pointer, entry))
+        }
+        // A blob outside `_attachments` has no revpos: it is always sent.
+        func knownFor(_ name: String) -> UInt64 { named.contains(name) ? known : 0 }
+        // Content to send: what the server cannot have already.
+        let fresh = toSend.filter { name, entry in
+            guard let revpos = entry["revpos"]?.int64Value, revpos > 0 else { return true }
+            return UInt64(revpos) > knownFor(name)
+        }
+        let streamed = fresh.reduce(UInt64(0)) { $0 + UInt64(max(0, $1.1["length"]?.int64Value ?? 0)) } > Self.inlineLimit
+        var wire: [String: JSONValue] = [:]
+        var parts: [(String, Blob)] = []
+        for (name, entry) in toSend {
+            let (json, blob) = try outgoingAttachment(entry, name: name, known: knownFor(name), generation: generation,
+                                                      documentID: r.documentID, follows: streamed)
+            wire[name] = json
+            if let blob { parts.append((name, blob)) }
         }
         o["_attachments"] = wire.isEmpty ? nil : .object(wire)
         o["_id"] = .string(r.documentID)
@@ -435,14 +554,15 @@ public struct URLEndpoint: ReplicationPeer {
             o["_revisions"] = ["start": .int(Int64(start)),
                                "ids": .array(r.history.map { .string(parseRevision($0).map { String($0.1) } ?? $0) })]
         }
-        return .object(o)
+        // Parts follow in the order CouchDB reads them: the document's attachment names, sorted.
+        return OutgoingDocument(json: .object(o), parts: parts.sorted { $0.0 < $1.0 })
     }
 
     /// One attachment to send: a stub when the server holds a revision at least as new as the
-    /// one that added it, else its content inline (an attachment with no `revpos`, one a Settee
-    /// application attached, is sent with this revision's generation).
+    /// one that added it, else its content, inline or (`follows`) as a part (an attachment with
+    /// no `revpos`, one a Settee application attached, is sent with this revision's generation).
     private func outgoingAttachment(_ entry: [String: JSONValue], name: String, known: UInt64, generation: UInt64,
-                                    documentID: String) throws -> JSONValue {
+                                    documentID: String, follows: Bool) throws -> (JSONValue, Blob?) {
         var wire: [String: JSONValue] = ["content_type": entry["content_type"] ?? "application/octet-stream"]
         if let length = entry["length"] { wire["length"] = length }
         wire["revpos"] = .int(Int64(generation))
@@ -451,15 +571,23 @@ public struct URLEndpoint: ReplicationPeer {
             if UInt64(revpos) <= known {
                 wire["stub"] = true
                 if let md5 = entry["md5"] { wire["digest"] = md5 }
-                return .object(wire)
+                return (.object(wire), nil)
             }
         }
-        guard case .string(let digest)? = entry["digest"], let blob = state.toSend(digest), let content = blob.content else {
+        guard case .string(let digest)? = entry["digest"], let blob = state.toSend(digest) else {
             throw SetteeError(.notFound, "the content of attachment \(name) of \(documentID) is not available to send")
+        }
+        if follows {
+            wire["follows"] = true
+            if let md5 = entry["md5"] { wire["digest"] = md5 }
+            return (.object(wire), blob)
+        }
+        guard let content = blob.content else {
+            throw SetteeError(.notFound, "the content of attachment \(name) of \(documentID) cannot be read")
         }
         wire["data"] = .string(content.base64EncodedString())
         wire["digest"] = .string(WireAttachments.md5(content))
-        return .object(wire)
+        return (.object(wire), nil)
     }
 
     // MARK: - Checkpoints
@@ -519,6 +647,8 @@ final class EndpointState: Sendable {
         var ancestors: [String: [String]] = [:]
         var localRevisions: [String: String] = [:]
         var noBulkGet = false
+        /// Attachments downloaded to files for the last fetch.
+        var files: [URL] = []
     }
     private let state = Mutex(State())
 
@@ -536,7 +666,25 @@ final class EndpointState: Sendable {
         set { state.withLock { $0.noBulkGet = newValue } }
     }
 
-    func clearFetched() { state.withLock { $0.fetched = [:] } }
+    func clearFetched() {
+        let files = state.withLock { s in
+            s.fetched = [:]
+            defer { s.files = [] }
+            return s.files
+        }
+        for f in files { try? FileManager.default.removeItem(at: f) }
+    }
+
+    /// A new temporary file's URL, removed at the next `clearFetched` or when the endpoint goes.
+    func temporaryFile() -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("settee-attachment-\(UUID().uuidString)")
+        state.withLock { $0.files.append(url) }
+        return url
+    }
+
+    deinit {
+        for f in state.withLock({ $0.files }) { try? FileManager.default.removeItem(at: f) }
+    }
     func keepFetched(_ blob: Blob) { state.withLock { $0.fetched[blob.digest] = blob } }
     func fetched(_ digest: String) -> Blob? { state.withLock { $0.fetched[digest] } }
 
@@ -591,4 +739,62 @@ enum BlobAttachments {
     private static func escape(_ key: String) -> String {
         key.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
     }
+}
+
+/// A multipart body as a stream: fixed bytes and blobs read in 256 KiB chunks, so a large
+/// attachment is never held whole in memory.
+struct MultipartBody: AsyncSequence, Sendable {
+    enum Segment: Sendable {
+        case bytes(ByteBuffer)
+        case blob(Blob)
+
+        var length: Int {
+            switch self {
+            case .bytes(let b): return b.readableBytes
+            case .blob(let b): return Int(b.length)
+            }
+        }
+    }
+
+    let segments: [Segment]
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var segments: [Segment]
+        var index = 0
+        var stream: InputStream?
+
+        mutating func next() async throws -> ByteBuffer? {
+            while index < segments.count {
+                switch segments[index] {
+                case .bytes(let b):
+                    index += 1
+                    return b
+                case .blob(let blob):
+                    if stream == nil {
+                        guard let s = blob.contentStream else {
+                            throw SetteeError(.notFound, "the content of blob \(blob.digest) cannot be read")
+                        }
+                        s.open()
+                        stream = s
+                    }
+                    var buffer = ByteBuffer()
+                    var result = 0
+                    let source = stream!
+                    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 256 << 10) { raw in
+                        result = source.read(raw.baseAddress!.assumingMemoryBound(to: UInt8.self), maxLength: raw.count)
+                        return Swift.max(0, result)
+                    }
+                    if result > 0 { return buffer }
+                    // (InputStream.streamError is not available everywhere: a negative count says it.)
+                    if result < 0 { throw SetteeError(.io, "reading the content of blob \(blob.digest) failed") }
+                    stream?.close()
+                    stream = nil
+                    index += 1
+                }
+            }
+            return nil
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(segments: segments) }
 }

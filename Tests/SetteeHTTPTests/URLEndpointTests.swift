@@ -125,3 +125,37 @@ import Testing
         await server.stop()
     }
 }
+
+/// Large attachments go as their own multipart request and come back streamed to a file.
+@Suite struct LargeAttachmentTests {
+    @Test func aLargeAttachmentAndABlobInAPropertyRoundTrip() async throws {
+        let scratch = try Scratch()
+        let server = try await LiveServer.start()
+        defer { Task { await server.stop() } }
+        let a = try scratch.open("a"), b = try scratch.open("b")
+        var generator = SeededRandom(seed: 42)
+        let big = Data((0 ..< 3_000_000).map { _ in UInt8.random(in: 0 ... 255, using: &generator) })
+        let video = Blob(contentType: "video/mp4", data: big)
+        try await a.saveBlob(video)
+        let doc = MutableDocument(id: "clip", data: ["title": "beach"])
+        doc.setValue(["clip.mp4": .object(video.properties)], forKey: "_attachments")
+        doc.setBlob(Blob(contentType: "image/jpeg", data: Data(big.prefix(1_500_000))), forKey: "poster")
+        try await a.saveDocument(doc)
+        #expect(await replicate(a, server.url(), .push).error == nil)
+        #expect(await replicate(b, server.url(), .pull, user: "naomi").error == nil)
+        let copy = try #require(try await b.document(withID: "clip"))
+        #expect(copy.blob(forKey: "poster")?.content == big.prefix(1_500_000))
+        let entry = try #require(copy.dictionary(forKey: "_attachments")?["clip.mp4"]?.objectValue)
+        #expect(entry["digest"] == .string(video.digest))
+        #expect(try await b.blob(withDigest: video.digest)?.content == big)
+        #expect(try snapshot(a) == snapshot(b))
+        // A new revision that keeps the attachment sends it as a stub, both ways.
+        let edited = copy.toMutable()
+        edited.setString("beach at night", forKey: "title")
+        try await b.saveDocument(edited)
+        #expect(await replicate(b, server.url(), .pushAndPull, user: "naomi").error == nil)
+        #expect(await replicate(a, server.url(), .pull).error == nil)
+        #expect(try await a.document(withID: "clip")?.string(forKey: "title") == "beach at night")
+        #expect(try snapshot(a) == snapshot(b))
+    }
+}
