@@ -33,6 +33,15 @@ let package = Package(
                 .product(name: "SetteeReplicator", package: "Settee"),
             ]
         ),
+        // replicate-http (scripts/bench-http): the replicator against a `settee serve` in another process.
+        .executableTarget(
+            name: "settee-replicate-bench",
+            dependencies: [
+                .product(name: "Settee", package: "Settee"),
+                .product(name: "SetteeReplicator", package: "Settee"),
+                .product(name: "SetteeHTTP", package: "Settee"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
