@@ -147,8 +147,18 @@ struct Transport: Sendable {
             throw CancellationError()
         } catch {
             if Task.isCancelled { throw CancellationError() }
-            throw ReplicatorError(.unreachable, "\(request.method) \(Self.redacted(request.url)): \(error)")
+            throw Self.classify(error, request)
         }
+    }
+
+    /// A failure below HTTP: an untrusted server (its certificate refused) stops the
+    /// replicator, retrying would not change it; anything else is `unreachable`.
+    static func classify(_ error: any Error, _ request: HTTPClientRequest) -> ReplicatorError {
+        let what = "\(request.method) \(redacted(request.url)): \(error)"
+        if error is NIOSSLError || error is BoringSSLError {
+            return ReplicatorError(.authenticationFailed, "the server's TLS certificate is not trusted: " + what)
+        }
+        return ReplicatorError(.unreachable, what)
     }
 
     /// Streams a 200 answer's body into `file` (created), with its MD5; any other status is

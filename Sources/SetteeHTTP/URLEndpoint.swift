@@ -741,7 +741,7 @@ enum BlobAttachments {
     }
 }
 
-/// A multipart body as a stream: fixed bytes and blobs read in 256 KiB chunks, so a large
+/// A multipart body as a stream: fixed bytes and blobs read in 64 KiB chunks, so a large
 /// attachment is never held whole in memory.
 struct MultipartBody: AsyncSequence, Sendable {
     enum Segment: Sendable {
@@ -780,7 +780,7 @@ struct MultipartBody: AsyncSequence, Sendable {
                     var buffer = ByteBuffer()
                     var result = 0
                     let source = stream!
-                    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 256 << 10) { raw in
+                    buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 64 << 10) { raw in
                         result = source.read(raw.baseAddress!.assumingMemoryBound(to: UInt8.self), maxLength: raw.count)
                         return Swift.max(0, result)
                     }

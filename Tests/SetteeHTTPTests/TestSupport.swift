@@ -32,8 +32,11 @@ final class LiveServer: Sendable {
     let adminPort: Int
     private let task: Task<Void, any Error>
 
-    static func start(directory: String? = nil, port: Int = 0, guest: Bool = false) async throws -> LiveServer {
+    static func start(directory: String? = nil, port: Int = 0, guest: Bool = false,
+                      tls: (cert: String, key: String)? = nil) async throws -> LiveServer {
         var config = ServerConfiguration()
+        config.sslCert = tls?.cert
+        config.sslKey = tls?.key
         config.interface = "127.0.0.1:\(port)"
         config.adminInterface = "127.0.0.1:0"
         config.log = []
@@ -46,18 +49,22 @@ final class LiveServer: Sendable {
         let task = Task { try await server.run { ports.continuation.yield($0) } }
         var iterator = ports.stream.makeAsyncIterator()
         guard let listening = await iterator.next() else { throw CancellationError() }
-        return LiveServer(server: server, port: listening.publicPort, adminPort: listening.adminPort ?? 0, task: task)
+        return LiveServer(server: server, port: listening.publicPort, adminPort: listening.adminPort ?? 0, task: task,
+                          scheme: tls == nil ? "http" : "https")
     }
 
-    private init(server: SetteeServer, port: Int, adminPort: Int, task: Task<Void, any Error>) {
+    private let scheme: String
+
+    private init(server: SetteeServer, port: Int, adminPort: Int, task: Task<Void, any Error>, scheme: String) {
         self.server = server
         self.port = port
         self.adminPort = adminPort
         self.task = task
+        self.scheme = scheme
     }
 
     /// The public URL of `db` (or another path).
-    func url(_ path: String = "db") -> URL { URL(string: "http://127.0.0.1:\(port)/\(path)")! }
+    func url(_ path: String = "db") -> URL { URL(string: "\(scheme)://127.0.0.1:\(port)/\(path)")! }
 
     func stop() async {
         task.cancel()

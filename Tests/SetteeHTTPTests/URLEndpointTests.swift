@@ -159,3 +159,42 @@ import Testing
         #expect(try snapshot(a) == snapshot(b))
     }
 }
+
+/// HTTPS with a self-signed server: trusted when its certificate is pinned, refused otherwise.
+@Suite struct HTTPSTests {
+    /// A self-signed P-256 certificate for 127.0.0.1 made by Debian's `openssl`: (cert PEM, key PEM, cert DER).
+    static func selfSigned(in dir: String, name: String) throws -> (cert: String, key: String, der: Data) {
+        let cert = "\(dir)/\(name)-cert.pem", key = "\(dir)/\(name)-key.pem", der = "\(dir)/\(name)-cert.der"
+        for args in [["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
+                      "-out", cert, "-days", "2", "-subj", "/CN=settee-test", "-addext", "subjectAltName=IP:127.0.0.1"],
+                     ["x509", "-in", cert, "-outform", "der", "-out", der]] {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            p.arguments = args
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            p.waitUntilExit()
+            guard p.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+        }
+        return (cert, key, try Data(contentsOf: URL(fileURLWithPath: der)))
+    }
+
+    @Test func aPinnedCertificateOfASelfSignedServer() async throws {
+        let scratch = try Scratch()
+        let good = try Self.selfSigned(in: scratch.path, name: "server")
+        let other = try Self.selfSigned(in: scratch.path, name: "other")
+        let server = try await LiveServer.start(tls: (good.cert, good.key))
+        defer { Task { await server.stop() } }
+        #expect(server.url().scheme == "https")
+        let db = try scratch.open("local")
+        try await db.saveDocument(MutableDocument(id: "secret", data: ["over": "tls"]))
+        let pinned = await replicate(db, server.url()) { $0.pinnedServerCertificate = good.der }
+        #expect(pinned.error == nil, "\(String(describing: pinned.error))")
+        #expect(try await server.server.database(named: "db")?.database.document(withID: "secret") != nil)
+        // Another certificate pinned, or none (the system's roots do not know this one): refused.
+        let wrong = await replicate(db, server.url()) { $0.pinnedServerCertificate = other.der; $0.maxAttempts = 1 }
+        #expect(wrong.error?.code == .authenticationFailed, "\(String(describing: wrong.error))")
+        let unpinned = await replicate(db, server.url())
+        #expect(unpinned.error?.code == .authenticationFailed, "\(String(describing: unpinned.error))")
+    }
+}

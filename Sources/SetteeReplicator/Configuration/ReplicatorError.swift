@@ -94,7 +94,8 @@ public struct ReplicatorError: Error, Sendable, Equatable, CustomStringConvertib
         /// if status.activity == .offline, status.error?.code == .unreachable { showOfflineBadge() }
         /// ```
         public static let unreachable = Code(rawValue: "unreachable")
-        /// The peer refused the credentials (HTTP 401 or 403): the replicator stops.
+        /// The peer refused the credentials (HTTP 401 or 403), or its TLS certificate is not
+        /// trusted (not the pinned one, or unknown to the system's roots): the replicator stops.
         ///
         /// ```swift
         /// if error.code == .authenticationFailed { askForPassword() }

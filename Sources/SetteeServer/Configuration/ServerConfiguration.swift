@@ -42,6 +42,20 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// config.serverReadTimeout = 60
     /// ```
     public var serverReadTimeout: Int = 300
+    /// HTTPS on both listeners: the certificate chain (a PEM file; Sync Gateway's `SSLCert`),
+    /// with ``sslKey``; nil serves plain HTTP.
+    ///
+    /// ```swift
+    /// config.sslCert = "/etc/settee/cert.pem"
+    /// config.sslKey = "/etc/settee/key.pem"
+    /// ```
+    public var sslCert: String?
+    /// The certificate's private key (a PEM file; Sync Gateway's `SSLKey`).
+    ///
+    /// ```swift
+    /// config.sslKey = "/etc/settee/key.pem"
+    /// ```
+    public var sslKey: String?
     /// The databases served, by name.
     ///
     /// ```swift
@@ -226,6 +240,8 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "adminInterface": adminInterface = try r.address()
             case "log": log = try r.strings()
             case "ServerReadTimeout": serverReadTimeout = try r.int(in: 1 ... 86_400)
+            case "SSLCert": sslCert = try r.string()
+            case "SSLKey": sslKey = try r.string()
             case "databases":
                 for (name, dv) in try r.object() {
                     let dr = ConfigReader(dv, path: "databases." + name)
@@ -236,6 +252,9 @@ public struct ServerConfiguration: Sendable, Equatable {
                 }
             default: throw ConfigurationError(path: key, message: "unknown key")
             }
+        }
+        if (sslCert == nil) != (sslKey == nil) {
+            throw ConfigurationError(path: sslCert == nil ? "SSLCert" : "SSLKey", message: "SSLCert and SSLKey go together")
         }
     }
 

@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -156,9 +158,21 @@ public final class SetteeServer: Sendable {
         }
         var http = HTTP1Channel.Configuration()
         http.idleTimeout = TimeAmount.seconds(Int64(configuration.serverReadTimeout))
+        var server = HTTPServerBuilder.http1(configuration: http)
+        if let cert = configuration.sslCert, let key = configuration.sslKey {
+            let tls: TLSConfiguration
+            do {
+                tls = TLSConfiguration.makeServerConfiguration(
+                    certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) },
+                    privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+            } catch {
+                throw ConfigurationError(path: "SSLCert", message: "cannot read the certificate or its key: \(error)")
+            }
+            server = try .tls(server, tlsConfiguration: tls)
+        }
         return Application(
             responder: responder,
-            server: .http1(configuration: http),
+            server: server,
             configuration: ApplicationConfiguration(address: .hostname(bind.host, port: bind.port), serverName: "Settee"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? bind.port) },
             logger: logger)
