@@ -72,6 +72,8 @@ struct Reply: Sendable {
 struct Transport: Sendable {
     /// `scheme://host:port/path-of-the-database` (no trailing slash, no credentials).
     let base: String
+    /// `scheme://host:port/`: the server's welcome.
+    let root: String
     let headers: [(String, String)]
     let client: HTTPClient
     /// Largest response body read whole.
@@ -101,6 +103,9 @@ struct Transport: Sendable {
             throw ReplicatorError(.invalidRequest, "the URL '\(url)' names no database")
         }
         base = clean
+        var server = parts
+        server.percentEncodedPath = "/"
+        root = server.string ?? clean
         headers = fields
         client = try HTTPClients.client(pinning: pinnedCertificate)
     }
@@ -120,8 +125,8 @@ struct Transport: Sendable {
     }
 
     func request(_ method: HTTPMethod, _ path: String, query: [(String, String)] = [], json: JSONValue? = nil,
-                 accept: String? = nil) -> HTTPClientRequest {
-        var url = base + (path.isEmpty ? "/" : "/" + path)
+                 accept: String? = nil, atRoot: Bool = false) -> HTTPClientRequest {
+        var url = atRoot ? root : base + (path.isEmpty ? "/" : "/" + path)
         if !query.isEmpty { url += "?" + query.map { "\(Self.encode($0.0))=\(Self.encode($0.1))" }.joined(separator: "&") }
         var r = HTTPClientRequest(url: url)
         r.method = method

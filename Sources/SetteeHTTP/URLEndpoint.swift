@@ -95,6 +95,8 @@ public struct URLEndpoint: ReplicationPeer {
     // MARK: - Database and changes
 
     /// `GET /db/`: the last sequence (an integer, or CouchDB's opaque string) and the document count.
+    /// The first call also reads the server's welcome (`GET /`), as CouchDB's replicator does: a
+    /// server that answers it with JSON but without `couchdb` is not one to replicate with.
     ///
     /// ```swift
     /// let info = try await endpoint.info()
@@ -104,6 +106,14 @@ public struct URLEndpoint: ReplicationPeer {
     ///   (401, 403), `unreachable` (network, 5xx, 429).
     public func info() async throws -> PeerInfo {
         let t = try transport()
+        if !state.welcomed {
+            let request = t.request(.GET, "", atRoot: true)
+            let reply = try await t.send(request)
+            if reply.status == 200, let o = try? reply.json.objectValue, o["couchdb"] == nil {
+                throw ReplicatorError(.peerFailed, "\(t.root) does not answer as a CouchDB-compatible server (no \"couchdb\" in its welcome)")
+            }
+            state.welcomed = true
+        }
         let o = try await t.json(t.request(.GET, "")).objectValue ?? [:]
         guard let seq = o["update_seq"].flatMap(ReplicationSequence.init(json:)) else {
             throw ReplicatorError(.peerFailed, "\(t.base)/ answered without an update_seq: not a CouchDB-compatible database")
@@ -647,6 +657,7 @@ final class EndpointState: Sendable {
         var ancestors: [String: [String]] = [:]
         var localRevisions: [String: String] = [:]
         var noBulkGet = false
+        var welcomed = false
         /// Attachments downloaded to files for the last fetch.
         var files: [URL] = []
     }
@@ -664,6 +675,11 @@ final class EndpointState: Sendable {
     var noBulkGet: Bool {
         get { state.withLock { $0.noBulkGet } }
         set { state.withLock { $0.noBulkGet = newValue } }
+    }
+
+    var welcomed: Bool {
+        get { state.withLock { $0.welcomed } }
+        set { state.withLock { $0.welcomed = newValue } }
     }
 
     func clearFetched() {

@@ -21,6 +21,8 @@ final class FaultProxy: Sendable {
 
     let port: Int
     private let channel: any Channel
+    /// Bumped by `freezeOpenConnections`: a connection opened before stops passing bytes.
+    let epoch = Mutex(0)
     private let decide: Mutex<(rng: UInt64, faulty: Bool, counts: Counts)>
 
     /// Starts a proxy to `127.0.0.1:target`; `seed` decides every fault.
@@ -37,7 +39,8 @@ final class FaultProxy: Sendable {
                         inbound.close(promise: nil)
                         return
                     }
-                    try inbound.pipeline.syncOperations.addHandler(InboundHandler(target: target, fault: fault))
+                    let frozen = box.frozenCheck()
+                    try inbound.pipeline.syncOperations.addHandler(InboundHandler(target: target, fault: fault, frozen: frozen))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -81,6 +84,10 @@ final class FaultProxy: Sendable {
         }
     }
 
+    /// Makes every open connection go silent (nothing passes either way, nothing is closed), as
+    /// a network that drops packets does; connections opened afterwards pass.
+    func freezeOpenConnections() { epoch.withLock { $0 += 1 } }
+
     func stop() async {
         try? await channel.close()
     }
@@ -90,6 +97,13 @@ final class FaultProxy: Sendable {
 private final class DecisionBox: Sendable {
     let proxy = Mutex<FaultProxy?>(nil)
     func next() -> FaultProxy.Fault { proxy.withLock { $0 }?.nextFault() ?? .none }
+
+    /// Whether a connection opened now has been frozen since.
+    func frozenCheck() -> @Sendable () -> Bool {
+        guard let proxy = proxy.withLock({ $0 }) else { return { false } }
+        let opened = proxy.epoch.withLock { $0 }
+        return { proxy.epoch.withLock { $0 } != opened }
+    }
 }
 
 /// The client's side: connects to the target, then forwards bytes both ways with the fault.
@@ -98,14 +112,16 @@ private final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias OutboundOut = ByteBuffer
     let target: Int
     let fault: FaultProxy.Fault
+    let frozen: @Sendable () -> Bool
     var outbound: (any Channel)?
     var pending: [ByteBuffer] = []
     var sent = 0
     var closed = false
 
-    init(target: Int, fault: FaultProxy.Fault) {
+    init(target: Int, fault: FaultProxy.Fault, frozen: @escaping @Sendable () -> Bool) {
         self.target = target
         self.fault = fault
+        self.frozen = frozen
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -115,7 +131,7 @@ private final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { out in
                 out.eventLoop.makeCompletedFuture {
-                    try out.pipeline.syncOperations.addHandler(OutboundHandler(inbound: inbound, fault: self.fault))
+                    try out.pipeline.syncOperations.addHandler(OutboundHandler(inbound: inbound, fault: self.fault, frozen: self.frozen))
                 }
             }
             .connect(host: "127.0.0.1", port: target)
@@ -141,7 +157,7 @@ private final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func forward(_ buffer: ByteBuffer) {
-        guard let outbound, !closed else { return }
+        guard let outbound, !closed, !frozen() else { return }
         var buffer = buffer
         if case .cutRequest(let after) = fault, sent + buffer.readableBytes > after {
             if let slice = buffer.readSlice(length: max(0, after - sent)) { outbound.writeAndFlush(slice, promise: nil) }
@@ -172,16 +188,18 @@ private final class OutboundHandler: ChannelInboundHandler, @unchecked Sendable 
     typealias InboundIn = ByteBuffer
     let inbound: any Channel
     let fault: FaultProxy.Fault
+    let frozen: @Sendable () -> Bool
     var received = 0
     var closed = false
 
-    init(inbound: any Channel, fault: FaultProxy.Fault) {
+    init(inbound: any Channel, fault: FaultProxy.Fault, frozen: @escaping @Sendable () -> Bool) {
         self.inbound = inbound
         self.fault = fault
+        self.frozen = frozen
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !closed else { return }
+        guard !closed, !frozen() else { return }
         var buffer = unwrapInboundIn(data)
         if case .cutResponse(let after) = fault, received + buffer.readableBytes > after {
             if let slice = buffer.readSlice(length: max(0, after - received)) { inbound.writeAndFlush(slice, promise: nil) }

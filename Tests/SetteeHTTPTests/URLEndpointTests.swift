@@ -198,3 +198,37 @@ import Testing
         #expect(unpinned.error?.code == .authenticationFailed, "\(String(describing: unpinned.error))")
     }
 }
+
+/// A continuous pull whose long poll goes silent (the network drops everything, nothing is
+/// closed) drops it after twice the heartbeat and reopens from its checkpoint.
+@Suite struct SilentFeedTests {
+    @Test func aFeedSilentPastItsHeartbeatIsReopened() async throws {
+        let scratch = try Scratch()
+        let server = try await LiveServer.start()
+        let proxy = try await FaultProxy.start(to: server.port, seed: 1)
+        proxy.faulty = false
+        defer { Task { await proxy.stop(); await server.stop() } }
+        let db = try scratch.open("device")
+        var config = ReplicatorConfiguration(database: db, target: URLEndpoint(url: URL(string: "http://127.0.0.1:\(proxy.port)/db")!))
+        config.replicatorType = .pull
+        config.continuous = true
+        config.authenticator = BasicAuthenticator(username: "molly", password: "secret")
+        config.heartbeat = .seconds(1)
+        config.maxAttemptWaitTime = .milliseconds(100)
+        config.logHandler = { @Sendable _, _ in }
+        let replicator = Replicator(config: config)
+        let recorder = Recorder()
+        recorder.attach(replicator)
+        replicator.start()
+        #expect(await eventually { replicator.status.activity == .idle })
+        proxy.freezeOpenConnections()
+        let served = try #require(server.server.database(named: "db")?.database)
+        try await served.saveDocument(MutableDocument(id: "while-silent", data: [:]))
+        // The frozen long poll never answers: the watchdog drops it (2 s), the run starts again
+        // on a new connection and the document arrives.
+        #expect(try await eventually(15) { try db.document(withID: "while-silent") != nil })
+        #expect(recorder.activities.contains(.offline))
+        replicator.stop()
+        _ = await replicator.waitUntilStopped()
+    }
+}
