@@ -192,3 +192,28 @@ import SetteeHTTP
         }
     }
 }
+
+/// A database deleted under an open feed ends the feed's answer properly (a continuous feed's
+/// last line), never by cutting its connection.
+@Suite struct FeedsOfADeletedDatabaseTests {
+    @Test func aContinuousFeedEndsCleanlyWhenItsDatabaseIsDeleted() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(admin: true, .router) { a async throws in
+            #expect(try await a.send(.put, "/made").status == .created)
+            try await a.send(.put, "/made/one", json: "{}")
+        }
+        try await server.withClient(admin: true, .live) { c async throws in
+            let feed = Task { try await c.send(.get, "/made/_changes?feed=continuous&since=0&heartbeat=1000") }
+            try await Task.sleep(for: .milliseconds(300))
+            try await server.withClient(admin: true, .router) { a async throws in
+                #expect(try await a.send(.delete, "/made").status == .ok)
+            }
+            let answer = try await feed.value
+            #expect(answer.status == .ok)
+            let lines = answer.text.split(separator: "\n")
+            #expect(lines.first?.contains("\"one\"") == true)
+            #expect(lines.last?.contains("last_seq") == true, "\(answer.text)")
+        }
+    }
+}

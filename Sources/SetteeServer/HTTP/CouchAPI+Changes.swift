@@ -299,19 +299,30 @@ extension CouchAPI {
         let logChanges = server.logKeys.contains("Changes")
         let logger = server.logger
         let body = ResponseBody { writer in
-            defer { token.remove() }
+            let registration = db.registerFeed(signal)
+            defer {
+                token.remove()
+                if let registration { db.unregisterFeed(registration) }
+            }
             var since = o.since
             var written = 0
             let clock = ContinuousClock()
             var deadline = clock.now + o.timeout
-            let stopping = Mutex(false)
+            let stopping = Mutex(registration == nil)
+            // The database closing (deleted, or the server stopping) ends the feed as a timeout
+            // does: its answer is finished properly, never cut.
+            func closing() -> Bool { stopping.withLock { $0 } || db.isClosing }
+            func read<T>(_ body: () throws -> T) throws -> T? {
+                do { return try body() } catch let e as SetteeError where e.code == .notOpen { return nil }
+            }
             try await withGracefulShutdownHandler {
                 if o.feed == "longpoll" {
                     var rows: [JSONValue] = []
                     var last = since
                     while true {
-                        (rows, last, _) = try self.rows(db, o, since: since, limit: o.limit)
-                        if !rows.isEmpty || stopping.withLock({ $0 }) { break }
+                        guard let page = try read({ try self.rows(db, o, since: since, limit: o.limit) }) else { break }
+                        (rows, last, _) = page
+                        if !rows.isEmpty || closing() { break }
                         let wait = min(o.heartbeat ?? o.timeout, deadline - clock.now)
                         if wait <= .zero { break }
                         if !(await signal.wait(for: wait)), o.heartbeat != nil, clock.now < deadline {
@@ -323,9 +334,9 @@ extension CouchAPI {
                     try await writer.write(ByteBuffer(bytes: try result.jsonBytes() + [0x0A]))
                     return
                 }
-                while !stopping.withLock({ $0 }) {
+                while !closing() {
                     let remaining = o.limit.map { $0 - written }
-                    let (out, count, last) = try self.encodedRows(db, o, since: since, limit: remaining)
+                    guard let (out, count, last) = try read({ try self.encodedRows(db, o, since: since, limit: remaining) }) else { break }
                     if count > 0 {
                         try await writer.write(ByteBuffer(bytes: out))
                         written += count

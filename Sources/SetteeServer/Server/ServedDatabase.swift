@@ -72,7 +72,30 @@ final class ServedDatabase: Sendable {
     }
 
     /// Closes the database (if the server opened it) and removes a walrus database's files.
+    /// The streaming feeds open on this database, woken when it closes so that each ends its
+    /// answer cleanly rather than having its connection cut.
+    let openFeeds = Mutex<(closing: Bool, signals: [UInt64: ChangeSignal], next: UInt64)>((false, [:], 0))
+
+    /// Registers a feed's signal; nil when the database is closing (the feed ends at once).
+    func registerFeed(_ signal: ChangeSignal) -> UInt64? {
+        openFeeds.withLock { f in
+            guard !f.closing else { return nil }
+            f.next += 1
+            f.signals[f.next] = signal
+            return f.next
+        }
+    }
+
+    func unregisterFeed(_ id: UInt64) { _ = openFeeds.withLock { $0.signals.removeValue(forKey: id) } }
+
+    var isClosing: Bool { openFeeds.withLock { $0.closing } }
+
     func close() throws {
+        let feeds = openFeeds.withLock { f in
+            f.closing = true
+            return Array(f.signals.values)
+        }
+        for signal in feeds { signal.fire() }
         defer { if let walrusDirectory { try? FileManager.default.removeItem(atPath: walrusDirectory) } }
         if owned { try database.close() }
     }
