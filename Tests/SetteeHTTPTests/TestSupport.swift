@@ -20,6 +20,8 @@ final class Scratch: Sendable {
         var config = DatabaseConfiguration(directory: path)
         config.fullSync = false
         config.maxRevTreeDepth = 1000
+        // Many databases are open at once across the suite: each reserves 8 GiB of address space.
+        config.maximumSize = 8 << 30
         return try Database(name: name, config: config)
     }
 }

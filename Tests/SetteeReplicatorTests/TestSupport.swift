@@ -22,6 +22,8 @@ final class TestDirectory: Sendable {
         var config = DatabaseConfiguration(directory: path)
         config.fullSync = false
         config.maxRevTreeDepth = maxRevTreeDepth
+        // Many databases are open at once across the suite: each reserves 8 GiB of address space.
+        config.maximumSize = 8 << 30
         return try Database(name: name, config: config)
     }
 }

@@ -205,7 +205,10 @@ import SetteeHTTP
         }
         try await server.withClient(admin: true, .live) { c async throws in
             let feed = Task { try await c.send(.get, "/made/_changes?feed=continuous&since=0&heartbeat=1000") }
-            try await Task.sleep(for: .milliseconds(300))
+            // Until the feed is open on the server (under load the request may take a while).
+            for _ in 0 ..< 1000 where server.database(named: "made")?.openFeeds.withLock({ $0.signals.isEmpty }) ?? false {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             try await server.withClient(admin: true, .router) { a async throws in
                 #expect(try await a.send(.delete, "/made").status == .ok)
             }

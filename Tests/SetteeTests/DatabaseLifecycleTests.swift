@@ -160,3 +160,39 @@ import Testing
         #expect(SetteeError.Code.allCases.contains(.versionMismatch))
     }
 }
+
+/// `maximumSize` bounds the log (and the address space its memory map reserves).
+@Suite struct MaximumSizeTests {
+    @Test func aWritePastTheMaximumSizeFailsAndLosesNothing() throws {
+        let dir = try TemporaryDirectory()
+        var config = DatabaseConfiguration(directory: dir.path)
+        config.fullSync = false
+        config.maximumSize = 4 << 20
+        let db = try Database(name: "small", config: config)
+        // Incompressible (the log compresses with LZ4): random bytes as base64.
+        var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let body = Data((0 ..< 150_000).map { _ in x ^= x << 13; x ^= x >> 7; x ^= x << 17; return UInt8(truncatingIfNeeded: x) })
+            .base64EncodedString()
+        var saved = 0
+        var failure: SetteeError?
+        for i in 0 ..< 100 {
+            do {
+                try db.saveDocument(MutableDocument(id: "doc-\(i)", data: ["body": .string(body + "\(i)")]))
+                saved += 1
+            } catch let e as SetteeError {
+                failure = e
+                break
+            }
+        }
+        #expect(failure?.code == .io)
+        #expect(saved > 0 && saved < 100)
+        // Everything saved before is there.
+        #expect(try db.count == UInt64(saved))
+        #expect(try db.document(withID: "doc-0")?.string(forKey: "body")?.hasSuffix("0") == true)
+        // Another handle must ask for the same size.
+        var other = config
+        other.maximumSize = nil
+        #expect(throws: SetteeError.self) { _ = try Database(name: "small", config: other) }
+        try db.close()
+    }
+}

@@ -32,6 +32,17 @@ public struct DatabaseConfiguration: Sendable, Equatable {
     /// config.fullSync = false   // a cache that can be rebuilt
     /// ```
     public var fullSync: Bool = true
+    /// The largest size, in bytes, the database's log may reach: the address space reserved for
+    /// its memory map when it opens (as LMDB's map size). Nil (the default) reserves the largest
+    /// of 1 TiB, 256, 64, 16 and 4 GiB the system grants. A process that keeps many databases
+    /// open at once (a server hosting hundreds, a test suite) gives each less, since a process
+    /// has about 128 TiB of address space in all. A write that would grow the log past it fails
+    /// with ``SetteeError/Code/io``; compacting shrinks the log.
+    ///
+    /// ```swift
+    /// config.maximumSize = 8 << 30   // 8 GiB
+    /// ```
+    public var maximumSize: Int?
     /// When true (the default), a compaction (`Database.compact(progress:)`) starts by itself in
     /// the background once the space it would reclaim exceeds ``autoCompactionThreshold`` of the
     /// file and the file is at least ``autoCompactionMinimumSize`` bytes.
@@ -103,6 +114,9 @@ extension DatabaseConfiguration {
         var out: [String] = []
         if maxRevTreeDepth != other.maxRevTreeDepth { out.append("maxRevTreeDepth \(other.maxRevTreeDepth), not \(maxRevTreeDepth)") }
         if fullSync != other.fullSync { out.append("fullSync \(other.fullSync), not \(fullSync)") }
+        if maximumSize != other.maximumSize {
+            out.append("maximumSize \(other.maximumSize.map { "\($0)" } ?? "nil"), not \(maximumSize.map { "\($0)" } ?? "nil")")
+        }
         if autoCompaction != other.autoCompaction { out.append("autoCompaction \(other.autoCompaction), not \(autoCompaction)") }
         if autoCompactionThreshold != other.autoCompactionThreshold {
             out.append("autoCompactionThreshold \(other.autoCompactionThreshold), not \(autoCompactionThreshold)")

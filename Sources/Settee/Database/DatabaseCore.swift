@@ -78,6 +78,7 @@ final class DatabaseCore: @unchecked Sendable {
         self.worker = DatabaseWorker(name: name)
         var sc = StoreConfiguration()
         sc.durability = configuration.fullSync ? .synchronous : .none
+        sc.mapReservation = configuration.maximumSize
         let store = try translating {
             if let openFile { return try Store(directory: path, configuration: sc, openFile: openFile) }
             return try Store(directory: path, configuration: sc)

@@ -1,3 +1,4 @@
+import Foundation
 internal import SetteeStorage
 
 /// Names of the engine trees a database uses (Formats/documents.md).
@@ -219,7 +220,11 @@ extension SetteeError {
         case .corrupted:
             let at = e.offset.map { " at offset \($0)" } ?? ""
             return SetteeError(.corrupted, "\(e.reason)\(at)")
-        case .io, .poisoned: return SetteeError(.io, e.reason)
+        case .io, .poisoned:
+            // Which call failed and why, so the message alone says what to look at.
+            let call = e.operation.map { "\($0): " } ?? ""
+            let number = e.errno.map { " (errno \($0): \(String(cString: strerror($0))))" } ?? ""
+            return SetteeError(.io, call + e.reason + number)
         case .versionMismatch: return SetteeError(.versionMismatch, e.reason)
         case .valueTooLarge: return SetteeError(.tooLarge, e.reason)
         case .closed: return SetteeError(.notOpen, "the database is closed")

@@ -50,6 +50,9 @@ final class ServedDatabase: Sendable {
         }
         var dbConfig = DatabaseConfiguration(directory: directory)
         dbConfig.maxRevTreeDepth = config.revsLimit
+        // A walrus database lives in memory: it cannot grow past what the machine holds, and a
+        // server may make many (admin PUT /{db}), so each reserves 64 GiB of address space, not 1 TiB.
+        if config.isWalrus { dbConfig.maximumSize = 64 << 30 }
         do {
             let db = try Database(name: Self.fileName(for: name), config: dbConfig)
             let served = ServedDatabase(name: name, database: db, config: config, walrusDirectory: walrus, owned: true)
