@@ -778,6 +778,12 @@ struct MultipartBody: AsyncSequence, Sendable {
         var segments: [Segment]
         var index = 0
         var stream: InputStream?
+        /// Chunk buffers used in turn: by the time one comes round again the connection has
+        /// written it and let it go, so it is refilled in place. A new buffer per chunk would cost
+        /// an allocation each, which after large frees glibc serves from its heap and keeps
+        /// (tens of MiB for a 100 MB attachment).
+        var ring: [ByteBuffer] = []
+        var turn = 0
 
         mutating func next() async throws -> ByteBuffer? {
             while index < segments.count {
@@ -793,14 +799,21 @@ struct MultipartBody: AsyncSequence, Sendable {
                         s.open()
                         stream = s
                     }
-                    var buffer = ByteBuffer()
+                    if ring.isEmpty { ring = (0 ..< 4).map { _ in ByteBuffer() } }
+                    turn = (turn + 1) % ring.count
+                    var buffer = ring[turn]
+                    ring[turn] = ByteBuffer()   // this copy alone holds the storage while it is filled
+                    buffer.clear()
                     var result = 0
                     let source = stream!
                     buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 64 << 10) { raw in
                         result = source.read(raw.baseAddress!.assumingMemoryBound(to: UInt8.self), maxLength: raw.count)
                         return Swift.max(0, result)
                     }
-                    if result > 0 { return buffer }
+                    if result > 0 {
+                        ring[turn] = buffer
+                        return buffer
+                    }
                     // (InputStream.streamError is not available everywhere: a negative count says it.)
                     if result < 0 { throw SetteeError(.io, "reading the content of blob \(blob.digest) failed") }
                     stream?.close()
