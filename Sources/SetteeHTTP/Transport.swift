@@ -142,10 +142,18 @@ struct Transport: Sendable {
     /// Sends a request and reads the whole answer. A network failure is `unreachable`; the
     /// caller judges the status.
     func send(_ request: HTTPClientRequest) async throws -> Reply {
-        do {
+        try await classifying(request) {
             let response = try await client.execute(request, deadline: .distantFuture)
             let body = try await response.body.collect(upTo: Self.maxBody)
             return Reply(status: Int(response.status.code), headers: response.headers, body: body)
+        }
+    }
+
+    /// Runs `body` (one exchange of `request`), turning what the HTTP client throws into the
+    /// replicator's errors: its own and cancellation pass through, anything else is classified.
+    private func classifying<T>(_ request: HTTPClientRequest, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
         } catch let e as ReplicatorError {
             throw e
         } catch is CancellationError {
@@ -169,7 +177,7 @@ struct Transport: Sendable {
     /// Streams a 200 answer's body into `file` (created), with its MD5; any other status is
     /// classified as `json` does.
     func download(_ request: HTTPClientRequest, into file: URL) async throws -> (url: URL, md5: String) {
-        do {
+        try await classifying(request) {
             let response = try await client.execute(request, deadline: .distantFuture)
             guard response.status.code == 200 else {
                 let body = try await response.body.collect(upTo: 1 << 20)
@@ -182,19 +190,14 @@ struct Transport: Sendable {
             var md5 = Insecure.MD5()
             for try await chunk in response.body {
                 chunk.withUnsafeReadableBytes { md5.update(bufferPointer: $0) }
-                try chunk.withUnsafeReadableBytes { bytes in
-                    guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-                    try handle.write(contentsOf: Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none))
+                do {
+                    try handle.write(contentsOf: Data(chunk.readableBytesView))
+                } catch {
+                    // The local disk, not the network: not worth a retry.
+                    throw ReplicatorError(.peerFailed, "writing the temporary file \(file.path): \(error)")
                 }
             }
             return (file, "md5-" + Data(md5.finalize()).base64EncodedString())
-        } catch let e as ReplicatorError {
-            throw e
-        } catch is CancellationError {
-            throw CancellationError()
-        } catch {
-            if Task.isCancelled { throw CancellationError() }
-            throw ReplicatorError(.unreachable, "\(request.method) \(Self.redacted(request.url)): \(error)")
         }
     }
 
@@ -204,7 +207,7 @@ struct Transport: Sendable {
         let lastHeard = LastHeard()
         return try await withThrowingTaskGroup(of: Reply?.self) { group in
             group.addTask {
-                do {
+                try await classifying(request) {
                     let response = try await client.execute(request, deadline: .distantFuture)
                     lastHeard.now()
                     var body = ByteBuffer()
@@ -216,11 +219,6 @@ struct Transport: Sendable {
                         body.writeBuffer(&chunk)
                     }
                     return Reply(status: Int(response.status.code), headers: response.headers, body: body)
-                } catch let e as ReplicatorError {
-                    throw e
-                } catch {
-                    if Task.isCancelled { throw CancellationError() }
-                    throw ReplicatorError(.unreachable, "\(request.method) \(Self.redacted(request.url)): \(error)")
                 }
             }
             group.addTask {

@@ -252,8 +252,8 @@ public struct URLEndpoint: ReplicationPeer {
                 for case .object(let result) in try reply.json.objectValue?["results"]?.arrayValue ?? [] {
                     for case .object(let entry) in result["docs"]?.arrayValue ?? [] {
                         guard case .object(var doc)? = entry["ok"] else { continue }   // an error: the revision is gone
-                        let follows = try await downloadAttachments(of: &doc, newerThan: known[doc["_id"]?.stringValue ?? ""] ?? 0, t)
-                        out.append(try received(doc, follows: follows))
+                        let fetched = try await downloadAttachments(of: &doc, newerThan: known[doc["_id"]?.stringValue ?? ""] ?? 0, t)
+                        out.append(try received(doc, follows: fetched.follows, stored: fetched.stored))
                     }
                 }
                 return out
@@ -313,11 +313,14 @@ public struct URLEndpoint: ReplicationPeer {
 
     /// Fetches the content of a document's attachments added after generation `known` (stubs
     /// with a greater `revpos`), each with `GET /db/{id}/{name}?rev=…`, and marks them `follows`:
-    /// small ones in memory, others streamed to a temporary file (kept until the next fetch).
-    private func downloadAttachments(of doc: inout [String: JSONValue], newerThan known: UInt64, _ t: Transport) async throws -> [String: Data] {
+    /// small ones in memory (`follows`), others streamed to a temporary file and made blobs
+    /// (`stored`: their entries, the blobs kept until the next fetch).
+    private func downloadAttachments(of doc: inout [String: JSONValue], newerThan known: UInt64,
+                                     _ t: Transport) async throws -> (follows: [String: Data], stored: [String: JSONValue]) {
         guard case .object(var attachments)? = doc["_attachments"], case .string(let id)? = doc["_id"],
-              case .string(let rev)? = doc["_rev"] else { return [:] }
+              case .string(let rev)? = doc["_rev"] else { return ([:], [:]) }
         var follows: [String: Data] = [:]
+        var stored: [String: JSONValue] = [:]
         for (name, v) in attachments.sorted(by: { $0.key < $1.key }) {
             guard case .object(var a) = v, a["stub"] == true else { continue }
             if let revpos = a["revpos"]?.int64Value, revpos > 0, UInt64(revpos) <= known { continue }
@@ -340,9 +343,7 @@ public struct URLEndpoint: ReplicationPeer {
                 }
                 state.keepFetched(blob)
                 let md5 = a["digest"]?.stringValue.flatMap { $0.hasPrefix("md5-") ? $0 : nil } ?? file.md5
-                a = WireAttachments.entry(blob: blob, revpos: UInt64(max(1, a["revpos"]?.int64Value ?? 1)), md5: md5).objectValue ?? a
-                a["settee_received"] = true
-                attachments[name] = .object(a)
+                stored[name] = WireAttachments.entry(blob: blob, revpos: UInt64(max(1, a["revpos"]?.int64Value ?? 1)), md5: md5)
                 continue
             }
             a.removeValue(forKey: "stub")
@@ -350,13 +351,14 @@ public struct URLEndpoint: ReplicationPeer {
             attachments[name] = .object(a)
         }
         doc["_attachments"] = .object(attachments)
-        return follows
+        return (follows, stored)
     }
 
     /// A document as a server sent it, as a revision to insert: its attachments' content kept
     /// for ``blob(withDigest:)``, stubs left for the database to resolve, `blob_` attachments
     /// folded back into the properties they came from.
-    private func received(_ doc: [String: JSONValue], follows: [String: Data]) throws -> ReplicatedRevision {
+    private func received(_ doc: [String: JSONValue], follows: [String: Data],
+                          stored: [String: JSONValue] = [:]) throws -> ReplicatedRevision {
         let incoming: IncomingDocument
         do { incoming = try IncomingDocument(doc) } catch { throw ReplicatorError(.peerFailed, "a document the server sent: \(error)") }
         guard let id = incoming.id, let rev = incoming.rev, let (generation, _) = parseRevision(rev) else {
@@ -368,10 +370,10 @@ public struct URLEndpoint: ReplicationPeer {
         if let attachments = incoming.attachments {
             var entries: [String: JSONValue] = [:]
             for (name, value) in attachments {
-                guard case .object(var a) = value else { continue }
-                if a.removeValue(forKey: "settee_received") != nil {
+                guard case .object(let a) = value else { continue }
+                if let entry = stored[name] {
                     // Downloaded to a file already: the entry is made.
-                    if !name.hasPrefix(BlobAttachments.prefix) { entries[name] = .object(a) }
+                    if !name.hasPrefix(BlobAttachments.prefix) { entries[name] = entry }
                     continue
                 }
                 let decoded: (blob: Blob, entry: JSONValue)?
@@ -792,12 +794,16 @@ struct MultipartBody: AsyncSequence, Sendable {
                     index += 1
                     return b
                 case .blob(let blob):
-                    if stream == nil {
+                    let source: InputStream
+                    if let open = stream {
+                        source = open
+                    } else {
                         guard let s = blob.contentStream else {
                             throw SetteeError(.notFound, "the content of blob \(blob.digest) cannot be read")
                         }
                         s.open()
                         stream = s
+                        source = s
                     }
                     if ring.isEmpty { ring = (0 ..< 4).map { _ in ByteBuffer() } }
                     turn = (turn + 1) % ring.count
@@ -805,9 +811,9 @@ struct MultipartBody: AsyncSequence, Sendable {
                     ring[turn] = ByteBuffer()   // this copy alone holds the storage while it is filled
                     buffer.clear()
                     var result = 0
-                    let source = stream!
                     buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 64 << 10) { raw in
-                        result = source.read(raw.baseAddress!.assumingMemoryBound(to: UInt8.self), maxLength: raw.count)
+                        guard let base = raw.baseAddress else { return 0 }
+                        result = source.read(base.assumingMemoryBound(to: UInt8.self), maxLength: raw.count)
                         return Swift.max(0, result)
                     }
                     if result > 0 {

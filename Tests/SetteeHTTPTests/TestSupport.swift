@@ -89,6 +89,23 @@ func replicate(_ db: Database, _ url: URL, _ type: ReplicatorType = .pushAndPull
     return await replicator.waitUntilStopped()
 }
 
+/// Starts a continuous replication with a server as molly (heartbeat 1 s, retries at most
+/// `wait` apart), its statuses and events recorded.
+func startContinuous(_ db: Database, _ url: URL, _ type: ReplicatorType, wait: Duration) -> (Replicator, Recorder) {
+    var config = ReplicatorConfiguration(database: db, target: URLEndpoint(url: url))
+    config.replicatorType = type
+    config.continuous = true
+    config.authenticator = BasicAuthenticator(username: "molly", password: "secret")
+    config.heartbeat = .seconds(1)
+    config.maxAttemptWaitTime = wait
+    config.logHandler = { @Sendable _, _ in }
+    let replicator = Replicator(config: config)
+    let recorder = Recorder()
+    recorder.attach(replicator)
+    replicator.start()
+    return (replicator, recorder)
+}
+
 /// A document's revision tree as comparable data: each revision with its parent and flags, the
 /// current revision, and the current body.
 func snapshot(_ db: Database) throws -> [String: String] {

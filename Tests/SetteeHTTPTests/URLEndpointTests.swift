@@ -89,16 +89,7 @@ import Testing
         var server = try await LiveServer.start(directory: serverData)
         let port = server.port
         let molly = try scratch.open("molly")
-        var config = ReplicatorConfiguration(database: molly, target: URLEndpoint(url: server.url()))
-        config.continuous = true
-        config.authenticator = BasicAuthenticator(username: "molly", password: "secret")
-        config.maxAttemptWaitTime = .milliseconds(500)
-        config.heartbeat = .seconds(1)
-        config.logHandler = { @Sendable _, _ in }
-        let replicator = Replicator(config: config)
-        let recorder = Recorder()
-        recorder.attach(replicator)
-        replicator.start()
+        let (replicator, recorder) = startContinuous(molly, server.url(), .pushAndPull, wait: .milliseconds(500))
         #expect(await eventually { replicator.status.activity == .idle })
         for i in 0 ..< 20 { try await molly.saveDocument(MutableDocument(id: "before-\(i)", data: ["n": .int(Int64(i))])) }
         #expect(try await eventually { try server.server.database(named: "db")?.database.count == 20 })
@@ -209,17 +200,8 @@ import Testing
         proxy.faulty = false
         defer { Task { await proxy.stop(); await server.stop() } }
         let db = try scratch.open("device")
-        var config = ReplicatorConfiguration(database: db, target: URLEndpoint(url: URL(string: "http://127.0.0.1:\(proxy.port)/db")!))
-        config.replicatorType = .pull
-        config.continuous = true
-        config.authenticator = BasicAuthenticator(username: "molly", password: "secret")
-        config.heartbeat = .seconds(1)
-        config.maxAttemptWaitTime = .milliseconds(100)
-        config.logHandler = { @Sendable _, _ in }
-        let replicator = Replicator(config: config)
-        let recorder = Recorder()
-        recorder.attach(replicator)
-        replicator.start()
+        let url = try #require(URL(string: "http://127.0.0.1:\(proxy.port)/db"))
+        let (replicator, recorder) = startContinuous(db, url, .pull, wait: .milliseconds(100))
         #expect(await eventually { replicator.status.activity == .idle })
         proxy.freezeOpenConnections()
         let served = try #require(server.server.database(named: "db")?.database)

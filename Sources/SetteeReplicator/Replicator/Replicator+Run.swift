@@ -100,9 +100,10 @@ extension Replicator {
         let kind = config.replicatorType
         var resolver: ConflictPass?
         if kind.pulls {
-            resolver = try ConflictPass(replicator: self, replicationID: replicationID(.pull))
+            let pass = try ConflictPass(replicator: self, replicationID: replicationID(.pull))
             // Conflicts a resolver failed on in an earlier run are tried again first (seed 000).
-            try await resolver!.retryPending()
+            try await pass.retryPending()
+            resolver = pass
         }
         // One-shot push-and-pull: the push makes a last pass once the pull has caught up (to send
         // what the pull's resolutions wrote), and the pull a last pass once the push is done (to
