@@ -445,12 +445,16 @@ extension Database {
                         let body = try ready ?? PreparedBody(resolvingStubs(of: r, in: tree, c.tx))
                         try c.checkBlobs(body)
                         try c.validate(id: r.documentID, revisionID: r.revisionID, deleted: r.isDeleted, body: body, old: old)
+                        try c.route(id: r.documentID, key: key, revisionID: r.revisionID, deleted: r.isDeleted, body: body,
+                                    tree: tree, parent: r.history.dropFirst().lazy.compactMap { tree.index(of: $0) }.first)
                         let ref = body.isEmpty ? 0 : try c.tx.appendValue(body.bytes).rawValue
                         tree.merge(history: r.history, generation: gen, deleted: r.isDeleted,
                                    hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
                         _ = try c.commit(id: r.documentID, key: key, old: old, tree: &tree)
                         outcomes.append(.inserted)
-                    } catch let e as SetteeError where e.code == .forbidden || e.code == .notFound || e.code == .invalidParameter {
+                    } catch let e as SetteeError where e.code == .forbidden || e.code == .unauthorized || e.code == .notFound
+                                || e.code == .invalidParameter {
+                        c.pendingRouting = nil
                         outcomes.append(.rejected(e))
                     }
                 }

@@ -12,6 +12,9 @@ struct Trees: Sendable {
     let meta: Tree
     let expiry: Tree
     let expiryByID: Tree
+    let routing: Tree
+    let channels: Tree
+    let grants: Tree
 }
 
 /// What every ``Database`` object open on the same files shares: the engine store, the writer
@@ -22,9 +25,10 @@ final class DatabaseCore: @unchecked Sendable {
     /// upgraded when opened, without rewriting anything: version 2 added the expiry trees
     /// (created empty), version 3 the compact digests of revision trees (older trees stay
     /// readable; compaction rewrites them), version 4 documents with one revision and no stored
-    /// tree (tree ref 0; older documents keep theirs).
-    static let formatVersion: UInt64 = 4
-    static let upgradableVersions: Set<UInt64> = [1, 2, 3]
+    /// tree (tree ref 0; older documents keep theirs), version 5 the routing trees (created
+    /// empty: no document of an older database was routed).
+    static let formatVersion: UInt64 = 5
+    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4]
     private static let registry = Mutex<[String: DatabaseCore]>([:])
 
     let name: String
@@ -36,6 +40,8 @@ final class DatabaseCore: @unchecked Sendable {
     let uuid: [UInt8]
     let hub = ChangeHub()
     let validations = Mutex<[(name: String, body: Validation)]>([])
+    /// What routes new revisions to channels (``Database/setRouter(_:)``).
+    let router = Mutex<Router?>(nil)
     /// What expiration and tombstone eviction read the time from.
     let clock: any ExpirationClock
     let sweeper: ExpirySweeper
@@ -111,7 +117,9 @@ final class DatabaseCore: @unchecked Sendable {
                     }
                     return Trees(byID: try tree(TreeName.byID), bySequence: try tree(TreeName.bySequence),
                                  conflicts: try tree(TreeName.conflicts), local: try tree(TreeName.local), meta: meta,
-                                 expiry: try tree(TreeName.expiry), expiryByID: try tree(TreeName.expiryByID))
+                                 expiry: try tree(TreeName.expiry), expiryByID: try tree(TreeName.expiryByID),
+                                 routing: try tree(TreeName.routing), channels: try tree(TreeName.channels),
+                                 grants: try tree(TreeName.grants))
                 }
             }
             self.trees = trees
@@ -333,6 +341,8 @@ final class WriteContext {
     var changes: [DocumentChange] = []
     /// The earliest due time this transaction put in `doc.expiry`, for the sweeper.
     var earliestDue: UInt64?
+    /// The routing of the revision being added, computed before its commit.
+    var pendingRouting: (key: [UInt8], revisionID: String, routing: RevisionRouting)?
 
     init(core: DatabaseCore, tx: WriteTransaction) throws {
         self.core = core

@@ -12,6 +12,12 @@ enum TreeName {
     static let expiry = "doc.expiry"
     /// Document ID → ``ExpiryRecord`` (format 2).
     static let expiryByID = "doc.expiry-by-id"
+    /// Document ID → ``RoutingRecord`` (format 5).
+    static let routing = "doc.routing"
+    /// Channel ‖ 0 ‖ sequence → channel log entry (format 5).
+    static let channels = "doc.channels"
+    /// Kind ‖ principal ‖ 0 ‖ SHA-1 of the document ID → grant record (format 5).
+    static let grants = "doc.grants"
 }
 
 /// Keys of the `db.meta` tree.

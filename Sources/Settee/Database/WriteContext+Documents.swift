@@ -147,6 +147,7 @@ extension WriteContext {
         if tree.index(of: revID) != nil { return nil }
         try checkBlobs(body)
         try validate(id: id, revisionID: revID, deleted: deleted, body: body, old: old)
+        try route(id: id, key: key, revisionID: revID, deleted: deleted, body: body, tree: tree, parent: parent)
         let ref = body.isEmpty ? 0 : try tx.appendValue(body.bytes).rawValue
         tree.add(id: revID, generation: generation, parent: parent, deleted: deleted,
                  hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
@@ -172,6 +173,7 @@ extension WriteContext {
         let meta = DocMeta(flags: flags, sequence: seq, revisionID: winner.id,
                            bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
         try tx.put(key, meta.encoded(), in: trees.byID)
+        try updateRouting(id: id, key: key, tree: tree, winner: w, deleted: winner.deleted, seq: seq)
         if let old { try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence) }
         try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(),
                    in: trees.bySequence)
@@ -214,6 +216,7 @@ extension WriteContext {
         if !old.flags.contains(.deleted) { liveCount &-= 1 }
         if let record { try setExpiryRecord(key, old: record, new: ExpiryRecord()) }
         let seq = nextSequence()
+        try purgeRouting(key: key, seq: seq)
         changes.append(DocumentChange(documentID: id, revisionID: nil, sequence: seq, isDeleted: false,
                                       isConflicted: false, isPurged: true))
     }

@@ -60,6 +60,13 @@ public struct SetteeError: Error, Equatable, Sendable, CustomStringConvertible {
         /// if error.code == .forbidden { … }
         /// ```
         public static let forbidden = Code(rawValue: "forbidden")
+        /// A ``Router`` rejected the revision because the writer is not known well enough
+        /// (Sync Gateway's and CouchDB's `{unauthorized: …}`: log in first).
+        ///
+        /// ```swift
+        /// if error.code == .unauthorized { askForCredentials() }
+        /// ```
+        public static let unauthorized = Code(rawValue: "unauthorized")
         /// An argument is malformed: a document or revision ID, a reserved `_` key, an option.
         ///
         /// ```swift
@@ -121,7 +128,7 @@ public struct SetteeError: Error, Equatable, Sendable, CustomStringConvertible {
         /// ```swift
         /// for code in SetteeError.Code.allCases { print(code) }
         /// ```
-        public static let allCases: [Code] = [.notFound, .conflict, .forbidden, .invalidParameter, .invalidJSON, .tooLarge, .corrupted, .busy, .notOpen, .io, .versionMismatch, .cancelled]
+        public static let allCases: [Code] = [.notFound, .conflict, .forbidden, .unauthorized, .invalidParameter, .invalidJSON, .tooLarge, .corrupted, .busy, .notOpen, .io, .versionMismatch, .cancelled]
     }
 
     /// What went wrong.

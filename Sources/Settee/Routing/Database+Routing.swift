@@ -1,0 +1,193 @@
+internal import SetteeStorage
+
+extension Database {
+    /// Sets (or with nil, removes) the function that routes every new revision to channels and
+    /// grants (Sync Gateway's sync function, for `settee serve`). Shared by every `Database`
+    /// object open on the same files.
+    ///
+    /// ```swift
+    /// db.setRouter { input in
+    ///     let channels = input.revision.array(forKey: "channels")?.compactMap(\.stringValue) ?? []
+    ///     return RevisionRouting(channels: Set(channels))
+    /// }
+    /// ```
+    ///
+    /// Revisions saved while no router is set are not routed: their document keeps the routing it
+    /// had (none, for a new one) until ``reroute(batchSize:)`` or a routed save.
+    public func setRouter(_ router: Router?) {
+        core.router.withLock { $0 = router }
+    }
+
+    /// The routing the database holds for a document; nil when none of its revisions was routed.
+    ///
+    /// ```swift
+    /// let channels = try db.routing(ofDocumentWithID: "list1")?.current.channels ?? []
+    /// ```
+    public func routing(ofDocumentWithID id: String) throws -> DocumentRouting? {
+        try checkOpen()
+        let key = try validateDocumentID(id)
+        func read(_ tx: some StoreReading) throws -> DocumentRouting? {
+            try tx.withValue(forKey: key, in: core.trees.routing) { b in
+                let r = try RoutingRecord(decoding: b)
+                return DocumentRouting(current: r.applied, leaves: r.leaves, membership: r.membership)
+            }
+        }
+        return try translating { try core.read(snapshot: read, batch: read) }
+    }
+
+    /// The entries of several channels' logs, read in one snapshot: for each query, in sequence
+    /// order, the documents that entered or changed in the channel (one entry per document, at
+    /// its latest change) and those that left it (at the change that took them out).
+    ///
+    /// ```swift
+    /// let last = try db.lastSequence
+    /// let logs = try db.channelChanges([ChannelQuery(channel: "a", after: since, through: last, limit: 500)])
+    /// ```
+    ///
+    /// Each query costs the entries it reads: a feed of a few channels never scans the database.
+    public func channelChanges(_ queries: [ChannelQuery]) throws -> [[ChannelChange]] {
+        try checkOpen()
+        for q in queries where q.channel.isEmpty || q.channel.utf8.contains(0) || q.limit < 0 {
+            throw SetteeError(.invalidParameter, "a channel query needs a channel name without U+0000 and a limit of 0 or more")
+        }
+        func read(_ tx: some StoreReading) throws -> [[ChannelChange]] {
+            try queries.map { q in
+                var out: [ChannelChange] = []
+                guard q.limit > 0, q.after < q.through, q.after < .max else { return out }
+                let prefix = RoutingKey.channelPrefix(q.channel)
+                try tx.forEach(in: core.trees.channels, from: RoutingKey.channel(q.channel, q.after + 1), reverse: false) { k, v in
+                    guard k.count == prefix.count + 8, k.starts(with: prefix) else { return false }
+                    let seq = UInt64(bigEndian: k.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self))
+                    guard seq <= q.through else { return false }
+                    out.append(try RoutingKey.decodeEntry(v, seq: seq))
+                    return out.count < q.limit
+                }
+                return out
+            }
+        }
+        return try translating { try core.read(snapshot: read, batch: read) }
+    }
+
+    /// What documents grant a principal (a user name, or `role:` and a role name for
+    /// ``GrantKind/channels``): every channel or role a document's current revision grants, and
+    /// those a document granted once and no longer does (``Grant/isRevoked``, with the sequence
+    /// of the revocation).
+    ///
+    /// ```swift
+    /// let granted = try db.grants(to: "alice", kind: .channels).filter { !$0.isRevoked }.map(\.name)
+    /// ```
+    public func grants(to principal: String, kind: GrantKind) throws -> [Grant] {
+        try checkOpen()
+        guard !principal.isEmpty, !principal.utf8.contains(0) else {
+            throw SetteeError(.invalidParameter, "a principal name cannot be empty or hold U+0000")
+        }
+        let prefix = RoutingKey.grantPrefix(kind, principal)
+        func read(_ tx: some StoreReading) throws -> [Grant] {
+            var out: [Grant] = []
+            try tx.forEach(in: core.trees.grants, from: prefix, reverse: false) { k, v in
+                guard k.count == prefix.count + 20, k.starts(with: prefix) else { return k.starts(with: prefix) }
+                let (id, names) = try RoutingKey.decodeGrants(v)
+                for (n, s) in names { out.append(Grant(documentID: id, name: n, sequence: s.seq, isRevoked: s.revoked)) }
+                return true
+            }
+            return out
+        }
+        return try translating { try core.read(snapshot: read, batch: read) }
+    }
+
+    /// Takes the next sequence without changing a document, and returns it: an application's own
+    /// event that must be ordered among document changes (the server's user and role changes,
+    /// which decide from when a user reads a channel). Inside ``inBatch(_:)`` it commits with the
+    /// batch.
+    ///
+    /// ```swift
+    /// try db.inBatch { let at = try db.takeSequence(); try db.saveLocalDocument(["at": .int(Int64(at))], withID: "mark") }
+    /// ```
+    @discardableResult
+    public func takeSequence() throws -> UInt64 {
+        try checkOpen()
+        return try core.write { c in c.nextSequence() }
+    }
+
+    /// Runs the router again over every document's leaves and brings the channel logs and grants
+    /// up to date, in transactions of `batchSize` documents: after the router changed (Sync
+    /// Gateway's `_resync`). A document whose current routing changes takes a new sequence, so
+    /// that feeds deliver what it now makes visible; one whose routing is unchanged is left alone.
+    /// A leaf the router rejects keeps no routing (its document keeps what it had).
+    ///
+    /// ```swift
+    /// db.setRouter(newRouter)
+    /// let changed = try db.reroute()
+    /// ```
+    ///
+    /// - Returns: how many documents changed routing.
+    /// - Throws: ``SetteeError/Code/invalidParameter`` when no router is set.
+    @discardableResult
+    public func reroute(batchSize: Int = 1000) throws -> Int {
+        try checkOpen()
+        guard core.router.withLock({ $0 != nil }) else { throw SetteeError(.invalidParameter, "no router is set") }
+        var after: [UInt8]? = nil
+        var changed = 0
+        while true {
+            var keys: [[UInt8]] = []
+            try translating {
+                try core.read { tx in
+                    try tx.forEach(in: core.trees.byID, from: after, reverse: false) { k, _ in
+                        if let a = after, k.elementsEqual(a) { return true }
+                        keys.append(Array(k))
+                        return keys.count < max(batchSize, 1)
+                    }
+                }
+            }
+            guard let last = keys.last else { return changed }
+            after = last
+            try core.write { c in
+                for key in keys where try c.reroute(key: key) { changed += 1 }
+            }
+        }
+    }
+}
+
+extension WriteContext {
+    /// Routes every leaf of one document again; commits it under a new sequence if its current
+    /// routing changed. Returns whether it did.
+    func reroute(key: [UInt8]) throws -> Bool {
+        guard let router = core.router.withLock({ $0 }), let meta = try meta(key) else { return false }
+        let id = String(decoding: key, as: UTF8.self)
+        let tree = try core.tree(tx, meta)
+        var record = try routingRecord(key) ?? RoutingRecord()
+        var leaves: [String: RevisionRouting] = [:]
+        for leaf in tree.leaves() {
+            let r = tree.revs[leaf]
+            let ancestor = tree.bodiedAncestor(from: r.parent)
+            let revision = try core.document(tx, id: id, tree: tree, index: leaf, sequence: meta.sequence)
+            let parent = try ancestor.map { try core.document(tx, id: id, tree: tree, index: $0, sequence: 0) }
+            // The parent's routing as the router would give it now (it is not a leaf, so none is kept).
+            let parentRouting = try ancestor.flatMap { i -> RevisionRouting? in
+                let up = tree.bodiedAncestor(from: tree.revs[i].parent)
+                let grand = try up.map { try core.document(tx, id: id, tree: tree, index: $0, sequence: 0) }
+                let p = try core.document(tx, id: id, tree: tree, index: i, sequence: 0)
+                return try? router(RoutingInput(revision: p, parent: grand, parentRouting: nil))
+            }
+            if let routing = try? router(RoutingInput(revision: revision, parent: parent, parentRouting: parentRouting)),
+               (try? routing.check()) != nil {
+                leaves[r.id] = routing
+            }
+        }
+        let (w, _) = tree.winnerAndFlags()
+        let winnerID = tree.revs[w].id
+        let newCurrent = leaves[winnerID] ?? record.applied
+        guard newCurrent != record.applied || leaves != record.leaves else { return false }
+        if newCurrent == record.applied {
+            record.leaves = leaves
+            try tx.put(key, record.encoded(), in: trees.routing)
+            return false
+        }
+        // A new sequence for the document, as any change takes: its by-sequence entry moves too.
+        var t = tree
+        record.leaves = leaves
+        try tx.put(key, record.encoded(), in: trees.routing)
+        _ = try commit(id: id, key: key, old: meta, tree: &t)
+        return true
+    }
+}

@@ -1,0 +1,231 @@
+internal import SetteeStorage
+
+/// The `doc.routing` value (Formats/documents.md, "Routing"): the routing the indexes hold for
+/// the document, each routed leaf's, and its entries in the channel logs.
+struct RoutingRecord {
+    var applied = RevisionRouting()
+    var leaves: [String: RevisionRouting] = [:]
+    var membership: [String: ChannelMembership] = [:]
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 64)
+        w.u8(1)
+        applied.encode(into: &w)
+        w.varint(UInt64(leaves.count))
+        for k in leaves.keys.sorted() {
+            w.string(k)
+            leaves[k]?.encode(into: &w)
+        }
+        w.varint(UInt64(membership.count))
+        for k in membership.keys.sorted() {
+            guard let m = membership[k] else { continue }
+            w.string(k)
+            w.u8(m.isRemoved ? 1 : 0)
+            w.varint(m.sequence)
+        }
+        return w.bytes
+    }
+
+    init() {}
+
+    init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
+        var r = ByteReader(b)
+        let bad = SetteeError(.corrupted, "a document's routing record is malformed")
+        guard r.u8() == 1, let applied = RevisionRouting(reading: &r), let nl = r.count(limit: r.remaining) else { throw bad }
+        self.applied = applied
+        for _ in 0 ..< nl {
+            guard let k = r.string(), let v = RevisionRouting(reading: &r) else { throw bad }
+            leaves[k] = v
+        }
+        guard let nm = r.count(limit: r.remaining) else { throw bad }
+        for _ in 0 ..< nm {
+            guard let k = r.string(), let f = r.u8(), f <= 1, let s = r.varint() else { throw bad }
+            membership[k] = ChannelMembership(sequence: s, isRemoved: f == 1)
+        }
+        guard r.atEnd else { throw bad }
+    }
+}
+
+/// Keys and values of the channel logs and grants (Formats/documents.md, "Routing").
+enum RoutingKey {
+    /// `doc.channels` key: the channel, a zero byte, the sequence big-endian.
+    static func channel(_ name: String, _ seq: UInt64) -> [UInt8] {
+        var k = Array(name.utf8)
+        k.append(0)
+        k.append(contentsOf: [UInt8](bigEndian: seq))
+        return k
+    }
+
+    /// Where a channel's entries start (its name and the zero byte).
+    static func channelPrefix(_ name: String) -> [UInt8] {
+        var k = Array(name.utf8)
+        k.append(0)
+        return k
+    }
+
+    /// `doc.grants` key: the kind, the principal, a zero byte, the SHA-1 of the document ID (an
+    /// ID may be 1,000 bytes; the key stays within the engine's limit).
+    static func grant(_ kind: GrantKind, _ principal: String, _ docKey: [UInt8]) -> [UInt8] {
+        var k = grantPrefix(kind, principal)
+        k.append(contentsOf: SHA1.hash(docKey))
+        return k
+    }
+
+    static func grantPrefix(_ kind: GrantKind, _ principal: String) -> [UInt8] {
+        var k: [UInt8] = [kind.rawValue]
+        k.append(contentsOf: principal.utf8)
+        k.append(0)
+        return k
+    }
+
+    /// `doc.channels` value: flags (1 deleted, 2 removed), document ID, revision ID.
+    static func entry(deleted: Bool, removed: Bool, id: String, rev: String) -> [UInt8] {
+        var w = ByteWriter(capacity: 8 + id.utf8.count + rev.utf8.count)
+        w.u8((deleted ? 1 : 0) | (removed ? 2 : 0))
+        w.string(id)
+        w.string(rev)
+        return w.bytes
+    }
+
+    static func decodeEntry(_ b: UnsafeRawBufferPointer, seq: UInt64) throws(SetteeError) -> ChannelChange {
+        var r = ByteReader(b)
+        guard let f = r.u8(), f & ~3 == 0, let id = r.string(), let rev = r.string(), r.atEnd else {
+            throw SetteeError(.corrupted, "a channel log entry is malformed")
+        }
+        return ChannelChange(sequence: seq, documentID: id, revisionID: rev, isDeleted: f & 1 != 0, isRemoved: f & 2 != 0)
+    }
+
+    /// `doc.grants` value: document ID, then each name with its state (1: revoked) and sequence.
+    static func grants(id: String, _ names: [String: (seq: UInt64, revoked: Bool)]) -> [UInt8] {
+        var w = ByteWriter(capacity: 32)
+        w.string(id)
+        w.varint(UInt64(names.count))
+        for k in names.keys.sorted() {
+            guard let v = names[k] else { continue }
+            w.string(k)
+            w.u8(v.revoked ? 1 : 0)
+            w.varint(v.seq)
+        }
+        return w.bytes
+    }
+
+    static func decodeGrants(_ b: UnsafeRawBufferPointer) throws(SetteeError) -> (id: String, names: [String: (seq: UInt64, revoked: Bool)]) {
+        var r = ByteReader(b)
+        let bad = SetteeError(.corrupted, "a grant record is malformed")
+        guard let id = r.string(), let n = r.count(limit: r.remaining) else { throw bad }
+        var names: [String: (seq: UInt64, revoked: Bool)] = [:]
+        for _ in 0 ..< n {
+            guard let k = r.string(), let f = r.u8(), f <= 1, let s = r.varint() else { throw bad }
+            names[k] = (s, f == 1)
+        }
+        guard r.atEnd else { throw bad }
+        return (id, names)
+    }
+}
+
+extension RevTree {
+    /// `index` itself if its body is kept, else its nearest ancestor whose body is; nil if none.
+    func bodiedAncestor(from index: Int?) -> Int? {
+        var i = index
+        while let j = i, j >= 0 {
+            if revs[j].hasBody { return j }
+            i = revs[j].parent
+        }
+        return nil
+    }
+}
+
+extension WriteContext {
+    func routingRecord(_ key: [UInt8]) throws -> RoutingRecord? {
+        try tx.withValue(forKey: key, in: trees.routing) { b in try RoutingRecord(decoding: b) }
+    }
+
+    /// Runs the router on a new revision (parent: the index in `tree` of its nearest ancestor
+    /// with a body) and keeps its routing for the commit that follows.
+    func route(id: String, key: [UInt8], revisionID: String, deleted: Bool, body: PreparedBody, tree: RevTree, parent: Int?) throws {
+        guard let router = core.router.withLock({ $0 }) else { return }
+        let revision = body.properties.map {
+            Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, properties: $0, body: body.bytes, blobs: core.blobs)
+        } ?? Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, body: body.bytes, blobs: core.blobs)
+        let ancestor = tree.bodiedAncestor(from: parent)
+        let parentDoc = try ancestor.map { try core.document(tx, id: id, tree: tree, index: $0, sequence: 0) }
+        let parentRouting = try ancestor.flatMap { i in try routingRecord(key)?.leaves[tree.revs[i].id] }
+        let routing: RevisionRouting
+        do {
+            routing = try router(RoutingInput(revision: revision, parent: parentDoc, parentRouting: parentRouting))
+        } catch let e as SetteeError where e.code == .forbidden || e.code == .unauthorized {
+            throw e
+        } catch {
+            throw SetteeError.forbidden("\(error)")
+        }
+        try routing.check()
+        pendingRouting = (key, revisionID, routing)
+    }
+
+    /// Brings a committed document's routing and its index entries up to date: the new
+    /// revision's routing (if routed), the leaves still in the tree, and the winner's channels and
+    /// grants under the commit's sequence `seq`.
+    func updateRouting(id: String, key: [UInt8], tree: RevTree, winner: Int, deleted: Bool, seq: UInt64) throws {
+        let pending = pendingRouting.flatMap { $0.key == key ? $0 : nil }
+        pendingRouting = nil
+        let stored = try routingRecord(key)
+        guard pending != nil || stored != nil || core.router.withLock({ $0 != nil }) else { return }
+        var record = stored ?? RoutingRecord()
+        if let pending { record.leaves[pending.revisionID] = pending.routing }
+        let leafIDs = Set(tree.leaves().map { tree.revs[$0].id })
+        record.leaves = record.leaves.filter { leafIDs.contains($0.key) }
+        // A winner the router never saw (saved before a router was set) keeps what was applied.
+        let routing = record.leaves[tree.revs[winner].id] ?? record.applied
+        try apply(routing, to: &record, id: id, key: key, rev: tree.revs[winner].id, deleted: deleted, seq: seq)
+        try tx.put(key, record.encoded(), in: trees.routing)
+    }
+
+    /// Moves the document's channel entries to `seq` and records its grants.
+    func apply(_ routing: RevisionRouting, to record: inout RoutingRecord, id: String, key: [UInt8], rev: String,
+               deleted: Bool, seq: UInt64) throws {
+        let member = RoutingKey.entry(deleted: deleted, removed: false, id: id, rev: rev)
+        var removal: [UInt8]?
+        for (channel, m) in record.membership {
+            guard !routing.channels.contains(channel) else { continue }
+            if m.isRemoved { continue }   // left earlier: that entry stays where it is
+            try tx.delete(RoutingKey.channel(channel, m.sequence), in: trees.channels)
+            if removal == nil { removal = RoutingKey.entry(deleted: deleted, removed: true, id: id, rev: rev) }
+            try tx.put(RoutingKey.channel(channel, seq), removal ?? [], in: trees.channels)
+            record.membership[channel] = ChannelMembership(sequence: seq, isRemoved: true)
+        }
+        for channel in routing.channels {
+            if let m = record.membership[channel] { try tx.delete(RoutingKey.channel(channel, m.sequence), in: trees.channels) }
+            try tx.put(RoutingKey.channel(channel, seq), member, in: trees.channels)
+            record.membership[channel] = ChannelMembership(sequence: seq, isRemoved: false)
+        }
+        try updateGrants(.channels, old: record.applied.access, new: routing.access, id: id, key: key, seq: seq)
+        try updateGrants(.roles, old: record.applied.roles, new: routing.roles, id: id, key: key, seq: seq)
+        record.applied = routing
+    }
+
+    /// Records what a document grants each principal now: new names at `seq`, names it no longer
+    /// grants revoked at `seq`, unchanged names as they were.
+    func updateGrants(_ kind: GrantKind, old: [String: Set<String>], new: [String: Set<String>], id: String, key: [UInt8], seq: UInt64) throws {
+        guard old != new else { return }
+        for principal in Set(old.keys).union(new.keys) {
+            let now = new[principal] ?? []
+            let before = old[principal] ?? []
+            guard now != before else { continue }
+            let k = RoutingKey.grant(kind, principal, key)
+            var names = try tx.withValue(forKey: k, in: trees.grants) { b in try RoutingKey.decodeGrants(b).names } ?? [:]
+            for n in now where names[n].map({ $0.revoked }) ?? true { names[n] = (seq, false) }
+            for n in before.subtracting(now) { names[n] = (seq, true) }
+            try tx.put(k, RoutingKey.grants(id: id, names), in: trees.grants)
+        }
+    }
+
+    /// A purged document leaves every channel log; what it granted is revoked at `seq`.
+    func purgeRouting(key: [UInt8], seq: UInt64) throws {
+        guard let record = try routingRecord(key) else { return }
+        for (channel, m) in record.membership { try tx.delete(RoutingKey.channel(channel, m.sequence), in: trees.channels) }
+        let id = String(decoding: key, as: UTF8.self)
+        try updateGrants(.channels, old: record.applied.access, new: [:], id: id, key: key, seq: seq)
+        try updateGrants(.roles, old: record.applied.roles, new: [:], id: id, key: key, seq: seq)
+        try tx.delete(key, in: trees.routing)
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import Testing
+@_spi(Replication) @testable import Settee
+
+/// Routing (channels and grants stored with each revision and indexed by sequence): what the
+/// sync server builds Sync Gateway's channels on.
+@Suite struct RoutingTests {
+    /// The router of Sync Gateway's default sync function: `channel(doc.channels)`; a tombstone
+    /// keeps its parent's channels; `grant` gives its channels to `to`.
+    static let router: Router = { input in
+        if input.revision.isDeleted { return input.parentRouting ?? RevisionRouting() }
+        let channels = Set(input.revision.array(forKey: "channels")?.compactMap(\.stringValue) ?? [])
+        var access: [String: Set<String>] = [:]
+        if let to = input.revision.string(forKey: "to") {
+            access[to] = Set(input.revision.array(forKey: "grant")?.compactMap(\.stringValue) ?? [])
+        }
+        if input.revision.bool(forKey: "reject") { throw SetteeError(.unauthorized, "log in") }
+        return RevisionRouting(channels: channels, access: access)
+    }
+
+    func save(_ db: Database, _ id: String, _ data: [String: JSONValue]) throws {
+        let m = try db.document(withID: id)?.toMutable() ?? MutableDocument(id: id)
+        m.setData(data)
+        try db.saveDocument(m)
+    }
+
+    @Test func channelLogsFollowEachDocumentsLatestChange() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        try save(db, "a", ["channels": ["x", "y"]])
+        try save(db, "b", ["channels": ["y"]])
+        try save(db, "a", ["channels": ["y"], "v": 2])      // leaves x at seq 3
+        let logs = try db.channelChanges([ChannelQuery(channel: "x", after: 0), ChannelQuery(channel: "y", after: 0),
+                                          ChannelQuery(channel: "z", after: 0)])
+        #expect(logs[0].map(\.documentID) == ["a"])
+        #expect(logs[0].map(\.isRemoved) == [true])
+        #expect(logs[0].map(\.sequence) == [3])
+        #expect(logs[1].map(\.documentID) == ["b", "a"])
+        #expect(logs[1].map(\.sequence) == [2, 3])
+        #expect(logs[1].allSatisfy { !$0.isRemoved })
+        #expect(logs[2].isEmpty)
+        // After, through and limit bound each query.
+        #expect(try db.channelChanges([ChannelQuery(channel: "y", after: 2)])[0].map(\.documentID) == ["a"])
+        #expect(try db.channelChanges([ChannelQuery(channel: "y", after: 0, through: 2)])[0].map(\.documentID) == ["b"])
+        #expect(try db.channelChanges([ChannelQuery(channel: "y", after: 0, limit: 1)])[0].count == 1)
+        // A channel whose name is another's prefix does not see the other's entries.
+        try save(db, "c", ["channels": ["yy"]])
+        #expect(try db.channelChanges([ChannelQuery(channel: "y", after: 0)])[0].count == 2)
+        let r = try #require(try db.routing(ofDocumentWithID: "a"))
+        #expect(r.current.channels == ["y"])
+        #expect(r.membership["x"] == ChannelMembership(sequence: 3, isRemoved: true))
+        #expect(r.membership["y"] == ChannelMembership(sequence: 3, isRemoved: false))
+        // Entering again moves the removal entry back to a member entry.
+        try save(db, "a", ["channels": ["x"]])
+        let x = try db.channelChanges([ChannelQuery(channel: "x", after: 0)])[0]
+        #expect(x.count == 1 && !x[0].isRemoved && x[0].sequence == 5)
+        #expect(try db.channelChanges([ChannelQuery(channel: "y", after: 0)])[0].last?.isRemoved == true)
+    }
+
+    @Test func tombstonesKeepTheirChannelsAndPurgeLeavesEveryLog() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        try save(db, "a", ["channels": ["x"]])
+        try db.deleteDocument(try #require(try db.document(withID: "a")))
+        let x = try db.channelChanges([ChannelQuery(channel: "x", after: 0)])[0]
+        #expect(x.count == 1 && x[0].isDeleted && !x[0].isRemoved)
+        try db.purgeDocument(withID: "a")
+        #expect(try db.channelChanges([ChannelQuery(channel: "x", after: 0)])[0].isEmpty)
+        #expect(try db.routing(ofDocumentWithID: "a") == nil)
+    }
+
+    @Test func grantsAreTimedAndRevocationsKept() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        try save(db, "g", ["to": "alice", "grant": ["x", "y"]])       // seq 1
+        try save(db, "h", ["to": "role:staff", "grant": ["z"]])       // seq 2
+        var g = try db.grants(to: "alice", kind: .channels).sorted { $0.name < $1.name }
+        #expect(g.map(\.name) == ["x", "y"] && g.allSatisfy { !$0.isRevoked && $0.sequence == 1 && $0.documentID == "g" })
+        try save(db, "g", ["to": "alice", "grant": ["y", "w"]])       // seq 3: x revoked, w granted, y kept
+        g = try db.grants(to: "alice", kind: .channels).sorted { $0.name < $1.name }
+        #expect(g.map(\.name) == ["w", "x", "y"])
+        #expect(g.map(\.isRevoked) == [false, true, false])
+        #expect(g.map(\.sequence) == [3, 3, 1])
+        #expect(try db.grants(to: "role:staff", kind: .channels).map(\.name) == ["z"])
+        #expect(try db.grants(to: "al", kind: .channels).isEmpty)
+        try db.purgeDocument(withID: "h")
+        #expect(try db.grants(to: "role:staff", kind: .channels).map(\.isRevoked) == [true])
+    }
+
+    @Test func rejectionsAreReportedPerRevisionAndReplicatedRevisionsAreRouted() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir, "a")
+        db.setRouter(Self.router)
+        let e = setteeError { try db.saveDocument(MutableDocument(id: "r", data: ["reject": true])) }
+        #expect(e?.code == .unauthorized && e?.message == "log in")
+        #expect(try db.document(withID: "r") == nil)
+        db.setRouter { _ in RevisionRouting(channels: [""]) }
+        #expect(setteeError { try db.saveDocument(MutableDocument(id: "r", data: [:])) }?.code == .invalidParameter)
+
+        let source = try openDatabase(dir, "b")
+        try save(source, "p", ["channels": ["x"]])
+        try save(source, "q", ["reject": true])
+        db.setRouter(Self.router)
+        let outcomes = try replicate(from: source, to: db)
+        #expect(outcomes.count == 2)
+        #expect(outcomes.contains(.inserted))
+        #expect(outcomes.contains { if case .rejected(let e) = $0 { e.code == .unauthorized } else { false } })
+        #expect(try db.channelChanges([ChannelQuery(channel: "x", after: 0)])[0].map(\.documentID) == ["p"])
+    }
+
+    @Test func conflictsRouteByTheWinner() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        // Two branches of one document: the winner (higher revision ID at generation 2) decides.
+        let base = ReplicatedRevision(documentID: "d", revisionID: "1-aa", history: ["1-aa"], isDeleted: false,
+                                      properties: ["channels": ["base"]])
+        let low = ReplicatedRevision(documentID: "d", revisionID: "2-aa", history: ["2-aa", "1-aa"], isDeleted: false,
+                                     properties: ["channels": ["low"]])
+        let high = ReplicatedRevision(documentID: "d", revisionID: "2-bb", history: ["2-bb", "1-aa"], isDeleted: false,
+                                      properties: ["channels": ["high"]])
+        _ = try db.insertRevisions([base, high, low])
+        let r = try #require(try db.routing(ofDocumentWithID: "d"))
+        #expect(r.current.channels == ["high"])
+        #expect(Set(r.leaves.keys) == ["2-aa", "2-bb"])
+        #expect(r.leaves["2-aa"]?.channels == ["low"])
+        // Deleting the winner hands the document to the other branch's channels.
+        let del = ReplicatedRevision(documentID: "d", revisionID: "3-cc", history: ["3-cc", "2-bb", "1-aa"], isDeleted: true,
+                                     properties: [:])
+        _ = try db.insertRevisions([del])
+        #expect(try db.routing(ofDocumentWithID: "d")?.current.channels == ["low"])
+        #expect(try db.channelChanges([ChannelQuery(channel: "high", after: 0)])[0].map(\.isRemoved) == [true])
+    }
+
+    @Test func rerouteMovesChangedDocumentsToANewSequence() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        try save(db, "old", ["channels": ["x"]])                      // before any router: not routed
+        #expect(try db.routing(ofDocumentWithID: "old") == nil)
+        db.setRouter(Self.router)
+        try save(db, "a", ["channels": ["x"], "owner": "y"])
+        try save(db, "b", ["channels": ["x"]])
+        let before = try db.lastSequence
+        #expect(try db.reroute(batchSize: 1) == 1)                    // "old" gains x; a and b unchanged
+        #expect(try db.lastSequence == before + 1)
+        db.setRouter { input in RevisionRouting(channels: Set([input.revision.string(forKey: "owner") ?? "nobody"])) }
+        #expect(try db.reroute() == 3)
+        let y = try db.channelChanges([ChannelQuery(channel: "y", after: before + 1)])[0]
+        #expect(y.map(\.documentID) == ["a"])
+        #expect(try db.channelChanges([ChannelQuery(channel: "x", after: 0)])[0].allSatisfy(\.isRemoved))
+        // The document's change reaches the plain changes feed too, with its revision unchanged.
+        #expect(try db.changes(since: before + 1).map(\.documentID).sorted() == ["a", "b", "old"])
+        db.setRouter(nil)
+        #expect(setteeError { try db.reroute() }?.code == .invalidParameter)
+    }
+
+    @Test func takeSequenceOrdersAnEventAmongChangesAndSurvivesReopen() throws {
+        let dir = try TemporaryDirectory()
+        var seq: UInt64 = 0
+        do {
+            let db = try openDatabase(dir)
+            try save(db, "a", [:])
+            try db.inBatch { seq = try db.takeSequence() }
+            #expect(seq == 2)
+            try save(db, "b", [:])
+            try db.close()
+        }
+        let db = try openDatabase(dir)
+        #expect(try db.lastSequence == 3)
+        db.setRouter(Self.router)
+        try save(db, "c", ["channels": ["x"]])
+        // Compaction keeps the routing trees.
+        try db.compact()
+        #expect(try db.channelChanges([ChannelQuery(channel: "x", after: 0)])[0].map(\.documentID) == ["c"])
+        #expect(try db.routing(ofDocumentWithID: "c")?.current.channels == ["x"])
+    }
+}
