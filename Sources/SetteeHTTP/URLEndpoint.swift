@@ -160,8 +160,10 @@ public struct URLEndpoint: ReplicationPeer {
                   case .array(let changes)? = row["changes"] else { continue }
             let revs = changes.compactMap { $0.objectValue?["rev"]?.stringValue }
             guard let current = revs.first else { continue }
+            // `"removed": [channels]` (Sync Gateway): the user lost access to the document.
+            let removed = row["removed"]?.arrayValue.map { !$0.isEmpty } ?? false
             rows.append(PeerChange(sequence: seq, documentID: id, revisionID: current, isDeleted: row["deleted"] == true,
-                                   leafRevisionIDs: revs))
+                                   leafRevisionIDs: revs, isRemoved: removed))
         }
         let reachedEnd = o["pending"]?.int64Value.map { $0 == 0 } ?? (results.count < limit)
         return ChangesPage(changes: rows, lastSequence: last, reachedEnd: reachedEnd)
@@ -251,7 +253,9 @@ public struct URLEndpoint: ReplicationPeer {
                 var out: [ReplicatedRevision] = []
                 for case .object(let result) in try reply.json.objectValue?["results"]?.arrayValue ?? [] {
                     for case .object(let entry) in result["docs"]?.arrayValue ?? [] {
-                        guard case .object(var doc)? = entry["ok"] else { continue }   // an error: the revision is gone
+                        // An error: the revision is gone. `_removed`: the user lost access to it
+                        // since the feed (Sync Gateway); the feed's removal row purges it.
+                        guard case .object(var doc)? = entry["ok"], doc["_removed"] != true else { continue }
                         let fetched = try await downloadAttachments(of: &doc, newerThan: known[doc["_id"]?.stringValue ?? ""] ?? 0, t)
                         out.append(try received(doc, follows: fetched.follows, stored: fetched.stored))
                     }
@@ -280,7 +284,9 @@ public struct URLEndpoint: ReplicationPeer {
         guard reply.status == 200 else { throw t.failure(reply, request) }
         let type = reply.headers.first(name: "Content-Type") ?? ""
         if type.lowercased().hasPrefix("application/json") {
-            return try (reply.json.arrayValue ?? []).compactMap { e in try e.objectValue?["ok"]?.objectValue.map { try received($0, follows: [:]) } }
+            return try (reply.json.arrayValue ?? []).compactMap { e in
+                try e.objectValue?["ok"]?.objectValue.flatMap { $0["_removed"] == true ? nil : try received($0, follows: [:]) }
+            }
         }
         guard let boundary = Multipart.boundary(of: type) else {
             throw ReplicatorError(.peerFailed, "open_revs of \(r.documentID) answered \(type), not multipart/mixed")
@@ -304,7 +310,7 @@ public struct URLEndpoint: ReplicationPeer {
                     }
                 }
                 out.append(try received(doc, follows: follows))
-            } else if case .object(let doc) = try JSONValue(parsing: part.body) {
+            } else if case .object(let doc) = try JSONValue(parsing: part.body), doc["_removed"] != true {
                 out.append(try received(doc, follows: [:]))
             }
         }

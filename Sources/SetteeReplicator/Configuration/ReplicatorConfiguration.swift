@@ -48,6 +48,14 @@ public struct DocumentFlags: OptionSet, Sendable, Hashable {
     /// if flags.contains(.deleted) { … }
     /// ```
     public static let deleted = DocumentFlags(rawValue: 1)
+    /// The remote side no longer lets this replicator's user read the document (Sync Gateway's
+    /// channel removal or access revocation): a pull purged it locally (Couchbase Lite's
+    /// `accessRemoved`).
+    ///
+    /// ```swift
+    /// if flags.contains(.accessRemoved) { forget(doc.id) }
+    /// ```
+    public static let accessRemoved = DocumentFlags(rawValue: 2)
 }
 
 /// A push or pull filter: whether to replicate a revision. Pushes see the local current

@@ -350,6 +350,14 @@ public struct PeerChange: Sendable, Hashable {
     /// let wanted = [row.documentID: row.leafRevisionIDs]
     /// ```
     public var leafRevisionIDs: [String]
+    /// Whether the row says the peer's user may no longer read the document (Sync Gateway's
+    /// `"removed": [channels]` for a document outside every channel the user reads): a pull
+    /// purges it locally instead of fetching it.
+    ///
+    /// ```swift
+    /// if row.isRemoved { purge(row.documentID) }
+    /// ```
+    public var isRemoved: Bool
 
     /// A row.
     ///
@@ -358,12 +366,13 @@ public struct PeerChange: Sendable, Hashable {
     ///                      isDeleted: false, leafRevisionIDs: ["2-b"])
     /// ```
     public init(sequence: ReplicationSequence, documentID: String, revisionID: String, isDeleted: Bool,
-                leafRevisionIDs: [String]) {
+                leafRevisionIDs: [String], isRemoved: Bool = false) {
         self.sequence = sequence
         self.documentID = documentID
         self.revisionID = revisionID
         self.isDeleted = isDeleted
         self.leafRevisionIDs = leafRevisionIDs
+        self.isRemoved = isRemoved
     }
 }
 

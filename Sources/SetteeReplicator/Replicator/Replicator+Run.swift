@@ -8,6 +8,8 @@ struct PreparedBatch: Sendable {
     var rows: [PeerChange]
     var revisions: [ReplicatedRevision]
     var lastSequence: ReplicationSequence
+    /// Rows of a pull whose document the peer's user may no longer read: purged locally.
+    var removals: [PeerChange] = []
     var missingChecked = 0
     var missingFound = 0
 }
@@ -263,6 +265,10 @@ extension Replicator {
                 try isPushable(id: row.documentID, revisionID: row.revisionID, deleted: row.isDeleted)
             }
         }
+        if direction == .pull {
+            batch.removals = batch.rows.filter(\.isRemoved)
+            if !batch.removals.isEmpty { batch.rows.removeAll(where: \.isRemoved) }
+        }
         guard !batch.rows.isEmpty else { return batch }
         var wanted: [String: [String]] = [:]
         wanted.reserveCapacity(batch.rows.count)
@@ -302,7 +308,10 @@ extension Replicator {
     /// Inserts a batch, reports its documents, and for a pull resolves the conflicts it made.
     private func commit(_ direction: ReplicationDirection, _ batch: PreparedBatch, target: any ReplicationPeer,
                         conflicts: ConflictPass?) async throws -> CommittedBatch {
-        var done = CommittedBatch(lastSequence: batch.lastSequence, rows: batch.rows.count, read: batch.revisions.count)
+        var done = CommittedBatch(lastSequence: batch.lastSequence, rows: batch.rows.count + batch.removals.count,
+                                  read: batch.revisions.count)
+        let purged = try await purgeRemoved(batch.removals)
+        if !purged.isEmpty { publish(DocumentReplication(direction: .pull, documents: purged)) }
         guard !batch.revisions.isEmpty else { return done }
         let heads = try conflicts?.heads(of: batch.revisions)
         let outcomes = try await target.insertRevisions(batch.revisions)
@@ -340,5 +349,28 @@ extension Replicator {
         }
         publish(DocumentReplication(direction: direction, documents: order.compactMap { documents[$0] }))
         return done
+    }
+
+    /// Purges, in the local database, the documents a pull's peer says its user may no longer
+    /// read (Couchbase Lite 2.x's answer to Sync Gateway's channel removals); reports each one it
+    /// held. A document the database does not have is skipped.
+    private func purgeRemoved(_ rows: [PeerChange]) async throws -> [ReplicatedDocument] {
+        guard !rows.isEmpty else { return [] }
+        let ids = rows.map(\.documentID)
+        let revisions = Dictionary(rows.map { ($0.documentID, $0) }, uniquingKeysWith: { _, b in b })
+        let db = config.database
+        let done = Mutex<[String]>([])
+        try await db.inBatch { db in
+            for id in ids where try db.revisionTree(withID: id) != nil {
+                try db.purgeDocument(withID: id)
+                done.withLock { $0.append(id) }
+            }
+        }
+        return done.withLock { $0 }.map { id in
+            let row = revisions[id]
+            var flags: DocumentFlags = .accessRemoved
+            if row?.isDeleted == true { flags.insert(.deleted) }
+            return ReplicatedDocument(id: id, revisionID: row?.revisionID ?? "", flags: flags, error: nil)
+        }
     }
 }
