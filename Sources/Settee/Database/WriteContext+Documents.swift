@@ -173,7 +173,7 @@ extension WriteContext {
         let meta = DocMeta(flags: flags, sequence: seq, revisionID: winner.id,
                            bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
         try tx.put(key, meta.encoded(), in: trees.byID)
-        try updateRouting(id: id, key: key, tree: tree, winner: w, deleted: winner.deleted, seq: seq)
+        try updateRouting(id: id, key: key, tree: tree, winner: w, flags: flags, seq: seq)
         if let old { try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence) }
         try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(),
                    in: trees.bySequence)

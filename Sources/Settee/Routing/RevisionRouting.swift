@@ -294,6 +294,13 @@ public struct ChannelChange: Sendable, Hashable {
     /// if change.isRemoved { … }
     /// ```
     public var isRemoved: Bool
+    /// Whether the document had leaves other than its current revision at that change (a
+    /// conflict, or a deleted branch): `style=all_docs` reads its tree.
+    ///
+    /// ```swift
+    /// if change.hasOtherLeaves { leaves = try db.leafRevisions(withID: change.documentID) }
+    /// ```
+    public var hasOtherLeaves: Bool
 }
 
 /// Which grants ``Database/grants(to:kind:)`` reads.

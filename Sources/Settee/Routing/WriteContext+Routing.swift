@@ -78,10 +78,10 @@ enum RoutingKey {
         return k
     }
 
-    /// `doc.channels` value: flags (1 deleted, 2 removed), document ID, revision ID.
-    static func entry(deleted: Bool, removed: Bool, id: String, rev: String) -> [UInt8] {
+    /// `doc.channels` value: flags (1 deleted, 2 removed, 4 other leaves), document ID, revision ID.
+    static func entry(deleted: Bool, removed: Bool, otherLeaves: Bool, id: String, rev: String) -> [UInt8] {
         var w = ByteWriter(capacity: 8 + id.utf8.count + rev.utf8.count)
-        w.u8((deleted ? 1 : 0) | (removed ? 2 : 0))
+        w.u8((deleted ? 1 : 0) | (removed ? 2 : 0) | (otherLeaves ? 4 : 0))
         w.string(id)
         w.string(rev)
         return w.bytes
@@ -89,10 +89,11 @@ enum RoutingKey {
 
     static func decodeEntry(_ b: UnsafeRawBufferPointer, seq: UInt64) throws(SetteeError) -> ChannelChange {
         var r = ByteReader(b)
-        guard let f = r.u8(), f & ~3 == 0, let id = r.string(), let rev = r.string(), r.atEnd else {
+        guard let f = r.u8(), f & ~7 == 0, let id = r.string(), let rev = r.string(), r.atEnd else {
             throw SetteeError(.corrupted, "a channel log entry is malformed")
         }
-        return ChannelChange(sequence: seq, documentID: id, revisionID: rev, isDeleted: f & 1 != 0, isRemoved: f & 2 != 0)
+        return ChannelChange(sequence: seq, documentID: id, revisionID: rev, isDeleted: f & 1 != 0, isRemoved: f & 2 != 0,
+                             hasOtherLeaves: f & 4 != 0)
     }
 
     /// `doc.grants` value: document ID, then each name with its state (1: revoked) and sequence.
@@ -165,7 +166,7 @@ extension WriteContext {
     /// Brings a committed document's routing and its index entries up to date: the new
     /// revision's routing (if routed), the leaves still in the tree, and the winner's channels and
     /// grants under the commit's sequence `seq`.
-    func updateRouting(id: String, key: [UInt8], tree: RevTree, winner: Int, deleted: Bool, seq: UInt64) throws {
+    func updateRouting(id: String, key: [UInt8], tree: RevTree, winner: Int, flags: DocFlags, seq: UInt64) throws {
         let pending = pendingRouting.flatMap { $0.key == key ? $0 : nil }
         pendingRouting = nil
         let stored = try routingRecord(key)
@@ -176,20 +177,22 @@ extension WriteContext {
         record.leaves = record.leaves.filter { leafIDs.contains($0.key) }
         // A winner the router never saw (saved before a router was set) keeps what was applied.
         let routing = record.leaves[tree.revs[winner].id] ?? record.applied
-        try apply(routing, to: &record, id: id, key: key, rev: tree.revs[winner].id, deleted: deleted, seq: seq)
+        try apply(routing, to: &record, id: id, key: key, rev: tree.revs[winner].id, flags: flags, seq: seq)
         try tx.put(key, record.encoded(), in: trees.routing)
     }
 
     /// Moves the document's channel entries to `seq` and records its grants.
     func apply(_ routing: RevisionRouting, to record: inout RoutingRecord, id: String, key: [UInt8], rev: String,
-               deleted: Bool, seq: UInt64) throws {
-        let member = RoutingKey.entry(deleted: deleted, removed: false, id: id, rev: rev)
+               flags: DocFlags, seq: UInt64) throws {
+        let deleted = flags.contains(.deleted)
+        let others = flags.contains(.multipleLeaves)
+        let member = RoutingKey.entry(deleted: deleted, removed: false, otherLeaves: others, id: id, rev: rev)
         var removal: [UInt8]?
         for (channel, m) in record.membership {
             guard !routing.channels.contains(channel) else { continue }
             if m.isRemoved { continue }   // left earlier: that entry stays where it is
             try tx.delete(RoutingKey.channel(channel, m.sequence), in: trees.channels)
-            if removal == nil { removal = RoutingKey.entry(deleted: deleted, removed: true, id: id, rev: rev) }
+            if removal == nil { removal = RoutingKey.entry(deleted: deleted, removed: true, otherLeaves: others, id: id, rev: rev) }
             try tx.put(RoutingKey.channel(channel, seq), removal ?? [], in: trees.channels)
             record.membership[channel] = ChannelMembership(sequence: seq, isRemoved: true)
         }
