@@ -58,7 +58,6 @@ public class Document: DocumentReading, @unchecked Sendable, CustomStringConvert
     private let storedIsDeleted: Bool
     /// Canonical JSON of the properties.
     let body: [UInt8]
-
     let blobs: BlobStore?
     private let parsed = Mutex<Result<[String: JSONValue], SetteeError>?>(nil)
 
