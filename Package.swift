@@ -87,6 +87,15 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
+        // JavaScriptCore's C API for the server's JavaScript (the sync function, design documents'
+        // filters and validate_doc_update): Debian's libjavascriptcoregtk-4.1-dev on Linux, the system
+        // framework on Apple platforms. Its header also declares the execution time limit, which the
+        // library exports but no shipped header declares.
+        .systemLibrary(
+            name: "CJavaScriptCore",
+            pkgConfig: "javascriptcoregtk-4.1",
+            providers: [.apt(["libjavascriptcoregtk-4.1-dev"])]
+        ),
         // The sync server: CouchDB's HTTP API on Hummingbird, Sync Gateway's configuration, users
         // and sessions. Above the document API only: it never imports the engine.
         .target(
@@ -96,6 +105,7 @@ let package = Package(
                 "SetteeReplicator",
                 "SetteeHTTP",
                 "CZlib",
+                "CJavaScriptCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

@@ -82,8 +82,12 @@ import Testing
             // Recreated after deletion: a new revision on the tombstone's branch.
             let again = try await c.send(.put, "/db/doc1", json: #"{"title":"again"}"#)
             #expect(again["rev"]?.stringValue?.hasPrefix("4-") == true)
-            // Design documents are documents, and IDs are percent-decoded once.
-            #expect(try await c.send(.put, "/db/_design/app", json: #"{"views":{}}"#).status == .created)
+            // Design documents are written by admins only (the admin port), read by every user;
+            // IDs are percent-decoded once.
+            #expect(try await c.send(.put, "/db/_design/app", json: #"{"views":{}}"#).status == .forbidden)
+            try await server.withClient(admin: true) { a async throws in
+                #expect(try await a.send(.put, "/db/_design/app", json: #"{"views":{}}"#).status == .created)
+            }
             #expect(try await c.send(.get, "/db/_design%2Fapp")["_id"] == "_design/app")
             #expect(try await c.send(.put, "/db/a%20b%2Fc", json: "{}").status == .created)
             #expect(try await c.send(.get, "/db/a%20b%2Fc")["_id"] == "a b/c")

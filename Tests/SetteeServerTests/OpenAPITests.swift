@@ -41,6 +41,7 @@ import Testing
         "/{db}/_revs_limit": ["GET", "HEAD", "PUT"],
         "/{db}/_purge": ["POST"],
         "/{db}/_compact": ["POST"],
+        "/{db}/_resync": ["POST"],
         "/{db}/_local/{localid}": ["GET", "HEAD", "PUT", "DELETE"],
         "/{db}/{docid}": ["GET", "HEAD", "PUT", "DELETE", "COPY"],
         "/{db}/_design/{ddoc}": ["GET", "HEAD", "PUT", "DELETE", "COPY"],
@@ -60,7 +61,7 @@ import Testing
         "/_active_tasks", "/_scheduler/jobs", "/_dbs_info", "/_db_updates", "/_membership",
         "/_node/_local/_config", "/_config", "/_users", "/_utils", "/_expvar",
         "/db/_find", "/db/_index", "/db/_explain", "/db/_security", "/db/_design_docs", "/db/_local_docs",
-        "/db/_view_cleanup", "/db/_shards", "/db/_purged_infos_limit", "/db/_resync", "/db/_online", "/db/_offline",
+        "/db/_view_cleanup", "/db/_shards", "/db/_purged_infos_limit", "/db/_online", "/db/_offline",
         "/db/_raw/doc1", "/db/_dump/x", "/db/_config", "/db/_blipsync", "/db/_bulk_docs_by_channel",
     ]
 

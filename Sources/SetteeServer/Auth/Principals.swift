@@ -7,7 +7,8 @@ import Synchronization
 /// replicate and which the public `_local` endpoint does not serve.
 ///
 /// Format (`Formats/http-api.md`, "Users and sessions on disk"):
-/// - `settee.server/principals`: `{"users": {name: user}, "roles": {name: {"admin_channels": […]}}}`,
+/// - `settee.server/principals`: `{"users": {name: user}, "roles": {name: {"admin_channels": […]}},
+///   "history": …}` (``PrincipalHistory``),
 ///   a user being `{"admin_channels", "admin_roles", "disabled", "email"?, "password_hash"?:
 ///   {"algorithm": "pbkdf2-sha256", "rounds", "salt", "hash"}}` (salt and hash in base64);
 /// - `settee.server/sessions`: `{session id: {"user": name, "expires": unix seconds}}`.
@@ -70,6 +71,8 @@ extension ServedDatabase {
     /// them (the configuration is authoritative for the principals it names, at every start).
     func loadPrincipals() throws {
         if let stored = try database.localDocument(withID: PrincipalRecords.principalsID) {
+            let history = try PrincipalHistory(json: stored["history"])
+            principalHistory.withLock { $0 = history }
             if case .object(let users)? = stored["users"] {
                 for (name, v) in users where config.users[name] == nil { self.users.setUser(try PrincipalRecords.decodeUser(name, v)) }
             }
@@ -89,20 +92,39 @@ extension ServedDatabase {
                 if date > now { sessions.withLock { $0[id] = Session(user: user, expires: date, ttl: ttl) } }
             }
         }
+        // The configuration may have changed users' channels and roles since the last start:
+        // that change takes a sequence like any other.
+        let before = principalHistory.withLock { $0 }
+        try database.inBatch {
+            try updatePrincipalHistory(database)
+            if principalHistory.withLock({ $0 }) != before { try writePrincipals(database) }
+        }
     }
 
     /// Writes every user and role (a change through the admin API). The state is read on the
     /// database's worker thread, in the write's turn, so the last write holds the latest state.
+    ///
+    /// A change of a user's or role's channels or roles takes a sequence (its place among
+    /// document changes: from when a channel is readable, or when it was lost), and wakes the
+    /// open feeds, which answer for the new access at once.
     func savePrincipals() async throws {
         try await database.inBatch { [self] db in
-            var users: [String: JSONValue] = [:]
-            for name in self.users.userNames { if let u = self.users.user(named: name) { users[name] = PrincipalRecords.encode(u) } }
-            var roles: [String: JSONValue] = [:]
-            for name in self.users.roleNames {
-                if let r = self.users.role(named: name) { roles[name] = ["admin_channels": .array(r.adminChannels.map(JSONValue.string))] }
-            }
-            try db.saveLocalDocument(["users": .object(users), "roles": .object(roles)], withID: PrincipalRecords.principalsID)
+            try updatePrincipalHistory(db)
+            try writePrincipals(db)
         }
+        wakeFeeds()
+    }
+
+    /// Writes the principals record (in the caller's batch).
+    private func writePrincipals(_ db: Database) throws {
+        var users: [String: JSONValue] = [:]
+        for name in self.users.userNames { if let u = self.users.user(named: name) { users[name] = PrincipalRecords.encode(u) } }
+        var roles: [String: JSONValue] = [:]
+        for name in self.users.roleNames {
+            if let r = self.users.role(named: name) { roles[name] = ["admin_channels": .array(r.adminChannels.map(JSONValue.string))] }
+        }
+        try db.saveLocalDocument(["users": .object(users), "roles": .object(roles), "history": principalHistory.withLock { $0 }.json],
+                                 withID: PrincipalRecords.principalsID)
     }
 
     /// A new session for `user` (under `id` when given: one login, several databases) lasting

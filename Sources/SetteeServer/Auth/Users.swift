@@ -156,14 +156,4 @@ final class UserStore: Sendable {
         }
         return user
     }
-
-    /// The channels a user can read: its own, its roles', and `!` (the public channel).
-    func channels(of user: User) -> [String] {
-        state.withLock { s in
-            var all = Set(user.adminChannels)
-            for r in user.adminRoles { all.formUnion(s.roles[r]?.adminChannels ?? []) }
-            all.insert("!")
-            return all.sorted()
-        }
-    }
 }

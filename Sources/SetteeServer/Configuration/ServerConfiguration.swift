@@ -107,6 +107,15 @@ public struct ServerConfiguration: Sendable, Equatable {
         /// db.maxAttachmentSize = 20_000_000
         /// ```
         public var maxAttachmentSize: Int = 20_000_000
+        /// The sync function (`sync`, JavaScript source): what channels each revision goes to,
+        /// what access it grants, and which writes it refuses. nil: Sync Gateway's default,
+        /// `function(doc, oldDoc) { channel(doc.channels); }`. In the configuration file it may
+        /// be written between back-ticks over several lines, as Sync Gateway allows.
+        ///
+        /// ```swift
+        /// db.sync = "function(doc) { channel(doc.owner); access(doc.owner, doc.owner); }"
+        /// ```
+        public var sync: String?
 
         /// A database stored at `server` (`"walrus:"` or a directory).
         ///
@@ -226,9 +235,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// - Throws: ``ConfigurationError`` naming the path of the first key that is unknown, of the
     ///   wrong type or out of range, or the place where the JSON does not parse.
     public init(json: String) throws(ConfigurationError) {
+        let text = try Self.expandingBackticks(json)
         let value: JSONValue
         do {
-            value = try JSONValue(parsing: json)
+            value = try JSONValue(parsing: text)
         } catch {
             throw ConfigurationError(path: "", message: "not valid JSON: \(error.message)")
         }
@@ -256,6 +266,40 @@ public struct ServerConfiguration: Sendable, Equatable {
         if (sslCert == nil) != (sslKey == nil) {
             throw ConfigurationError(path: sslCert == nil ? "SSLCert" : "SSLKey", message: "SSLCert and SSLKey go together")
         }
+    }
+
+    /// The configuration text with each back-tick string (Sync Gateway's way to write a sync
+    /// function over several lines) turned into a JSON string. Back-ticks inside JSON strings
+    /// are left alone.
+    static func expandingBackticks(_ text: String) throws(ConfigurationError) -> String {
+        guard text.contains("`") else { return text }
+        var out = ""
+        var inString = false
+        var escaped = false
+        var raw: String?
+        for ch in text {
+            if var r = raw {
+                if ch == "`" {
+                    out += (try? JSONValue.string(r).jsonText()) ?? "\"\""
+                    raw = nil
+                } else {
+                    r.append(ch)
+                    raw = r
+                }
+                continue
+            }
+            if inString {
+                if escaped { escaped = false } else if ch == "\\" { escaped = true } else if ch == "\"" { inString = false }
+                out.append(ch)
+            } else if ch == "`" {
+                raw = ""
+            } else {
+                if ch == "\"" { inString = true }
+                out.append(ch)
+            }
+        }
+        if raw != nil { throw ConfigurationError(path: "", message: "a back-tick string is not closed") }
+        return out
     }
 
     /// Whether `name` is a database name CouchDB accepts (`^[a-z][a-z0-9_$()+/-]*$`).
@@ -296,6 +340,12 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "revs_limit": db.revsLimit = try k.int(in: 20 ... 100_000)
             case "max_document_size": db.maxDocumentSize = try k.int(in: 1024 ... 16 << 20)
             case "max_attachment_size": db.maxAttachmentSize = try k.int(in: 1024 ... 1 << 31)
+            case "sync":
+                let source = try k.string()
+                guard !source.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+                    throw ConfigurationError(path: k.path, message: "empty: a JavaScript function, or leave the key out for the default")
+                }
+                db.sync = source
             default: throw ConfigurationError(path: k.path, message: "unknown key")
             }
         }

@@ -193,6 +193,9 @@ extension CouchAPI {
             }
             revision = try database.revision(withID: id, revisionID: tree.currentRevisionID)
         }
+        if let revision, try db.readability(of: id, revision: revision.revisionID, for: call.principal) != .readable {
+            throw CouchError.forbidden("missing channel access")
+        }
         guard let revision, case .object(let atts)? = try revision.properties["_attachments"],
               case .object(let e)? = atts[name], case .string(let digest)? = e["digest"] else {
             throw CouchError.notFound("Document is missing attachment")
@@ -241,7 +244,7 @@ extension CouchAPI {
         let type = call.request.headers[.contentType] ?? "application/octet-stream"
         let buffer = try await call.request.collectBody(upTo: db.config.maxAttachmentSize)
         let content = Data(buffer.readableBytesView)
-        return try await updateAttachments(db, id: id, rev: rev) { current, generation in
+        return try await updateAttachments(db, id: id, rev: rev, as: call.principal) { current, generation in
             let blob = Blob(contentType: type, data: content)
             try await db.database.saveBlob(blob)
             current[name] = WireAttachments.entry(blob: blob, revpos: generation, md5: WireAttachments.md5(content))
@@ -252,14 +255,14 @@ extension CouchAPI {
         guard let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }) else {
             throw CouchError.conflict
         }
-        return try await updateAttachments(db, id: id, rev: rev, status: .ok) { current, _ in
+        return try await updateAttachments(db, id: id, rev: rev, status: .ok, as: call.principal) { current, _ in
             guard current.removeValue(forKey: name) != nil else { throw CouchError.notFound("Document is missing attachment") }
         }
     }
 
     /// A new revision of `id` on top of `rev` whose attachments `change` edits (CouchDB answers
     /// 201 to a PUT, 200 to a DELETE).
-    private func updateAttachments(_ db: ServedDatabase, id: String, rev: String?, status: HTTPResponse.Status = .created,
+    private func updateAttachments(_ db: ServedDatabase, id: String, rev: String?, status: HTTPResponse.Status = .created, as principal: Principal,
                                    _ change: (inout [String: JSONValue], UInt64) async throws -> Void) async throws -> Response {
         try checkDocumentID(id)
         let database = db.database
@@ -277,7 +280,7 @@ extension CouchAPI {
         var atts = edit.dictionary(forKey: "_attachments") ?? [:]
         try await change(&atts, generation)
         edit.setValue(atts.isEmpty ? nil : .object(atts), forKey: "_attachments")
-        guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let newRev = edit.revisionID else {
+        guard try await saveEdit(edit, db, as: principal), let newRev = edit.revisionID else {
             throw CouchError.conflict
         }
         return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(newRev)], status: status,

@@ -9,7 +9,10 @@ import Synchronization
 
 /// What a `_changes` request asks for.
 struct ChangesOptions: Sendable {
-    var since: UInt64
+    var since: FeedPosition
+    /// A user's feed (its channels); nil: every document (the admin port, or a user reading `*`
+    /// without a channel filter).
+    var scope: FeedScope?
     var limit: Int?
     var descending: Bool
     var allLeaves: Bool
@@ -30,6 +33,16 @@ enum ChangesFilter: Sendable {
     /// `filter=<name>`: a filter function the app registered, with the request's other query
     /// parameters (as strings, CouchDB's `req.query`).
     case function(PeerFilterFunction, [String: JSONValue])
+    /// `filter=ddoc/name`: a design document's filter function, with CouchDB's `req` (its
+    /// `query` and `userCtx`) as JSON.
+    case design(FilterFunction, request: String)
+}
+
+/// Whose channels a feed shows.
+struct FeedScope: Sendable {
+    var user: String
+    /// `filter=sync_gateway/bychannel&channels=…`: these of the user's channels only.
+    var requested: Set<String>?
 }
 
 /// What makes two feeds' next rows the same bytes.
@@ -118,8 +131,14 @@ extension CouchAPI {
         }
         let q = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
         var filter = docIDs.map(ChangesFilter.documentIDs)
+        var requested: Set<String>?
         if let name = params["filter"] {
-            if name == "_doc_ids" {
+            if name == "sync_gateway/bychannel" {
+                guard let list = params["channels"], !list.isEmpty else {
+                    throw CouchError.badRequest("filter=sync_gateway/bychannel needs channels")
+                }
+                requested = Set(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            } else if name == "_doc_ids" {
                 if docIDs == nil, let v = try jsonParameter(q, "doc_ids") { docIDs = try Self.stringSet(v, "doc_ids") }
                 guard let docIDs else { throw CouchError.badRequest("filter=_doc_ids needs doc_ids") }
                 filter = .documentIDs(docIDs)
@@ -127,20 +146,43 @@ extension CouchAPI {
                 let reserved: Set<String> = ["filter", "since", "feed", "style", "limit", "descending", "include_docs", "conflicts",
                                              "attachments", "heartbeat", "timeout", "doc_ids"]
                 filter = .function(function, params.filter { !reserved.contains($0.key) }.mapValues(JSONValue.string))
+            } else if let slash = name.firstIndex(of: "/") {
+                let ddoc = "_design/" + name[..<slash]
+                let fname = String(name[name.index(after: slash)...])
+                guard let function = db.routing.design.withLock({ $0[ddoc]?.filters[fname] }) else {
+                    throw CouchError.notFound("missing json key: \(fname)")
+                }
+                let reserved: Set<String> = ["filter", "since", "feed", "style", "limit", "descending", "include_docs", "conflicts",
+                                             "attachments", "heartbeat", "timeout", "doc_ids"]
+                let query = JSONValue.object(params.filter { !reserved.contains($0.key) }.mapValues(JSONValue.string))
+                let writer: Writer? = try call.principal.name.map { n in
+                    let a = try db.access(for: n)
+                    return Writer(name: n, channels: Set(a.channels.keys), roles: Set(a.roles.keys))
+                }
+                let req: JSONValue = ["query": query, "userCtx": RoutingState.userContext(writer, database: db.name)]
+                filter = .design(function, request: try req.jsonText())
             } else {
-                throw CouchError.badRequest("Unknown filter \"\(name)\"; this server knows _doc_ids\(db.filters.withLock { $0.keys.sorted() }.map { " and " + $0 }.joined())")
+                throw CouchError.badRequest("Unknown filter \"\(name)\"; this server knows _doc_ids, sync_gateway/bychannel, design documents' filters\(db.filters.withLock { $0.keys.sorted() }.map { ", " + $0 }.joined())")
             }
         }
+        // A user's feed shows its channels; `*` without a channel filter shows everything.
+        var scope: FeedScope?
+        if case .user(let name) = call.principal {
+            let readsAll = try db.access(for: name).readsAll
+            if requested != nil || !readsAll { scope = FeedScope(user: name, requested: requested) }
+        } else if let requested {
+            scope = FeedScope(user: "", requested: requested)
+        }
         let database = db.database
-        let since: UInt64
+        let since: FeedPosition
         switch params["since"] {
-        case nil: since = 0
-        case "now"?: since = try database.lastSequence
+        case nil: since = FeedPosition(0)
+        case "now"?: since = FeedPosition(try database.lastSequence)
         case let text?:
-            // CouchDB 3's sequences are opaque strings starting with the number ("12-g1AAA…").
-            let digits = text.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).prefix { $0.isNumber }
-            guard let n = UInt64(digits) else { throw CouchError(.badRequest, "bad_request", "Malformed sequence supplied in 'since' parameter.") }
-            since = n
+            guard let p = FeedPosition(parsing: text) else {
+                throw CouchError(.badRequest, "bad_request", "Malformed sequence supplied in 'since' parameter.")
+            }
+            since = p
         }
         let feed = params["feed"] ?? "normal"
         guard ["normal", "longpoll", "continuous", "eventsource"].contains(feed) else {
@@ -151,7 +193,7 @@ extension CouchAPI {
         let heartbeat = try integer(q, "heartbeat").map { Duration.milliseconds(max(1000, $0)) }
             ?? (params["heartbeat"] == "true" ? .seconds(60) : nil)
         let timeout = Duration.milliseconds(min(try integer(q, "timeout") ?? 60_000, 3_600_000))
-        let options = ChangesOptions(since: since, limit: try integer(q, "limit"), descending: try flag(q, "descending"),
+        let options = ChangesOptions(since: since, scope: scope, limit: try integer(q, "limit"), descending: try flag(q, "descending"),
                                      allLeaves: style == "all_docs", includeDocs: try flag(q, "include_docs"),
                                      conflicts: try flag(q, "conflicts"),
                                      attachments: try flag(q, "attachments"), filter: filter, feed: feed,
@@ -182,45 +224,88 @@ extension CouchAPI {
         }
     }
 
-    /// The rows after `since` (at most `limit`), and the sequence to continue from.
-    func rows(_ db: ServedDatabase, _ o: ChangesOptions, since: UInt64, limit: Int?) throws -> (rows: [JSONValue], last: UInt64, more: Bool) {
+    /// The rows after `since` (at most `limit`), and the position to continue from.
+    func rows(_ db: ServedDatabase, _ o: ChangesOptions, since: FeedPosition, limit: Int?) throws -> (rows: [JSONValue], last: FeedPosition, more: Bool) {
         let database = db.database
-        var entries: [ChangeEntry]
-        if o.descending {
-            entries = try database.changes(since: since).reversed()
-        } else if o.filter == nil {
-            entries = try database.changes(since: since, limit: limit.map { $0 + 1 })
+        var entries: [FeedEntry]
+        var last: FeedPosition
+        var more = false
+        let readLimit = o.filter == nil ? limit : nil
+        if let scope = o.scope {
+            let access = scope.user.isEmpty ? UserAccess(channels: ["*": 0]) : try db.access(for: scope.user)
+            (entries, more, last) = try db.channelEntries(access: access, requested: scope.requested, since: since,
+                                                          limit: readLimit, allLeaves: o.allLeaves)
         } else {
-            entries = try database.changes(since: since)
+            let from = since.sequencesDone
+            var changes: [ChangeEntry]
+            if o.descending {
+                changes = try database.changes(since: from).reversed()
+            } else {
+                changes = try database.changes(since: from, limit: readLimit.map { $0 + 1 })
+            }
+            if let readLimit, changes.count > readLimit {
+                changes = Array(changes.prefix(readLimit))
+                more = true
+            }
+            entries = changes.map { e in
+                FeedEntry(position: FeedPosition(e.sequence), documentID: e.documentID, revisionID: e.revisionID, isDeleted: e.isDeleted,
+                          isConflicted: e.isConflicted, otherLeaves: e.otherLeafRevisionIDs, removed: nil)
+            }
+            if o.descending {
+                last = entries.last?.position ?? FeedPosition(from)
+            } else if more || o.filter != nil {
+                let end = try database.lastSequence
+                last = entries.last?.position ?? FeedPosition(max(from, end))
+            } else {
+                last = entries.last?.position ?? FeedPosition(from)
+            }
         }
+        let unfiltered = entries.last?.position
         switch o.filter {
         case .documentIDs(let ids)?:
             entries = entries.filter { ids.contains($0.documentID) }
         case .function(let function, let parameters)?:
             // The current revision, tombstones included (one that kept its properties can pass).
             entries = try entries.filter { e in
+                if e.removed != nil { return true }
                 guard let doc = try database.document(withID: e.documentID, revisionID: e.revisionID) else { return false }
                 return function(doc, parameters)
+            }
+        case .design(let function, let request)?:
+            entries = try entries.filter { e in
+                if e.removed != nil { return true }
+                guard let doc = try database.document(withID: e.documentID, revisionID: e.revisionID) else { return false }
+                let json = try RoutingState.json(doc)
+                do {
+                    return try function.run(doc: json, req: request)
+                } catch {
+                    throw CouchError(.internalServerError, "filter_error", "\(error)")
+                }
             }
         case nil:
             break
         }
-        var more = false
         if let limit, entries.count > limit {
             entries = Array(entries.prefix(limit))
             more = true
+            last = entries.last?.position ?? last
+        } else if o.filter != nil, let unfiltered, !more {
+            last = max(last, unfiltered)
         }
         var rows: [JSONValue] = []
         rows.reserveCapacity(entries.count)
         for e in entries {
             var row: [String: JSONValue] = [
-                "seq": .int(Int64(e.sequence)),
+                "seq": e.position.json,
                 "id": .string(e.documentID),
-                "changes": .array((o.allLeaves ? e.leafRevisionIDs : [e.revisionID]).map { ["rev": .string($0)] }),
+                "changes": .array(([e.revisionID] + (o.allLeaves ? e.otherLeaves : [])).map { ["rev": .string($0)] }),
             ]
             if e.isDeleted { row["deleted"] = true }
+            if let removed = e.removed { row["removed"] = .array(removed.sorted().map(JSONValue.string)) }
             if o.includeDocs {
-                if let r = try database.revision(withID: e.documentID, revisionID: e.revisionID) {
+                if e.removed != nil {
+                    row["doc"] = ["_id": .string(e.documentID), "_rev": .string(e.revisionID), "_removed": true]
+                } else if let r = try database.revision(withID: e.documentID, revisionID: e.revisionID) {
                     var doc = try r.properties
                     if case .object(let stored)? = doc["_attachments"] {
                         doc["_attachments"] = try wireAttachments(stored, db, inlineAfter: o.attachments ? 0 : nil)
@@ -229,7 +314,9 @@ extension CouchAPI {
                     doc["_rev"] = .string(e.revisionID)
                     if e.isDeleted { doc["_deleted"] = true }
                     if o.conflicts, e.isConflicted {
-                        doc["_conflicts"] = .array(e.otherLeafRevisionIDs.map(JSONValue.string))
+                        let others = o.allLeaves ? e.otherLeaves : (try database.revisionTree(withID: e.documentID)?.leafRevisionIDs ?? [])
+                        let live = try database.revisionTree(withID: e.documentID)?.revisions.filter { !$0.isDeleted }.map(\.revisionID) ?? []
+                        doc["_conflicts"] = .array(others.filter { $0 != e.revisionID && live.contains($0) }.map(JSONValue.string))
                     }
                     row["doc"] = .object(doc)
                 } else {
@@ -238,25 +325,16 @@ extension CouchAPI {
             }
             rows.append(.object(row))
         }
-        let last: UInt64
-        if o.descending {
-            last = entries.last?.sequence ?? since
-        } else {
-            if let l = entries.last?.sequence {
-                last = l
-            } else {
-                last = o.filter == nil ? since : try database.lastSequence
-            }
-        }
-        return (rows, max(last, o.descending ? 0 : since), more)
+        if !o.descending { last = max(last, since) }
+        return (rows, last, more)
     }
 
     /// A feed's next rows as the bytes it writes. Feeds that wake for the same commit with the
     /// same position and options share one read and one encoding: a thousand feeds cost one read
     /// of the changes, not a thousand.
-    func encodedRows(_ db: ServedDatabase, _ o: ChangesOptions, since: UInt64, limit: Int?) throws -> (bytes: [UInt8], count: Int, last: UInt64) {
-        let shareable = limit == nil && o.filter == nil && !o.descending
-        let key = FeedKey(since: since, upTo: try db.database.lastSequence, allLeaves: o.allLeaves, includeDocs: o.includeDocs,
+    func encodedRows(_ db: ServedDatabase, _ o: ChangesOptions, since: FeedPosition, limit: Int?) throws -> (bytes: [UInt8], count: Int, last: FeedPosition) {
+        let shareable = limit == nil && o.filter == nil && !o.descending && o.scope == nil && since.isPlain
+        let key = FeedKey(since: since.major, upTo: try db.database.lastSequence, allLeaves: o.allLeaves, includeDocs: o.includeDocs,
                           conflicts: o.conflicts, attachments: o.attachments, eventSource: o.feed == "eventsource")
         if shareable, let hit = db.feedCache.withLock({ $0[key] }) { return hit }
         let (rows, last, _) = try self.rows(db, o, since: since, limit: limit)
@@ -272,7 +350,7 @@ extension CouchAPI {
         let result = (out, rows.count, last)
         // Only a read that reached the sequence it was keyed by is shared (a commit meanwhile
         // would make it hold more than the key says).
-        if shareable, last <= key.upTo {
+        if shareable, last <= FeedPosition(key.upTo) {
             db.feedCache.withLock { cache in
                 if cache.count >= 16 { cache.removeAll() }
                 cache[key] = result
@@ -283,8 +361,9 @@ extension CouchAPI {
 
     private func normalFeed(_ db: ServedDatabase, _ o: ChangesOptions) throws -> Response {
         let (rows, last, more) = try self.rows(db, o, since: o.since, limit: o.limit)
-        let pending = more && !o.descending ? try db.database.changes(since: last).count : 0
-        return try jsonResponse(["results": .array(rows), "last_seq": .int(Int64(last)), "pending": .int(Int64(pending))])
+        // Sync Gateway does not count what remains of a user's feed; 1 says "ask again".
+        let pending = more && !o.descending ? (o.scope == nil ? try db.database.changes(since: last.sequencesDone).count : 1) : 0
+        return try jsonResponse(["results": .array(rows), "last_seq": last.json, "pending": .int(Int64(pending))])
     }
 
     /// `longpoll`, `continuous` and `eventsource`: written as changes commit. The feed waits on
@@ -330,7 +409,7 @@ extension CouchAPI {
                         }
                         if clock.now >= deadline { break }
                     }
-                    let result: JSONValue = ["results": .array(rows), "last_seq": .int(Int64(last)), "pending": 0]
+                    let result: JSONValue = ["results": .array(rows), "last_seq": last.json, "pending": 0]
                     try await writer.write(ByteBuffer(bytes: try result.jsonBytes() + [0x0A]))
                     return
                 }
@@ -356,7 +435,7 @@ extension CouchAPI {
                     }
                 }
                 if o.feed == "continuous" {
-                    try await writer.write(ByteBuffer(bytes: try JSONValue.object(["last_seq": .int(Int64(since)), "pending": 0]).jsonBytes() + [0x0A]))
+                    try await writer.write(ByteBuffer(bytes: try JSONValue.object(["last_seq": since.json, "pending": 0]).jsonBytes() + [0x0A]))
                 }
             } onGracefulShutdown: {
                 stopping.withLock { $0 = true }

@@ -69,7 +69,7 @@ extension CouchAPI {
             throw CouchError.badRequest("database configuration: \(error)")
         }
         guard let dbConfig = config.databases[name] else { throw CouchError.badRequest("database configuration missing") }
-        let served = try ServedDatabase.open(name: name, config: dbConfig)
+        let served = try ServedDatabase.open(name: name, config: dbConfig, engine: server.scripts)
         guard server.addDatabase(served) else {
             try served.close()
             throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
@@ -98,6 +98,13 @@ extension CouchAPI {
         let skip = try integer(query, "skip") ?? 0
         let database = db.database
         var rows: [JSONValue] = []
+        // A user sees only the documents it may read (design documents included).
+        let access: UserAccess? = try call.principal.name.map { try db.access(for: $0) }.flatMap { $0.readsAll ? nil : $0 }
+        func readable(_ id: String) throws -> Bool {
+            guard let access else { return true }
+            if id.hasPrefix("_design/") { return true }
+            return try database.routing(ofDocumentWithID: id).map { access.canRead($0.current.channels) } ?? false
+        }
         func docJSON(_ doc: Document) throws -> JSONValue {
             guard let rev = doc.revisionID else { return .null }
             var o = doc.toDictionary()
@@ -113,7 +120,7 @@ extension CouchAPI {
         }
         if let keys {
             for key in keys.dropFirst(skip).prefix(limit ?? .max) {
-                guard let tree = try await database.revisionTree(withID: key) else {
+                guard let tree = try await database.revisionTree(withID: key), try readable(key) else {
                     rows.append(["key": .string(key), "error": "not_found"])
                     continue
                 }
@@ -152,7 +159,7 @@ extension CouchAPI {
             let cursor = try database.allDocuments(options)
             while rows.count < limit ?? .max, let doc = try cursor.next() {
                 if !inclusiveEnd, let end, doc.id == end { continue }
-                guard let rev = doc.revisionID else { continue }
+                guard let rev = doc.revisionID, try readable(doc.id) else { continue }
                 var row: [String: JSONValue] = ["id": .string(doc.id), "key": .string(doc.id), "value": ["rev": .string(rev)]]
                 if includeDocs { row["doc"] = try docJSON(doc) }
                 rows.append(.object(row))
@@ -204,7 +211,7 @@ extension CouchAPI {
             for d in docs { revisions.append(try await replicatedRevision(d, db: db)) }
             // Revisions stored (or already there) answer nothing, as in CouchDB; a refused one
             // answers with its error.
-            let outcomes = try await database.insertRevisions(revisions)
+            let outcomes = try await insert(revisions, db, as: call.principal)
             var refused: [JSONValue] = []
             for (revision, outcome) in zip(revisions, outcomes) {
                 guard case .rejected(let e) = outcome else { continue }
@@ -222,7 +229,7 @@ extension CouchAPI {
         func failure(_ id: String, _ error: any Error) -> JSONValue? {
             let c: CouchError
             if let e = error as? CouchError { c = e } else if let e = error as? SetteeError { c = CouchError(e) } else { return nil }
-            guard [.conflict, .forbidden, .preconditionFailed].contains(c.status) else { return nil }
+            guard [.conflict, .forbidden, .unauthorized, .preconditionFailed].contains(c.status) else { return nil }
             return ["id": .string(id), "error": .string(c.error), "reason": .string(c.reason)]
         }
         for (i, d) in docs.enumerated() {
@@ -236,12 +243,12 @@ extension CouchAPI {
         }
         var outcomes: [Bool]
         do {
-            outcomes = try await database.saveDocuments(edits.map(\.1), concurrencyControl: .failOnConflict)
-        } catch let e as SetteeError where e.code == .forbidden {
+            outcomes = try await saveEdits(edits.map(\.1), db, as: call.principal)
+        } catch let e as SetteeError where e.code == .forbidden || e.code == .unauthorized {
             outcomes = []
             for (i, edit) in edits {
                 do {
-                    outcomes.append(try await database.saveDocument(edit, concurrencyControl: .failOnConflict))
+                    outcomes.append(try await saveEdit(edit, db, as: call.principal))
                 } catch {
                     guard let f = failure(edit.id, error) else { throw error }
                     results[i] = f
@@ -302,7 +309,7 @@ extension CouchAPI {
                 if allAttachments, case .array(let since)? = o["atts_since"] {
                     inline = since.compactMap { $0.stringValue.flatMap(parseRevision)?.0 }.max() ?? 0
                 }
-                results.append((.string(id), found.map { .revision($0, attachmentsAfter: inline) }))
+                results.append((.string(id), try found.map { try RevisionAnswer.gate($0, db, call.principal, after: inline) }))
             } catch let e as SetteeError where e.code == .invalidParameter {
                 results.append(failure(rev, "bad_request", e.message))
             }
@@ -314,6 +321,7 @@ extension CouchAPI {
             ["id": id, "docs": .array(try answers.map { answer in
                 switch answer {
                 case .error(let e): return ["error": e]
+                case .removed(let id, let rev): return ["ok": RevisionAnswer.removedJSON(id, rev)]
                 case .revision(let r, let after): return ["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: after))]
                 }
             })]

@@ -39,6 +39,15 @@ extension CouchAPI {
 
     private func getDocument(_ call: Call, _ db: ServedDatabase, id: String) throws -> Response {
         let database = db.database
+        if call.query["open_revs"] == nil {
+            switch try db.readability(of: id, revision: call.query["rev"], for: call.principal) {
+            case .readable: break
+            case .forbidden: throw CouchError.forbidden("missing channel access")
+            case .removed:
+                guard let rev = try call.query["rev"] ?? database.revisionTree(withID: id)?.currentRevisionID else { throw CouchError.notFound("missing") }
+                return try jsonResponse(RevisionAnswer.removedJSON(id, rev))
+            }
+        }
         if call.query.isEmpty, let fast = try currentDocumentFast(call, database, id: id) { return fast }
         let revs = try flag(call, "revs")
         if let openRevs = call.query["open_revs"] {
@@ -137,15 +146,22 @@ extension CouchAPI {
             }
         }
         let inline = try inlineAfter(call, tree: try database.revisionTree(withID: id))
+        let answers: [RevisionAnswer] = try entries.map { rev, r in
+            try r.map { try RevisionAnswer.gate($0, db, call.principal, after: inline) } ?? .error(["missing": .string(rev)])
+        }
         if acceptsMultipartMixed(call) {
             // Attachments follow their document (all of them unless atts_since says otherwise).
-            return try multipartMixed(entries.map { rev, r in
-                r.map { .revision($0, attachmentsAfter: inline ?? 0) } ?? .error(["missing": .string(rev)])
+            return try multipartMixed(answers.map { a in
+                if case .revision(let r, _) = a { return .revision(r, attachmentsAfter: inline ?? 0) }
+                return a
             }, revs: revs, db: db)
         }
-        return try jsonResponse(.array(entries.map { rev, r in
-            if let r { return ["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: inline))] }
-            return ["missing": .string(rev)]
+        return try jsonResponse(.array(answers.map { a in
+            switch a {
+            case .revision(let r, let after): return ["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: after))]
+            case .removed(let id, let rev): return ["ok": RevisionAnswer.removedJSON(id, rev)]
+            case .error(let e): return e.objectValue?["missing"] != nil ? e : ["error": e]
+            }
         }))
     }
 
@@ -167,7 +183,7 @@ extension CouchAPI {
             incoming.rev = rev
         }
         let newEdits = try flag(call, "new_edits", default: true)
-        let rev = try await save(incoming, to: db, newEdits: newEdits, follows: follows)
+        let rev = try await save(incoming, to: db, newEdits: newEdits, follows: follows, as: call.principal)
         let batch = call.query["batch"] == "ok"
         return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(rev)], status: batch ? .accepted : .created,
                                 headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
@@ -179,25 +195,26 @@ extension CouchAPI {
         var incoming = try IncomingDocument(body)
         let id = incoming.id ?? UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         incoming.id = id
-        let rev = try await save(incoming, to: db, newEdits: true)
+        let rev = try await save(incoming, to: db, newEdits: true, as: call.principal)
         return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(rev)], status: .created,
                                 headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
     }
 
     /// Saves one incoming document: a new revision on top of `_rev` (409 when that is not the
     /// current one), or with `new_edits=false` the revision as given, with its history.
-    func save(_ incoming: IncomingDocument, to db: ServedDatabase, newEdits: Bool, follows: [String: Data] = [:]) async throws -> String {
+    func save(_ incoming: IncomingDocument, to db: ServedDatabase, newEdits: Bool, follows: [String: Data] = [:],
+              as principal: Principal) async throws -> String {
         guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
         try checkDocumentID(id)
         try checkSize(incoming.properties, db)
         let database = db.database
         if !newEdits {
             let revision = try await replicatedRevision(incoming, db: db, follows: follows)
-            if case .rejected(let e)? = try await database.insertRevisions([revision]).first { throw e }
+            if case .rejected(let e)? = try await insert([revision], db, as: principal).first { throw e }
             return revision.revisionID
         }
         let edit = try await prepareEdit(incoming, db: db, follows: follows)
-        guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let rev = edit.revisionID else {
+        guard try await saveEdit(edit, db, as: principal), let rev = edit.revisionID else {
             throw CouchError.conflict
         }
         if server.logKeys.contains("CRUD") { server.logger.info("CRUD: \(db.name)/\(id) saved as \(rev)\(incoming.deleted ? " (deleted)" : "")") }
@@ -295,6 +312,9 @@ extension CouchAPI {
         }
         guard let source, !source.isDeleted else { throw CouchError.notFound("missing") }
         if let e = source.bodyError { throw e }
+        guard try db.readability(of: id, revision: source.revisionID, for: call.principal) == .readable else {
+            throw CouchError.forbidden("missing channel access")
+        }
         try checkDocumentID(target)
         let edit: MutableDocument
         if let current = try await database.document(withID: target) {
@@ -305,7 +325,7 @@ extension CouchAPI {
         }
         // The attachments' blobs are shared: their entries are copied as they are.
         edit.setData(source.toDictionary())
-        guard try await database.saveDocument(edit, concurrencyControl: .failOnConflict), let rev = edit.revisionID else {
+        guard try await saveEdit(edit, db, as: call.principal), let rev = edit.revisionID else {
             throw CouchError.conflict
         }
         return try jsonResponse(["ok": true, "id": .string(target), "rev": .string(rev)], status: .created,
@@ -323,7 +343,7 @@ extension CouchAPI {
         incoming.id = id
         incoming.rev = rev
         incoming.deleted = true
-        let newRev = try await save(incoming, to: db, newEdits: true)
+        let newRev = try await save(incoming, to: db, newEdits: true, as: call.principal)
         return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(newRev)], headers: [.eTag: "\"\(newRev)\""])
     }
 

@@ -13,6 +13,23 @@ extension CouchAPI {
     enum RevisionAnswer {
         case revision(ReplicatedRevision, attachmentsAfter: UInt64?)
         case error(JSONValue)
+        /// A revision the user no longer reads: `{_id, _rev, _removed: true}` (Sync Gateway).
+        case removed(id: String, rev: String)
+
+        /// What a user who may not read the revision gets instead; nil when it may.
+        static func gate(_ r: ReplicatedRevision, _ db: ServedDatabase, _ principal: Principal, after: UInt64?) throws -> RevisionAnswer {
+            switch try db.readability(of: r.documentID, revision: r.revisionID, for: principal) {
+            case .readable: return .revision(r, attachmentsAfter: after)
+            case .removed: return .removed(id: r.documentID, rev: r.revisionID)
+            case .forbidden:
+                return .error(["id": .string(r.documentID), "rev": .string(r.revisionID), "error": "forbidden",
+                               "reason": "missing channel access"])
+            }
+        }
+
+        static func removedJSON(_ id: String, _ rev: String) -> JSONValue {
+            ["_id": .string(id), "_rev": .string(rev), "_removed": true]
+        }
     }
 
     /// The revisions answering a request for `rev`: with `latest`, the leaves descending from it
@@ -43,6 +60,9 @@ extension CouchAPI {
             case .error(let json):
                 body += Array("Content-Type: application/json; error=\"true\"\r\n\r\n".utf8)
                 body += try json.jsonBytes()
+            case .removed(let id, let rev):
+                body += Array("Content-Type: application/json\r\n\r\n".utf8)
+                body += try RevisionAnswer.removedJSON(id, rev).jsonBytes()
             case .revision(let r, let after):
                 var o = try revisionJSON(r, revs: revs, db: db, inlineAfter: nil)
                 var parts: [(name: String, type: String, content: Data)] = []

@@ -80,17 +80,22 @@ extension CouchAPI {
         case .user(let name) where name != User.guestName:
             context["name"] = .string(name)
             authenticated = via
-            if let db, let user = db.users.user(named: name) {
-                context["roles"] = .array(user.adminRoles.map(JSONValue.string))
-                context["channels"] = .array(db.users.channels(of: user).map(JSONValue.string))
+            if let db, db.users.user(named: name) != nil, let access = try? db.access(for: name) {
+                context["roles"] = .array(access.roles.keys.sorted().map(JSONValue.string))
+                context["channels"] = Self.channelsJSON(access)
             }
         case .user:
-            if let db, let guest = db.users.user(named: User.guestName), !guest.disabled {
-                context["channels"] = .array(db.users.channels(of: guest).map(JSONValue.string))
+            if let db, let guest = db.users.user(named: User.guestName), !guest.disabled, let access = try? db.access(for: guest.name) {
+                context["channels"] = Self.channelsJSON(access)
             }
         }
         return ["ok": true, "userCtx": .object(context),
                 "info": ["authentication_handlers": ["default", "cookie"], "authenticated": authenticated]]
+    }
+
+    /// Sync Gateway's `userCtx.channels`: each readable channel with the sequence it was granted at.
+    static func channelsJSON(_ access: UserAccess) -> JSONValue {
+        .object(access.channels.mapValues { .int(Int64(clamping: $0)) })
     }
 
     /// `name`, `password` and (for an admin-made session) `ttl` in seconds, from a JSON or form body.
@@ -148,12 +153,13 @@ extension CouchAPI {
         case .get, .head:
             if isUser {
                 guard let user = db.users.user(named: name) else { throw CouchError.notFound("missing") }
+                let access = try db.access(for: user.name)
                 var o: [String: JSONValue] = [
                     "name": .string(user.name),
                     "admin_channels": .array(user.adminChannels.map(JSONValue.string)),
-                    "all_channels": .array(db.users.channels(of: user).map(JSONValue.string)),
+                    "all_channels": .array(access.channelNames.map(JSONValue.string)),
                     "admin_roles": .array(user.adminRoles.map(JSONValue.string)),
-                    "roles": .array(user.adminRoles.map(JSONValue.string)),
+                    "roles": .array(access.roles.keys.sorted().map(JSONValue.string)),
                     "disabled": .bool(user.disabled),
                 ]
                 if let email = user.email { o["email"] = .string(email) }

@@ -139,6 +139,10 @@ struct CouchAPI: HTTPResponder {
             try allow(method, [.post])
             try requireAdmin(call)
             return try await purge(&call, db)
+        case "_resync":
+            try allow(method, [.post])
+            try requireAdmin(call)
+            return try await resync(db)
         case "_compact":
             try allow(method, [.post])
             try requireAdmin(call)

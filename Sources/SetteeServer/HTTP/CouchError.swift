@@ -41,6 +41,7 @@ struct CouchError: Error, Sendable {
         case .notFound: self.init(.notFound, "not_found", error.message.isEmpty ? "missing" : error.message)
         case .conflict: self.init(.conflict, "conflict", "Document update conflict.")
         case .forbidden: self.init(.forbidden, "forbidden", error.message)
+        case .unauthorized: self.init(.unauthorized, "unauthorized", error.message)
         case .invalidParameter: self.init(.badRequest, "bad_request", error.message)
         case .invalidJSON: self.init(.badRequest, "bad_request", "invalid UTF-8 JSON: \(error.message)")
         case .tooLarge: self.init(.contentTooLarge, "too_large", error.message)

@@ -19,11 +19,17 @@ final class ServedDatabase: Sendable {
     /// Logged-in sessions by ID (the cookie's value); kept with the database too.
     let sessions = Mutex<[String: Session]>([:])
     /// The rows continuous feeds woken by one commit share (`CouchAPI.encodedRows`).
-    let feedCache = Mutex<[FeedKey: (bytes: [UInt8], count: Int, last: UInt64)]>([:])
+    let feedCache = Mutex<[FeedKey: (bytes: [UInt8], count: Int, last: FeedPosition)]>([:])
     /// Filter functions `_changes?filter=<name>` runs, registered by the app serving the database.
     let filters = Mutex<[String: PeerFilterFunction]>([:])
+    /// When admin-made channels and roles began and ended.
+    let principalHistory = Mutex(PrincipalHistory())
+    /// The sync function, design documents' functions and who is writing (see SyncRouting.swift).
+    let routing: RoutingState
 
-    init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool) {
+    init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool,
+         routing: RoutingState) {
+        self.routing = routing
         self.name = name
         self.database = database
         self.config = config
@@ -38,7 +44,7 @@ final class ServedDatabase: Sendable {
     }
 
     /// Opens (creating if needed) the database `name` as `config` says.
-    static func open(name: String, config: ServerConfiguration.DatabaseConfig) throws -> ServedDatabase {
+    static func open(name: String, config: ServerConfiguration.DatabaseConfig, engine: ScriptEngine) throws -> ServedDatabase {
         var walrus: String?
         let directory: String
         if config.isWalrus {
@@ -55,8 +61,11 @@ final class ServedDatabase: Sendable {
         if config.isWalrus { dbConfig.maximumSize = 64 << 30 }
         do {
             let db = try Database(name: Self.fileName(for: name), config: dbConfig)
-            let served = ServedDatabase(name: name, database: db, config: config, walrusDirectory: walrus, owned: true)
+            let served: ServedDatabase
             do {
+                served = ServedDatabase(name: name, database: db, config: config, walrusDirectory: walrus, owned: true,
+                                        routing: try RoutingState(config: config, engine: engine, database: name))
+                try served.startRouting()
                 try served.loadPrincipals()
             } catch {
                 try? db.close()
@@ -93,7 +102,13 @@ final class ServedDatabase: Sendable {
 
     var isClosing: Bool { openFeeds.withLock { $0.closing } }
 
+    /// Wakes every open feed (its user's access may have changed).
+    func wakeFeeds() {
+        for signal in openFeeds.withLock({ Array($0.signals.values) }) { signal.fire() }
+    }
+
     func close() throws {
+        routing.stop()
         let feeds = openFeeds.withLock { f in
             f.closing = true
             return Array(f.signals.values)

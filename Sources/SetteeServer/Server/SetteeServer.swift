@@ -67,6 +67,8 @@ public final class SetteeServer: Sendable {
     let logKeys: LogKeys
     /// Continuous replications started with `POST /_replicate`.
     let replications = ReplicationJobs()
+    /// Where every database's JavaScript runs (sync functions, design documents' functions).
+    let scripts = ScriptEngine()
 
     /// A server for `configuration`: opens (creating if needed) every configured database.
     ///
@@ -83,7 +85,7 @@ public final class SetteeServer: Sendable {
         var opened: [String: ServedDatabase] = [:]
         do {
             for (name, config) in configuration.databases.sorted(by: { $0.key < $1.key }) {
-                opened[name] = try ServedDatabase.open(name: name, config: config)
+                opened[name] = try ServedDatabase.open(name: name, config: config, engine: scripts)
             }
         } catch {
             for db in opened.values { try? db.close() }
@@ -110,7 +112,9 @@ public final class SetteeServer: Sendable {
         self.configuration = config
         self.logger = logger
         logKeys = LogKeys(config.log)
-        let served = ServedDatabase(name: name, database: database, config: dbConfig, walrusDirectory: nil, owned: false)
+        let served = ServedDatabase(name: name, database: database, config: dbConfig, walrusDirectory: nil, owned: false,
+                                    routing: try RoutingState(config: dbConfig, engine: scripts, database: name))
+        try served.startRouting()
         try served.loadPrincipals()
         databases = Mutex([name: served])
     }

@@ -1,0 +1,194 @@
+import Foundation
+@_spi(Replication) import Settee
+
+/// A position in a changes feed. A plain sequence N is (N, N). A user's feed also sends rows
+/// that are not in sequence order: the older documents of a channel granted at sequence G
+/// (backfill) and the documents of a channel lost at sequence R (revocation), each at (G, N) or
+/// (R, N) with N the document's own sequence, placed just before sequence G or R; on the wire
+/// `"G:N"`, as Sync Gateway writes its backfill sequences. Clients hand it back as `since`.
+struct FeedPosition: Sendable, Hashable, Comparable {
+    var major: UInt64
+    var minor: UInt64
+
+    init(_ seq: UInt64) {
+        major = seq
+        minor = seq
+    }
+
+    init(major: UInt64, minor: UInt64) {
+        self.major = major
+        self.minor = minor
+    }
+
+    var isPlain: Bool { major == minor }
+
+    /// What the feed sends: a number, or `"G:N"`.
+    var json: JSONValue { isPlain ? .int(Int64(clamping: major)) : .string("\(major):\(minor)") }
+
+    /// The plain sequences a row at this position is after: everything before `major`, and
+    /// `major` itself unless the position is inside a backfill at `major`.
+    var sequencesDone: UInt64 { minor < major ? major - 1 : major }
+
+    static func < (a: Self, b: Self) -> Bool { (a.major, a.minor) < (b.major, b.minor) }
+
+    /// `N`, `"N"`, `"G:N"`, or CouchDB 3's opaque `"N-g1AAA…"` (its number counts).
+    init?(parsing raw: String) {
+        let text = raw.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        if parts.count == 2, let g = UInt64(parts[0]), let n = UInt64(parts[1]), n <= g {
+            self.init(major: g, minor: n)
+            return
+        }
+        guard let n = UInt64(text.prefix { $0.isNumber }) else { return nil }
+        self.init(n)
+    }
+}
+
+/// A feed row before it is written: where it sits, which document and revision, and whether it
+/// tells the client that the user lost the document (`removed`, the channels it left).
+struct FeedEntry: Sendable {
+    var position: FeedPosition
+    var documentID: String
+    var revisionID: String
+    var isDeleted: Bool
+    var isConflicted: Bool
+    var otherLeaves: [String]
+    var removed: [String]?
+}
+
+extension ServedDatabase {
+    /// A user's feed: the rows after `since` in the channels it reads (narrowed to `requested`
+    /// when given), with the older documents of channels granted since the client's position and
+    /// removal rows for documents that left its channels or whose channel it lost. Costs the
+    /// entries of those channels after the position, never a scan of the database.
+    ///
+    /// Returns at most `limit` entries (all when nil), whether there are more, and where a client
+    /// that received them all stands.
+    func channelEntries(access: UserAccess, requested: Set<String>?, since p: FeedPosition, limit: Int?,
+                        allLeaves: Bool) throws -> (entries: [FeedEntry], more: Bool, last: FeedPosition) {
+        let database = self.database
+        let upTo = try database.lastSequence
+        var channels = access.channels
+        var revoked = access.revoked
+        if let requested {
+            channels = access.readsAll ? Dictionary(uniqueKeysWithValues: requested.map { ($0, channels[$0] ?? 0) })
+                                       : channels.filter { requested.contains($0.key) }
+            revoked = revoked.filter { requested.contains($0.key) }
+        }
+        channels.removeValue(forKey: "*")
+        let perQuery = limit.map { $0 + 1 } ?? .max
+        let done = p.sequencesDone
+        enum Kind { case regular, backfill(UInt64), revocation(UInt64) }
+        var queries: [ChannelQuery] = []
+        var kinds: [(Kind, String)] = []
+        for (c, granted) in channels {
+            queries.append(ChannelQuery(channel: c, after: done, through: upTo, limit: perQuery))
+            kinds.append((.regular, c))
+            // Granted after the client's position: the channel's older documents, once.
+            if granted > p.major {
+                queries.append(ChannelQuery(channel: c, after: 0, through: done, limit: perQuery))
+                kinds.append((.backfill(granted), c))
+            } else if granted == p.major, p.minor < p.major {
+                queries.append(ChannelQuery(channel: c, after: p.minor, through: granted - 1, limit: perQuery))
+                kinds.append((.backfill(granted), c))
+            }
+        }
+        for (c, lost) in revoked {
+            if lost > p.major {
+                queries.append(ChannelQuery(channel: c, after: 0, through: done, limit: perQuery))
+                kinds.append((.revocation(lost), c))
+            } else if lost == p.major, p.minor < p.major {
+                queries.append(ChannelQuery(channel: c, after: p.minor, through: lost - 1, limit: perQuery))
+                kinds.append((.revocation(lost), c))
+            }
+        }
+        let logs = try database.channelChanges(queries)
+        // One entry per (position, document): a member entry wins over removals.
+        var byKey: [FeedPosition: [String: FeedEntry]] = [:]
+        for ((kind, channel), log) in zip(kinds, logs) {
+            for change in log {
+                let position: FeedPosition
+                var removal = change.isRemoved
+                switch kind {
+                case .regular: position = FeedPosition(change.sequence)
+                case .backfill(let g):
+                    if change.isRemoved { continue }   // the client never had it
+                    position = FeedPosition(major: g, minor: change.sequence)
+                case .revocation(let r):
+                    if change.isRemoved { continue }
+                    position = FeedPosition(major: r, minor: change.sequence)
+                    removal = true
+                }
+                var entry = FeedEntry(position: position, documentID: change.documentID, revisionID: change.revisionID,
+                                      isDeleted: change.isDeleted, isConflicted: false,
+                                      otherLeaves: change.hasOtherLeaves ? [""] : [], removed: removal ? [channel] : nil)
+                if let existing = byKey[position]?[change.documentID] {
+                    switch (existing.removed, entry.removed) {
+                    case (nil, _): continue
+                    case (let a?, let b?): entry.removed = a + b
+                    case (_?, nil): break
+                    }
+                }
+                byKey[position, default: [:]][change.documentID] = entry
+            }
+        }
+        var entries: [FeedEntry] = []
+        for (_, docs) in byKey { entries.append(contentsOf: docs.values) }
+        entries.sort { ($0.position, $0.documentID) < ($1.position, $1.documentID) }
+        // A document still readable through another channel is not removed: it just changed.
+        var readableNow: [String: Bool] = [:]
+        var kept: [FeedEntry] = []
+        kept.reserveCapacity(entries.count)
+        for e in entries {
+            if e.removed != nil {
+                let readable: Bool
+                if let known = readableNow[e.documentID] {
+                    readable = known
+                } else {
+                    readable = try database.routing(ofDocumentWithID: e.documentID).map { access.canRead($0.current.channels) } ?? false
+                    readableNow[e.documentID] = readable
+                }
+                if readable { continue }
+            }
+            kept.append(e)
+        }
+        entries = kept
+        var more = false
+        if let limit, entries.count > limit {
+            entries = Array(entries.prefix(limit))
+            more = true
+        }
+        // Leaves of documents with more than one, read only for those.
+        for i in entries.indices where !entries[i].otherLeaves.isEmpty {
+            let tree = try database.revisionTree(withID: entries[i].documentID)
+            let others = (tree?.leafRevisionIDs ?? []).filter { $0 != entries[i].revisionID }
+            entries[i].otherLeaves = allLeaves ? others : []
+            let live = Set(tree?.revisions.filter { !$0.isDeleted }.map(\.revisionID) ?? [])
+            entries[i].isConflicted = others.contains { live.contains($0) }
+        }
+        let last = more ? (entries.last?.position ?? p) : max(FeedPosition(upTo), FeedPosition(p.major))
+        return (entries, more, last)
+    }
+
+    /// Whether a user may read a revision of a document: through one of its channels (the
+    /// revision's, when the database routed it as a leaf, else the document's current ones), or
+    /// `*`. Design documents are readable by every user of the database.
+    enum Readability { case readable, removed, forbidden }
+
+    func readability(of id: String, revision: String?, for principal: Principal) throws -> Readability {
+        guard case .user(let name) = principal else { return .readable }
+        if id.hasPrefix("_design/") { return .readable }
+        let access = try self.access(for: name)
+        if access.readsAll { return .readable }
+        // A document that is not there is the caller's 404, not a 403.
+        guard let routing = try database.routing(ofDocumentWithID: id) else {
+            return try database.revisionTree(withID: id) == nil ? .readable : .forbidden
+        }
+        let channels = revision.flatMap { routing.leaves[$0]?.channels } ?? routing.current.channels
+        if access.canRead(channels) { return .readable }
+        // It left a channel the user reads, or it is in one the user lost: the user had it.
+        let left = routing.membership.contains { $0.value.isRemoved && access.channels[$0.key] != nil }
+        let lost = channels.contains { access.revoked[$0] != nil }
+        return left || lost ? .removed : .forbidden
+    }
+}
