@@ -131,6 +131,15 @@ private func feed(_ c: any TestClientProtocol, _ who: HTTPFields, since: String 
             for v in Self.viewers {
                 try await Self.check(v.admin ? admin : pub, v, revs: revs)
             }
+            // COPY reads its source: refused for a document alice may not read.
+            let copyB = try await pub.execute(uri: "/db/docB", method: HTTPRequest.Method("COPY")!,
+                                              headers: adding(user("alice"), HTTPField.Name("Destination")!, "copyB"), body: nil)
+            #expect(copyB.status == .forbidden, "\(copyB.text)")
+            #expect(try await admin.send(.get, "/db/copyB").status == .notFound)
+            let copyA = try await pub.execute(uri: "/db/docA", method: HTTPRequest.Method("COPY")!,
+                                              headers: adding(user("alice"), HTTPField.Name("Destination")!, "copyA"), body: nil)
+            #expect(copyA.status == .created, "\(copyA.text)")
+            #expect(try await pub.send(.get, "/db/copyA", headers: user("alice"))["tag"] == "body of docA")
         }
     }
 
@@ -224,6 +233,12 @@ private func feed(_ c: any TestClientProtocol, _ who: HTTPFields, since: String 
         }
         let longpoll = try await c.send(.get, "/db/_changes?feed=longpoll&since=0&timeout=5000", headers: h)
         #expect(longpoll.status == .ok && Set(longpoll.rowIDs) == v.readable, "\(v) longpoll: \(longpoll.text)")
+        // A continuous feed (ended by its timeout): one line per row, then last_seq.
+        let continuous = try await c.send(.get, "/db/_changes?feed=continuous&since=0&timeout=300", headers: h)
+        let lines = continuous.text.split(separator: "\n").compactMap { try? JSONValue(parsing: Array($0.utf8)) }
+        #expect(continuous.status == .ok && lines.last?["last_seq"] != nil, "\(v) continuous: \(continuous.text)")
+        let streamed = lines.compactMap { $0["id"]?.stringValue }
+        #expect(Set(streamed) == v.readable && streamed.count == v.readable.count, "\(v) continuous: \(continuous.text)")
     }
 
     /// A longpoll of a user waits through writes it may not read and wakes for the one it may.
@@ -639,6 +654,20 @@ private func feed(_ c: any TestClientProtocol, _ who: HTTPFields, since: String 
             let bad = try await admin.send(.put, "/db/_design/broken", json: #"{"validate_doc_update": "function(newDoc) { if ( }"}"#)
             #expect(bad.status == .badRequest && bad["error"] == "compilation_error", "\(bad.text)")
             let designRev = try await put(admin, "_design/rules", design)
+            // In _bulk_docs, a design document from the public port is refused alone; the rest is saved.
+            let mixed = try await pub.send(.post, "/db/_bulk_docs", json: #"{"docs": [{"_id": "plain", "channels": ["a"]}, {"_id": "_design/sneaky", "filters": {}}]}"#,
+                                           headers: alice)
+            #expect(mixed.status == .created, "\(mixed.text)")
+            let mixedRows = (try? mixed.json)?.arrayValue ?? []
+            #expect(mixedRows.count == 2 && mixedRows.first?["ok"] == true, "\(mixed.text)")
+            #expect(mixedRows.last?["id"] == "_design/sneaky" && mixedRows.last?["error"] == "forbidden", "\(mixed.text)")
+            #expect(try await admin.send(.get, "/db/plain").status == .ok)
+            #expect(try await admin.send(.get, "/db/_design/sneaky").status == .notFound)
+            let replicatedDesign = try await pub.send(.post, "/db/_bulk_docs", json: """
+                {"new_edits": false, "docs": [{"_id": "_design/sneaky", "_rev": "1-\(String(repeating: "d", count: 32))", "filters": {}}]}
+                """, headers: alice)
+            #expect((try? replicatedDesign.json)?[0]?["error"] == "forbidden", "\(replicatedDesign.text)")
+            #expect(try await admin.send(.get, "/db/_design/sneaky").status == .notFound)
             // Any user reads it.
             #expect(try await pub.send(.get, "/db/_design/rules", headers: alice).status == .ok)
 

@@ -235,7 +235,10 @@ extension CouchAPI {
         for (i, d) in docs.enumerated() {
             let id = d.id ?? ""
             do {
-                edits.append((i, try await prepareEdit(d, db: db)))
+                let edit = try await prepareEdit(d, db: db)
+                // A design document from the public port is that document's refusal alone.
+                try checkDesignWrite(id, properties: edit.toDictionary(), db, call.principal)
+                edits.append((i, edit))
             } catch {
                 guard let f = failure(id, error) else { throw error }
                 results[i] = f
