@@ -177,4 +177,18 @@ import Testing
         #expect(try db.channelChanges([ChannelQuery(channel: "x", after: 0)])[0].map(\.documentID) == ["c"])
         #expect(try db.routing(ofDocumentWithID: "c")?.current.channels == ["x"])
     }
+
+    /// Every write reads the router: reading it must not wrap the stored function again (it once
+    /// did, a thunk per read, until 100,000 writes overflowed the writer's stack).
+    @Test func manyWritesReadTheRouterWithoutGrowingIt() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        for start in stride(from: 0, to: 60_000, by: 2000) {
+            try db.inBatch {
+                for i in start ..< start + 2000 { try db.saveDocument(MutableDocument(id: "d\(i)", data: ["channels": ["c\(i % 10)"]])) }
+            }
+        }
+        #expect(try db.channelChanges([ChannelQuery(channel: "c3", after: 0)])[0].count == 6000)
+    }
 }

@@ -16,7 +16,14 @@ import Synchronization
 // - attachment: a document with an A MB attachment (a file) pushed, then pulled into a new
 //   database; the replicator's resident memory sampled every 20 ms → growth over the baseline.
 //
+// - channel (`--channel-url`, `--plain-url`): the server's database behind --channel-url gets C
+//   documents spread over 100 channels (`ch-0` … `ch-99`, pushed untimed), the one behind
+//   --plain-url C/100 documents with no channel; then, timed, the median of 3 one-shot pulls into
+//   empty databases: as a user who reads one channel (`ch-7`, C/100 documents) from the first,
+//   and as a user who reads everything from the second.
+//
 // Usage: settee-replicate-bench --url URL --noop-url URL [--docs N] [--noop-docs M] [--attachment-mb A] [--dir D]
+//        settee-replicate-bench --channel-url URL --plain-url URL [--channel-docs C] [--dir D]
 // Prints one JSON object.
 
 struct Options {
@@ -25,6 +32,9 @@ struct Options {
     var docs = 100_000
     var noopDocs = 1_000_000
     var attachmentMB = 100
+    var channelURL = ""
+    var plainURL = ""
+    var channelDocs = 1_000_000
     var directory = NSTemporaryDirectory() + "settee-replicate-bench-\(getpid())"
 }
 
@@ -39,6 +49,9 @@ func parse() -> Options {
         case "--docs": o.docs = Int(v) ?? o.docs
         case "--noop-docs": o.noopDocs = Int(v) ?? o.noopDocs
         case "--attachment-mb": o.attachmentMB = Int(v) ?? o.attachmentMB
+        case "--channel-url": o.channelURL = v
+        case "--plain-url": o.plainURL = v
+        case "--channel-docs": o.channelDocs = Int(v) ?? o.channelDocs
         case "--dir": o.directory = v
         default: fatalError("unknown option \(a)")
         }
@@ -64,14 +77,58 @@ func body(_ i: Int) -> [String: JSONValue] {
             "tags": .array((0 ..< 5).map { _ in word() }), "body": .string(String(repeating: "x", count: 350))]
 }
 
-func load(_ db: Database, _ range: Range<Int>) throws {
+func load(_ db: Database, _ range: Range<Int>, channels: Int = 0) throws {
     for start in stride(from: range.lowerBound, to: range.upperBound, by: 1000) {
         try db.inBatch {
             for i in start ..< min(start + 1000, range.upperBound) {
-                try db.saveDocument(MutableDocument(id: String(format: "doc-%08d", i), data: body(i)))
+                var data = body(i)
+                if channels > 0 { data["channels"] = ["ch-\(i % channels)"] }
+                try db.saveDocument(MutableDocument(id: String(format: "doc-%08d", i), data: data))
             }
         }
     }
+}
+
+/// `replicate-channel`: a one-channel user's pull from a large database in 100 channels, next to
+/// a pull of as many documents from a database without channels.
+func channelBench(_ o: Options) async throws {
+    guard let channelURL = URL(string: o.channelURL), let plainURL = URL(string: o.plainURL) else { fatalError("bad URL") }
+    try? FileManager.default.removeItem(atPath: o.directory)
+    try FileManager.default.createDirectory(atPath: o.directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: o.directory) }
+    let perChannel = o.channelDocs / 100
+    log("replicate-channel: loading \(o.channelDocs) documents in 100 channels and \(perChannel) without (untimed)")
+    let all = try open(o.directory, "all")
+    try load(all, 0 ..< o.channelDocs, channels: 100)
+    _ = try await replicate(all, URLEndpoint(url: channelURL), .push)
+    try all.close()
+    let plain = try open(o.directory, "plain")
+    try load(plain, 0 ..< perChannel)
+    _ = try await replicate(plain, URLEndpoint(url: plainURL), .push)
+    try plain.close()
+    var channelTimes: [Double] = []
+    var plainTimes: [Double] = []
+    for run in 0 ..< 3 {
+        // The user `reader` reads ch-7 only (the server's configuration says so).
+        let one = try open(o.directory, "channel-\(run)")
+        let userURL = URL(string: o.channelURL.replacingOccurrences(of: "bench:bench-password", with: "reader:reader-password"))!
+        channelTimes.append(try await replicate(one, URLEndpoint(url: userURL), .pull))
+        let got = try one.count
+        guard got == UInt64(perChannel) else { fatalError("the channel pull got \(got) of \(perChannel)") }
+        try one.close()
+        let other = try open(o.directory, "plain-\(run)")
+        plainTimes.append(try await replicate(other, URLEndpoint(url: plainURL), .pull))
+        let gotPlain = try other.count
+        guard gotPlain == UInt64(perChannel) else { fatalError("the plain pull got \(gotPlain)") }
+        try other.close()
+    }
+    channelTimes.sort()
+    plainTimes.sort()
+    let result: [String: JSONValue] = [
+        "channel_pull_s": .double(channelTimes[1]), "plain_pull_s": .double(plainTimes[1]),
+        "channel_docs": .int(Int64(o.channelDocs)), "pulled_docs": .int(Int64(perChannel)),
+    ]
+    print(try JSONValue.object(result).jsonText())
 }
 
 /// Counts the requests a replication makes (one per peer call that reaches the server).
@@ -138,6 +195,10 @@ func peakResident(during body: () async throws -> Void) async rethrows -> Double
 }
 
 let o = parse()
+if !o.channelURL.isEmpty {
+    try await channelBench(o)
+    exit(0)
+}
 guard let url = URL(string: o.url), let noopURL = URL(string: o.noopURL) else { fatalError("--url and --noop-url are needed") }
 try? FileManager.default.removeItem(atPath: o.directory)
 try FileManager.default.createDirectory(atPath: o.directory, withIntermediateDirectories: true)

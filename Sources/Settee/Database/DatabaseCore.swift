@@ -40,8 +40,14 @@ final class DatabaseCore: @unchecked Sendable {
     let uuid: [UInt8]
     let hub = ChangeHub()
     let validations = Mutex<[(name: String, body: Validation)]>([])
-    /// What routes new revisions to channels (``Database/setRouter(_:)``).
-    let router = Mutex<Router?>(nil)
+    /// What routes new revisions to channels (``Database/setRouter(_:)``). Boxed: a function
+    /// value kept directly in a `Mutex` is re-wrapped in a reabstraction thunk by every
+    /// `withLock` (its `inout` is written back), a chain that grew with each write until the
+    /// writer's stack overflowed.
+    let routerBox = Mutex<RouterBox?>(nil)
+
+    /// The router, read without touching the stored function value.
+    var router: Router? { routerBox.withLock { $0 }?.router }
     /// What expiration and tombstone eviction read the time from.
     let clock: any ExpirationClock
     let sweeper: ExpirySweeper

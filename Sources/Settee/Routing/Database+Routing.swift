@@ -15,7 +15,8 @@ extension Database {
     /// Revisions saved while no router is set are not routed: their document keeps the routing it
     /// had (none, for a new one) until ``reroute(batchSize:)`` or a routed save.
     public func setRouter(_ router: Router?) {
-        core.router.withLock { $0 = router }
+        let box = router.map(RouterBox.init)
+        core.routerBox.withLock { $0 = box }
     }
 
     /// The routing the database holds for a document; nil when none of its revisions was routed.
@@ -125,7 +126,7 @@ extension Database {
     @discardableResult
     public func reroute(batchSize: Int = 1000) throws -> Int {
         try checkOpen()
-        guard core.router.withLock({ $0 != nil }) else { throw SetteeError(.invalidParameter, "no router is set") }
+        guard core.router != nil else { throw SetteeError(.invalidParameter, "no router is set") }
         var after: [UInt8]? = nil
         var changed = 0
         while true {
@@ -152,7 +153,7 @@ extension WriteContext {
     /// Routes every leaf of one document again; commits it under a new sequence if its current
     /// routing changed. Returns whether it did.
     func reroute(key: [UInt8]) throws -> Bool {
-        guard let router = core.router.withLock({ $0 }), let meta = try meta(key) else { return false }
+        guard let router = core.router, let meta = try meta(key) else { return false }
         let id = String(decoding: key, as: UTF8.self)
         let tree = try core.tree(tx, meta)
         var record = try routingRecord(key) ?? RoutingRecord()

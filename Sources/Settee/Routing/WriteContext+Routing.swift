@@ -1,5 +1,11 @@
 internal import SetteeStorage
 
+/// A router kept behind a reference (see ``DatabaseCore/routerBox``).
+final class RouterBox: Sendable {
+    let router: Router
+    init(_ router: @escaping Router) { self.router = router }
+}
+
 /// The `doc.routing` value (Formats/documents.md, "Routing"): the routing the indexes hold for
 /// the document, each routed leaf's, and its entries in the channel logs.
 struct RoutingRecord {
@@ -144,7 +150,7 @@ extension WriteContext {
     /// Runs the router on a new revision (parent: the index in `tree` of its nearest ancestor
     /// with a body) and keeps its routing for the commit that follows.
     func route(id: String, key: [UInt8], revisionID: String, deleted: Bool, body: PreparedBody, tree: RevTree, parent: Int?) throws {
-        guard let router = core.router.withLock({ $0 }) else { return }
+        guard let router = core.router else { return }
         let revision = body.properties.map {
             Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, properties: $0, body: body.bytes, blobs: core.blobs)
         } ?? Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, body: body.bytes, blobs: core.blobs)
@@ -170,7 +176,7 @@ extension WriteContext {
         let pending = pendingRouting.flatMap { $0.key == key ? $0 : nil }
         pendingRouting = nil
         let stored = try routingRecord(key)
-        guard pending != nil || stored != nil || core.router.withLock({ $0 != nil }) else { return }
+        guard pending != nil || stored != nil || core.router != nil else { return }
         var record = stored ?? RoutingRecord()
         if let pending { record.leaves[pending.revisionID] = pending.routing }
         let leafIDs = Set(tree.leaves().map { tree.revs[$0].id })
