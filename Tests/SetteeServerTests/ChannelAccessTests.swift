@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import Synchronization
 import Testing
 @_spi(Replication) import Settee
 @testable import SetteeServer
@@ -24,6 +25,34 @@ private func withPorts<R: Sendable>(_ server: SetteeServer,
     try await server.withClient(.live) { pub async throws in
         try await server.withClient(admin: true, .live) { admin async throws in
             try await body(pub, admin)
+        }
+    }
+}
+
+/// Resumes one continuation once, whichever of its racers comes first.
+private final class FirstAnswer<T: Sendable>: Sendable {
+    let continuation = Mutex<CheckedContinuation<T?, any Error>?>(nil)
+    func resume(_ result: Result<T?, any Error>) {
+        let c = continuation.withLock { c in
+            defer { c = nil }
+            return c
+        }
+        c?.resume(with: result)
+    }
+}
+
+/// What `operation` returns, or nil if it has not returned within `limit` (it is then left
+/// running: a request the server never answers cannot be cancelled from here).
+private func answer<T: Sendable>(within limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T? {
+    let first = FirstAnswer<T>()
+    return try await withCheckedThrowingContinuation { c in
+        first.continuation.withLock { $0 = c }
+        Task {
+            do { first.resume(.success(try await operation())) } catch { first.resume(.failure(error)) }
+        }
+        Task {
+            try? await Task.sleep(for: limit)
+            first.resume(.success(nil))
         }
     }
 }
@@ -581,6 +610,10 @@ private func feed(_ c: any TestClientProtocol, _ who: HTTPFields, since: String 
 
     /// A sync function that never returns is stopped after its time limit: that write is refused
     /// naming the function, and the server goes on serving.
+    ///
+    /// Run on `server.run` with clients that give up after 15 s: should a function not be stopped,
+    /// its write never ends and neither would closing the server, so the test then fails and
+    /// leaves that server behind rather than hang the whole run.
     @Test func aSyncFunctionThatLoopsForeverIsStopped() async throws {
         let server = try channelServer("""
             {"databases": {"db": {"server": "walrus:",
@@ -590,22 +623,52 @@ private func feed(_ c: any TestClientProtocol, _ who: HTTPFields, since: String 
                   channel(doc.channels);
               }`}}}
             """)
-        defer { try? server.close() }
-        try await withPorts(server) { pub, admin in
-            let started = ContinuousClock.now
-            let spin = try await pub.send(.put, "/db/spin", json: #"{"spin": true}"#, headers: user("alice"))
-            #expect(spin.status == .forbidden, "\(spin.text)")
-            #expect(spin["reason"]?.stringValue?.contains("sync function") == true, "\(spin.text)")
-            #expect(ContinuousClock.now - started < .seconds(10))
-            // Served on: reads, and writes through the same function.
-            #expect(try await pub.send(.get, "/db", headers: user("alice")).status == .ok)
-            #expect(try await pub.send(.put, "/db/fine", json: #"{"channels": ["a"]}"#, headers: user("alice")).status == .created)
-            #expect(try await pub.send(.get, "/db/fine", headers: user("alice")).status == .ok)
-            #expect(try await admin.send(.get, "/db/spin").status == .notFound)
-            // The admin port's writes run it too.
-            #expect(try await admin.send(.put, "/db/spin2", json: #"{"spin": true}"#).status == .forbidden)
-            #expect(try await admin.send(.put, "/db/fine2", json: #"{"channels": ["a"]}"#).status == .created)
+        let ports = AsyncStream.makeStream(of: ListeningPorts.self)
+        let running = Task { try await server.run { ports.continuation.yield($0) } }
+        var iterator = ports.stream.makeAsyncIterator()
+        let listening = try #require(await iterator.next())
+        let pub = TestClient(host: "127.0.0.1", port: listening.publicPort, configuration: .init(timeout: .seconds(15)))
+        let admin = TestClient(host: "127.0.0.1", port: try #require(listening.adminPort), configuration: .init(timeout: .seconds(15)))
+        pub.connect()
+        admin.connect()
+        struct Answer: Sendable {
+            var status: HTTPResponse.Status
+            var body: JSONValue?
+            var text: String
         }
+        @Sendable func send(_ c: TestClient, _ method: HTTPRequest.Method, _ uri: String, _ json: String? = nil,
+                            _ headers: HTTPFields = [:]) async throws -> Answer {
+            var h = headers
+            if json != nil { h[.contentType] = "application/json" }
+            let r = try await c.execute(.init(uri, method: method, authority: "127.0.0.1", headers: h, body: json.map { ByteBuffer(string: $0) }))
+            let text = r.body.map { String(buffer: $0) } ?? ""
+            return Answer(status: r.status, body: try? JSONValue(parsing: Array(text.utf8)), text: text)
+        }
+        let started = ContinuousClock.now
+        guard let spin = try await answer(within: .seconds(15), { try await send(pub, .put, "/db/spin", #"{"spin": true}"#, user("alice")) }) else {
+            Issue.record("the looping sync function was not stopped: no answer in \(ContinuousClock.now - started)")
+            return   // the writer is stuck in JavaScript for good: the server is left running
+        }
+        #expect(spin.status == .forbidden, "\(spin.text)")
+        #expect(spin.body?["reason"]?.stringValue?.contains("sync function") == true, "\(spin.text)")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        // Served on: reads, and writes through the same function.
+        #expect(try await send(pub, .get, "/db", nil, user("alice")).status == .ok)
+        #expect(try await send(pub, .put, "/db/fine", #"{"channels": ["a"]}"#, user("alice")).status == .created)
+        #expect(try await send(pub, .get, "/db/fine", nil, user("alice")).status == .ok)
+        #expect(try await send(admin, .get, "/db/spin").status == .notFound)
+        // The admin port's writes run it too.
+        guard let spin2 = try await answer(within: .seconds(15), { try await send(admin, .put, "/db/spin2", #"{"spin": true}"#) }) else {
+            Issue.record("the looping sync function was not stopped on the admin port")
+            return
+        }
+        #expect(spin2.status == .forbidden, "\(spin2.text)")
+        #expect(try await send(admin, .put, "/db/fine2", #"{"channels": ["a"]}"#).status == .created)
+        try await pub.shutdown()
+        try await admin.shutdown()
+        running.cancel()
+        _ = try? await running.value
+        try? server.close()
     }
 
     /// A sync function that does not compile stops the server's start, naming the line.
