@@ -175,7 +175,7 @@ private func shown(_ db: Database) -> [String] { ((try? liveIDs(db)) ?? []).sort
         let local = try scratch.open("device")
         let (replicator, recorder, warnings) = start(local, server, .pull, user: "u", continuous: true)
         #expect(try await eventually { try liveIDs(local) == as_ })
-        #expect(await eventually { recorder.activities.last == .idle })
+        #expect(await eventually { recorder.activities.last == .idle && Set(recorder.documents.withLock { $0.map(\.id) }) == as_ })
         func events(after mark: Int) -> [ReplicatedDocument] { recorder.documents.withLock { Array($0.dropFirst(mark)) } }
         func mark() -> Int { recorder.documents.withLock { $0.count } }
 
@@ -183,6 +183,8 @@ private func shown(_ db: Database) -> [String] { ((try? liveIDs(db)) ?? []).sort
         var m = mark()
         #expect(try await server.admin("PUT", "_user/u", #"{"admin_channels": ["a", "x"]}"#).status == 200)
         #expect(try await eventually { try liveIDs(local) == as_.union(xs) }, "\(shown(local))")
+        // Events are published once a batch is stored: wait for them too.
+        #expect(await eventually { Set(events(after: m).map(\.id)).isSuperset(of: xs) })
         var got = events(after: m)
         #expect(Set(got.map(\.id)) == xs, "only the granted channel's documents: \(got)")
         #expect(got.allSatisfy { $0.error == nil && $0.flags.isEmpty })
@@ -200,6 +202,7 @@ private func shown(_ db: Database) -> [String] { ((try? liveIDs(db)) ?? []).sort
         m = mark()
         try await server.put("grant-u", #"{"type": "grant", "to": "u", "grants": ["y"]}"#)
         #expect(try await eventually { try liveIDs(local) == as_.union(ys) }, "\(shown(local))")
+        #expect(await eventually { Set(events(after: m).map(\.id)).isSuperset(of: ys) })
         got = events(after: m)
         #expect(Set(got.map(\.id)) == ys, "\(got)")
         // The grant document itself is in no channel: not pulled.
@@ -240,6 +243,9 @@ private func shown(_ db: Database) -> [String] { ((try? liveIDs(db)) ?? []).sort
         func pull() async throws -> [ReplicatedDocument] {
             let (r, recorder, warnings) = start(local, server, .pull, user: "u", continuous: false) { $0.batchSize = 2 }
             #expect(await r.waitUntilStopped().error == nil)
+            // Listeners are called in order on a queue: once the stopped status is in, every
+            // document event before it is too.
+            #expect(await eventually { recorder.activities.last == .stopped })
             #expect(warnings.messages.withLock { $0 }.isEmpty)
             return recorder.documents.withLock { $0 }
         }
@@ -274,6 +280,8 @@ private func shown(_ db: Database) -> [String] { ((try? liveIDs(db)) ?? []).sort
         let local = try scratch.open("device")
         let (replicator, recorder, _) = start(local, server, .pull, user: "u", continuous: true)
         #expect(try await eventually { try liveIDs(local) == ["m0", "m1", "m2", "m3"] })
+        // The first pull's events are published after its documents are stored.
+        #expect(await eventually { recorder.documents.withLock { $0.count } == 4 })
         let mark = recorder.documents.withLock { $0.count }
         // m0 leaves for a channel u does not read; m1 moves to b, which u reads; m2 is deleted.
         let moved = try await server.put("m0", #"{"_rev": "\#(try await server.rev("m0"))", "channels": ["z"], "title": "moved"}"#)
@@ -309,7 +317,8 @@ private func shown(_ db: Database) -> [String] { ((try? liveIDs(db)) ?? []).sort
         try await local.saveDocument(MutableDocument(id: "elsewhere", data: ["channels": ["z"]]))
         let (replicator, recorder, _) = start(local, server, .push, user: "u", continuous: false)
         #expect(await replicator.waitUntilStopped().error == nil)
-        #expect(await eventually { recorder.documents.withLock { $0.count } >= 10 })
+        #expect(await eventually { recorder.activities.last == .stopped })
+        #expect(recorder.documents.withLock { $0.count } == 10)
         let docs = recorder.documents.withLock { $0 }
         let failed = docs.filter { $0.error != nil }
         #expect(Set(failed.map(\.id)) == ["ban1", "ban2", "sec1"], "\(docs)")
@@ -323,6 +332,7 @@ private func shown(_ db: Database) -> [String] { ((try? liveIDs(db)) ?? []).sort
         // revisions, which are not sent again otherwise); the banned ones stay refused.
         let (again, recorded, _) = start(local, server, .push, user: "v", continuous: false, reset: true)
         #expect(await again.waitUntilStopped().error == nil)
+        #expect(await eventually { recorded.activities.last == .stopped })
         #expect(try await server.admin("GET", "sec1").status == 200)
         #expect(try await server.admin("GET", "ban1").status == 404)
         #expect(Set(recorded.documents.withLock { $0.filter { $0.error != nil }.map(\.id) }) == ["ban1", "ban2"])
