@@ -50,6 +50,10 @@ final class ScriptEngine: @unchecked Sendable {
     ///   - timeLimit: seconds a function may run per call before it is stopped.
     init(contexts: Int = ScriptEngine.defaultContextCount, timeLimit: Double = ScriptEngine.defaultTimeLimit) {
         precondition(contexts > 0 && timeLimit > 0)
+        // JavaScriptCore's time limit stops a loop already running as compiled code only with
+        // polling traps (its default, signal-based traps sometimes never land: the loop spun on
+        // while the watchdog kept signalling). Set before the first VM; an explicit setting wins.
+        setenv("JSC_usePollingTraps", "1", 0)
         self.contextCount = contexts
         self.timeLimit = timeLimit
         self.released = Array(repeating: [], count: contexts)
