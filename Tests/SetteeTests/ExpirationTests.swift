@@ -517,16 +517,16 @@ final class PurgeLog: Sendable {
             }
         }
         try open(dir, clock).close()
-        #expect(try format() == 4)
-        for old: UInt64 in [1, 2, 3] {
+        #expect(try format() == DatabaseCore.formatVersion)
+        for old: UInt64 in [1, 2, 3, 4] {
             try setFormat(old)
             let db = try open(dir, clock)
             try save(db, "doc-\(old)")
             try db.setDocumentExpiration(withID: "doc-\(old)", expiration: date(10))
             try db.close()
-            #expect(try format() == 4)
+            #expect(try format() == DatabaseCore.formatVersion)
         }
-        try setFormat(5)
+        try setFormat(DatabaseCore.formatVersion + 1)
         #expect(setteeError { _ = try open(dir, clock) }?.code == .versionMismatch)
     }
 
