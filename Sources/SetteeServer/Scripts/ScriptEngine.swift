@@ -244,7 +244,8 @@ final class ScriptVM {
 
     private func compile(_ script: ScriptSource) throws(ScriptError) -> ScriptRealm {
         guard let context = JSGlobalContextCreateInGroup(group, nil) else {
-            fatalError("JavaScriptCore could not create a global context")
+            throw ScriptError(.exception("JavaScriptCore could not create a global context"),
+                              "\(script.name): JavaScriptCore could not create a global context")
         }
         #if !canImport(JavaScriptCore)
         // WebKitGTK would otherwise let a remote inspector (WEBKIT_INSPECTOR_SERVER) attach to it.
