@@ -88,7 +88,6 @@ extension Replicator {
                 }
                 do { try await Task.sleep(for: wait) } catch { break }
                 if isStopRequested { break }
-                update { $0.status.error = nil }
             }
         }
         if let failure, !(failure.isTransient && isStopRequested) {
@@ -149,7 +148,9 @@ extension Replicator {
         // A push checks that the target exists before it reads any checkpoint there (CouchDB's
         // replicator opens both sides): a missing database stops the run with that error.
         if push { _ = try await target.info() }
-        update { $0.reachedPeer = true }
+        // The error that sent the run offline stays in the status until the peer answers again, so
+        // no one reads an offline or connecting status without its cause.
+        update { $0.reachedPeer = true; $0.status.error = nil }
         var stats = SessionStats()
         var pending = after
         // The fast no-op: the checkpoint is at the source's last sequence, nothing to scan.

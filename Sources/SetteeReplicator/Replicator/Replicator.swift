@@ -290,6 +290,8 @@ public final class Replicator: Sendable {
                     s.status.activity = .busy
                 } else if activities.contains(.offline) {
                     s.status.activity = .offline
+                } else if activities.contains(.connecting) {
+                    s.status.activity = .connecting
                 } else if !activities.isEmpty, activities.allSatisfy({ $0 == .idle || $0 == .stopped }),
                           activities.contains(.idle) {
                     s.status.activity = .idle
