@@ -58,6 +58,77 @@ import Testing
         #expect(try db.channelChanges([ChannelQuery(channel: "y", after: 0)])[0].last?.isRemoved == true)
     }
 
+    @Test func aDocumentRoutedToNothingKeepsNoRecordUntilItHasAChannel() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        try save(db, "a", ["n": 1])
+        try save(db, "a", ["n": 2])
+        #expect(try db.routing(ofDocumentWithID: "a") == nil)
+        try save(db, "a", ["channels": ["x"]])
+        #expect(try db.routing(ofDocumentWithID: "a")?.current.channels == ["x"])
+        // Leaving its channel, it keeps the record: the removal entry is in the log.
+        try save(db, "a", ["n": 3])
+        let r = try #require(try db.routing(ofDocumentWithID: "a"))
+        #expect(r.current.channels.isEmpty && r.membership["x"]?.isRemoved == true)
+        #expect(try db.channelChanges([ChannelQuery(channel: "x", after: 0)])[0].map(\.isRemoved) == [true])
+        // A grant alone is something to keep.
+        try save(db, "g", ["to": "bob", "grant": ["x"]])
+        #expect(try db.routing(ofDocumentWithID: "g")?.current.access == ["bob": ["x"]])
+        #expect(try db.grants(to: "bob", kind: .channels).map(\.name) == ["x"])
+    }
+
+    @Test func aSimpleDocumentsRoutingLivesInItsSequenceEntry() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        try save(db, "a", ["channels": ["x"]])
+        func stored(_ id: String) throws -> Bool {
+            try db.core.write { c in try c.tx.withValue(forKey: Array(id.utf8), in: c.trees.routing) { _ in true } ?? false }
+        }
+        #expect(try !stored("a"))
+        let first = try #require(try db.routing(ofDocumentWithID: "a"))
+        let seq = try #require(try db.document(withID: "a")).sequence
+        #expect(first.current.channels == ["x"] && first.membership["x"] == ChannelMembership(sequence: seq, isRemoved: false))
+        // Leaving a channel needs the record (the removal entry's sequence is not the document's).
+        try save(db, "a", ["channels": ["y"]])
+        #expect(try stored("a"))
+        // Purged, it leaves both logs, and a sequence entry naming nothing is never read.
+        try db.purgeDocument(withID: "a")
+        #expect(try !stored("a"))
+        #expect(try db.channelChanges([ChannelQuery(channel: "x", after: 0), ChannelQuery(channel: "y", after: 0)]).allSatisfy(\.isEmpty))
+    }
+
+    @Test func formatFiveRecordsAndMemberEntriesStayReadable() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        try save(db, "a", ["channels": ["x"]])
+        let doc = try #require(try db.document(withID: "a"))
+        let rev = try #require(doc.revisionID)
+        let seq = doc.sequence
+        // As format 5 wrote it: the record in doc.routing, a member entry naming the document,
+        // a sequence entry without routing.
+        try db.core.write { c in
+            let record = RoutingRecord(simple: RevisionRouting(channels: ["x"]), winner: rev, sequence: seq)
+            try c.tx.put(Array("a".utf8), record.encoded(), in: c.trees.routing)
+            try c.tx.put(RoutingKey.channel("x", seq),
+                         RoutingKey.entry(deleted: false, removed: false, otherLeaves: false, id: "a", rev: rev), in: c.trees.channels)
+            try c.tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: [], documentID: "a", revisionID: rev).encoded(),
+                         in: c.trees.bySequence)
+        }
+        #expect(try db.routing(ofDocumentWithID: "a")?.current.channels == ["x"])
+        let x = try db.channelChanges([ChannelQuery(channel: "x", after: 0)])[0]
+        #expect(x.map(\.documentID) == ["a"] && x.map(\.revisionID) == [rev])
+        // Its next change writes it the format 6 way and moves its entry.
+        try save(db, "a", ["channels": ["x", "z"]])
+        let now = try #require(try db.document(withID: "a")).sequence
+        let after = try db.channelChanges([ChannelQuery(channel: "x", after: 0), ChannelQuery(channel: "z", after: 0)])
+        #expect(after.map { $0.map(\.sequence) } == [[now], [now]])
+        #expect(try db.core.write { c in try c.tx.withValue(forKey: Array("a".utf8), in: c.trees.routing) { _ in true } } == nil)
+        #expect(try db.routing(ofDocumentWithID: "a")?.current.channels == ["x", "z"])
+    }
+
     @Test func tombstonesKeepTheirChannelsAndPurgeLeavesEveryLog() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

@@ -26,9 +26,10 @@ final class DatabaseCore: @unchecked Sendable {
     /// (created empty), version 3 the compact digests of revision trees (older trees stay
     /// readable; compaction rewrites them), version 4 documents with one revision and no stored
     /// tree (tree ref 0; older documents keep theirs), version 5 the routing trees (created
-    /// empty: no document of an older database was routed).
-    static let formatVersion: UInt64 = 5
-    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4]
+    /// empty: no document of an older database was routed), version 6 routing in sequence
+    /// entries and one-byte member entries (version 5's full records and entries stay readable).
+    static let formatVersion: UInt64 = 6
+    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5]
     private static let registry = Mutex<[String: DatabaseCore]>([:])
 
     let name: String

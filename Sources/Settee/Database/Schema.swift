@@ -111,26 +111,43 @@ struct SequenceEntry {
     var flags: DocFlags
     var documentID: String
     var revisionID: String
+    /// The routing the channel logs hold for the document (format 6), when it has one.
+    var routing: RevisionRouting?
 
     func encoded() -> [UInt8] {
-        var w = ByteWriter(capacity: 16 + documentID.utf8.count + revisionID.utf8.count)
+        var w = ByteWriter(capacity: 32 + documentID.utf8.count + revisionID.utf8.count)
         w.u8(flags.rawValue)
         w.string(documentID)
         w.string(revisionID)
+        if let routing, !routing.isEmpty {
+            w.u8(1)
+            routing.encode(into: &w)
+        }
         return w.bytes
     }
 
-    init(flags: DocFlags, documentID: String, revisionID: String) {
+    init(flags: DocFlags, documentID: String, revisionID: String, routing: RevisionRouting? = nil) {
         self.flags = flags
         self.documentID = documentID
         self.revisionID = revisionID
+        self.routing = routing
     }
 
-    init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
+    /// Decodes an entry; its routing only when `routing` is true (the changes feed and the
+    /// replicator read millions of entries and never need it).
+    init(decoding b: UnsafeRawBufferPointer, routing withRouting: Bool = false) throws(SetteeError) {
         var r = ByteReader(b)
-        guard let f = r.u8(), f & ~DocFlags.known == 0, let id = r.string(), let rev = r.string(), r.atEnd
-        else { throw SetteeError(.corrupted, "changes entry is malformed") }
-        self.init(flags: DocFlags(rawValue: f), documentID: id, revisionID: rev)
+        let bad = SetteeError(.corrupted, "changes entry is malformed")
+        guard let f = r.u8(), f & ~DocFlags.known == 0, let id = r.string(), let rev = r.string() else { throw bad }
+        var routing: RevisionRouting?
+        if !r.atEnd {
+            guard r.u8() == 1 else { throw bad }
+            if withRouting {
+                guard let decoded = RevisionRouting(reading: &r), r.atEnd else { throw bad }
+                routing = decoded
+            }
+        }
+        self.init(flags: DocFlags(rawValue: f), documentID: id, revisionID: rev, routing: routing)
     }
 }
 

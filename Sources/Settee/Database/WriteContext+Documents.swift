@@ -173,9 +173,9 @@ extension WriteContext {
         let meta = DocMeta(flags: flags, sequence: seq, revisionID: winner.id,
                            bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
         try tx.put(key, meta.encoded(), in: trees.byID)
-        try updateRouting(id: id, key: key, tree: tree, winner: w, flags: flags, seq: seq)
+        let routing = try updateRouting(id: id, key: key, tree: tree, winner: w, flags: flags, seq: seq, oldSequence: old?.sequence)
         if let old { try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence) }
-        try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(),
+        try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id, routing: routing).encoded(),
                    in: trees.bySequence)
         let wasConflicted = old?.flags.contains(.conflicted) ?? false
         if flags.contains(.conflicted) && !wasConflicted {
@@ -208,6 +208,7 @@ extension WriteContext {
     /// just read: its by-ID, by-sequence, conflict and expiry entries. Takes a sequence and
     /// reports a purge change.
     func purge(id: String, key: [UInt8], meta old: DocMeta, record: ExpiryRecord?) throws {
+        let routing = try RoutingRecord.load(tx, trees, key: key, sequence: old.sequence)
         try addDead(old.treeRef)
         try addDead(old.bodyRef)
         try tx.delete(key, in: trees.byID)
@@ -216,7 +217,7 @@ extension WriteContext {
         if !old.flags.contains(.deleted) { liveCount &-= 1 }
         if let record { try setExpiryRecord(key, old: record, new: ExpiryRecord()) }
         let seq = nextSequence()
-        try purgeRouting(key: key, seq: seq)
+        try purgeRouting(key: key, loaded: routing, seq: seq)
         changes.append(DocumentChange(documentID: id, revisionID: nil, sequence: seq, isDeleted: false,
                                       isConflicted: false, isPurged: true))
     }

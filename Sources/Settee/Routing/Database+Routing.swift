@@ -19,7 +19,9 @@ extension Database {
         core.routerBox.withLock { $0 = box }
     }
 
-    /// The routing the database holds for a document; nil when none of its revisions was routed.
+    /// The routing the database holds for a document; nil when it holds none: none of its
+    /// revisions was routed, or every routed one had no channel and no grant (and the document
+    /// never left a channel).
     ///
     /// ```swift
     /// let channels = try db.routing(ofDocumentWithID: "list1")?.current.channels ?? []
@@ -28,10 +30,10 @@ extension Database {
         try checkOpen()
         let key = try validateDocumentID(id)
         func read(_ tx: some StoreReading) throws -> DocumentRouting? {
-            try tx.withValue(forKey: key, in: core.trees.routing) { b in
-                let r = try RoutingRecord(decoding: b)
-                return DocumentRouting(current: r.applied, leaves: r.leaves, membership: r.membership)
-            }
+            guard let meta = try core.meta(tx, id: key),
+                  let r = try RoutingRecord.load(tx, core.trees, key: key, sequence: meta.sequence)?.record
+            else { return nil }
+            return DocumentRouting(current: r.applied, leaves: r.leaves, membership: r.membership)
         }
         return try translating { try core.read(snapshot: read, batch: read) }
     }
@@ -60,7 +62,9 @@ extension Database {
                     guard k.count == prefix.count + 8, k.starts(with: prefix) else { return false }
                     let seq = UInt64(bigEndian: k.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self))
                     guard seq <= q.through else { return false }
-                    out.append(try RoutingKey.decodeEntry(v, seq: seq))
+                    out.append(try RoutingKey.decodeEntry(v, seq: seq) { s in
+                        try tx.withValue(forKey: [UInt8](bigEndian: s), in: core.trees.bySequence) { b in try SequenceEntry(decoding: b) }
+                    })
                     return out.count < q.limit
                 }
                 return out
@@ -156,7 +160,8 @@ extension WriteContext {
         guard let router = core.router, let meta = try meta(key) else { return false }
         let id = String(decoding: key, as: UTF8.self)
         let tree = try core.tree(tx, meta)
-        var record = try routingRecord(key) ?? RoutingRecord()
+        let loaded = try RoutingRecord.load(tx, trees, key: key, sequence: meta.sequence)
+        var record = loaded?.record ?? RoutingRecord()
         var leaves: [String: RevisionRouting] = [:]
         for leaf in tree.leaves() {
             let r = tree.revs[leaf]
@@ -179,14 +184,20 @@ extension WriteContext {
         let winnerID = tree.revs[w].id
         let newCurrent = leaves[winnerID] ?? record.applied
         guard newCurrent != record.applied || leaves != record.leaves else { return false }
+        record.leaves = leaves
         if newCurrent == record.applied {
-            record.leaves = leaves
-            try tx.put(key, record.encoded(), in: trees.routing)
+            // Kept in `doc.routing` even when simple: the sequence entry is not rewritten here.
+            if !record.isEmpty {
+                try tx.put(key, record.encoded(), in: trees.routing)
+            } else if loaded?.stored == true {
+                try tx.delete(key, in: trees.routing)
+            }
             return false
         }
         // A new sequence for the document, as any change takes: its by-sequence entry moves too.
+        // The commit reads the record with the new leaves from `doc.routing` (and drops it there
+        // if the sequence entry can hold it).
         var t = tree
-        record.leaves = leaves
         try tx.put(key, record.encoded(), in: trees.routing)
         _ = try commit(id: id, key: key, old: meta, tree: &t)
         return true

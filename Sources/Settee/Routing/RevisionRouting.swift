@@ -44,6 +44,11 @@ public struct RevisionRouting: Sendable, Hashable {
         self.roles = roles
     }
 
+    /// No channel and no grant.
+    var isEmpty: Bool {
+        channels.isEmpty && access.values.allSatisfy(\.isEmpty) && roles.values.allSatisfy(\.isEmpty)
+    }
+
     /// The longest channel, principal or role name a routing may hold, in bytes of UTF-8 (the
     /// index keys must stay within the engine's key limit).
     ///
@@ -72,12 +77,19 @@ public struct RevisionRouting: Sendable, Hashable {
     }
 
     func encode(into w: inout ByteWriter) {
+        // Sorted so that equal routings encode to equal bytes; one element needs no sort (the
+        // common case, kept cheap: this runs on every write).
         func strings(_ s: Set<String>) {
             w.varint(UInt64(s.count))
-            for x in s.sorted() { w.string(x) }
+            if s.count <= 1 {
+                for x in s { w.string(x) }
+            } else {
+                for x in s.sorted() { w.string(x) }
+            }
         }
         func map(_ m: [String: Set<String>]) {
             w.varint(UInt64(m.count))
+            guard !m.isEmpty else { return }
             for k in m.keys.sorted() {
                 w.string(k)
                 strings(m[k] ?? [])

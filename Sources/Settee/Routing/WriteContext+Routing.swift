@@ -34,6 +34,43 @@ struct RoutingRecord {
 
     init() {}
 
+    /// Whether the record says nothing: the document is in no channel log and no revision the
+    /// router saw has channels or grants. Such a record is not stored.
+    var isEmpty: Bool {
+        membership.isEmpty && applied.isEmpty && leaves.values.allSatisfy(\.isEmpty)
+    }
+
+    /// The record of a document whose routing is all in its sequence entry: its current
+    /// revision `winner` (committed at `sequence`) is its only routed leaf, and it is a member of
+    /// exactly that routing's channels, at `sequence`, having left none.
+    init(simple routing: RevisionRouting, winner: String, sequence: UInt64) {
+        applied = routing
+        leaves = [winner: routing]
+        for c in routing.channels { membership[c] = ChannelMembership(sequence: sequence, isRemoved: false) }
+    }
+
+    /// Whether ``init(simple:winner:sequence:)`` gives this record back: then `doc.routing`
+    /// keeps nothing (most documents: one revision, channels that only change with it).
+    func isSimple(winner: String, sequence: UInt64) -> Bool {
+        guard leaves.count == 1, leaves[winner] == applied, membership.count == applied.channels.count else { return false }
+        return membership.allSatisfy { !$0.value.isRemoved && $0.value.sequence == sequence && applied.channels.contains($0.key) }
+    }
+
+    /// A document's record: its `doc.routing` value, or else the one its sequence entry at
+    /// `sequence` (the document's current one) implies; nil when it has neither. `stored` says
+    /// which.
+    static func load(_ tx: some StoreReading, _ trees: Trees, key: [UInt8], sequence: UInt64?) throws
+        -> (record: RoutingRecord, stored: Bool)? {
+        if let r = try tx.withValue(forKey: key, in: trees.routing, { b in try RoutingRecord(decoding: b) }) { return (r, true) }
+        guard let sequence,
+              let e = try tx.withValue(forKey: [UInt8](bigEndian: sequence), in: trees.bySequence, { b in
+                  try SequenceEntry(decoding: b, routing: true)
+              }),
+              let routing = e.routing
+        else { return nil }
+        return (RoutingRecord(simple: routing, winner: e.revisionID, sequence: sequence), false)
+    }
+
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
         let bad = SetteeError(.corrupted, "a document's routing record is malformed")
@@ -84,7 +121,13 @@ enum RoutingKey {
         return k
     }
 
-    /// `doc.channels` value: flags (1 deleted, 2 removed, 4 other leaves), document ID, revision ID.
+    /// A member entry's `doc.channels` value: the flags byte 0 alone. The document's sequence
+    /// entry at the same sequence names the document and its revision (a member entry is always
+    /// at the document's current sequence).
+    static let memberEntry: [UInt8] = [0]
+
+    /// A removal entry's `doc.channels` value: flags (1 deleted, 2 removed, 4 other leaves),
+    /// document ID, revision ID (the document may have moved on since).
     static func entry(deleted: Bool, removed: Bool, otherLeaves: Bool, id: String, rev: String) -> [UInt8] {
         var w = ByteWriter(capacity: 8 + id.utf8.count + rev.utf8.count)
         w.u8((deleted ? 1 : 0) | (removed ? 2 : 0) | (otherLeaves ? 4 : 0))
@@ -93,11 +136,19 @@ enum RoutingKey {
         return w.bytes
     }
 
-    static func decodeEntry(_ b: UnsafeRawBufferPointer, seq: UInt64) throws(SetteeError) -> ChannelChange {
-        var r = ByteReader(b)
-        guard let f = r.u8(), f & ~7 == 0, let id = r.string(), let rev = r.string(), r.atEnd else {
-            throw SetteeError(.corrupted, "a channel log entry is malformed")
+    /// Decodes an entry; `sequenceEntry` reads the sequence entry at `seq` for a member entry
+    /// that is the flags byte alone.
+    static func decodeEntry(_ b: UnsafeRawBufferPointer, seq: UInt64,
+                            sequenceEntry: (UInt64) throws -> SequenceEntry?) throws -> ChannelChange {
+        let bad = SetteeError(.corrupted, "a channel log entry is malformed")
+        if b.count == 1 {
+            guard b[0] == 0, let e = try sequenceEntry(seq) else { throw bad }
+            return ChannelChange(sequence: seq, documentID: e.documentID, revisionID: e.revisionID,
+                                 isDeleted: e.flags.contains(.deleted), isRemoved: false,
+                                 hasOtherLeaves: e.flags.contains(.multipleLeaves))
         }
+        var r = ByteReader(b)
+        guard let f = r.u8(), f & ~7 == 0, let id = r.string(), let rev = r.string(), r.atEnd else { throw bad }
         return ChannelChange(sequence: seq, documentID: id, revisionID: rev, isDeleted: f & 1 != 0, isRemoved: f & 2 != 0,
                              hasOtherLeaves: f & 4 != 0)
     }
@@ -143,8 +194,9 @@ extension RevTree {
 }
 
 extension WriteContext {
+    /// The routing record of the document under `key` (whose metadata is still the stored one).
     func routingRecord(_ key: [UInt8]) throws -> RoutingRecord? {
-        try tx.withValue(forKey: key, in: trees.routing) { b in try RoutingRecord(decoding: b) }
+        try RoutingRecord.load(tx, trees, key: key, sequence: try meta(key)?.sequence)?.record
     }
 
     /// Runs the router on a new revision (parent: the index in `tree` of its nearest ancestor
@@ -172,19 +224,41 @@ extension WriteContext {
     /// Brings a committed document's routing and its index entries up to date: the new
     /// revision's routing (if routed), the leaves still in the tree, and the winner's channels and
     /// grants under the commit's sequence `seq`.
-    func updateRouting(id: String, key: [UInt8], tree: RevTree, winner: Int, flags: DocFlags, seq: UInt64) throws {
+    /// Returns the applied routing, which the document's new sequence entry holds.
+    func updateRouting(id: String, key: [UInt8], tree: RevTree, winner: Int, flags: DocFlags, seq: UInt64,
+                       oldSequence: UInt64?) throws -> RevisionRouting? {
         let pending = pendingRouting.flatMap { $0.key == key ? $0 : nil }
         pendingRouting = nil
-        let stored = try routingRecord(key)
-        guard pending != nil || stored != nil || core.router != nil else { return }
-        var record = stored ?? RoutingRecord()
-        if let pending { record.leaves[pending.revisionID] = pending.routing }
-        let leafIDs = Set(tree.leaves().map { tree.revs[$0].id })
-        record.leaves = record.leaves.filter { leafIDs.contains($0.key) }
+        let loaded = try oldSequence == nil ? nil : RoutingRecord.load(tx, trees, key: key, sequence: oldSequence)
+        guard pending != nil || loaded != nil || core.router != nil else { return nil }
+        var record = loaded?.record ?? RoutingRecord()
+        let winnerID = tree.revs[winner].id
+        if loaded == nil, tree.revs.count == 1 {
+            // A new document: its one revision is its only leaf (the common case, kept cheap).
+            guard let pending, !pending.routing.isEmpty else { return nil }
+            record.leaves = [winnerID: pending.routing]
+        } else {
+            if let pending { record.leaves[pending.revisionID] = pending.routing }
+            if record.leaves.count > 1 || record.leaves.keys.first != winnerID {
+                let leafIDs = Set(tree.leaves().map { tree.revs[$0].id })
+                record.leaves = record.leaves.filter { leafIDs.contains($0.key) }
+            }
+        }
         // A winner the router never saw (saved before a router was set) keeps what was applied.
-        let routing = record.leaves[tree.revs[winner].id] ?? record.applied
-        try apply(routing, to: &record, id: id, key: key, rev: tree.revs[winner].id, flags: flags, seq: seq)
-        try tx.put(key, record.encoded(), in: trees.routing)
+        let routing = record.leaves[winnerID] ?? record.applied
+        try apply(routing, to: &record, id: id, key: key, rev: winnerID, flags: flags, seq: seq)
+        try store(record, key: key, winner: winnerID, sequence: seq, stored: loaded?.stored ?? false)
+        return record.applied.isEmpty ? nil : record.applied
+    }
+
+    /// Keeps a document's routing record in `doc.routing` unless its sequence entry implies it
+    /// (or it says nothing); `stored`: whether `doc.routing` holds one now.
+    func store(_ record: RoutingRecord, key: [UInt8], winner: String, sequence: UInt64, stored: Bool) throws {
+        if record.isEmpty || record.isSimple(winner: winner, sequence: sequence) {
+            if stored { try tx.delete(key, in: trees.routing) }
+        } else {
+            try tx.put(key, record.encoded(), in: trees.routing)
+        }
     }
 
     /// Moves the document's channel entries to `seq` and records its grants.
@@ -192,7 +266,7 @@ extension WriteContext {
                flags: DocFlags, seq: UInt64) throws {
         let deleted = flags.contains(.deleted)
         let others = flags.contains(.multipleLeaves)
-        let member = RoutingKey.entry(deleted: deleted, removed: false, otherLeaves: others, id: id, rev: rev)
+        let member = RoutingKey.memberEntry
         var removal: [UInt8]?
         for (channel, m) in record.membership {
             guard !routing.channels.contains(channel) else { continue }
@@ -229,12 +303,13 @@ extension WriteContext {
     }
 
     /// A purged document leaves every channel log; what it granted is revoked at `seq`.
-    func purgeRouting(key: [UInt8], seq: UInt64) throws {
-        guard let record = try routingRecord(key) else { return }
+    /// `loaded`: its routing record, read before its sequence entry was deleted.
+    func purgeRouting(key: [UInt8], loaded: (record: RoutingRecord, stored: Bool)?, seq: UInt64) throws {
+        guard let (record, stored) = loaded else { return }
         for (channel, m) in record.membership { try tx.delete(RoutingKey.channel(channel, m.sequence), in: trees.channels) }
         let id = String(decoding: key, as: UTF8.self)
         try updateGrants(.channels, old: record.applied.access, new: [:], id: id, key: key, seq: seq)
         try updateGrants(.roles, old: record.applied.roles, new: [:], id: id, key: key, seq: seq)
-        try tx.delete(key, in: trees.routing)
+        if stored { try tx.delete(key, in: trees.routing) }
     }
 }
