@@ -40,6 +40,9 @@ final class ScriptEngine: @unchecked Sendable {
     private let condition = NSCondition()
     private var idle: [ScriptVM] = []
     private var created = 0
+    /// Indexes below `created` whose VM could not be made again (JavaScriptCore out of memory):
+    /// taken first by the next VM made.
+    private var vacant: [Int] = []
     /// Per VM (by index): functions released since the VM was last taken, whose compiled code it
     /// drops when next taken (only the thread holding a VM may touch its contexts).
     private var released: [[UInt64]]
@@ -63,7 +66,9 @@ final class ScriptEngine: @unchecked Sendable {
 
     /// Runs `body` with a VM of its own, waiting for one when all are busy.
     func withVM<R>(_ body: (ScriptVM) throws(ScriptError) -> R) throws(ScriptError) -> R {
-        let vm = checkOut()
+        guard let vm = checkOut() else {
+            throw ScriptError(.unavailable, "JavaScriptCore could not create a virtual machine to run the function in")
+        }
         defer { checkIn(vm) }
         return try body(vm)
     }
@@ -82,7 +87,8 @@ final class ScriptEngine: @unchecked Sendable {
         return idle.reduce(0) { $0 + $1.compiledCount }
     }
 
-    private func checkOut() -> ScriptVM {
+    /// nil when a VM had to be made and JavaScriptCore could not make one.
+    private func checkOut() -> ScriptVM? {
         condition.lock()
         while true {
             // Last in, first out: one caller at a time keeps using the same VM, whose functions
@@ -94,27 +100,44 @@ final class ScriptEngine: @unchecked Sendable {
                 vm.drop(drop)
                 return vm
             }
-            if created < contextCount {
-                let index = created
-                created += 1
+            if !vacant.isEmpty || created < contextCount {
+                let index: Int
+                if let v = vacant.popLast() {
+                    index = v
+                } else {
+                    index = created
+                    created += 1
+                }
+                released[index] = []
                 condition.unlock()
-                return ScriptVM(index: index, timeLimit: timeLimit)
+                if let vm = ScriptVM(index: index, timeLimit: timeLimit) { return vm }
+                // Not made: the slot is free again for a later try, and a waiter may take it.
+                condition.lock()
+                vacant.append(index)
+                condition.signal()
+                condition.unlock()
+                return nil
             }
             condition.wait()
         }
     }
 
     private func checkIn(_ vm: ScriptVM) {
-        var vm = vm
-        let replaced = !vm.isUsable
-        if replaced {
-            // A VM that did not survive a termination is not reused: a new one takes its place
-            // (its functions are compiled again as they are run).
-            vm = ScriptVM(index: vm.index, timeLimit: timeLimit)
+        guard !vm.isUsable else {
+            condition.lock()
+            idle.append(vm)
+            condition.signal()
+            condition.unlock()
+            return
         }
+        // A VM that did not survive a termination is not reused: a new one takes its place (its
+        // functions are compiled again as they are run); if none can be made now, its slot is
+        // freed and the next check-out tries again.
+        let index = vm.index
+        let fresh = ScriptVM(index: index, timeLimit: timeLimit)
         condition.lock()
-        if replaced { released[vm.index] = [] }
-        idle.append(vm)
+        released[index] = []
+        if let fresh { idle.append(fresh) } else { vacant.append(index) }
         condition.signal()
         condition.unlock()
     }
@@ -204,8 +227,9 @@ final class ScriptVM {
     /// False once a script was stopped and the VM then failed a trivial evaluation.
     private(set) var isUsable = true
 
-    init(index: Int, timeLimit: Double) {
-        guard let group = JSContextGroupCreate() else { fatalError("JavaScriptCore could not create a context group") }
+    /// nil when JavaScriptCore cannot create a context group (out of memory).
+    init?(index: Int, timeLimit: Double) {
+        guard let group = JSContextGroupCreate() else { return nil }
         self.index = index
         self.group = group
         terminated = .allocate(capacity: 1)

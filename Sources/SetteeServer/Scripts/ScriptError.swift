@@ -23,6 +23,9 @@ struct ScriptError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The function ran, but what it produced cannot be used (a channel name that is not a
         /// non-empty string, an expiry that is not a time), or an argument handed to it was not JSON.
         case badResult(String)
+        /// JavaScriptCore could not make a virtual machine to run the function in (out of memory):
+        /// the call fails, the server goes on.
+        case unavailable
     }
 
     var kind: Kind
