@@ -229,6 +229,7 @@ protocol StoreReading {
     func withValue<R>(at ref: ValueRef, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R
     func forEach(in tree: Tree, from start: [UInt8]?, reverse: Bool,
                  _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws
+    func count(in tree: Tree) throws -> Int
 }
 
 extension ReadTransaction: StoreReading {}

@@ -69,6 +69,12 @@ public final class SetteeServer: Sendable {
     let replications = ReplicationJobs()
     /// Where every database's JavaScript runs (sync functions, design documents' functions).
     let scripts = ScriptEngine()
+    /// What the admin page's forms carry back (against requests forged by other sites): random,
+    /// made when the server starts.
+    let adminFormToken: String = {
+        var rng = SystemRandomNumberGenerator()
+        return (0 ..< 4).map { _ in String(rng.next() as UInt64, radix: 16) }.joined()
+    }()
 
     /// A server for `configuration`: opens (creating if needed) every configured database.
     ///
