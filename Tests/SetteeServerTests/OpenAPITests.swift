@@ -53,6 +53,15 @@ import Testing
         "/{db}/_user/{name}": ["GET", "HEAD", "PUT", "DELETE"],
         "/{db}/_role/": ["GET", "HEAD", "POST"],
         "/{db}/_role/{name}": ["GET", "HEAD", "PUT", "DELETE"],
+        "/_admin/": ["GET", "HEAD"],
+        "/_admin/assets/{asset}": ["GET", "HEAD"],
+        "/_admin/db/{db}": ["GET", "HEAD"],
+        "/_admin/db/{db}/row/{docid}": ["GET", "HEAD"],
+        "/_admin/db/{db}/doc/{docid}": ["GET", "HEAD"],
+        "/_admin/db/{db}/doc/{docid}/resolve": ["POST"],
+        "/_admin/db/{db}/users": ["GET", "HEAD"],
+        "/_admin/db/{db}/channels/{channel}": ["GET", "HEAD"],
+        "/_admin/db/{db}/sync": ["GET", "HEAD", "POST"],
     ]
 
     /// CouchDB and Sync Gateway endpoints the server does not serve: each must be a routing miss.
@@ -183,6 +192,8 @@ import Testing
             .replacingOccurrences(of: "{attname}", with: "att.txt")
             .replacingOccurrences(of: "{localid}", with: "cp")
             .replacingOccurrences(of: "{sessionid}", with: f.session)
+            .replacingOccurrences(of: "{asset}", with: "admin.css")
+            .replacingOccurrences(of: "{channel}", with: "red")
             .replacingOccurrences(of: "{name}", with: template.contains("/_role/") ? "moderator" : "alice")
     }
 

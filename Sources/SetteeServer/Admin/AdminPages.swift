@@ -26,30 +26,38 @@ struct AdminPages {
     func respond(_ call: inout CouchAPI.Call) async throws -> Response {
         let rest = Array(call.path.dropFirst())
         let method = call.request.method
-        guard method == .get || method == .head || method == .post else {
-            throw CouchError.methodNotAllowed("GET,HEAD,POST")
+        let reading = method == .get || method == .head
+        /// A page read with GET or HEAD.
+        func page(_ render: () async throws -> Response) async throws -> Response {
+            guard reading else { throw CouchError.methodNotAllowed("GET,HEAD") }
+            return try await render()
         }
-        if rest.isEmpty { return try index() }
+        if rest.isEmpty { return try await page { try index() } }
         switch rest[0] {
         case "assets" where rest.count == 2:
-            return try asset(rest[1])
+            return try await page { try asset(rest[1]) }
         case "db" where rest.count >= 2:
-            guard let db = server.database(named: rest[1]) else { return notFound("No database \(rest[1]).") }
             let sub = Array(rest.dropFirst(2))
+            let resolving = sub.count == 3 && sub[0] == "doc" && sub[2] == "resolve"
+            let previewing = sub == ["sync"]
+            if resolving && method != .post { throw CouchError.methodNotAllowed("POST") }
+            if previewing && !reading && method != .post { throw CouchError.methodNotAllowed("GET,HEAD,POST") }
+            guard let db = server.database(named: rest[1]) else {
+                return try await page { notFound("No database \(rest[1]).") }
+            }
             switch (sub.first, sub.count) {
-            case (nil, _): return try documentList(call, db)
-            case ("doc", 2): return try await documentPage(call, db, id: sub[1])
-            case ("doc", 3) where sub[2] == "resolve" && method == .post:
-                return try await resolve(&call, db, id: sub[1])
-            case ("row", 2): return try await documentRow(db, id: sub[1])
-            case ("users", 1): return try usersPage(db)
-            case ("channels", 2): return try channelPage(call, db, channel: sub[1])
+            case (nil, _): return try await page { try documentList(call, db) }
+            case ("doc", 2): return try await page { try await documentPage(call, db, id: sub[1]) }
+            case ("doc", 3) where resolving: return try await resolve(&call, db, id: sub[1])
+            case ("row", 2): return try await page { try await documentRow(db, id: sub[1]) }
+            case ("users", 1): return try await page { try usersPage(db) }
+            case ("channels", 2): return try await page { try channelPage(call, db, channel: sub[1]) }
             case ("sync", 1): return try await syncPage(&call, db)
             default: break
             }
         default: break
         }
-        return notFound("No such admin page.")
+        return try await page { notFound("No such admin page.") }
     }
 
     // MARK: - Pages
@@ -93,19 +101,17 @@ struct AdminPages {
         let cursor = try database.allDocuments(options)
         var docs: [Document] = []
         var scanned = 0
-        var lastScanned: String?
+        // The last document this page accounts for (shown, or read and filtered out): the next
+        // page starts after it.
+        var lastConsidered: String?
         var more = false
         while let doc = try cursor.next() {
             if doc.id == after { continue }
+            if docs.count == Self.pageSize || scanned == Self.scanLimit { more = true; break }
             scanned += 1
-            lastScanned = doc.id
-            if onlyDeleted && !doc.isDeleted {
-                if scanned >= Self.scanLimit { more = true; break }
-                continue
-            }
-            if docs.count == Self.pageSize { more = true; break }
+            lastConsidered = doc.id
+            if onlyDeleted && !doc.isDeleted { continue }
             docs.append(doc)
-            if scanned >= Self.scanLimit { more = true; break }
         }
         let base = HTML.path("_admin", "db", db.name)
         var h = HTML()
@@ -134,12 +140,12 @@ struct AdminPages {
         for doc in docs { try row(&h, db, doc) }
         h.raw("</tbody></table>")
         if docs.isEmpty { h.raw("<p class=\"empty\">No documents\(scanned > 0 ? " in the \(scanned) read" : "").</p>") }
-        if more, let lastScanned {
+        if more, let lastConsidered {
             let next = base + HTML.query([("prefix", prefix), ("conflicts", onlyConflicts ? "1" : nil),
-                                          ("deleted", onlyDeleted ? "1" : nil), ("after", lastScanned)])
+                                          ("deleted", onlyDeleted ? "1" : nil), ("after", lastConsidered)])
             h.raw("<p class=\"paging\">")
-            h.link(next, "Next page →")
-            h.raw("<a id=\"next\" hidden></a></p>")
+            h.link(next, docs.count == Self.pageSize ? "Next page →" : "Read on →", class: "next")
+            h.raw("</p>")
         }
         if after != nil { h.raw("<p class=\"paging\">"); h.link(base + HTML.query([("prefix", prefix)]), "← First page"); h.raw("</p>") }
         return page(title: db.name, crumbs: [(db.name, nil)], body: h.output)

@@ -98,7 +98,9 @@ struct CouchAPI: HTTPResponder {
             case "_uuids": try allow(method, [.get, .head]); return try uuids(call)
             case "_session": return try await session(&call, db: nil)
             case "_replicate": return try await replicate(&call)
-            case "_admin" where isAdmin: return try await AdminPages(server: server).respond(&call)
+            case "_admin":
+                try requireAdmin(call)
+                return try await AdminPages(server: server).respond(&call)
             default: throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
             }
         }

@@ -1,0 +1,129 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+@_spi(Replication) import Settee
+@testable import SetteeServer
+
+/// The admin page's HTML as the server sends it: escaping, the form token, errors, headers.
+/// (`scripts/browser-test` drives the same pages in Chromium.)
+@Suite struct AdminPageTests {
+    static let hostileID = #"<script>alert("id")</script>"#
+    static let hostileBody = #"{"note":"</pre><script>alert(1)</script>","channels":["<b>c</b>"]}"#
+
+    /// The form token a page carries.
+    static func token(in html: String) throws -> String {
+        let marker = #"name="token" value=""#
+        let start = try #require(html.range(of: marker)).upperBound
+        let end = try #require(html[start...].firstIndex(of: "\""))
+        return String(html[start ..< end])
+    }
+
+    static func form(_ pairs: [(String, String)]) -> String {
+        pairs.map { "\($0)=\(HTML.segment($1))" }.joined(separator: "&")
+    }
+
+    @Test func databaseIDsAndBodiesAreEscapedEverywhere() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(admin: true) { a async throws in
+            let id = HTML.segment(Self.hostileID)
+            #expect(try await a.send(.put, "/db/\(id)", json: Self.hostileBody).status == .created)
+            for path in ["/_admin/", "/_admin/db/db", "/_admin/db/db/doc/\(id)", "/_admin/db/db/row/\(id)",
+                         "/_admin/db/db/channels/\(HTML.segment("<b>c</b>"))"] {
+                let r = try await a.send(.get, path)
+                #expect(r.status == .ok, "\(path): \(r.status)")
+                #expect(!r.text.contains("<script>alert") && !r.text.contains("<b>c</b>"), "\(path) holds unescaped text: \(r.text)")
+                #expect(r.headers[.contentType] == "text/html; charset=utf-8")
+            }
+            let doc = try await a.send(.get, "/_admin/db/db/doc/\(id)")
+            #expect(doc.text.contains("&lt;script&gt;alert(&quot;id&quot;)&lt;/script&gt;"))
+            #expect(doc.text.contains("&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;"))
+            let csp = try #require(doc.headers[HTTPField.Name("Content-Security-Policy")!])
+            #expect(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"))
+        }
+    }
+
+    @Test func resolvingTakesTheFormTokenAndKeepsTheChosenLeaf() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(admin: true) { a async throws in
+            let docs = #"""
+            {"new_edits": false, "docs": [
+              {"_id": "c", "_rev": "1-aa", "v": 0, "_revisions": {"start": 1, "ids": ["aa"]}},
+              {"_id": "c", "_rev": "2-bb", "v": 1, "_revisions": {"start": 2, "ids": ["bb", "aa"]}},
+              {"_id": "c", "_rev": "2-cc", "v": 2, "_revisions": {"start": 2, "ids": ["cc", "aa"]}}]}
+            """#
+            #expect(try await a.send(.post, "/db/_bulk_docs", json: docs).status == .created)
+            let page = try await a.send(.get, "/_admin/db/db/doc/c")
+            #expect(page.text.contains(#"class="rev winner leaf kept" data-rev="2-cc""#))
+            #expect(page.text.contains(#"class="rev leaf conflict kept" data-rev="2-bb""#))
+            let token = try Self.token(in: page.text)
+            let formType: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+            let crossSite: HTTPFields = [.contentType: "application/x-www-form-urlencoded", HTTPField.Name("Sec-Fetch-Site")!: "cross-site"]
+            // No token, a wrong one, or a form another site sent: refused, nothing written.
+            for (body, headers) in [(Self.form([("winner", "2-bb")]), formType),
+                                    (Self.form([("token", token + "0"), ("winner", "2-bb")]), formType),
+                                    (Self.form([("token", token), ("winner", "2-bb")]),
+                                     crossSite)] {
+                let r = try await a.execute(uri: "/_admin/db/db/doc/c/resolve", method: .post, headers: headers, body: ByteBuffer(string: body))
+                #expect(r.status == .forbidden, "\(body): \(r.status)")
+            }
+            #expect(try await a.send(.get, "/db/c")["_rev"] == "2-cc")
+            // A leaf that is not there: 404.
+            let missing = try await a.execute(uri: "/_admin/db/db/doc/c/resolve", method: .post, headers: formType,
+                                              body: ByteBuffer(string: Self.form([("token", token), ("winner", "2-zz")])))
+            #expect(missing.status == .notFound)
+            let ok = try await a.execute(uri: "/_admin/db/db/doc/c/resolve", method: .post,
+                                         headers: [.contentType: "application/x-www-form-urlencoded", HTTPField.Name("Sec-Fetch-Site")!: "same-origin"],
+                                         body: ByteBuffer(string: Self.form([("token", token), ("winner", "2-bb")])))
+            #expect(ok.status == .seeOther && ok.headers[.location] == "/_admin/db/db/doc/c")
+            let after = try await a.send(.get, "/db/c?conflicts=true")
+            #expect(after["v"] == 1 && after["_conflicts"] == nil && after["_rev"]?.stringValue?.hasPrefix("3-") == true)
+            // GET on the action is not allowed.
+            #expect(try await a.send(.get, "/_admin/db/db/doc/c/resolve").status == .methodNotAllowed)
+        }
+    }
+
+    @Test func unknownPagesAndThePublicPort() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(admin: true) { a async throws in
+            for path in ["/_admin/db/nope", "/_admin/db/db/doc/missing", "/_admin/nothing", "/_admin/assets/x.js", "/_admin/db/db/row/missing"] {
+                #expect(try await a.send(.get, path).status == .notFound, "\(path)")
+            }
+            #expect(try await a.send(.get, "/_admin/db/db/channels/x?after=abc").status == .badRequest)
+            #expect(try await a.send(.post, "/_admin/db/db").status == .methodNotAllowed)
+            let head = try await a.send(.head, "/_admin/db/db")
+            #expect(head.status == .ok && head.body.readableBytes == 0)
+            let css = try await a.send(.get, "/_admin/assets/admin.css")
+            #expect(css.status == .ok && css.headers[.contentType] == "text/css; charset=utf-8")
+        }
+        try await server.withClient { p async throws in
+            #expect(try await p.send(.get, "/_admin/").status == .forbidden)
+        }
+    }
+
+    @Test func theDocumentListPagesByIDWithFilters() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(admin: true) { a async throws in
+            let docs = (0 ..< 120).map { #"{"_id": "d\#(String(format: "%03d", $0))"}"# }.joined(separator: ",")
+            #expect(try await a.send(.post, "/db/_bulk_docs", json: #"{"docs": [\#(docs)]}"#).status == .created)
+            func rows(_ html: String) -> [String] {
+                html.components(separatedBy: #"<tr data-id=""#).dropFirst().compactMap { $0.split(separator: "\"").first.map(String.init) }
+            }
+            let first = try await a.send(.get, "/_admin/db/db")
+            #expect(rows(first.text) == (0 ..< 50).map { String(format: "d%03d", $0) })
+            #expect(first.text.contains("?after=d049"))
+            let second = try await a.send(.get, "/_admin/db/db?after=d049")
+            #expect(rows(second.text).first == "d050" && rows(second.text).count == 50)
+            let prefixed = try await a.send(.get, "/_admin/db/db?prefix=d11")
+            #expect(rows(prefixed.text) == (110 ..< 120).map { String(format: "d%03d", $0) })
+            #expect(rows(try await a.send(.get, "/_admin/db/db?deleted=1").text).isEmpty)
+            let index = try await a.send(.get, "/_admin/")
+            #expect(index.text.contains(#"<td class="docs num">120</td>"#))
+        }
+    }
+}
