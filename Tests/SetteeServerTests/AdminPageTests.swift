@@ -124,6 +124,16 @@ import Testing
             #expect(rows(try await a.send(.get, "/_admin/db/db?deleted=1").text).isEmpty)
             let index = try await a.send(.get, "/_admin/")
             #expect(index.text.contains(#"<td class="docs num">120</td>"#))
+            // A deletion: counted apart (here and in the database's info), and listed when asked.
+            let rev = try #require(try await a.send(.get, "/db/d007")["_rev"]?.stringValue)
+            #expect(try await a.send(.delete, "/db/d007?rev=\(rev)").status == .ok)
+            #expect(rows(try await a.send(.get, "/_admin/db/db?deleted=1").text) == ["d007"])
+            #expect(!rows(try await a.send(.get, "/_admin/db/db").text).contains("d007"))
+            let after = try await a.send(.get, "/_admin/")
+            #expect(after.text.contains(#"<td class="docs num">119</td><td class="deleted num">1</td>"#))
+            let info = try await a.send(.get, "/db")
+            #expect(info["doc_count"] == 119 && info["doc_del_count"] == 1)
+            #expect((info["sizes"]?.objectValue?["file"]?.int64Value ?? 0) > 0)
         }
     }
 }
