@@ -42,9 +42,7 @@ struct AdminPages {
             let previewing = sub == ["sync"]
             if resolving && method != .post { throw CouchError.methodNotAllowed("POST") }
             if previewing && !reading && method != .post { throw CouchError.methodNotAllowed("GET,HEAD,POST") }
-            guard let db = server.database(named: rest[1]) else {
-                return try await page { notFound("No database \(rest[1]).") }
-            }
+            guard let db = server.database(named: rest[1]) else { return notFound("No database \(rest[1]).") }
             switch (sub.first, sub.count) {
             case (nil, _): return try await page { try documentList(call, db) }
             case ("doc", 2): return try await page { try await documentPage(call, db, id: sub[1]) }
