@@ -263,6 +263,9 @@ struct AdminPages {
         let channels = routing?.current.channels.sorted() ?? []
         if channels.isEmpty { h.raw("<span class=\"empty\">none</span>") } else { channelLinks(&h, db, channels) }
         h.raw("</p><table id=\"access\"><thead><tr><th>Grants</th><th>To</th><th>Channels or roles</th></tr></thead><tbody>")
+        if (routing?.current.access ?? [:]).isEmpty && (routing?.current.roles ?? [:]).isEmpty {
+            h.raw("<tr class=\"none\"><td colspan=\"3\" class=\"empty\">No grants.</td></tr>")
+        }
         for (kind, grants) in [("channels", routing?.current.access ?? [:]), ("roles", routing?.current.roles ?? [:])] {
             for principal in grants.keys.sorted() {
                 h.raw("<tr><td>\(kind)</td><td>")
