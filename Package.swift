@@ -118,12 +118,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The command-line tool: `settee serve`.
+        // The command-line tool: `settee serve`, `settee info`, `ls`, `cat`, … (Sources/settee).
         .executableTarget(
             name: "settee",
             dependencies: [
-                "SetteeServer",
+                "SetteeServer", "Settee", "SetteeHTTP", "SetteeReplicator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),

@@ -95,6 +95,25 @@ public struct DatabaseCheckReport: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension Database {
+    /// Checks the storage under the documents: every node and stored value of the file the
+    /// current commit refers to (checksums, structure, key order, counts). Returns what it walked,
+    /// in words; ``check(repair:)`` checks the documents on top.
+    ///
+    /// ```swift
+    /// do {
+    ///     print(try db.checkStorage())   // "9 trees, 3021 entries, 57 nodes, 1000 out-of-line values, height 2"
+    /// } catch let e as SetteeError where e.code == .corrupted {
+    ///     print("damaged:", e.message)
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/corrupted`` naming the first damage found (where and what);
+    ///   ``SetteeError/Code/notOpen`` once closed; ``SetteeError/Code/io``.
+    public func checkStorage() throws -> String {
+        try checkOpen()
+        return try translating { try core.store.check().description }
+    }
+
     /// Checks the document layer: every document's metadata and revision tree decode, the tree
     /// holds each revision once (a revision held twice can be a leaf that another branch names
     /// as its ancestor), the stored winner, flags and body are the ones the tree gives and the

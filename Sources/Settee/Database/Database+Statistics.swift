@@ -40,6 +40,20 @@ public struct DatabaseStatistics: Sendable, Hashable {
     /// print(try db.statistics.fileSize / 1_048_576, "MiB")
     /// ```
     public var fileSize: UInt64
+    /// About how many bytes of the file hold superseded data that the next compaction would
+    /// reclaim (an estimate kept as the database is written).
+    ///
+    /// ```swift
+    /// let s = try db.statistics
+    /// if s.reclaimableBytes > s.fileSize / 2 { try db.compact() }
+    /// ```
+    public var reclaimableBytes: UInt64
+    /// The version of the document format the file is in (Formats/documents.md).
+    ///
+    /// ```swift
+    /// print("format", try db.statistics.formatVersion)
+    /// ```
+    public var formatVersion: UInt64
 }
 
 extension Database {
@@ -56,18 +70,20 @@ extension Database {
         get throws {
             try checkOpen()
             let trees = core.trees
-            func read(_ tx: some StoreReading, live: UInt64?, last: UInt64?) throws -> DatabaseStatistics {
+            func read(_ tx: some StoreReading, live: UInt64?, last: UInt64?, dead: UInt64?) throws -> DatabaseStatistics {
                 let all = UInt64(try tx.count(in: trees.byID))
                 let live = try live ?? core.counter(tx, MetaKey.liveCount)
                 guard live <= all else { throw SetteeError(.corrupted, "the document count is larger than the documents stored") }
                 return DatabaseStatistics(documentCount: live, deletedDocumentCount: all - live,
                                           conflictedDocumentCount: UInt64(try tx.count(in: trees.conflicts)),
-                                          lastSequence: try last ?? core.counter(tx, MetaKey.lastSequence), fileSize: 0)
+                                          lastSequence: try last ?? core.counter(tx, MetaKey.lastSequence), fileSize: 0,
+                                          reclaimableBytes: try dead ?? core.counter(tx, MetaKey.deadBytes),
+                                          formatVersion: try core.counter(tx, MetaKey.format))
             }
             // Inside a batch its counters are not yet in the meta tree.
             let batch = core.batchOnThisThread()
-            var s = try core.read(snapshot: { try read($0, live: nil, last: nil) },
-                                  batch: { try read($0, live: batch?.liveCount, last: batch?.lastSequence) })
+            var s = try core.read(snapshot: { try read($0, live: nil, last: nil, dead: nil) },
+                                  batch: { try read($0, live: batch?.liveCount, last: batch?.lastSequence, dead: batch?.deadBytes) })
             s.fileSize = core.store.fileSize
             return s
         }
