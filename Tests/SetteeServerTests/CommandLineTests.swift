@@ -274,6 +274,28 @@ import Testing
         #expect(done.status == 0)
     }
 
+    @Test func aDatabaseOpenInAServerIsReportedLocked() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try Self.settee(["put", "served/db.settee", "a", "{}"], in: dir).status == 0)
+        let config = #"{"interface": "127.0.0.1:0", "log": [], "databases": {"db": {"server": "\#(dir)/served"}}}"#
+        try config.write(toFile: dir + "/config.json", atomically: true, encoding: .utf8)
+        let server = try Self.start(["serve", "--config", "config.json"], in: dir)
+        defer {
+            server.process.terminate()
+            server.process.waitUntilExit()
+        }
+        // Ready once it prints its ports.
+        var seen = Data()
+        while !String(decoding: seen, as: UTF8.self).contains("serving") {
+            let chunk = server.stdoutPipe.fileHandleForReading.availableData
+            try #require(!chunk.isEmpty, "settee serve ended: \(String(decoding: seen, as: UTF8.self))")
+            seen += chunk
+        }
+        let locked = try Self.settee(["info", "served/db.settee"], in: dir)
+        #expect(locked.status == 5 && locked.err.contains("open in another process"), "\(locked)")
+    }
+
     @Test func checkReportsDamageWithExitFour() throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
