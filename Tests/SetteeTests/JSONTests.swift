@@ -4,6 +4,28 @@ import Testing
 
 /// The JSON parser and canonical writer, SHA-1, the Codable bridge and ISO-8601 dates.
 @Suite struct JSONTests {
+    @Test func prettyTextIsIndentedSortedAndParsesBack() throws {
+        let value: JSONValue = ["name": "a \"quoted\" <b>", "items": [1, 2.5, [:], []], "nested": ["z": .null, "a": true]]
+        let text = try value.prettyJSONText()
+        #expect(text == """
+            {
+              "items": [
+                1,
+                2.5,
+                {},
+                []
+              ],
+              "name": "a \\"quoted\\" <b>",
+              "nested": {
+                "a": true,
+                "z": null
+              }
+            }
+            """)
+        #expect(try JSONValue(parsing: Array(text.utf8)) == value)
+        #expect(throws: SetteeError.self) { try JSONValue.double(.nan).prettyJSONText() }
+    }
+
     // MARK: Parsing and writing
 
     @Test func scalarsParseToTheRightCases() throws {

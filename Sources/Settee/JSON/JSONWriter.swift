@@ -313,4 +313,52 @@ extension JSONValue {
     public func jsonBytes() throws(SetteeError) -> [UInt8] {
         try JSONWriter.bytes(self)
     }
+
+    /// JSON laid out for people: one member or element per line, two-space indents, keys sorted
+    /// as in ``jsonText()`` (whose text each scalar is).
+    ///
+    /// ```swift
+    /// let value: JSONValue = ["name": "Groceries", "items": [1, 2]]
+    /// print(try value.prettyJSONText())
+    /// // {
+    /// //   "items": [
+    /// //     1,
+    /// //     2
+    /// //   ],
+    /// //   "name": "Groceries"
+    /// // }
+    /// ```
+    ///
+    /// - Throws: as ``jsonText()``.
+    public func prettyJSONText() throws(SetteeError) -> String {
+        var out = ""
+        try Self.writePretty(self, indent: 0, depth: 0, into: &out)
+        return out
+    }
+
+    private static func writePretty(_ value: JSONValue, indent: Int, depth: Int, into out: inout String) throws(SetteeError) {
+        guard depth <= 256 else { throw SetteeError(.invalidJSON, "JSON nested deeper than 256 levels") }
+        let pad = String(repeating: "  ", count: indent + 1), end = String(repeating: "  ", count: indent)
+        switch value {
+        case .array(let a) where !a.isEmpty:
+            out += "[\n"
+            for (i, v) in a.enumerated() {
+                out += pad
+                try writePretty(v, indent: indent + 1, depth: depth + 1, into: &out)
+                out += i < a.count - 1 ? ",\n" : "\n"
+            }
+            out += end + "]"
+        case .object(let o) where !o.isEmpty:
+            out += "{\n"
+            let keys = o.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            for (i, k) in keys.enumerated() {
+                out += pad + (try JSONValue.string(k).jsonText()) + ": "
+                try writePretty(o[k] ?? .null, indent: indent + 1, depth: depth + 1, into: &out)
+                out += i < keys.count - 1 ? ",\n" : "\n"
+            }
+            out += end + "}"
+        default:
+            out += try value.jsonText()
+        }
+    }
 }

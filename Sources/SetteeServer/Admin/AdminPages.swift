@@ -229,7 +229,7 @@ struct AdminPages {
             }
             if info.hasBody, let doc = try await database.document(withID: id, revisionID: selected) {
                 h.raw("<pre id=\"rev-body\" class=\"json\">")
-                h.text(PrettyJSON.text(doc.isDeleted && doc.toDictionary().isEmpty ? ["_deleted": true] : .object(doc.toDictionary())))
+                h.text(try (doc.isDeleted && doc.toDictionary().isEmpty ? ["_deleted": true] : JSONValue.object(doc.toDictionary())).prettyJSONText())
                 h.raw("</pre>")
             } else {
                 h.raw("<p id=\"rev-body\" class=\"empty\">Its body is not kept: only the revision's place in the history remains.</p>")
@@ -255,7 +255,7 @@ struct AdminPages {
         }
 
         h.raw("<section id=\"body\"><h2>Current body</h2><pre id=\"current-body\" class=\"json\">")
-        h.text(PrettyJSON.text(.object(current.toDictionary())))
+        h.text(try JSONValue.object(current.toDictionary()).prettyJSONText())
         h.raw("</pre></section>")
 
         let routing = try database.routing(ofDocumentWithID: id)
@@ -535,44 +535,4 @@ struct AdminPages {
         HTTPField.Name("X-Content-Type-Options")!: "nosniff",
         HTTPField.Name("Referrer-Policy")!: "no-referrer",
     ]
-}
-
-/// JSON laid out for people: two-space indents, one member per line, keys sorted.
-enum PrettyJSON {
-    static func text(_ value: JSONValue) -> String {
-        var out = ""
-        write(value, indent: 0, into: &out)
-        return out
-    }
-
-    private static func write(_ value: JSONValue, indent: Int, into out: inout String) {
-        let pad = String(repeating: "  ", count: indent + 1), end = String(repeating: "  ", count: indent)
-        switch value {
-        case .array(let a) where !a.isEmpty:
-            out += "[\n"
-            for (i, v) in a.enumerated() {
-                out += pad
-                write(v, indent: indent + 1, into: &out)
-                out += i < a.count - 1 ? ",\n" : "\n"
-            }
-            out += end + "]"
-        case .object(let o) where !o.isEmpty:
-            out += "{\n"
-            let keys = o.keys.sorted()
-            for (i, k) in keys.enumerated() {
-                out += pad + scalar(.string(k)) + ": "
-                write(o[k] ?? .null, indent: indent + 1, into: &out)
-                out += i < keys.count - 1 ? ",\n" : "\n"
-            }
-            out += end + "}"
-        default:
-            out += scalar(value)
-        }
-    }
-
-    /// One value as compact JSON (a value that cannot be written, such as a NaN read from a
-    /// damaged body, shows as what it is).
-    private static func scalar(_ value: JSONValue) -> String {
-        (try? value.jsonText()) ?? "\(value)"
-    }
 }

@@ -182,7 +182,7 @@ struct Cat: AsyncParsableCommand {
             if output.json {
                 try Terminal.json(.object(body))
             } else {
-                Terminal.out(try prettyJSON(.object(body)))
+                Terminal.out(try JSONValue.object(body).prettyJSONText())
             }
         }
     }

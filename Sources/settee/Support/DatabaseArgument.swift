@@ -142,18 +142,3 @@ func readJSONObject(_ text: String?, what: String) throws -> [String: JSONValue]
     guard case .object(let o) = value else { throw CLIError(.usage, "\(what) must be a JSON object ({...})") }
     return o
 }
-
-/// JSON laid out for people: two-space indents, keys sorted.
-func prettyJSON(_ value: JSONValue, indent: Int = 0) throws -> String {
-    let pad = String(repeating: "  ", count: indent + 1), end = String(repeating: "  ", count: indent)
-    switch value {
-    case .array(let a) where !a.isEmpty:
-        return "[\n" + (try a.map { pad + (try prettyJSON($0, indent: indent + 1)) }).joined(separator: ",\n") + "\n" + end + "]"
-    case .object(let o) where !o.isEmpty:
-        return "{\n" + (try o.keys.sorted().map { k in
-            pad + (try JSONValue.string(k).jsonText()) + ": " + (try prettyJSON(o[k] ?? .null, indent: indent + 1))
-        }).joined(separator: ",\n") + "\n" + end + "}"
-    default:
-        return try value.jsonText()
-    }
-}
