@@ -187,7 +187,7 @@ struct Export: ParsableCommand {
             o["_id"] = .string(doc.id)
             if let r = doc.revisionID { o["_rev"] = .string(r) }
             var blobs: [String: JSONValue] = [:]
-            collectBlobs(.object(o), into: &blobs, db: db)
+            try collectBlobs(.object(o), into: &blobs, db: db)
             if !blobs.isEmpty { o["_blobs"] = .object(blobs) }
             return [.object(o)]
         }
@@ -200,23 +200,27 @@ struct Export: ParsableCommand {
             let start = r.revisionID.split(separator: "-").first.flatMap { Int64($0) } ?? 1
             o["_revisions"] = ["start": .int(start), "ids": .array(ids.map(JSONValue.string))]
             var blobs: [String: JSONValue] = [:]
-            collectBlobs(.object(o), into: &blobs, db: db)
+            try collectBlobs(.object(o), into: &blobs, db: db)
             if !blobs.isEmpty { o["_blobs"] = .object(blobs) }
             return .object(o)
         }
     }
 
-    /// Every blob a body references, its content in base64 by digest.
-    private func collectBlobs(_ value: JSONValue, into blobs: inout [String: JSONValue], db: Database) {
+    /// Every blob a body references, its content in base64 by digest. A blob the database does
+    /// not hold is said on standard error (the document is exported; importing it will be refused).
+    private func collectBlobs(_ value: JSONValue, into blobs: inout [String: JSONValue], db: Database) throws {
         switch value {
         case .object(let o):
-            if case .string(let digest)? = o["digest"], blobs[digest] == nil,
-               let blob = try? db.blob(withDigest: digest), let data = blob.content {
-                blobs[digest] = .string(data.base64EncodedString())
+            if case .string(let digest)? = o["digest"], blobs[digest] == nil {
+                if let data = try db.blob(withDigest: digest)?.content {
+                    blobs[digest] = .string(data.base64EncodedString())
+                } else {
+                    Terminal.err("export: the content of blob \(digest) is missing from the database")
+                }
             }
-            for v in o.values { collectBlobs(v, into: &blobs, db: db) }
+            for v in o.values { try collectBlobs(v, into: &blobs, db: db) }
         case .array(let a):
-            for v in a { collectBlobs(v, into: &blobs, db: db) }
+            for v in a { try collectBlobs(v, into: &blobs, db: db) }
         default: break
         }
     }

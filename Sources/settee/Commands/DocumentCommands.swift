@@ -77,7 +77,7 @@ struct Ls: AsyncParsableCommand {
 
     func run() async throws {
         let arg = try DatabaseArgument(database)
-        var rows: [(id: String, rev: String, size: Int?, seq: String, flags: [String])] = []
+        var rows: [(id: String, rev: String, size: Int?, seq: UInt64?, flags: [String])] = []
         switch arg {
         case .remote(let url):
             if conflicts { throw CLIError(.usage, "--conflicts lists a local database only") }
@@ -90,7 +90,7 @@ struct Ls: AsyncParsableCommand {
             let answer = try await RemoteDatabase(url: url).expect(.GET, "_all_docs", query: query, what: "\(arg)")
             for r in answer["rows"]?.arrayValue ?? [] {
                 guard let id = r["id"]?.stringValue else { continue }
-                rows.append((id, r["value"]?["rev"]?.stringValue ?? "", nil, "", []))
+                rows.append((id, r["value"]?["rev"]?.stringValue ?? "", nil, nil, []))
             }
         case .local:
             let db = try arg.open()
@@ -111,7 +111,7 @@ struct Ls: AsyncParsableCommand {
                     if doc.value(forKey: "_attachments") != nil { flags.append("attachments") }
                     size = try doc.storedJSON.count
                 }
-                rows.append((doc.id, doc.revisionID ?? "", size, String(doc.sequence), flags))
+                rows.append((doc.id, doc.revisionID ?? "", size, doc.sequence, flags))
             }
         }
         if output.json {
@@ -119,15 +119,15 @@ struct Ls: AsyncParsableCommand {
                 var o: [String: JSONValue] = ["id": .string(r.id)]
                 if long || arg.isRemote { o["rev"] = .string(r.rev) }
                 if long, !arg.isRemote {
-                    o["size"] = .int(Int64(r.size ?? 0))
-                    o["sequence"] = .int(Int64(r.seq) ?? 0)
+                    if let size = r.size { o["size"] = .int(Int64(size)) }
+                    if let seq = r.seq { o["sequence"] = .int(Int64(seq)) }
                     o["flags"] = .array(r.flags.map(JSONValue.string))
                 }
                 try Terminal.json(.object(o))
             }
         } else if long {
             Terminal.table(["ID", "REVISION", "SIZE", "SEQ", "FLAGS"],
-                           rows.map { [$0.id, $0.rev, $0.size.map { Terminal.bytes(UInt64($0)) } ?? "", $0.seq, $0.flags.joined(separator: ",")] })
+                           rows.map { [$0.id, $0.rev, $0.size.map { Terminal.bytes(UInt64($0)) } ?? "", $0.seq.map(String.init) ?? "", $0.flags.joined(separator: ",")] })
         } else {
             for r in rows { Terminal.out(r.id) }
         }
