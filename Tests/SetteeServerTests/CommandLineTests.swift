@@ -242,9 +242,9 @@ import Testing
     @Test func compactInterruptedBySIGINTLeavesADatabaseCheckPasses() throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        // Enough to compact for a while: 20,000 documents written twice.
+        // Enough to compact for a while: 10,000 documents written twice.
         var lines = ""
-        for i in 0 ..< 20000 { lines += "{\"_id\":\"d\(i)\",\"text\":\"\(String(repeating: "x", count: 200))\"}\n" }
+        for i in 0 ..< 10000 { lines += "{\"_id\":\"d\(i)\",\"text\":\"\(String(repeating: "x", count: 200))\"}\n" }
         try lines.write(toFile: dir + "/docs.ndjson", atomically: true, encoding: .utf8)
         #expect(try Self.settee(["import", "big.settee", "docs.ndjson"], in: dir).status == 0)
         #expect(try Self.settee(["import", "big.settee", "docs.ndjson"], in: dir).status == 0)
@@ -266,7 +266,7 @@ import Testing
             let check = try Self.settee(["check", "big.settee", "--json"], in: dir)
             let ok = try check.json.first?["ok"]
             #expect(check.status == 0 && ok == true, "\(check.out) \(check.err)")
-            #expect(try Self.settee(["info", "big.settee", "--json"], in: dir).json.first?["documents"] == 20000)
+            #expect(try Self.settee(["info", "big.settee", "--json"], in: dir).json.first?["documents"] == 10000)
             if interrupted { break }
         }
         #expect(interrupted, "no SIGINT landed while compact ran")
