@@ -1,10 +1,11 @@
 import Foundation
+import Synchronization
 import Testing
 @_spi(Replication) import Settee
 @testable import SetteeServer
 
 /// `settee`'s subcommands, each run as a process: output, `--json` parsed, exit codes, errors.
-@Suite struct CommandLineTests {
+@Suite(.serialized) struct CommandLineTests {
     struct Run {
         var status: Int32
         var out: String
@@ -16,19 +17,54 @@ import Testing
         }
     }
 
-    /// Runs `settee` with `arguments` in `directory`, `input` on its standard input.
+    /// Runs `settee` with `arguments` in `directory`, `input` on its standard input. The waiting
+    /// happens on a dispatch thread: a test blocking the concurrency pool's few threads would
+    /// starve every other test (and the servers they run) on a two-core machine.
     static func settee(_ arguments: [String], in directory: String, input: String? = nil,
-                       environment: [String: String] = [:]) throws -> Run {
+                       environment: [String: String] = [:]) async throws -> Run {
         let p = try start(arguments, in: directory, environment: environment)
         if let input { p.stdinPipe.fileHandleForWriting.write(Data(input.utf8)) }
         try p.stdinPipe.fileHandleForWriting.close()
-        let out = p.stdoutPipe.fileHandleForReading.readDataToEndOfFile()
-        let err = p.stderrPipe.fileHandleForReading.readDataToEndOfFile()
-        p.process.waitUntilExit()
-        return Run(status: p.process.terminationStatus, out: String(decoding: out, as: UTF8.self), err: String(decoding: err, as: UTF8.self))
+        return await finish(p)
     }
 
-    struct Started {
+    /// Reads what a started process writes until it exits.
+    static func finish(_ p: Started) async -> Run {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                let err = Mutex(Data())
+                let group = DispatchGroup()
+                group.enter()
+                DispatchQueue.global().async {
+                    let e = p.stderrPipe.fileHandleForReading.readDataToEndOfFile()
+                    err.withLock { $0 = e }
+                    group.leave()
+                }
+                let out = p.stdoutPipe.fileHandleForReading.readDataToEndOfFile()
+                group.wait()
+                p.process.waitUntilExit()
+                continuation.resume(returning: Run(status: p.process.terminationStatus, out: String(decoding: out, as: UTF8.self),
+                                                   err: String(decoding: err.withLock { $0 }, as: UTF8.self)))
+            }
+        }
+    }
+
+    /// Waits (on a dispatch thread) until a running process has written `text` to standard output.
+    static func waitForOutput(_ p: Started, containing text: String) async -> Bool {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var seen = Data()
+                while !String(decoding: seen, as: UTF8.self).contains(text) {
+                    let chunk = p.stdoutPipe.fileHandleForReading.availableData
+                    if chunk.isEmpty { continuation.resume(returning: false); return }
+                    seen += chunk
+                }
+                continuation.resume(returning: true)
+            }
+        }
+    }
+
+    struct Started: @unchecked Sendable {
         let process: Process
         let stdinPipe = Pipe(), stdoutPipe = Pipe(), stderrPipe = Pipe()
     }
@@ -63,145 +99,151 @@ import Testing
 
         """
 
-    @Test func putCatLsInfoAndTheirErrors() throws {
+    @Test func putCatLsInfoAndTheirErrors() async throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let put = try Self.settee(["put", "todo.settee", "list1", #"{"name":"Groceries","n":1}"#], in: dir)
+        let put = try await Self.settee(["put", "todo.settee", "list1", #"{"name":"Groceries","n":1}"#], in: dir)
         #expect(put.status == 0 && put.out.hasPrefix("1-"), "\(put)")
-        let stdin = try Self.settee(["put", "todo.settee", "task/1", "-", "--json"], in: dir, input: #"{"done":false}"#)
+        let stdin = try await Self.settee(["put", "todo.settee", "task/1", "-", "--json"], in: dir, input: #"{"done":false}"#)
         let written = try #require(try stdin.json.first)
         #expect(written["id"] == "task/1" && written["rev"]?.stringValue?.hasPrefix("1-") == true)
         // Exit codes and one-line errors.
-        let conflict = try Self.settee(["put", "todo.settee", "list1", "{}", "--rev", "1-nope"], in: dir)
+        let conflict = try await Self.settee(["put", "todo.settee", "list1", "{}", "--rev", "1-nope"], in: dir)
         #expect(conflict.status == 3 && conflict.err.contains("changed since"))
-        let badJSON = try Self.settee(["put", "todo.settee", "x", #"{"a": [1,}"#], in: dir)
+        let badJSON = try await Self.settee(["put", "todo.settee", "x", #"{"a": [1,}"#], in: dir)
         #expect(badJSON.status == 1 && badJSON.err.contains("not valid JSON") && badJSON.err.contains("byte"), "\(badJSON.err)")
-        let notObject = try Self.settee(["put", "todo.settee", "x", "[1]"], in: dir)
+        let notObject = try await Self.settee(["put", "todo.settee", "x", "[1]"], in: dir)
         #expect(notObject.status == 1 && notObject.err.contains("JSON object"))
-        #expect(try Self.settee(["cat", "todo.settee", "nope"], in: dir).status == 2)
-        #expect(try Self.settee(["ls", "missing.settee"], in: dir).status == 2)
-        #expect(try Self.settee(["ls", "notadatabase"], in: dir).status == 1)
-        #expect(try Self.settee(["frobnicate"], in: dir).status == 1)
-        #expect(try Self.settee(["ls", "todo.settee", "--limit", "-1"], in: dir).status == 1)
+        #expect(try await Self.settee(["cat", "todo.settee", "nope"], in: dir).status == 2)
+        #expect(try await Self.settee(["ls", "missing.settee"], in: dir).status == 2)
+        #expect(try await Self.settee(["ls", "notadatabase"], in: dir).status == 1)
+        #expect(try await Self.settee(["frobnicate"], in: dir).status == 1)
+        #expect(try await Self.settee(["ls", "todo.settee", "--limit", "-1"], in: dir).status == 1)
 
-        let cat = try Self.settee(["cat", "todo.settee", "list1"], in: dir)
+        let cat = try await Self.settee(["cat", "todo.settee", "list1"], in: dir)
         #expect(cat.status == 0 && cat.out.contains("\"name\": \"Groceries\"") && !cat.out.contains("_rev"))
-        let raw = try #require(try Self.settee(["cat", "todo.settee", "list1", "--raw", "--json"], in: dir).json.first)
+        let raw = try #require(try await Self.settee(["cat", "todo.settee", "list1", "--raw", "--json"], in: dir).json.first)
         #expect(raw["_id"] == "list1" && raw["_rev"]?.stringValue?.hasPrefix("1-") == true && raw["n"] == 1)
-        #expect(try Self.settee(["ls", "todo.settee"], in: dir).lines == ["list1", "task/1"])
-        let long = try Self.settee(["ls", "todo.settee", "--long", "--json", "--prefix", "task"], in: dir).json
+        #expect(try await Self.settee(["ls", "todo.settee"], in: dir).lines == ["list1", "task/1"])
+        let long = try await Self.settee(["ls", "todo.settee", "--long", "--json", "--prefix", "task"], in: dir).json
         #expect(long.count == 1 && long[0]["id"] == "task/1" && long[0]["sequence"] == 2)
-        let info = try #require(try Self.settee(["info", "todo.settee", "--json"], in: dir).json.first)
+        let info = try #require(try await Self.settee(["info", "todo.settee", "--json"], in: dir).json.first)
         #expect(info["documents"] == 2 && info["deleted"] == 0 && info["last_sequence"] == 2 && info["format"] == 6)
-        let people = try Self.settee(["info", "todo.settee"], in: dir)
+        let people = try await Self.settee(["info", "todo.settee"], in: dir)
         #expect(people.lines.contains { $0.hasPrefix("documents") && $0.hasSuffix("2") })
 
         // rm, purge, expire.
-        #expect(try Self.settee(["rm", "todo.settee", "task/1"], in: dir).status == 0)
-        #expect(try Self.settee(["ls", "todo.settee"], in: dir).lines == ["list1"])
-        #expect(try Self.settee(["ls", "todo.settee", "--deleted"], in: dir).lines == ["list1", "task/1"])
-        #expect(try Self.settee(["purge", "todo.settee", "task/1"], in: dir).status == 0)
-        #expect(try Self.settee(["ls", "todo.settee", "--deleted"], in: dir).lines == ["list1"])
-        #expect(try Self.settee(["purge", "todo.settee", "task/1"], in: dir).status == 2)
-        #expect(try Self.settee(["expire", "todo.settee", "list1", "3600"], in: dir).status == 0)
-        #expect(try Self.settee(["expire", "todo.settee", "list1", "never"], in: dir).status == 0)
-        #expect(try Self.settee(["expire", "todo.settee", "list1", "soon"], in: dir).status == 1)
+        #expect(try await Self.settee(["rm", "todo.settee", "task/1"], in: dir).status == 0)
+        #expect(try await Self.settee(["ls", "todo.settee"], in: dir).lines == ["list1"])
+        #expect(try await Self.settee(["ls", "todo.settee", "--deleted"], in: dir).lines == ["list1", "task/1"])
+        #expect(try await Self.settee(["purge", "todo.settee", "task/1"], in: dir).status == 0)
+        #expect(try await Self.settee(["ls", "todo.settee", "--deleted"], in: dir).lines == ["list1"])
+        #expect(try await Self.settee(["purge", "todo.settee", "task/1"], in: dir).status == 2)
+        #expect(try await Self.settee(["expire", "todo.settee", "list1", "3600"], in: dir).status == 0)
+        #expect(try await Self.settee(["expire", "todo.settee", "list1", "never"], in: dir).status == 0)
+        #expect(try await Self.settee(["expire", "todo.settee", "list1", "soon"], in: dir).status == 1)
         // Every subcommand's help shows an example.
         for sub in ["info", "ls", "cat", "revs", "put", "rm", "purge", "expire", "conflicts", "resolve", "compact", "check",
                     "export", "import", "cp", "serve"] {
-            let help = try Self.settee([sub, "--help"], in: dir)
+            let help = try await Self.settee([sub, "--help"], in: dir)
             #expect(help.status == 0 && help.out.contains("Example: settee \(sub)"), "\(sub): \(help.out)")
         }
     }
 
-    @Test func conflictsRevsAndResolve() throws {
+    @Test func conflictsRevsAndResolve() async throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try Self.conflict.write(toFile: dir + "/c.ndjson", atomically: true, encoding: .utf8)
-        #expect(try Self.settee(["import", "db.settee", "c.ndjson", "--revisions"], in: dir).status == 0)
-        let conflicts = try Self.settee(["conflicts", "db.settee", "--json"], in: dir).json
+        #expect(try await Self.settee(["import", "db.settee", "c.ndjson", "--revisions"], in: dir).status == 0)
+        let conflicts = try await Self.settee(["conflicts", "db.settee", "--json"], in: dir).json
         #expect(conflicts == [["id": "c", "winner": "2-cc", "conflicts": ["2-bb"]]])
-        let drawn = try Self.settee(["revs", "db.settee", "c"], in: dir)
+        let drawn = try await Self.settee(["revs", "db.settee", "c"], in: dir)
         #expect(drawn.lines == ["1-aa", "├─ 2-bb  (conflict)", "└─ * 2-cc"], "\(drawn.out)")
-        let resolved = try Self.settee(["resolve", "db.settee", "c", "--winner", "2-bb", "--json"], in: dir)
+        let resolved = try await Self.settee(["resolve", "db.settee", "c", "--winner", "2-bb", "--json"], in: dir)
         #expect(try resolved.json.first?["resolved"] == true)
-        #expect(try Self.settee(["conflicts", "db.settee", "--json"], in: dir).lines.isEmpty)
-        let body = try #require(try Self.settee(["cat", "db.settee", "c", "--json"], in: dir).json.first)
+        #expect(try await Self.settee(["conflicts", "db.settee", "--json"], in: dir).lines.isEmpty)
+        let body = try #require(try await Self.settee(["cat", "db.settee", "c", "--json"], in: dir).json.first)
         #expect(body["v"] == 1)
-        let revs = try Self.settee(["revs", "db.settee", "c", "--json"], in: dir).json
+        let revs = try await Self.settee(["revs", "db.settee", "c", "--json"], in: dir).json
         #expect(revs.filter { $0["leaf"] == true && $0["deleted"] == true }.count == 1)
-        #expect(try Self.settee(["resolve", "db.settee", "missing"], in: dir).status == 2)
+        #expect(try await Self.settee(["resolve", "db.settee", "missing"], in: dir).status == 2)
     }
 
     /// The revision trees of every document, as `revs --json` gives them (bodies aside: a
     /// copy keeps only its leaves' bodies).
-    static func trees(_ db: String, in dir: String) throws -> [String: Set<String>] {
+    static func trees(_ db: String, in dir: String) async throws -> [String: Set<String>] {
         var out: [String: Set<String>] = [:]
-        for id in try settee(["ls", db, "--deleted"], in: dir).lines {
-            out[id] = Set(try settee(["revs", db, id, "--json"], in: dir).json.map { r in
+        for id in try await settee(["ls", db, "--deleted"], in: dir).lines {
+            out[id] = Set(try await settee(["revs", db, id, "--json"], in: dir).json.map { r in
                 "\(r["rev"]?.stringValue ?? "") < \(r["parent"]?.stringValue ?? "-") leaf:\(r["leaf"] == true) deleted:\(r["deleted"] == true) winner:\(r["winner"] == true)"
             })
         }
         return out
     }
 
-    @Test func exportThenImportGivesIdenticalRevisionTrees() throws {
+    /// Conflicts, a tombstone, an edited document and a blob, written by the library.
+    static func makeSource(in dir: String) throws {
+        let db = try Database(name: "source", config: DatabaseConfiguration(directory: dir))
+        for i in 0 ..< 30 { try db.saveDocument(MutableDocument(id: "d\(i)", data: ["i": .int(Int64(i))])) }
+        let edited = try #require(try db.document(withID: "d1")).toMutable()
+        edited.setString("twice", forKey: "note")
+        try db.saveDocument(edited)
+        try db.deleteDocument(try #require(try db.document(withID: "d2")))
+        let photo = Blob(contentType: "image/png", data: Data([1, 2, 3, 4, 5]))
+        let withBlob = MutableDocument(id: "photo")
+        withBlob.setBlob(photo, forKey: "image")
+        try db.saveDocument(withBlob)
+        _ = try db.insertRevisions([
+            ReplicatedRevision(documentID: "d3", revisionID: "2-ffff", history: ["2-ffff", try #require(try db.document(withID: "d3")?.revisionID)],
+                               isDeleted: false, properties: ["other": true]),
+        ])
+        try db.close()
+    }
+
+    static func blobContent(in dir: String) throws -> Data? {
+        let copy = try Database(name: "copy-ndjson", config: DatabaseConfiguration(directory: dir))
+        defer { try? copy.close() }
+        return try copy.document(withID: "photo")?.blob(forKey: "image")?.content
+    }
+
+    @Test func exportThenImportGivesIdenticalRevisionTrees() async throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        do {
-            // Conflicts, a tombstone, an edited document and a blob, written by the library.
-            let db = try Database(name: "source", config: DatabaseConfiguration(directory: dir))
-            for i in 0 ..< 30 { try db.saveDocument(MutableDocument(id: "d\(i)", data: ["i": .int(Int64(i))])) }
-            let edited = try #require(try db.document(withID: "d1")).toMutable()
-            edited.setString("twice", forKey: "note")
-            try db.saveDocument(edited)
-            try db.deleteDocument(try #require(try db.document(withID: "d2")))
-            let photo = Blob(contentType: "image/png", data: Data([1, 2, 3, 4, 5]))
-            let withBlob = MutableDocument(id: "photo")
-            withBlob.setBlob(photo, forKey: "image")
-            try db.saveDocument(withBlob)
-            _ = try db.insertRevisions([
-                ReplicatedRevision(documentID: "d3", revisionID: "2-ffff", history: ["2-ffff", try #require(try db.document(withID: "d3")?.revisionID)],
-                                   isDeleted: false, properties: ["other": true]),
-            ])
-            try db.close()
-        }
+        try Self.makeSource(in: dir)
         for format in ["ndjson", "couchdb"] {
-            let export = try Self.settee(["export", "source.settee", "all.\(format)", "--revisions", "--format", format], in: dir)
+            let export = try await Self.settee(["export", "source.settee", "all.\(format)", "--revisions", "--format", format], in: dir)
             #expect(export.status == 0, "\(export.err)")
-            let imported = try Self.settee(["import", "copy-\(format).settee", "all.\(format)", "--revisions"], in: dir)
+            let imported = try await Self.settee(["import", "copy-\(format).settee", "all.\(format)", "--revisions"], in: dir)
             #expect(imported.status == 0, "\(imported.err)")
-            let original = try Self.trees("source.settee", in: dir), copy = try Self.trees("copy-\(format).settee", in: dir)
+            let original = try await Self.trees("source.settee", in: dir), copy = try await Self.trees("copy-\(format).settee", in: dir)
             #expect(original.count == 31 && original == copy, "\(format)")
-            let blob = try #require(try Self.settee(["cat", "copy-\(format).settee", "photo", "--json"], in: dir).json.first)
+            let blob = try #require(try await Self.settee(["cat", "copy-\(format).settee", "photo", "--json"], in: dir).json.first)
             #expect(blob["image"]?["digest"] != nil)
         }
         // The blob's content came along.
-        let copy = try Database(name: "copy-ndjson", config: DatabaseConfiguration(directory: dir))
-        defer { try? copy.close() }
-        #expect(try copy.document(withID: "photo")?.blob(forKey: "image")?.content == Data([1, 2, 3, 4, 5]))
+        #expect(try Self.blobContent(in: dir) == Data([1, 2, 3, 4, 5]))
         // Without --revisions: the current bodies, as new documents.
-        #expect(try Self.settee(["export", "source.settee", "plain.ndjson"], in: dir).status == 0)
-        #expect(try Self.settee(["import", "fresh.settee", "plain.ndjson"], in: dir).status == 0)
-        #expect(try Self.settee(["info", "fresh.settee", "--json"], in: dir).json.first?["documents"] == 30)
+        #expect(try await Self.settee(["export", "source.settee", "plain.ndjson"], in: dir).status == 0)
+        #expect(try await Self.settee(["import", "fresh.settee", "plain.ndjson"], in: dir).status == 0)
+        #expect(try await Self.settee(["info", "fresh.settee", "--json"], in: dir).json.first?["documents"] == 30)
         // A malformed line is named.
         try "{\"_id\":\"a\"}\n{oops\n".write(toFile: dir + "/bad.ndjson", atomically: true, encoding: .utf8)
-        let bad = try Self.settee(["import", "fresh.settee", "bad.ndjson"], in: dir)
+        let bad = try await Self.settee(["import", "fresh.settee", "bad.ndjson"], in: dir)
         #expect(bad.status == 1 && bad.err.contains("line 2"), "\(bad.err)")
     }
 
     @Test func cpBetweenPathsAndWithAServer() async throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        for i in 0 ..< 20 { #expect(try Self.settee(["put", "a.settee", "doc\(i)", "{\"i\":\(i)}"], in: dir).status == 0) }
-        let cp = try Self.settee(["cp", "a.settee", "b.settee", "--json"], in: dir)
+        for i in 0 ..< 20 { #expect(try await Self.settee(["put", "a.settee", "doc\(i)", "{\"i\":\(i)}"], in: dir).status == 0) }
+        let cp = try await Self.settee(["cp", "a.settee", "b.settee", "--json"], in: dir)
         let copied = try cp.json.first?["completed"]?.int64Value ?? 0
         #expect(cp.status == 0 && copied >= 20, "\(cp)")
-        #expect(try Self.settee(["ls", "b.settee"], in: dir).lines.count == 20)
+        #expect(try await Self.settee(["ls", "b.settee"], in: dir).lines.count == 20)
         // Both ways: a change in b comes back to a.
-        #expect(try Self.settee(["put", "b.settee", "from-b", "{}"], in: dir).status == 0)
-        #expect(try Self.settee(["cp", "a.settee", "b.settee", "--push", "--pull"], in: dir).status == 0)
-        #expect(try Self.settee(["ls", "a.settee", "--prefix", "from"], in: dir).lines == ["from-b"])
+        #expect(try await Self.settee(["put", "b.settee", "from-b", "{}"], in: dir).status == 0)
+        #expect(try await Self.settee(["cp", "a.settee", "b.settee", "--push", "--pull"], in: dir).status == 0)
+        #expect(try await Self.settee(["ls", "a.settee", "--prefix", "from"], in: dir).lines == ["from-b"])
 
         // A server in this process, on a real loopback port.
         var config = ServerConfiguration()
@@ -219,65 +261,64 @@ import Testing
         var iterator = ports.stream.makeAsyncIterator()
         let port = try #require(await iterator.next()).publicPort
         let url = "http://molly:secret@127.0.0.1:\(port)/todo"
-        let push = try Self.settee(["cp", "a.settee", url], in: dir)
+        let push = try await Self.settee(["cp", "a.settee", url], in: dir)
         #expect(push.status == 0, "\(push.err)")
-        let remote = try #require(try Self.settee(["info", url, "--json"], in: dir).json.first)
+        let remote = try #require(try await Self.settee(["info", url, "--json"], in: dir).json.first)
         #expect(remote["documents"] == 21)
         // The URL commands: put, cat, ls, rm.
-        #expect(try Self.settee(["put", url, "remote1", #"{"x":1}"#], in: dir).status == 0)
-        #expect(try Self.settee(["cat", url, "remote1", "--json"], in: dir).json.first == ["x": 1])
-        #expect(try Self.settee(["ls", url, "--prefix", "remote"], in: dir).lines == ["remote1"])
-        #expect(try Self.settee(["rm", url, "remote1"], in: dir).status == 0)
-        #expect(try Self.settee(["cat", url, "remote1"], in: dir).status == 2)
+        #expect(try await Self.settee(["put", url, "remote1", #"{"x":1}"#], in: dir).status == 0)
+        #expect(try await Self.settee(["cat", url, "remote1", "--json"], in: dir).json.first == ["x": 1])
+        #expect(try await Self.settee(["ls", url, "--prefix", "remote"], in: dir).lines == ["remote1"])
+        #expect(try await Self.settee(["rm", url, "remote1"], in: dir).status == 0)
+        #expect(try await Self.settee(["cat", url, "remote1"], in: dir).status == 2)
         // A pull into a new database, with the user given apart (its password from the environment).
         let plain = "http://127.0.0.1:\(port)/todo"
-        let pull = try Self.settee(["cp", plain, "c.settee", "--user", "molly"], in: dir, environment: ["SETTEE_PASSWORD": "secret"])
+        let pull = try await Self.settee(["cp", plain, "c.settee", "--user", "molly"], in: dir, environment: ["SETTEE_PASSWORD": "secret"])
         #expect(pull.status == 0, "\(pull.err)")
-        #expect(try Self.settee(["ls", "c.settee"], in: dir).lines.count == 21)
-        let refused = try Self.settee(["cp", plain, "d.settee", "--user", "molly"], in: dir, environment: ["SETTEE_PASSWORD": "wrong"])
+        #expect(try await Self.settee(["ls", "c.settee"], in: dir).lines.count == 21)
+        let refused = try await Self.settee(["cp", plain, "d.settee", "--user", "molly"], in: dir, environment: ["SETTEE_PASSWORD": "wrong"])
         #expect(refused.status == 6 && refused.err.contains("replication stopped"), "\(refused.err)")
-        #expect(try Self.settee(["cp", plain, url], in: dir).status == 1)
+        #expect(try await Self.settee(["cp", plain, url], in: dir).status == 1)
     }
 
-    @Test func compactInterruptedBySIGINTLeavesADatabaseCheckPasses() throws {
+    @Test func compactInterruptedBySIGINTLeavesADatabaseCheckPasses() async throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // Enough to compact for a while: 10,000 documents written twice.
         var lines = ""
         for i in 0 ..< 10000 { lines += "{\"_id\":\"d\(i)\",\"text\":\"\(String(repeating: "x", count: 200))\"}\n" }
         try lines.write(toFile: dir + "/docs.ndjson", atomically: true, encoding: .utf8)
-        #expect(try Self.settee(["import", "big.settee", "docs.ndjson"], in: dir).status == 0)
-        #expect(try Self.settee(["import", "big.settee", "docs.ndjson"], in: dir).status == 0)
+        #expect(try await Self.settee(["import", "big.settee", "docs.ndjson"], in: dir).status == 0)
+        #expect(try await Self.settee(["import", "big.settee", "docs.ndjson"], in: dir).status == 0)
         var interrupted = false
         for delay in [0.05, 0.15, 0.3] {
             let p = try Self.start(["compact", "big.settee"], in: dir)
             try p.stdinPipe.fileHandleForWriting.close()
-            Thread.sleep(forTimeInterval: delay)
+            try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
             kill(p.process.processIdentifier, SIGINT)
-            _ = p.stdoutPipe.fileHandleForReading.readDataToEndOfFile()
-            let err = String(decoding: p.stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            p.process.waitUntilExit()
-            let status = p.process.terminationStatus
+            let run = await Self.finish(p)
+            let err = run.err
+            let status = run.status
             #expect(status == 130 || status == 0, "compact after SIGINT: \(status) \(err)")
             if status == 130 {
                 #expect(err.contains("as it was"))
                 interrupted = true
             }
-            let check = try Self.settee(["check", "big.settee", "--json"], in: dir)
+            let check = try await Self.settee(["check", "big.settee", "--json"], in: dir)
             let ok = try check.json.first?["ok"]
             #expect(check.status == 0 && ok == true, "\(check.out) \(check.err)")
-            #expect(try Self.settee(["info", "big.settee", "--json"], in: dir).json.first?["documents"] == 10000)
+            #expect(try await Self.settee(["info", "big.settee", "--json"], in: dir).json.first?["documents"] == 10000)
             if interrupted { break }
         }
         #expect(interrupted, "no SIGINT landed while compact ran")
-        let done = try Self.settee(["compact", "big.settee", "--json"], in: dir)
+        let done = try await Self.settee(["compact", "big.settee", "--json"], in: dir)
         #expect(done.status == 0)
     }
 
-    @Test func aDatabaseOpenInAServerIsReportedLocked() throws {
+    @Test func aDatabaseOpenInAServerIsReportedLocked() async throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        #expect(try Self.settee(["put", "served/db.settee", "a", "{}"], in: dir).status == 0)
+        #expect(try await Self.settee(["put", "served/db.settee", "a", "{}"], in: dir).status == 0)
         let config = #"{"interface": "127.0.0.1:0", "log": [], "databases": {"db": {"server": "\#(dir)/served"}}}"#
         try config.write(toFile: dir + "/config.json", atomically: true, encoding: .utf8)
         let server = try Self.start(["serve", "--config", "config.json"], in: dir)
@@ -286,24 +327,20 @@ import Testing
             server.process.waitUntilExit()
         }
         // Ready once it prints its ports.
-        var seen = Data()
-        while !String(decoding: seen, as: UTF8.self).contains("serving") {
-            let chunk = server.stdoutPipe.fileHandleForReading.availableData
-            try #require(!chunk.isEmpty, "settee serve ended: \(String(decoding: seen, as: UTF8.self))")
-            seen += chunk
-        }
-        let locked = try Self.settee(["info", "served/db.settee"], in: dir)
+        let ready = await Self.waitForOutput(server, containing: "serving")
+        try #require(ready, "settee serve ended before it served")
+        let locked = try await Self.settee(["info", "served/db.settee"], in: dir)
         #expect(locked.status == 5 && locked.err.contains("open in another process"), "\(locked)")
     }
 
-    @Test func checkReportsDamageWithExitFour() throws {
+    @Test func checkReportsDamageWithExitFour() async throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var lines = ""
         for i in 0 ..< 3000 { lines += "{\"_id\":\"d\(i)\",\"text\":\"\(String(repeating: "y", count: 300))\"}\n" }
         try lines.write(toFile: dir + "/docs.ndjson", atomically: true, encoding: .utf8)
-        #expect(try Self.settee(["import", "hurt.settee", "docs.ndjson"], in: dir).status == 0)
-        #expect(try Self.settee(["check", "hurt.settee"], in: dir).status == 0)
+        #expect(try await Self.settee(["import", "hurt.settee", "docs.ndjson"], in: dir).status == 0)
+        #expect(try await Self.settee(["check", "hurt.settee"], in: dir).status == 0)
         // Garbage over the middle of every file of the database.
         let files = try FileManager.default.contentsOfDirectory(atPath: dir + "/hurt.settee")
         for name in files {
@@ -314,7 +351,7 @@ import Testing
             h.write(Data(repeating: 0xA5, count: size / 3))
             try h.close()
         }
-        let check = try Self.settee(["check", "hurt.settee"], in: dir)
+        let check = try await Self.settee(["check", "hurt.settee"], in: dir)
         #expect(check.status == 4, "\(check.status) \(check.out) \(check.err)")
         #expect(!check.err.isEmpty)
     }
