@@ -177,6 +177,23 @@ struct AdminPages {
         }
     }
 
+    /// A table of what a revision grants: channels by principal, roles by user ("No grants." when
+    /// it grants nothing).
+    private func grantsTable(_ h: inout HTML, attributes: String, access: [String: Set<String>], roles: [String: Set<String>]) {
+        h.raw("<table \(attributes)><thead><tr><th>Grants</th><th>To</th><th>Channels or roles</th></tr></thead><tbody>")
+        if access.isEmpty && roles.isEmpty { h.raw("<tr class=\"none\"><td colspan=\"3\" class=\"empty\">No grants.</td></tr>") }
+        for (kind, grants) in [("channels", access), ("roles", roles)] {
+            for principal in grants.keys.sorted() {
+                h.raw("<tr><td>\(kind)</td><td>")
+                h.text(principal)
+                h.raw("</td><td>")
+                h.text((grants[principal] ?? []).sorted().joined(separator: ", "))
+                h.raw("</td></tr>")
+            }
+        }
+        h.raw("</tbody></table>")
+    }
+
     /// `/_admin/db/{db}/row/{id}`: the list row of one document, for the live list.
     private func documentRow(_ db: ServedDatabase, id: String) async throws -> Response {
         var options = AllDocumentsOptions()
@@ -262,20 +279,9 @@ struct AdminPages {
         h.raw("<section id=\"routing\"><h2>Channels and access</h2><p id=\"channels\">Channels: ")
         let channels = routing?.current.channels.sorted() ?? []
         if channels.isEmpty { h.raw("<span class=\"empty\">none</span>") } else { channelLinks(&h, db, channels) }
-        h.raw("</p><table id=\"access\"><thead><tr><th>Grants</th><th>To</th><th>Channels or roles</th></tr></thead><tbody>")
-        if (routing?.current.access ?? [:]).isEmpty && (routing?.current.roles ?? [:]).isEmpty {
-            h.raw("<tr class=\"none\"><td colspan=\"3\" class=\"empty\">No grants.</td></tr>")
-        }
-        for (kind, grants) in [("channels", routing?.current.access ?? [:]), ("roles", routing?.current.roles ?? [:])] {
-            for principal in grants.keys.sorted() {
-                h.raw("<tr><td>\(kind)</td><td>")
-                h.text(principal)
-                h.raw("</td><td>")
-                h.text((grants[principal] ?? []).sorted().joined(separator: ", "))
-                h.raw("</td></tr>")
-            }
-        }
-        h.raw("</tbody></table></section>")
+        h.raw("</p>")
+        grantsTable(&h, attributes: #"id="access""#, access: routing?.current.access ?? [:], roles: routing?.current.roles ?? [:])
+        h.raw("</section>")
 
         h.raw("<section id=\"attachments-section\"><h2>Attachments</h2>")
         if case .object(let attachments)? = current.value(forKey: "_attachments"), !attachments.isEmpty {
@@ -442,17 +448,8 @@ struct AdminPages {
         h.raw("<h3>Channels</h3><ul class=\"channels\">")
         for c in outcome.channels.sorted() { h.element("li", c) }
         if outcome.channels.isEmpty { h.raw("<li class=\"empty\">none</li>") }
-        h.raw("</ul><h3>Grants</h3><table class=\"grants\"><thead><tr><th>Grants</th><th>To</th><th>Channels or roles</th></tr></thead><tbody>")
-        for (kind, grants) in [("channels", outcome.access), ("roles", outcome.roles)] {
-            for principal in grants.keys.sorted() {
-                h.raw("<tr><td>\(kind)</td><td>")
-                h.text(principal)
-                h.raw("</td><td>")
-                h.text((grants[principal] ?? []).sorted().joined(separator: ", "))
-                h.raw("</td></tr>")
-            }
-        }
-        h.raw("</tbody></table>")
+        h.raw("</ul><h3>Grants</h3>")
+        grantsTable(&h, attributes: #"class="grants""#, access: outcome.access, roles: outcome.roles)
         if let expiry = outcome.expiry { h.raw("<p class=\"expiry\">Expiry: "); h.text("\(expiry)"); h.raw("</p>") }
         return h
     }

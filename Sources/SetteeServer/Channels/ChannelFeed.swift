@@ -81,27 +81,23 @@ extension ServedDatabase {
         enum Kind { case regular, backfill(UInt64), revocation(UInt64) }
         var queries: [ChannelQuery] = []
         var kinds: [(Kind, String)] = []
+        /// A channel granted or lost at `at`, after the client's position: its older entries, once
+        /// (resumed from `p.minor` when the client stopped inside that catch-up).
+        func catchUp(_ c: String, at: UInt64, _ kind: Kind) {
+            if at > p.major {
+                queries.append(ChannelQuery(channel: c, after: 0, through: done, limit: perQuery))
+                kinds.append((kind, c))
+            } else if at == p.major, p.minor < p.major {
+                queries.append(ChannelQuery(channel: c, after: p.minor, through: at - 1, limit: perQuery))
+                kinds.append((kind, c))
+            }
+        }
         for (c, granted) in channels {
             queries.append(ChannelQuery(channel: c, after: done, through: upTo, limit: perQuery))
             kinds.append((.regular, c))
-            // Granted after the client's position: the channel's older documents, once.
-            if granted > p.major {
-                queries.append(ChannelQuery(channel: c, after: 0, through: done, limit: perQuery))
-                kinds.append((.backfill(granted), c))
-            } else if granted == p.major, p.minor < p.major {
-                queries.append(ChannelQuery(channel: c, after: p.minor, through: granted - 1, limit: perQuery))
-                kinds.append((.backfill(granted), c))
-            }
+            catchUp(c, at: granted, .backfill(granted))
         }
-        for (c, lost) in revoked {
-            if lost > p.major {
-                queries.append(ChannelQuery(channel: c, after: 0, through: done, limit: perQuery))
-                kinds.append((.revocation(lost), c))
-            } else if lost == p.major, p.minor < p.major {
-                queries.append(ChannelQuery(channel: c, after: p.minor, through: lost - 1, limit: perQuery))
-                kinds.append((.revocation(lost), c))
-            }
-        }
+        for (c, lost) in revoked { catchUp(c, at: lost, .revocation(lost)) }
         let logs = try database.channelChanges(queries)
         // One entry per (position, document): a member entry wins over removals.
         var byKey: [FeedPosition: [String: FeedEntry]] = [:]

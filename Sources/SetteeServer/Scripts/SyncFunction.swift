@@ -85,48 +85,24 @@ struct SyncFunction: Sendable {
     ///   - now: the time relative expiry values count from.
     /// - Throws: ``ScriptError``: `.forbidden`/`.unauthorized` when the function rejects the write.
     func run(doc: String, oldDoc: String?, user: ScriptUser?, now: Date = Date()) throws(ScriptError) -> SyncOutcome {
-        let userJSON = user.map(Self.json)
+        var userJSON: String?
+        if let user { userJSON = try Self.json(user) }
         let text = try script.call(json: [doc, oldDoc, userJSON], labels: ["doc", "oldDoc", "user"]) { vm, realm, result throws(ScriptError) in
             try vm.jsonText(of: result, in: realm, name: script.name)
         }
         return try Self.outcome(from: text, now: now)
     }
 
-    /// `{"name":…,"channels":[…],"roles":[…]}`, as the helpers read it (written directly: this is
-    /// on every call).
-    static func json(_ user: ScriptUser) -> String {
-        var out = #"{"name":"#
-        appendJSON(user.name, to: &out)
-        for (key, names) in [(#","channels":["#, user.channels), (#"],"roles":["#, user.roles)] {
-            out += key
-            var first = true
-            for name in names {
-                if !first { out += "," }
-                first = false
-                appendJSON(name, to: &out)
-            }
+    /// `{"name":…,"channels":[…],"roles":[…]}`, as the helpers read it.
+    static func json(_ user: ScriptUser) throws(ScriptError) -> String {
+        let value: JSONValue = ["name": .string(user.name), "channels": .array(user.channels.map(JSONValue.string)),
+                                "roles": .array(user.roles.map(JSONValue.string))]
+        do {
+            return try value.jsonText()
+        } catch {
+            let message = "the user \(user.name) cannot be handed to the function: \(error.message)"
+            throw ScriptError(.badResult(message), message)
         }
-        out += "]}"
-        return out
-    }
-
-    /// `s` as a JSON string literal.
-    static func appendJSON(_ s: String, to out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
     }
 
     // MARK: The runner's result
