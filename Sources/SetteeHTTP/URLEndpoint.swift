@@ -539,7 +539,11 @@ public struct URLEndpoint: ReplicationPeer {
     private func outgoing(_ r: ReplicatedRevision) throws -> OutgoingDocument {
         var o = try r.properties
         let known = state.knownGeneration(of: r.documentID)
-        let generation = parseRevision(r.revisionID)?.0 ?? 1
+        // A revision stored before generations were bounded (or malformed) is this document's
+        // failure, not the batch's: CouchDB's peers count generations in doubles.
+        guard let (generation, _) = parseRevision(r.revisionID) else {
+            throw SetteeError(.invalidParameter, "revision \(r.revisionID) of \(r.documentID) cannot be sent: its generation is above \(RevisionIDSyntax.maxGeneration) or it is malformed")
+        }
         var toSend: [(String, [String: JSONValue])] = []
         if case .object(let attachments)? = o["_attachments"] {
             for (name, v) in attachments { if case .object(let entry) = v { toSend.append((name, entry)) } }
@@ -555,7 +559,11 @@ public struct URLEndpoint: ReplicationPeer {
             guard let revpos = entry["revpos"]?.int64Value, revpos > 0 else { return true }
             return UInt64(revpos) > knownFor(name)
         }
-        let streamed = fresh.reduce(UInt64(0)) { $0 + UInt64(max(0, $1.1["length"]?.int64Value ?? 0)) } > Self.inlineLimit
+        // Lengths are stored data: added without overflow (past the limit, the sum stops mattering).
+        let streamed = fresh.reduce(UInt64(0)) { sum, item in
+            let (total, overflow) = sum.addingReportingOverflow(UInt64(max(0, item.1["length"]?.int64Value ?? 0)))
+            return overflow ? .max : total
+        } > Self.inlineLimit
         var wire: [String: JSONValue] = [:]
         var parts: [(String, Blob)] = []
         for (name, entry) in toSend {
@@ -568,10 +576,9 @@ public struct URLEndpoint: ReplicationPeer {
         o["_id"] = .string(r.documentID)
         o["_rev"] = .string(r.revisionID)
         if r.isDeleted { o["_deleted"] = true }
-        if let (start, _) = parseRevision(r.revisionID) {
-            o["_revisions"] = ["start": .int(Int64(start)),
-                               "ids": .array(r.history.map { .string(parseRevision($0).map { String($0.1) } ?? $0) })]
-        }
+        // The generation is at most 2^53 − 1 here (parsed above), so it fits an Int64.
+        o["_revisions"] = ["start": .int(Int64(generation)),
+                           "ids": .array(r.history.map { .string(parseRevision($0).map { String($0.1) } ?? $0) })]
         // Parts follow in the order CouchDB reads them: the document's attachment names, sorted.
         return OutgoingDocument(json: .object(o), parts: parts.sorted { $0.0 < $1.0 })
     }

@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 
 /// A document or request CouchDB's rules refuse: CouchDB's error name (`bad_request`,
 /// `doc_validation`, `too_large`), a reason, and the HTTP status the server answers it with; a
@@ -62,6 +62,7 @@ package struct IncomingDocument: Sendable {
         }
         if let v = object["_revisions"] {
             guard case .object(let r) = v, case .int(let start)? = r["start"], start > 0,
+                  UInt64(start) <= RevisionIDSyntax.maxGeneration,
                   case .array(let ids)? = r["ids"], !ids.isEmpty, ids.count <= 10_000 else {
                 throw WireError("doc_validation", "_revisions must be {\"start\": N, \"ids\": [...]}")
             }
@@ -97,11 +98,9 @@ package struct IncomingDocument: Sendable {
     }
 }
 
-/// `N-digest` with N ≥ 1 and a non-empty digest.
+/// `N-digest`, as the database reads revision IDs (``RevisionIDSyntax``: N from 1 to 2^53 − 1,
+/// a printable ASCII digest): its generation and digest, or nil.
 package func parseRevision(_ rev: String) -> (UInt64, Substring)? {
-    guard let dash = rev.firstIndex(of: "-"), let n = UInt64(rev[..<dash]), n > 0, rev[..<dash].first != "+",
-          rev[..<dash].first != "0" else { return nil }
-    let digest = rev[rev.index(after: dash)...]
-    guard !digest.isEmpty else { return nil }
-    return (n, digest)
+    guard let n = RevisionIDSyntax.generation(of: rev), let dash = rev.firstIndex(of: "-") else { return nil }
+    return (n, rev[rev.index(after: dash)...])
 }

@@ -9,26 +9,6 @@ import Testing
 
 // MARK: - Helpers (this file only)
 
-/// A server from a JSON configuration text (back-tick strings allowed), both ports on loopback.
-private func channelServer(_ json: String) throws -> SetteeServer {
-    var config = try ServerConfiguration(json: json)
-    config.interface = "127.0.0.1:0"
-    config.adminInterface = "127.0.0.1:0"
-    config.log = []
-    return try SetteeServer(configuration: config)
-}
-
-/// Runs `body` with a client of the public port and one of the admin port, both real servers on
-/// loopback sockets.
-private func withPorts<R: Sendable>(_ server: SetteeServer,
-                                    _ body: @Sendable (_ pub: any TestClientProtocol, _ admin: any TestClientProtocol) async throws -> R) async throws -> R {
-    try await server.withClient(.live) { pub async throws in
-        try await server.withClient(admin: true, .live) { admin async throws in
-            try await body(pub, admin)
-        }
-    }
-}
-
 /// Resumes one continuation once, whichever of its racers comes first.
 private final class FirstAnswer<T: Sendable>: Sendable {
     let continuation = Mutex<CheckedContinuation<T?, any Error>?>(nil)
@@ -57,13 +37,6 @@ private func answer<T: Sendable>(within limit: Duration, _ operation: @escaping 
     }
 }
 
-/// Percent-encodes a query parameter's value (JSON in a URL).
-private func q(_ s: String) -> String {
-    var allowed = CharacterSet.alphanumerics
-    allowed.insert(charactersIn: "-._~")
-    return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
-}
-
 private let pw = "pw"
 
 private func adding(_ h: HTTPFields, _ name: HTTPField.Name, _ value: String) -> HTTPFields {
@@ -73,28 +46,6 @@ private func adding(_ h: HTTPFields, _ name: HTTPField.Name, _ value: String) ->
 }
 
 private func user(_ name: String) -> HTTPFields { basic(name, pw) }
-
-extension TestResponse {
-    /// The IDs of a `_changes` or `_all_docs` answer's rows.
-    fileprivate var rowIDs: [String] {
-        ((self["results"] ?? self["rows"])?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
-    }
-    fileprivate var rows: [JSONValue] { (self["results"] ?? self["rows"])?.arrayValue ?? [] }
-}
-
-/// Writes a document through the admin port; returns its new revision.
-@discardableResult
-private func put(_ c: any TestClientProtocol, _ id: String, _ json: String, headers: HTTPFields = [:],
-                 sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
-    let r = try await c.send(.put, "/db/\(id)", json: json, headers: headers)
-    #expect(r.status == .created, "PUT \(id): \(r.status) \(r.text)", sourceLocation: sourceLocation)
-    return r["rev"]?.stringValue ?? ""
-}
-
-/// The current revision, through the admin port.
-private func currentRev(_ admin: any TestClientProtocol, _ id: String) async throws -> String {
-    try #require(try await admin.send(.get, "/db/\(id)")["_rev"]?.stringValue)
-}
 
 /// A feed's `last_seq`, as the text a client sends back as `since`.
 private func lastSeq(_ r: TestResponse) throws -> String {

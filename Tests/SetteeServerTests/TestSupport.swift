@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import Testing
 @_spi(Replication) import Settee
 @testable import SetteeServer
 
@@ -58,4 +59,53 @@ extension TestResponse {
 /// `Authorization: Basic …`.
 func basic(_ name: String, _ password: String) -> HTTPFields {
     [.authorization: "Basic " + Data("\(name):\(password)".utf8).base64EncodedString()]
+}
+
+/// A server from a JSON configuration text (back-tick strings allowed), both ports on loopback.
+func channelServer(_ json: String) throws -> SetteeServer {
+    var config = try ServerConfiguration(json: json)
+    config.interface = "127.0.0.1:0"
+    config.adminInterface = "127.0.0.1:0"
+    config.log = []
+    return try SetteeServer(configuration: config)
+}
+
+/// Runs `body` with a client of the public port and one of the admin port, both real servers on
+/// loopback sockets.
+func withPorts<R: Sendable>(_ server: SetteeServer,
+                   _ body: @Sendable (_ pub: any TestClientProtocol, _ admin: any TestClientProtocol) async throws -> R) async throws -> R {
+    try await server.withClient(.live) { pub async throws in
+        try await server.withClient(admin: true, .live) { admin async throws in
+            try await body(pub, admin)
+        }
+    }
+}
+
+/// Percent-encodes a query parameter's value (JSON in a URL).
+func q(_ s: String) -> String {
+    var allowed = CharacterSet.alphanumerics
+    allowed.insert(charactersIn: "-._~")
+    return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+}
+
+extension TestResponse {
+    /// The IDs of a `_changes` or `_all_docs` answer's rows.
+    var rowIDs: [String] {
+        ((self["results"] ?? self["rows"])?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
+    }
+    var rows: [JSONValue] { (self["results"] ?? self["rows"])?.arrayValue ?? [] }
+}
+
+/// Writes a document through the admin port; returns its new revision.
+@discardableResult
+func put(_ c: any TestClientProtocol, _ id: String, _ json: String, headers: HTTPFields = [:],
+         sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+    let r = try await c.send(.put, "/db/\(id)", json: json, headers: headers)
+    #expect(r.status == .created, "PUT \(id): \(r.status) \(r.text)", sourceLocation: sourceLocation)
+    return r["rev"]?.stringValue ?? ""
+}
+
+/// The current revision, through the admin port.
+func currentRev(_ admin: any TestClientProtocol, _ id: String) async throws -> String {
+    try #require(try await admin.send(.get, "/db/\(id)")["_rev"]?.stringValue)
 }

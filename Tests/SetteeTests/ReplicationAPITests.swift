@@ -43,6 +43,32 @@ import Testing
         #expect(seen == ["c", "a", "b"])
     }
 
+    /// A replicated generation above 2^53 − 1 is that revision's rejection; one at the limit is
+    /// stored, and an edit on top of it is an error, never an overflow.
+    @Test func generationsFromPeersAreBounded() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let top = "\(RevisionIDSyntax.maxGeneration)-a"
+        let outcomes = try db.insertRevisions([rev("big", "18446744073709551615-a", ["18446744073709551615-a"]),
+                                               rev("big", "9007199254740992-a", ["9007199254740992-a"]),
+                                               rev("top", top, [top], ["v": 1])])
+        guard case .rejected(let e1) = outcomes[0], case .rejected(let e2) = outcomes[1] else {
+            Issue.record("\(outcomes)")
+            return
+        }
+        #expect(e1.code == .invalidParameter && e2.code == .invalidParameter && e1.message.contains("2^53"), "\(e1) \(e2)")
+        #expect(outcomes[2] == .inserted)
+        #expect(try db.revisionTree(withID: "big") == nil)
+        let edit = try #require(try db.document(withID: "top")).toMutable()
+        edit.setInt(2, forKey: "v")
+        #expect(setteeError { try db.saveDocument(edit) }?.code == .invalidParameter)
+        let doomed = try #require(try db.document(withID: "top"))
+        #expect(setteeError { try db.deleteDocument(doomed) }?.code == .invalidParameter)
+        #expect(try db.document(withID: "top")?.revisionID == top)
+        #expect(setteeError { _ = try RevisionIDSyntax.child(of: RevisionIDSyntax.maxGeneration) }?.code == .invalidParameter)
+        #expect(try RevisionIDSyntax.child(of: RevisionIDSyntax.maxGeneration - 1) == RevisionIDSyntax.maxGeneration)
+    }
+
     @Test func changesOfAConflictedDocumentListEveryLeaf() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

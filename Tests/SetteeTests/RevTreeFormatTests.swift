@@ -238,8 +238,12 @@ import Testing
     @Test func revisionIDGrammarAtEveryByte() {
         #expect(RevisionID.generation(of: "1-a") == 1)
         #expect(RevisionID.generation(of: "42-" + Self.hex40) == 42)
-        #expect(RevisionID.generation(of: "18446744073709551615-x") == UInt64.max)
-        #expect(RevisionID.generation(of: "18446744073709551616-x") == nil)
+        // From outside, generations stop at 2^53 − 1; stored trees are read up to 2^64 − 1.
+        #expect(RevisionID.generation(of: "9007199254740991-x") == (1 << 53) - 1)
+        #expect(RevisionID.generation(of: "9007199254740992-x") == nil)
+        #expect(RevisionID.generation(of: "18446744073709551615-x") == nil)
+        #expect(RevisionID.generation(of: "18446744073709551615-x", limit: .max) == UInt64.max)
+        #expect(RevisionID.generation(of: "18446744073709551616-x", limit: .max) == nil)
         #expect(RevisionID.generation(of: "7-!~") == 7)
         for bad in ["", "1", "1-", "-a", "0-a", "01-a", "a-1", "1a-b", "1-a b", "1-\u{7F}", "1-\u{E9}"] {
             #expect(RevisionID.generation(of: bad) == nil, "\(bad)")

@@ -186,7 +186,13 @@ extension Database {
             let edit = try document.snapshotToSave()
             let body = try PreparedBody(edit.properties)
             try installBlobs(edit, body)
-            let generation = (edit.revisionID.flatMap(RevisionID.generation(of:)) ?? 0) + 1
+            let parentGeneration = try edit.revisionID.map { id throws(SetteeError) -> UInt64 in
+                guard let g = RevisionID.generation(of: id, limit: .max) else {
+                    throw SetteeError(.invalidParameter, "malformed revision ID (expected <generation>-<digest>)")
+                }
+                return g
+            } ?? 0
+            let generation = try RevisionID.child(of: parentGeneration)
             let revisionID = RevisionID.make(parent: edit.revisionID, generation: generation, deleted: edit.isDeletion,
                                              canonicalBody: body.bytes)
             return PreparedSave(document: document, edit: edit, key: key, body: body, expectedRevisionID: revisionID)
@@ -255,7 +261,7 @@ extension Database {
                 case .refuse: return .conflict(try core.document(c.tx, id: document.id, meta: old))
                 case .overwrite:
                     if let from = edit.revisionID, let p = tree.index(of: from),
-                       RevisionID.make(parent: from, generation: tree.revs[p].generation + 1, deleted: edit.isDeletion,
+                       RevisionID.make(parent: from, generation: try RevisionID.child(of: tree.revs[p].generation), deleted: edit.isDeletion,
                                        canonicalBody: body.bytes) == old.revisionID {
                         // The current revision is this very edit of this parent, saved already
                         // (identical edits give identical revision IDs, seed 004 FAQ): last write
@@ -278,7 +284,7 @@ extension Database {
             document.didSave(revisionID: meta.revisionID, sequence: meta.sequence)
         } else if let p = parent {
             // An identical revision exists already: the save is a no-op that lands on it.
-            let gen = tree.revs[p].generation + 1
+            let gen = try RevisionID.child(of: tree.revs[p].generation)
             document.didSave(revisionID: RevisionID.make(parent: tree.revs[p].id, generation: gen, deleted: edit.isDeletion,
                                                          canonicalBody: body.bytes), sequence: nil)
         }

@@ -344,7 +344,7 @@ extension Database {
                 let tree = try core.tree(tx, meta)
                 let missing = Array(Set(revs.filter { tree.index(of: $0) == nil })).sorted()
                 guard !missing.isEmpty else { continue }
-                let top = missing.compactMap(RevisionID.generation(of:)).max() ?? 0
+                let top = missing.compactMap { RevisionID.generation(of: $0) }.max() ?? 0
                 let ancestors = tree.leaves().filter { tree.revs[$0].generation < top }.map { tree.revs[$0].id }
                 out[id] = RevsDiffResult(missing: missing, possibleAncestors: ancestors.sorted())
             }

@@ -142,7 +142,7 @@ extension WriteContext {
     func addLocalRevision(id: String, key: [UInt8], old: DocMeta?, tree: inout RevTree, parent: Int?,
                           body: PreparedBody, deleted: Bool, revisionID: String? = nil) throws -> DocMeta? {
         let parentID = parent.map { tree.revs[$0].id }
-        let generation = (parent.map { tree.revs[$0].generation } ?? 0) + 1
+        let generation = try RevisionID.child(of: parent.map { tree.revs[$0].generation } ?? 0)
         let revID = revisionID ?? RevisionID.make(parent: parentID, generation: generation, deleted: deleted, canonicalBody: body.bytes)
         if tree.index(of: revID) != nil { return nil }
         try checkBlobs(body)

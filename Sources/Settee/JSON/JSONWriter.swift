@@ -314,6 +314,63 @@ extension JSONValue {
         try JSONWriter.bytes(self)
     }
 
+    /// The canonical JSON of this value as UTF-8 bytes, nested at most `maxDepth` levels (an
+    /// object or array is one level). For text that wraps stored documents in a few levels of its
+    /// own, such as a server's response, where ``jsonBytes()`` would refuse a document stored at
+    /// the parser's own limit.
+    ///
+    /// ```swift
+    /// let response: JSONValue = ["results": [["doc": doc]]]
+    /// let bytes = try response.jsonBytes(maxDepth: 264)
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/invalidJSON`` for NaN or infinite doubles, and for nesting
+    ///   deeper than `maxDepth`.
+    public func jsonBytes(maxDepth: Int) throws(SetteeError) -> [UInt8] {
+        try JSONWriter.bytes(self, maxDepth: maxDepth)
+    }
+
+    /// The deepest nesting JSON text may have to be parsed into a value (and the deepest
+    /// ``jsonBytes()`` writes): 256 levels of arrays and objects. Deeper text is
+    /// ``SetteeError/Code/invalidJSON``, so no document a database holds is deeper.
+    ///
+    /// ```swift
+    /// let bytes = try response.jsonBytes(maxDepth: JSONValue.maxParsedDepth + 8)
+    /// ```
+    public static var maxParsedDepth: Int { JSONParser.defaultMaxDepth }
+
+    /// How many levels of arrays and objects this value nests: 0 for a scalar, 1 for `{}` or
+    /// `[1]`, 2 for `{"a": [1]}`. Computed without recursion, whatever the depth.
+    ///
+    /// ```swift
+    /// let value: JSONValue = ["list": ["items": [1, 2]]]
+    /// print(value.nestingDepth)   // 3
+    /// ```
+    public var nestingDepth: Int {
+        var deepest = 0
+        var pending: [(JSONValue, Int)] = [(self, 0)]
+        while let (value, depth) = pending.popLast() {
+            switch value {
+            case .array(let a):
+                deepest = max(deepest, depth + 1)
+                for v in a where v.isContainer { pending.append((v, depth + 1)) }
+            case .object(let o):
+                deepest = max(deepest, depth + 1)
+                for v in o.values where v.isContainer { pending.append((v, depth + 1)) }
+            default:
+                break
+            }
+        }
+        return deepest
+    }
+
+    private var isContainer: Bool {
+        switch self {
+        case .array, .object: true
+        default: false
+        }
+    }
+
     /// JSON laid out for people: one member or element per line, two-space indents, keys sorted
     /// as in ``jsonText()`` (whose text each scalar is).
     ///

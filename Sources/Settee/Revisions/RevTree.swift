@@ -123,7 +123,8 @@ struct RevTree: Sendable {
     /// The tree of a document whose metadata stores no tree (tree ref 0, Formats/documents.md,
     /// "Document metadata"): its one revision is the current one, a root whose body is kept.
     init(implying meta: DocMeta) throws(SetteeError) {
-        guard let generation = RevisionID.generation(of: meta.revisionID) else {
+        // Stored data: a generation above what is accepted today is read as it is.
+        guard let generation = RevisionID.generation(of: meta.revisionID, limit: .max) else {
             throw SetteeError(.corrupted, "document metadata names a malformed revision ID")
         }
         revs = [Rev(id: meta.revisionID, generation: generation, parent: -1, deleted: meta.flags.contains(.deleted),
@@ -136,7 +137,7 @@ struct RevTree: Sendable {
     var isImpliedByMetadata: Bool {
         guard revs.count == 1 else { return false }
         let r = revs[0]
-        return r.parent == -1 && r.hasBody && RevisionID.generation(of: r.id) == r.generation
+        return r.parent == -1 && r.hasBody && RevisionID.generation(of: r.id, limit: .max) == r.generation
     }
 
     /// Decodes a stored tree; any inconsistency is `corrupted`, never a crash.
@@ -157,7 +158,7 @@ struct RevTree: Sendable {
                 ref = x
             }
             let id = "\(gen)-" + ds
-            guard RevisionID.generation(of: id) == gen else { throw bad("revision \(i) has a malformed ID") }
+            guard RevisionID.generation(of: id, limit: .max) == gen else { throw bad("revision \(i) has a malformed ID") }
             let parent = p1 - 1
             if parent >= 0, revs[parent].generation &+ 1 != gen {
                 throw bad("revision \(i) is not one generation after its parent")

@@ -5,16 +5,23 @@ enum RevisionID {
     /// Longest accepted revision ID, in bytes; CouchDB's are 34, ours 42.
     static let maxLength = 256
 
+    /// The largest generation a revision ID may have when it arrives from outside (an API call, a
+    /// peer, a request): 2^53 − 1, the largest integer a JavaScript number holds exactly, so that
+    /// PouchDB and every other peer count generations as Settee does, and a generation plus one
+    /// never overflows. Revision trees already stored keep what they hold (``generation(of:limit:)``
+    /// with `.max`); an edit past the limit is refused (``child(of:)``).
+    static let maxGeneration: UInt64 = (1 << 53) - 1
+
     /// The generation of a well-formed revision ID, or nil.
     ///
-    /// Accepted: a decimal generation from 1 without leading zeros, `-`, then 1 or more printable
-    /// ASCII characters (any `N-<opaque>` a peer sends).
-    static func generation(of id: String) -> UInt64? {
+    /// Accepted: a decimal generation from 1 to `limit` without leading zeros, `-`, then 1 or more
+    /// printable ASCII characters (any `N-<opaque>` a peer sends).
+    static func generation(of id: String, limit: UInt64 = maxGeneration) -> UInt64? {
         var id = id
-        return id.withUTF8 { generation(utf8: UnsafeRawBufferPointer($0)) }
+        return id.withUTF8 { generation(utf8: UnsafeRawBufferPointer($0), limit: limit) }
     }
 
-    static func generation(utf8 b: UnsafeRawBufferPointer) -> UInt64? {
+    static func generation(utf8 b: UnsafeRawBufferPointer, limit: UInt64 = maxGeneration) -> UInt64? {
         guard b.count >= 3, b.count <= maxLength, let q = b.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
         let n = b.count
         var gen: UInt64 = 0
@@ -27,7 +34,7 @@ enum RevisionID {
             gen = a
             i += 1
         }
-        guard i > 0, gen >= 1, i < n - 1, q[i] == 0x2d else { return nil }
+        guard i > 0, gen >= 1, gen <= limit, i < n - 1, q[i] == 0x2d else { return nil }
         // Printable ASCII after the dash (0x21...0x7E), eight bytes at a time: a replicated batch
         // checks every ID of every history. A word holds a byte below 0x21 when subtracting 0x21
         // from each byte borrows into a byte whose top bit was clear, and a byte above 0x7E when
@@ -50,9 +57,24 @@ enum RevisionID {
     /// Throws `invalidParameter` unless `id` is a well-formed revision ID; returns its generation.
     static func validate(_ id: String) throws(SetteeError) -> UInt64 {
         guard let g = generation(of: id) else {
+            if generation(of: id, limit: .max) != nil {
+                throw SetteeError(.invalidParameter, "revision ID generation above \(maxGeneration) (2^53 − 1, the largest Settee accepts)")
+            }
             throw SetteeError(.invalidParameter, "malformed revision ID (expected <generation>-<digest>)")
         }
         return g
+    }
+
+    /// The generation of a revision made on top of one of generation `parent` (0: none).
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` when `parent` is at or above
+    ///   ``maxGeneration``: a document whose history reached the limit takes no further edit on
+    ///   that branch (only a peer that sent a crafted revision ID can bring one there).
+    static func child(of parent: UInt64) throws(SetteeError) -> UInt64 {
+        guard parent < maxGeneration else {
+            throw SetteeError(.invalidParameter, "the revision's generation is at Settee's limit (\(maxGeneration)): it cannot be edited")
+        }
+        return parent + 1
     }
 
     /// The winner order of seed 004: higher generation first, then higher ID in ASCII order.
@@ -141,4 +163,44 @@ public enum RevisionRanking {
     public static func ranksAbove(_ a: String, _ b: String) throws(SetteeError) -> Bool {
         RevisionID.ranksAbove((try RevisionID.validate(a), a), (try RevisionID.validate(b), b))
     }
+}
+
+/// What a revision ID is, for the layers above the database that read revision IDs from the wire
+/// (`settee serve`, `URLEndpoint`): the one rule the database applies, with its generation limit.
+///
+/// ```swift
+/// @_spi(Replication) import Settee
+/// guard let generation = RevisionIDSyntax.generation(of: rev) else { throw badRequest("Invalid rev format") }
+/// let next = try RevisionIDSyntax.child(of: generation)
+/// ```
+///
+/// - Note: Stateless; safe to use from any thread.
+@_spi(Replication)
+public enum RevisionIDSyntax {
+    /// The largest generation accepted: 2^53 − 1, the largest integer a JavaScript number (PouchDB,
+    /// a browser) holds exactly. A larger one is refused where it arrives.
+    ///
+    /// ```swift
+    /// print(RevisionIDSyntax.maxGeneration)   // 9007199254740991
+    /// ```
+    public static var maxGeneration: UInt64 { RevisionID.maxGeneration }
+
+    /// The generation of a well-formed revision ID (`N-<digest>`: N from 1 to ``maxGeneration``
+    /// without leading zeros, then 1 or more printable ASCII characters), or nil.
+    ///
+    /// ```swift
+    /// RevisionIDSyntax.generation(of: "3-abc")                  // 3
+    /// RevisionIDSyntax.generation(of: "18446744073709551615-x") // nil: above the limit
+    /// ```
+    public static func generation(of revisionID: String) -> UInt64? { RevisionID.generation(of: revisionID) }
+
+    /// The generation of a revision stored on top of one of `generation` (0: none).
+    ///
+    /// ```swift
+    /// let next = try RevisionIDSyntax.child(of: 3)   // 4
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` when `generation` is at or above
+    ///   ``maxGeneration``.
+    public static func child(of generation: UInt64) throws(SetteeError) -> UInt64 { try RevisionID.child(of: generation) }
 }

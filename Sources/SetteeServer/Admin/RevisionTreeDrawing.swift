@@ -47,7 +47,9 @@ struct RevisionTreeDrawing {
                 return wa != wb ? wa : a < b
             }
         }
-        let minGeneration = tree.revisions.map(\.generation).min() ?? 1
+        // A row per generation the tree holds, in order: generations are read from peers and may
+        // be far apart (a branch at 2^53 beside one at 1), so rows are ranks, never differences.
+        let rowOf = Dictionary(uniqueKeysWithValues: Set(tree.revisions.map(\.generation)).sorted().enumerated().map { ($1, $0) })
         var column: [String: Int] = [:]
         var next = 0
         // Iterative depth-first placement (a tree may be a thousand revisions deep): a leaf takes
@@ -71,7 +73,7 @@ struct RevisionTreeDrawing {
         nodes = tree.revisions.map { r in
             var n = Node(info: r)
             n.column = column[r.revisionID] ?? 0
-            n.row = Int(clamping: r.generation - minGeneration)
+            n.row = rowOf[r.generation] ?? 0
             n.isWinner = r.revisionID == tree.currentRevisionID
             return n
         }

@@ -76,7 +76,7 @@ extension ServedDatabase {
             revoked = revoked.filter { requested.contains($0.key) }
         }
         channels.removeValue(forKey: "*")
-        let perQuery = limit.map { $0 + 1 } ?? .max
+        let perQuery = limit.map(oneMore) ?? .max
         let done = p.sequencesDone
         enum Kind { case regular, backfill(UInt64), revocation(UInt64) }
         var queries: [ChannelQuery] = []

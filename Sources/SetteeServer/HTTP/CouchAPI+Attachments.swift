@@ -276,7 +276,7 @@ extension CouchAPI {
             }
             edit = MutableDocument(id: id)
         }
-        let generation = (edit.revisionID.flatMap { parseRevision($0)?.0 } ?? 0) + 1
+        let generation = try childGeneration(of: edit.revisionID)
         var atts = edit.dictionary(forKey: "_attachments") ?? [:]
         try await change(&atts, generation)
         edit.setValue(atts.isEmpty ? nil : .object(atts), forKey: "_attachments")

@@ -108,8 +108,9 @@ final class ChangeSignal: Sendable {
                     c.resume(returning: true)
                     return
                 }
+                // At most a day: no wait here is longer, and the arithmetic cannot overflow.
                 let (seconds, attoseconds) = duration.components
-                let nanoseconds = max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+                let nanoseconds = max(0, Int(min(max(seconds, 0), 86_400)) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
                 DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.expire(id) }
             }
         } onCancel: {
@@ -190,9 +191,11 @@ extension CouchAPI {
         }
         let style = params["style"] ?? "main_only"
         guard style == "main_only" || style == "all_docs" else { throw CouchError.badRequest("Supported `style` values: main_only, all_docs") }
-        let heartbeat = try integer(q, "heartbeat").map { Duration.milliseconds(max(1000, $0)) }
+        // Both bounded before they become durations: a second to an hour (`heartbeat`), at most an
+        // hour (`timeout`).
+        let heartbeat = try integer(q, "heartbeat").map { Duration.milliseconds(min(max(1000, $0), Self.longestWait)) }
             ?? (params["heartbeat"] == "true" ? .seconds(60) : nil)
-        let timeout = Duration.milliseconds(min(try integer(q, "timeout") ?? 60_000, 3_600_000))
+        let timeout = Duration.milliseconds(min(try integer(q, "timeout") ?? 60_000, Self.longestWait))
         let options = ChangesOptions(since: since, scope: scope, limit: try integer(q, "limit"), descending: try flag(q, "descending"),
                                      allLeaves: style == "all_docs", includeDocs: try flag(q, "include_docs"),
                                      conflicts: try flag(q, "conflicts"),
@@ -203,6 +206,9 @@ extension CouchAPI {
         }
         return try streamingFeed(db, options)
     }
+
+    /// The longest a feed waits, in milliseconds, whatever `heartbeat` or `timeout` asks: an hour.
+    static let longestWait = 3_600_000
 
     /// A JSON array of strings (`keys`, `doc_ids`, a revision list), or 400 naming it.
     static func strings(_ v: JSONValue, _ name: String) throws -> [String] {
@@ -241,7 +247,7 @@ extension CouchAPI {
             if o.descending {
                 changes = try database.changes(since: from).reversed()
             } else {
-                changes = try database.changes(since: from, limit: readLimit.map { $0 + 1 })
+                changes = try database.changes(since: from, limit: readLimit.map(oneMore))
             }
             if let readLimit, changes.count > readLimit {
                 changes = Array(changes.prefix(readLimit))
@@ -302,31 +308,35 @@ extension CouchAPI {
             ]
             if e.isDeleted { row["deleted"] = true }
             if let removed = e.removed { row["removed"] = .array(removed.sorted().map(JSONValue.string)) }
-            if o.includeDocs {
-                if e.removed != nil {
-                    row["doc"] = ["_id": .string(e.documentID), "_rev": .string(e.revisionID), "_removed": true]
-                } else if let r = try database.revision(withID: e.documentID, revisionID: e.revisionID) {
-                    var doc = try r.properties
-                    if case .object(let stored)? = doc["_attachments"] {
-                        doc["_attachments"] = try wireAttachments(stored, db, inlineAfter: o.attachments ? 0 : nil)
-                    }
-                    doc["_id"] = .string(e.documentID)
-                    doc["_rev"] = .string(e.revisionID)
-                    if e.isDeleted { doc["_deleted"] = true }
-                    if o.conflicts, e.isConflicted {
-                        let others = o.allLeaves ? e.otherLeaves : (try database.revisionTree(withID: e.documentID)?.leafRevisionIDs ?? [])
-                        let live = try database.revisionTree(withID: e.documentID)?.revisions.filter { !$0.isDeleted }.map(\.revisionID) ?? []
-                        doc["_conflicts"] = .array(others.filter { $0 != e.revisionID && live.contains($0) }.map(JSONValue.string))
-                    }
-                    row["doc"] = .object(doc)
-                } else {
-                    row["doc"] = .null
-                }
-            }
+            if o.includeDocs { Self.include(into: &row) { try feedDocument(db, o, e) } }
             rows.append(.object(row))
         }
         if !o.descending { last = max(last, since) }
         return (rows, last, more)
+    }
+
+    /// A feed row's `doc` (include_docs): the revision with CouchDB's members, `_removed` for one
+    /// the user lost, null for one no longer stored.
+    private func feedDocument(_ db: ServedDatabase, _ o: ChangesOptions, _ e: FeedEntry) throws -> JSONValue {
+        let database = db.database
+        if e.removed != nil {
+            return ["_id": .string(e.documentID), "_rev": .string(e.revisionID), "_removed": true]
+        }
+        guard let r = try database.revision(withID: e.documentID, revisionID: e.revisionID) else { return .null }
+        var doc = try r.properties
+        if case .object(let stored)? = doc["_attachments"] {
+            doc["_attachments"] = try wireAttachments(stored, db, inlineAfter: o.attachments ? 0 : nil)
+        }
+        doc["_id"] = .string(e.documentID)
+        doc["_rev"] = .string(e.revisionID)
+        if e.isDeleted { doc["_deleted"] = true }
+        if o.conflicts, e.isConflicted {
+            let tree = try database.revisionTree(withID: e.documentID)
+            let others = o.allLeaves ? e.otherLeaves : (tree?.leafRevisionIDs ?? [])
+            let live = tree?.revisions.filter { !$0.isDeleted }.map(\.revisionID) ?? []
+            doc["_conflicts"] = .array(others.filter { $0 != e.revisionID && live.contains($0) }.map(JSONValue.string))
+        }
+        return .object(doc)
     }
 
     /// A feed's next rows as the bytes it writes. Feeds that wake for the same commit with the
@@ -342,9 +352,9 @@ extension CouchAPI {
         for row in rows {
             if o.feed == "eventsource" {
                 let seq = row.objectValue?["seq"].flatMap { try? $0.jsonText() } ?? ""
-                out += Array("data: ".utf8) + (try row.jsonBytes()) + Array("\nid: \(seq)\n\n".utf8)
+                out += Array("data: ".utf8) + (try row.responseBytes()) + Array("\nid: \(seq)\n\n".utf8)
             } else {
-                out += try row.jsonBytes() + [0x0A]
+                out += try row.responseBytes() + [0x0A]
             }
         }
         let result = (out, rows.count, last)
@@ -410,7 +420,7 @@ extension CouchAPI {
                         if clock.now >= deadline { break }
                     }
                     let result: JSONValue = ["results": .array(rows), "last_seq": last.json, "pending": 0]
-                    try await writer.write(ByteBuffer(bytes: try result.jsonBytes() + [0x0A]))
+                    try await writer.write(ByteBuffer(bytes: try result.responseBytes() + [0x0A]))
                     return
                 }
                 while !closing() {

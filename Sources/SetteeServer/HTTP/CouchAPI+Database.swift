@@ -132,7 +132,7 @@ extension CouchAPI {
                 var row: [String: JSONValue] = ["id": .string(key), "key": .string(key), "value": .object(value)]
                 if includeDocs {
                     let doc = deleted ? nil : try await database.document(withID: key)
-                    row["doc"] = try doc.map(docJSON) ?? .null
+                    Self.include(into: &row) { try doc.map(docJSON) ?? .null }
                 }
                 rows.append(.object(row))
             }
@@ -157,13 +157,13 @@ extension CouchAPI {
             options.endKey = end
             let inclusiveEnd = try only != nil || flag(query, "inclusive_end", default: true)
             // An excluded end row is dropped here, so the cursor reads one row more.
-            if !inclusiveEnd, end != nil, let limit { options.limit = limit + 1 }
+            if !inclusiveEnd, end != nil, let limit { options.limit = oneMore(limit) }
             let cursor = try database.allDocuments(options)
             while rows.count < limit ?? .max, let doc = try cursor.next() {
                 if !inclusiveEnd, let end, doc.id == end { continue }
                 guard let rev = doc.revisionID, try readable(doc.id) else { continue }
                 var row: [String: JSONValue] = ["id": .string(doc.id), "key": .string(doc.id), "value": ["rev": .string(rev)]]
-                if includeDocs { row["doc"] = try docJSON(doc) }
+                if includeDocs { Self.include(into: &row) { try docJSON(doc) } }
                 rows.append(.object(row))
             }
         }
@@ -210,7 +210,6 @@ extension CouchAPI {
             }
             docs.append(d)
         }
-        let database = db.database
         if !newEdits {
             var revisions: [ReplicatedRevision] = []
             for d in docs { revisions.append(try await replicatedRevision(d, db: db)) }
@@ -325,12 +324,16 @@ extension CouchAPI {
         if acceptsMultipartMixed(call) {
             return try multipartMixed(results.flatMap(\.answers), revs: revs, db: db)
         }
-        return try jsonResponse(["results": .array(try results.map { id, answers in
-            ["id": id, "docs": .array(try answers.map { answer in
+        return try jsonResponse(["results": .array(results.map { id, answers in
+            ["id": id, "docs": .array(answers.map { answer in
                 switch answer {
                 case .error(let e): return ["error": e]
                 case .removed(let id, let rev): return ["ok": RevisionAnswer.removedJSON(id, rev)]
-                case .revision(let r, let after): return ["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: after))]
+                case .revision(let r, let after):
+                    switch answerJSON(r, revs: revs, db: db, inlineAfter: after) {
+                    case .success(let json): return ["ok": .object(json)]
+                    case .failure(let e): return ["error": e.json]
+                    }
                 }
             })]
         })])

@@ -28,7 +28,13 @@ extension CouchAPI {
         o["_id"] = .string(r.documentID)
         o["_rev"] = .string(r.revisionID)
         if r.isDeleted { o["_deleted"] = true }
-        if revs, let (start, _) = parseRevision(r.revisionID) {
+        if revs {
+            // Stored before generations were bounded: its history cannot be written for peers
+            // that count in doubles (answered as this revision's error where a response has one
+            // per revision).
+            guard let (start, _) = parseRevision(r.revisionID) else {
+                throw CouchError(.internalServerError, "bad_revision", "revision \(r.revisionID) of this document has a generation above \(RevisionIDSyntax.maxGeneration) and cannot be sent with its history")
+            }
             o["_revisions"] = [
                 "start": .int(Int64(start)),
                 "ids": .array(r.history.map { .string(String(parseRevision($0)?.1 ?? Substring($0))) }),
@@ -158,7 +164,11 @@ extension CouchAPI {
         }
         return try jsonResponse(.array(answers.map { a in
             switch a {
-            case .revision(let r, let after): return ["ok": .object(try revisionJSON(r, revs: revs, db: db, inlineAfter: after))]
+            case .revision(let r, let after):
+                switch answerJSON(r, revs: revs, db: db, inlineAfter: after) {
+                case .success(let json): return ["ok": .object(json)]
+                case .failure(let e): return ["error": e.json]
+                }
             case .removed(let id, let rev): return ["ok": RevisionAnswer.removedJSON(id, rev)]
             case .error(let e): return e.objectValue?["missing"] != nil ? e : ["error": e]
             }
@@ -231,14 +241,14 @@ extension CouchAPI {
         if let base = try await editBase(database, id: id, rev: incoming.rev) {
             edit = base.toMutable()
             try await setProperties(incoming, of: edit, parent: base.dictionary(forKey: "_attachments") ?? [:],
-                                    generation: (base.revisionID.flatMap { parseRevision($0)?.0 } ?? 0) + 1, follows: follows, db: db)
+                                    generation: try childGeneration(of: base.revisionID), follows: follows, db: db)
         } else {
             // Missing or deleted: a new document (continuing a tombstone's branch). A rev that
             // names no current revision is a conflict, unless it is the tombstone's.
             var generation: UInt64 = 1
             if let tree = try await database.revisionTree(withID: id) {
                 if let rev = incoming.rev, tree.currentRevisionID != rev { throw CouchError.conflict }
-                generation = (parseRevision(tree.currentRevisionID)?.0 ?? 0) + 1
+                generation = try childGeneration(of: tree.currentRevisionID)
             } else if incoming.rev != nil {
                 throw CouchError.conflict
             }
@@ -247,6 +257,17 @@ extension CouchAPI {
         }
         edit.isDeletion = incoming.deleted
         return edit
+    }
+
+    /// The generation of a revision made on top of `rev` (1 on top of none). A stored revision
+    /// whose generation is at Settee's limit (2^53 − 1), or above it (written before the limit),
+    /// takes no further edit: 400.
+    func childGeneration(of rev: String?) throws -> UInt64 {
+        guard let rev else { return 1 }
+        guard let (generation, _) = parseRevision(rev) else {
+            throw CouchError.badRequest("revision \(rev) cannot be edited: its generation is above \(RevisionIDSyntax.maxGeneration)")
+        }
+        return try RevisionIDSyntax.child(of: generation)
     }
 
     /// The revision an edit naming `rev` starts from when the document is live: the current one,

@@ -32,6 +32,39 @@ extension CouchAPI {
         }
     }
 
+    /// One revision's JSON in an answer about several (`_bulk_get`, `open_revs`), or that
+    /// revision's error object: a stored revision that cannot be written (a generation stored
+    /// before generations were bounded, a damaged body) fails alone, never the whole answer.
+    func answerJSON(_ r: ReplicatedRevision, revs: Bool, db: ServedDatabase, inlineAfter: UInt64?) -> Result<[String: JSONValue], RevisionError> {
+        do {
+            return .success(try revisionJSON(r, revs: revs, db: db, inlineAfter: inlineAfter))
+        } catch {
+            let c = CouchError(answering: error)
+            if c.status == .internalServerError { server.logger.error("\(db.name)/\(r.documentID) \(r.revisionID): \(c.error): \(c.reason)") }
+            return .failure(RevisionError(json: ["id": .string(r.documentID), "rev": .string(r.revisionID),
+                                                 "error": .string(c.error), "reason": .string(c.reason)]))
+        }
+    }
+
+    /// Sets a row's `doc` (`include_docs` of feeds and listings) to what `make` gives, or, when
+    /// that document cannot be read or written, to null with the row's `error` and `reason`: one
+    /// stored document never fails the answer for every reader.
+    static func include(into row: inout [String: JSONValue], _ make: () throws -> JSONValue) {
+        do {
+            row["doc"] = try make()
+        } catch {
+            let c = CouchError(answering: error)
+            row["doc"] = .null
+            row["error"] = .string(c.error)
+            row["reason"] = .string(c.reason)
+        }
+    }
+
+    /// A revision's error object, as ``answerJSON(_:revs:db:inlineAfter:)`` gives it.
+    struct RevisionError: Error {
+        var json: JSONValue
+    }
+
     /// The revisions answering a request for `rev`: with `latest`, the leaves descending from it
     /// when it is not a leaf (CouchDB's replicator asks so, the revision it saw may have been
     /// replaced); an empty result means not found.
@@ -64,7 +97,15 @@ extension CouchAPI {
                 body += Array("Content-Type: application/json\r\n\r\n".utf8)
                 body += try RevisionAnswer.removedJSON(id, rev).jsonBytes()
             case .revision(let r, let after):
-                var o = try revisionJSON(r, revs: revs, db: db, inlineAfter: nil)
+                var o: [String: JSONValue]
+                switch answerJSON(r, revs: revs, db: db, inlineAfter: nil) {
+                case .success(let json): o = json
+                case .failure(let e):
+                    body += Array("Content-Type: application/json; error=\"true\"\r\n\r\n".utf8)
+                    body += try e.json.jsonBytes()
+                    body += Array("\r\n".utf8)
+                    continue
+                }
                 var parts: [(name: String, type: String, content: Data)] = []
                 if let after, case .object(let stored)? = try r.properties["_attachments"], !stored.isEmpty {
                     let following = try followingAttachments(stored, db, after: after)
@@ -73,12 +114,12 @@ extension CouchAPI {
                 }
                 if parts.isEmpty {
                     body += Array("Content-Type: application/json\r\n\r\n".utf8)
-                    body += try JSONValue.object(o).jsonBytes()
+                    body += try JSONValue.object(o).responseBytes()
                 } else {
                     let inner = Self.boundary()
                     body += Array("Content-Type: multipart/related; boundary=\"\(inner)\"\r\n\r\n".utf8)
                     body += Array("--\(inner)\r\nContent-Type: application/json\r\n\r\n".utf8)
-                    body += try JSONValue.object(o).jsonBytes()
+                    body += try JSONValue.object(o).responseBytes()
                     for part in parts {
                         let filename = part.name.replacingOccurrences(of: "\"", with: "%22")
                         body += Array("\r\n--\(inner)\r\nContent-Disposition: attachment; filename=\"\(filename)\"\r\nContent-Type: \(part.type)\r\nContent-Length: \(part.content.count)\r\n\r\n".utf8)

@@ -382,3 +382,7 @@ struct CouchAPI: HTTPResponder {
         }
     }
 }
+
+/// `n + 1` for a count read from a request, which may be `Int.max` (then it stays `Int.max`):
+/// reading one more than a limit must not overflow.
+func oneMore(_ n: Int) -> Int { n < .max ? n + 1 : n }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Settee
+import SetteeHTTP
 
 /// An error answered as CouchDB answers it: a status and `{"error": name, "reason": text}`.
 struct CouchError: Error, Sendable {
@@ -52,6 +53,17 @@ struct CouchError: Error, Sendable {
         }
     }
 
+    /// The answer for any error a handler meets where one item of a response fails alone: a
+    /// `CouchError` as it is, a library or wire error by its code; anything else is a 500.
+    init(answering error: any Error) {
+        switch error {
+        case let e as CouchError: self = e
+        case let e as SetteeError: self.init(e)
+        case let e as WireError: self.init(HTTPResponse.Status(code: e.status), e.error, e.reason)
+        default: self.init(.internalServerError, "internal_server_error", "\(type(of: error))")
+        }
+    }
+
     var response: Response {
         var fields = headers
         fields[.contentType] = "application/json"
@@ -66,5 +78,12 @@ struct CouchError: Error, Sendable {
 func jsonResponse(_ value: JSONValue, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws -> Response {
     var fields = headers
     fields[.contentType] = "application/json"
-    return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try value.jsonBytes() + [0x0A])))
+    return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try value.responseBytes() + [0x0A])))
+}
+
+extension JSONValue {
+    /// This value as JSON in a response: with room, above the deepest document a database can
+    /// hold, for the levels a response wraps around documents (`results`, a row, `doc`), so that
+    /// a document stored at the parser's limit never fails a whole answer.
+    func responseBytes() throws(SetteeError) -> [UInt8] { try jsonBytes(maxDepth: JSONValue.maxParsedDepth + 8) }
 }
