@@ -99,3 +99,124 @@ import Testing
         }
     }
 }
+
+// MARK: - No leak, no takeover
+
+extension HostileClientTests {
+    /// A revision is read with the channels it had: a document moved from blue into red does not
+    /// show alice (red) its blue body, attachments or revision ID; bob (blue too) reads them.
+    @Test func olderRevisionsAreCheckedAgainstTheirOwnChannels() async throws {
+        let server = try channelServer(Self.config())
+        try await withPorts(server) { pub, admin in
+            let att = #""_attachments": {"pin.txt": {"content_type": "text/plain", "data": "\#(Data("PIN 4711".utf8).base64EncodedString())"}}"#
+            let blue = try await put(admin, "doc", #"{"channels": ["blue"], "pin": 4711, \#(att)}"#)
+            let red = try await put(admin, "doc", #"{"_rev": "\#(blue)", "channels": ["red"], "note": "moved"}"#)
+            let missing = try await pub.send(.get, "/db/nothing-here?rev=\(blue)", headers: Self.alice)
+            for path in ["/db/doc?rev=\(blue)", "/db/doc/pin.txt?rev=\(blue)"] {
+                let a = try await pub.send(.get, path, headers: Self.alice)
+                #expect(a.status == .notFound && !a.text.contains("4711"), "\(path): \(a.text)")
+                #expect(try await pub.send(.get, path, headers: Self.bob).status == .ok, "\(path)")
+            }
+            #expect(try await pub.send(.get, "/db/doc?rev=\(blue)", headers: Self.alice).text == missing.text)
+            var r = try await pub.send(.get, "/db/doc?open_revs=\(q("[\"\(blue)\"]"))", headers: adding(Self.alice, .accept, "application/json"))
+            #expect(r.text.contains("\"missing\"") && !r.text.contains("4711"), "\(r.text)")
+            r = try await pub.send(.post, "/db/_bulk_get", json: #"{"docs": [{"id": "doc", "rev": "\#(blue)"}]}"#, headers: Self.alice)
+            #expect(r.text.contains("not_found") && !r.text.contains("4711"), "\(r.text)")
+            r = try await pub.send(.get, "/db/doc?open_revs=\(q("[\"\(blue)\"]"))", headers: adding(Self.alice, .accept, "multipart/mixed"))
+            #expect(!r.text.contains("4711"), "\(r.text)")
+            // The current revision's history stops before the revision alice may not know of.
+            r = try await pub.send(.get, "/db/doc?revs=true&revs_info=true", headers: Self.alice)
+            #expect(r["_revisions"]?["ids"]?.arrayValue?.count == 1 && !r.text.contains(String(blue.dropFirst(2))), "\(r.text)")
+            r = try await pub.send(.get, "/db/doc?revs=true", headers: Self.bob)
+            #expect(r["_revisions"]?["ids"]?.arrayValue?.count == 2, "\(r.text)")
+            #expect(try await pub.send(.get, "/db/doc", headers: Self.alice)["_rev"] == .string(red))
+        }
+    }
+
+    /// Nothing about a document or revision alice may not read comes back: not from `_revs_diff`,
+    /// `_missing_revs`, `_conflicts`, `open_revs=all`, an all_docs feed, nor from writing on top of
+    /// a guessed revision (the answer is the one a wrong guess gets).
+    @Test func nothingLeaksOfWhatAUserMayNotRead() async throws {
+        let server = try channelServer(Self.config())
+        try await withPorts(server) { pub, admin in
+            let secret = try await put(admin, "secret", #"{"channels": ["blue"], "pin": 1234}"#)
+            let shared = try await put(admin, "shared", #"{"channels": ["red"], "v": 1}"#)
+            let v2 = try await put(admin, "shared", #"{"_rev": "\#(shared)", "channels": ["red"], "v": 2}"#)
+            try await put(admin, "shared", #"{"_rev": "\#(v2)", "channels": ["red"], "v": 3}"#)
+            // A conflicting branch of the shared document (losing: a lower generation), in blue only.
+            var r = try await admin.send(.post, "/db/_bulk_docs", json: #"{"new_edits": false, "docs": [{"_id": "shared", "_rev": "2-bluebranch", "_revisions": {"start": 2, "ids": ["bluebranch", "\#(shared.dropFirst(2))"]}, "channels": ["blue"], "pin": 9999}]}"#)
+            #expect(r.status == .created)
+            for path in ["_revs_diff", "_missing_revs"] {
+                r = try await pub.send(.post, "/db/\(path)", json: #"{"secret": ["\#(secret)", "1-guess"], "shared": ["2-bluebranch", "\#(shared)", "4-next"]}"#, headers: Self.alice)
+                #expect(r.status == .ok, "\(r.text)")
+                let table = path == "_revs_diff" ? try r.json : r["missing_revs"] ?? .null
+                let secretMissing = path == "_revs_diff" ? table["secret"]?["missing"] : table["secret"]
+                let sharedMissing = path == "_revs_diff" ? table["shared"]?["missing"] : table["shared"]
+                #expect(Set(secretMissing?.arrayValue?.compactMap(\.stringValue) ?? []) == [secret, "1-guess"], "\(r.text)")
+                #expect(Set(sharedMissing?.arrayValue?.compactMap(\.stringValue) ?? []) == ["2-bluebranch", "4-next"], "\(r.text)")
+                #expect(!r.text.contains("possible_ancestors\":[\"2-bluebranch"), "\(r.text)")
+            }
+            // bob, who reads blue, is told the truth.
+            r = try await pub.send(.post, "/db/_revs_diff", json: #"{"secret": ["\#(secret)"], "shared": ["2-bluebranch"]}"#, headers: Self.bob)
+            #expect(r.text == "{}\n", "\(r.text)")
+            for path in ["/db/shared?conflicts=true&deleted_conflicts=true&meta=true", "/db/_all_docs?conflicts=true&include_docs=true",
+                         "/db/_changes?style=all_docs&include_docs=true&conflicts=true"] {
+                r = try await pub.send(.get, path, headers: Self.alice)
+                #expect(r.status == .ok && !r.text.contains("bluebranch") && !r.text.contains("secret"), "\(path): \(r.text)")
+            }
+            r = try await pub.send(.get, "/db/shared?open_revs=all", headers: adding(Self.alice, .accept, "application/json"))
+            #expect(!r.text.contains("bluebranch") && !r.text.contains("9999"), "\(r.text)")
+            r = try await pub.send(.get, "/db/_changes?style=all_docs", headers: Self.bob)
+            #expect(r.text.contains("bluebranch"), "\(r.text)")
+            // Writing on top of a revision alice may not read answers as a wrong guess does.
+            let wrong = try await pub.send(.put, "/db/secret", json: #"{"_rev": "1-wrong", "channels": ["red"]}"#, headers: Self.alice)
+            let right = try await pub.send(.put, "/db/secret", json: #"{"_rev": "\#(secret)", "channels": ["red"]}"#, headers: Self.alice)
+            #expect(wrong.status == .conflict && right.status == .conflict && wrong.text == right.text, "\(wrong.text) \(right.text)")
+            let onBranch = try await pub.send(.put, "/db/shared", json: #"{"_rev": "2-bluebranch", "channels": ["red"]}"#, headers: Self.alice)
+            #expect(onBranch.status == .conflict, "\(onBranch.text)")
+            let del = try await pub.send(.delete, "/db/secret?rev=\(secret)", headers: Self.alice)
+            let delNothing = try await pub.send(.delete, "/db/nothing?rev=1-x", headers: Self.alice)
+            #expect(del.status == .notFound && del.text == delNothing.text, "\(del.text)")
+            #expect(try await currentRev(admin, "secret") == secret)
+            // A document alice may not read is answered as one that does not exist.
+            let hidden = try await pub.send(.get, "/db/secret", headers: Self.alice)
+            let absent = try await pub.send(.get, "/db/no-such-doc", headers: Self.alice)
+            #expect(hidden.status == absent.status && hidden.text == absent.text, "\(hidden.text)")
+        }
+    }
+
+    /// The ownership pattern of Sync Gateway's documentation holds against a revision with an
+    /// invented history: the sync function sees the document's current revision as `oldDoc`
+    /// when the revision's history reaches no revision the server keeps a body of.
+    @Test func anInventedHistoryCannotTakeOverADocument() async throws {
+        let server = try channelServer(Self.config(sync: Self.ownerSync))
+        try await withPorts(server) { pub, admin in
+            let first = try await put(pub, "a1", #"{"owner": "alice", "channels": ["red"], "v": 1}"#, headers: Self.alice)
+            // bob's branch, high and rootless: refused, alice's revision stays current.
+            let evil = #"{"_id": "a1", "_rev": "50-evil", "_revisions": {"start": 50, "ids": ["evil", "fake49"]}, "owner": "bob", "channels": ["red"]}"#
+            var r = try await pub.send(.post, "/db/_bulk_docs", json: #"{"new_edits": false, "docs": [\#(evil)]}"#, headers: Self.bob)
+            #expect(r.status == .created && r.text.contains("forbidden"), "\(r.text)")
+            r = try await pub.send(.put, "/db/a1?new_edits=false", json: evil, headers: Self.bob)
+            #expect(r.status == .forbidden, "\(r.text)")
+            #expect(try await currentRev(admin, "a1") == first)
+            // Its real first revision, its body compacted away, named as the branch's root.
+            let second = try await put(pub, "a1", #"{"_rev": "\#(first)", "owner": "alice", "channels": ["red"], "v": 2}"#, headers: Self.alice)
+            let third = try await put(pub, "a1", #"{"_rev": "\#(second)", "owner": "alice", "channels": ["red"], "v": 3}"#, headers: Self.alice)
+            _ = try await server.database(named: "db")!.database.compact()
+            let rooted = #"{"_id": "a1", "_rev": "9-evil", "_revisions": {"start": 9, "ids": ["evil", "f8", "f7", "f6", "f5", "f4", "f3", "f2", "\#(first.dropFirst(2))"]}, "owner": "bob", "channels": ["red"]}"#
+            r = try await pub.send(.post, "/db/_bulk_docs", json: #"{"new_edits": false, "docs": [\#(rooted)]}"#, headers: Self.bob)
+            #expect(r.text.contains("forbidden"), "\(r.text)")
+            #expect(try await currentRev(admin, "a1") == third)
+            // bob's own document: his rootless branch passes (the current revision is his).
+            try await put(pub, "b1", #"{"owner": "bob", "channels": ["red"]}"#, headers: Self.bob)
+            let mine = #"{"_id": "b1", "_rev": "40-mine", "_revisions": {"start": 40, "ids": ["mine", "m39"]}, "owner": "bob", "channels": ["red"]}"#
+            r = try await pub.send(.post, "/db/_bulk_docs", json: #"{"new_edits": false, "docs": [\#(mine)]}"#, headers: Self.bob)
+            #expect(r.text == "[]\n", "\(r.text)")
+            #expect(try await currentRev(admin, "b1") == "40-mine")
+            // A new document with an invented history is a new document (oldDoc null).
+            let fresh = #"{"_id": "c1", "_rev": "7-new", "_revisions": {"start": 7, "ids": ["new", "n6"]}, "owner": "bob", "channels": ["red"]}"#
+            r = try await pub.send(.post, "/db/_bulk_docs", json: #"{"new_edits": false, "docs": [\#(fresh)]}"#, headers: Self.bob)
+            #expect(r.text == "[]\n", "\(r.text)")
+        }
+    }
+}

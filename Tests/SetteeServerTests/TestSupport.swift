@@ -109,3 +109,10 @@ func put(_ c: any TestClientProtocol, _ id: String, _ json: String, headers: HTT
 func currentRev(_ admin: any TestClientProtocol, _ id: String) async throws -> String {
     try #require(try await admin.send(.get, "/db/\(id)")["_rev"]?.stringValue)
 }
+
+/// `h` with one more header.
+func adding(_ h: HTTPFields, _ name: HTTPField.Name, _ value: String) -> HTTPFields {
+    var out = h
+    out[name] = value
+    return out
+}

@@ -54,7 +54,7 @@ public struct ChangeEntry: Sendable, Hashable {
     public var otherLeafRevisionIDs: [String]
 }
 
-/// What ``Database/revsDiff(_:)`` reports for one document.
+/// What ``Database/revsDiff(_:visible:)`` reports for one document.
 ///
 /// ```swift
 /// let diff = try db.revsDiff(["doc": ["3-abc"]])
@@ -330,8 +330,13 @@ extension Database {
     /// let diff = try db.revsDiff(["doc-1": ["2-a", "3-b"], "doc-2": ["1-c"]])
     /// for (id, r) in diff { request(id, r.missing) }
     /// ```
+    ///
+    /// `visible`, when given, says which revisions the peer may know of (a server's user reads
+    /// only some): a revision it may not know is reported missing, as if the database lacked it,
+    /// and is never offered as a possible ancestor.
     @_spi(Replication)
-    public func revsDiff(_ revisions: [String: [String]]) throws -> [String: RevsDiffResult] {
+    public func revsDiff(_ revisions: [String: [String]],
+                         visible: ((_ documentID: String, _ revisionID: String) -> Bool)? = nil) throws -> [String: RevsDiffResult] {
         try checkOpen()
         var out: [String: RevsDiffResult] = [:]
         try core.read { tx in
@@ -342,10 +347,11 @@ extension Database {
                     continue
                 }
                 let tree = try core.tree(tx, meta)
-                let missing = Array(Set(revs.filter { tree.index(of: $0) == nil })).sorted()
+                func known(_ i: Int) -> Bool { visible?(id, tree.revs[i].id) ?? true }
+                let missing = Array(Set(revs.filter { tree.index(of: $0).map(known) != true })).sorted()
                 guard !missing.isEmpty else { continue }
                 let top = missing.compactMap { RevisionID.generation(of: $0) }.max() ?? 0
-                let ancestors = tree.leaves().filter { tree.revs[$0].generation < top }.map { tree.revs[$0].id }
+                let ancestors = tree.leaves().filter { tree.revs[$0].generation < top && known($0) }.map { tree.revs[$0].id }
                 out[id] = RevsDiffResult(missing: missing, possibleAncestors: ancestors.sorted())
             }
         }

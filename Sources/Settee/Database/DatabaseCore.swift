@@ -28,8 +28,8 @@ final class DatabaseCore: @unchecked Sendable {
     /// tree (tree ref 0; older documents keep theirs), version 5 the routing trees (created
     /// empty: no document of an older database was routed), version 6 routing in sequence
     /// entries and one-byte member entries (version 5's full records and entries stay readable).
-    static let formatVersion: UInt64 = 6
-    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5]
+    static let formatVersion: UInt64 = 7
+    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5, 6]
     private static let registry = Mutex<[String: DatabaseCore]>([:])
 
     let name: String

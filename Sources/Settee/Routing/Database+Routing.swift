@@ -33,7 +33,7 @@ extension Database {
             guard let meta = try core.meta(tx, id: key),
                   let r = try RoutingRecord.load(tx, core.trees, key: key, sequence: meta.sequence)?.record
             else { return nil }
-            return DocumentRouting(current: r.applied, leaves: r.leaves, membership: r.membership)
+            return DocumentRouting(current: r.applied, leaves: r.leaves, membership: r.membership, innerChannels: r.inner)
         }
         return try translating { try core.read(snapshot: read, batch: read) }
     }
@@ -165,7 +165,7 @@ extension WriteContext {
         var leaves: [String: RevisionRouting] = [:]
         for leaf in tree.leaves() {
             let r = tree.revs[leaf]
-            let ancestor = tree.bodiedAncestor(from: r.parent)
+            let ancestor = tree.routingParent(from: r.parent, of: leaf)
             let revision = try core.document(tx, id: id, tree: tree, index: leaf, sequence: meta.sequence)
             let parent = try ancestor.map { try core.document(tx, id: id, tree: tree, index: $0, sequence: 0) }
             // The parent's routing as the router would give it now (it is not a leaf, so none is kept).

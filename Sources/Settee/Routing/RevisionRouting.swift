@@ -141,7 +141,11 @@ public struct RoutingInput: Sendable {
     /// ```
     public var revision: Document
     /// The nearest ancestor of the new revision whose body the database keeps (for a local edit,
-    /// the revision edited); nil for a new document.
+    /// the revision edited). When the revision's history reaches no kept body although the
+    /// document exists (a branch replicated in with a history this database does not hold, or
+    /// whose ancestors' bodies compaction dropped), the document's current revision (a tombstone,
+    /// if it is deleted): a peer that invents a history cannot make its revision look like a new
+    /// document. Nil only for a new document.
     ///
     /// ```swift
     /// let wasOwner = input.parent?.string(forKey: "owner")
@@ -196,6 +200,20 @@ public struct DocumentRouting: Sendable, Hashable {
     /// let left = routing.membership.filter { $0.value.isRemoved }.keys
     /// ```
     public var membership: [String: ChannelMembership]
+    /// The channels of older revisions whose bodies are kept, where they differ from the current
+    /// revision's (see ``channels(ofRevision:)``).
+    var innerChannels: [String: Set<String>] = [:]
+
+    /// The channels a revision of the document was in when it was saved: a leaf's own; an older
+    /// revision's as they were when it stopped being a leaf (known while its body is kept, which
+    /// is while it can be read); for a revision the router never saw, the current revision's.
+    ///
+    /// ```swift
+    /// let readable = routing.channels(ofRevision: "2-877").contains { userChannels.contains($0) }
+    /// ```
+    public func channels(ofRevision revisionID: String) -> Set<String> {
+        leaves[revisionID]?.channels ?? innerChannels[revisionID] ?? current.channels
+    }
 }
 
 /// A document's entry in one channel's log: in the channel since `sequence`, or removed from it

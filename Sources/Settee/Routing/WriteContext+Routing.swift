@@ -12,10 +12,14 @@ struct RoutingRecord {
     var applied = RevisionRouting()
     var leaves: [String: RevisionRouting] = [:]
     var membership: [String: ChannelMembership] = [:]
+    /// The channels of revisions that are no longer leaves but keep their body (a user may read
+    /// them by revision ID), for those whose channels differ from the applied routing's; a kept
+    /// revision missing here has the applied channels (``keepInnerChannels(dropped:current:tree:)``).
+    var inner: [String: Set<String>] = [:]
 
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: 64)
-        w.u8(1)
+        w.u8(inner.isEmpty ? 1 : 2)
         applied.encode(into: &w)
         w.varint(UInt64(leaves.count))
         for k in leaves.keys.sorted() {
@@ -29,15 +33,38 @@ struct RoutingRecord {
             w.u8(m.isRemoved ? 1 : 0)
             w.varint(m.sequence)
         }
+        if !inner.isEmpty {
+            w.varint(UInt64(inner.count))
+            for k in inner.keys.sorted() {
+                w.string(k)
+                RevisionRouting(channels: inner[k] ?? []).encode(into: &w)
+            }
+        }
         return w.bytes
     }
 
     init() {}
 
+    /// Keeps ``inner`` true as the applied channels become `current`: `dropped` holds the
+    /// channels of the leaves this commit made inner revisions. Costs nothing in the common case
+    /// (nothing listed, channels unchanged, edited leaves in the current channels).
+    mutating func keepInnerChannels(dropped: [String: RevisionRouting], current: Set<String>, tree: RevTree) {
+        let before = applied.channels
+        guard !inner.isEmpty || before != current || dropped.values.contains(where: { $0.channels != current }) else { return }
+        var next: [String: Set<String>] = [:]
+        var isParent = [Bool](repeating: false, count: tree.revs.count)
+        for r in tree.revs where r.parent >= 0 { isParent[r.parent] = true }
+        for (i, r) in tree.revs.enumerated() where r.hasBody && isParent[i] {
+            let channels = dropped[r.id]?.channels ?? inner[r.id] ?? before
+            if channels != current { next[r.id] = channels }
+        }
+        inner = next
+    }
+
     /// Whether the record says nothing: the document is in no channel log and no revision the
     /// router saw has channels or grants. Such a record is not stored.
     var isEmpty: Bool {
-        membership.isEmpty && applied.isEmpty && leaves.values.allSatisfy(\.isEmpty)
+        membership.isEmpty && applied.isEmpty && leaves.values.allSatisfy(\.isEmpty) && inner.isEmpty
     }
 
     /// The record of a document whose routing is all in its sequence entry: its current
@@ -52,7 +79,7 @@ struct RoutingRecord {
     /// Whether ``init(simple:winner:sequence:)`` gives this record back: then `doc.routing`
     /// keeps nothing (most documents: one revision, channels that only change with it).
     func isSimple(winner: String, sequence: UInt64) -> Bool {
-        guard leaves.count == 1, leaves[winner] == applied, membership.count == applied.channels.count else { return false }
+        guard inner.isEmpty, leaves.count == 1, leaves[winner] == applied, membership.count == applied.channels.count else { return false }
         return membership.allSatisfy { !$0.value.isRemoved && $0.value.sequence == sequence && applied.channels.contains($0.key) }
     }
 
@@ -74,7 +101,8 @@ struct RoutingRecord {
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
         let bad = SetteeError(.corrupted, "a document's routing record is malformed")
-        guard r.u8() == 1, let applied = RevisionRouting(reading: &r), let nl = r.count(limit: r.remaining) else { throw bad }
+        guard let version = r.u8(), version == 1 || version == 2, let applied = RevisionRouting(reading: &r),
+              let nl = r.count(limit: r.remaining) else { throw bad }
         self.applied = applied
         for _ in 0 ..< nl {
             guard let k = r.string(), let v = RevisionRouting(reading: &r) else { throw bad }
@@ -84,6 +112,13 @@ struct RoutingRecord {
         for _ in 0 ..< nm {
             guard let k = r.string(), let f = r.u8(), f <= 1, let s = r.varint() else { throw bad }
             membership[k] = ChannelMembership(sequence: s, isRemoved: f == 1)
+        }
+        if version == 2 {
+            guard let ni = r.count(limit: r.remaining), ni > 0 else { throw bad }
+            for _ in 0 ..< ni {
+                guard let k = r.string(), let v = RevisionRouting(reading: &r), v.access.isEmpty, v.roles.isEmpty else { throw bad }
+                inner[k] = v.channels
+            }
         }
         guard r.atEnd else { throw bad }
     }
@@ -182,6 +217,20 @@ enum RoutingKey {
 }
 
 extension RevTree {
+    /// The revision a router sees as the parent of a revision whose nearest ancestor in the tree
+    /// is `parent` (`revision`: the revision's own index when the tree holds it already): the
+    /// nearest ancestor with a kept body; when there is none although the document exists (a
+    /// branch a peer sent with a history this database does not hold, or whose ancestors' bodies
+    /// compaction dropped), the current revision, so that an invented history cannot make a
+    /// revision of an existing document look new (a null parent passes an ownership check). Nil
+    /// for a new document.
+    func routingParent(from parent: Int?, of revision: Int?) -> Int? {
+        if let bodied = bodiedAncestor(from: parent) { return bodied }
+        guard !revs.isEmpty else { return nil }
+        let (winner, _) = winnerAndFlags()
+        return winner == revision ? nil : winner
+    }
+
     /// `index` itself if its body is kept, else its nearest ancestor whose body is; nil if none.
     func bodiedAncestor(from index: Int?) -> Int? {
         var i = index
@@ -206,7 +255,7 @@ extension WriteContext {
         let revision = body.properties.map {
             Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, properties: $0, body: body.bytes, blobs: core.blobs)
         } ?? Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, body: body.bytes, blobs: core.blobs)
-        let ancestor = tree.bodiedAncestor(from: parent)
+        let ancestor = tree.routingParent(from: parent, of: nil)
         let parentDoc = try ancestor.map { try core.document(tx, id: id, tree: tree, index: $0, sequence: 0) }
         let parentRouting = try ancestor.flatMap { i in try routingRecord(key)?.leaves[tree.revs[i].id] }
         let routing: RevisionRouting
@@ -233,6 +282,7 @@ extension WriteContext {
         guard pending != nil || loaded != nil || core.router != nil else { return nil }
         var record = loaded?.record ?? RoutingRecord()
         let winnerID = tree.revs[winner].id
+        var dropped: [String: RevisionRouting] = [:]
         if loaded == nil, tree.revs.count == 1 {
             // A new document: its one revision is its only leaf (the common case, kept cheap).
             guard let pending, !pending.routing.isEmpty else { return nil }
@@ -241,11 +291,13 @@ extension WriteContext {
             if let pending { record.leaves[pending.revisionID] = pending.routing }
             if record.leaves.count > 1 || record.leaves.keys.first != winnerID {
                 let leafIDs = Set(tree.leaves().map { tree.revs[$0].id })
+                for (rev, r) in record.leaves where !leafIDs.contains(rev) { dropped[rev] = r }
                 record.leaves = record.leaves.filter { leafIDs.contains($0.key) }
             }
         }
         // A winner the router never saw (saved before a router was set) keeps what was applied.
         let routing = record.leaves[winnerID] ?? record.applied
+        record.keepInnerChannels(dropped: dropped, current: routing.channels, tree: tree)
         try apply(routing, to: &record, id: id, key: key, rev: winnerID, flags: flags, seq: seq)
         try store(record, key: key, winner: winnerID, sequence: seq, stored: loaded?.stored ?? false)
         return record.applied.isEmpty ? nil : record.applied

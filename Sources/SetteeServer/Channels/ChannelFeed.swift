@@ -64,8 +64,7 @@ extension ServedDatabase {
     ///
     /// Returns at most `limit` entries (all when nil), whether there are more, and where a client
     /// that received them all stands.
-    func channelEntries(access: UserAccess, requested: Set<String>?, since p: FeedPosition, limit: Int?,
-                        allLeaves: Bool) throws -> (entries: [FeedEntry], more: Bool, last: FeedPosition) {
+    func channelEntries(access: UserAccess, requested: Set<String>?, since p: FeedPosition, limit: Int?) throws -> (entries: [FeedEntry], more: Bool, last: FeedPosition) {
         let database = self.database
         let upTo = try database.lastSequence
         var channels = access.channels
@@ -154,37 +153,18 @@ extension ServedDatabase {
             entries = Array(entries.prefix(limit))
             more = true
         }
-        // Leaves of documents with more than one, read only for those.
+        // Leaves of documents with more than one, read only for those, and only those the user
+        // may know of.
+        let reader = Reader(self, access: access)
         for i in entries.indices where !entries[i].otherLeaves.isEmpty {
-            let tree = try database.revisionTree(withID: entries[i].documentID)
-            let others = (tree?.leafRevisionIDs ?? []).filter { $0 != entries[i].revisionID }
-            entries[i].otherLeaves = allLeaves ? others : []
+            let id = entries[i].documentID
+            let tree = try database.revisionTree(withID: id)
+            let others = try reader.visible((tree?.leafRevisionIDs ?? []).filter { $0 != entries[i].revisionID }, of: id)
+            entries[i].otherLeaves = others
             let live = Set(tree?.revisions.filter { !$0.isDeleted }.map(\.revisionID) ?? [])
             entries[i].isConflicted = others.contains { live.contains($0) }
         }
         let last = more ? (entries.last?.position ?? p) : max(FeedPosition(upTo), FeedPosition(p.major))
         return (entries, more, last)
-    }
-
-    /// Whether a user may read a revision of a document: through one of its channels (the
-    /// revision's, when the database routed it as a leaf, else the document's current ones), or
-    /// `*`. Design documents are readable by every user of the database.
-    enum Readability { case readable, removed, forbidden }
-
-    func readability(of id: String, revision: String?, for principal: Principal) throws -> Readability {
-        guard case .user(let name) = principal else { return .readable }
-        if id.hasPrefix("_design/") { return .readable }
-        let access = try self.access(for: name)
-        if access.readsAll { return .readable }
-        // A document that is not there is the caller's 404, not a 403.
-        guard let routing = try database.routing(ofDocumentWithID: id) else {
-            return try database.revisionTree(withID: id) == nil ? .readable : .forbidden
-        }
-        let channels = revision.flatMap { routing.leaves[$0]?.channels } ?? routing.current.channels
-        if access.canRead(channels) { return .readable }
-        // It left a channel the user reads, or it is in one the user lost: the user had it.
-        let left = routing.membership.contains { $0.value.isRemoved && access.channels[$0.key] != nil }
-        let lost = channels.contains { access.revoked[$0] != nil }
-        return left || lost ? .removed : .forbidden
     }
 }

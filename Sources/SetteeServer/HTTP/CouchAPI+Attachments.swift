@@ -193,8 +193,9 @@ extension CouchAPI {
             }
             revision = try database.revision(withID: id, revisionID: tree.currentRevisionID)
         }
+        // What the user may not read is missing, as for a document that does not exist.
         if let revision, try db.readability(of: id, revision: revision.revisionID, for: call.principal) != .readable {
-            throw CouchError.forbidden("missing channel access")
+            throw CouchError.notFound("Document is missing attachment")
         }
         guard let revision, case .object(let atts)? = try revision.properties["_attachments"],
               case .object(let e)? = atts[name], case .string(let digest)? = e["digest"] else {
@@ -267,12 +268,14 @@ extension CouchAPI {
         try checkDocumentID(id)
         let database = db.database
         let edit: MutableDocument
-        if let base = try await editBase(database, id: id, rev: rev) {
+        let reader = try Reader(db, principal)
+        if let base = try await editBase(reader, id: id, rev: rev) {
             if let e = base.bodyError { throw e }
             edit = base.toMutable()
         } else {
             if let rev {
-                guard let tree = try await database.revisionTree(withID: id), tree.currentRevisionID == rev else { throw CouchError.conflict }
+                guard let tree = try await database.revisionTree(withID: id), tree.currentRevisionID == rev,
+                      try reader.readability(of: id, revision: rev) == .readable else { throw CouchError.conflict }
             }
             edit = MutableDocument(id: id)
         }

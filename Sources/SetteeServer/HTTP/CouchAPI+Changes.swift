@@ -240,7 +240,7 @@ extension CouchAPI {
         if let scope = o.scope {
             let access = scope.user.isEmpty ? UserAccess(channels: ["*": 0]) : try db.access(for: scope.user)
             (entries, more, last) = try db.channelEntries(access: access, requested: scope.requested, since: since,
-                                                          limit: readLimit, allLeaves: o.allLeaves)
+                                                          limit: readLimit)
         } else {
             let from = since.sequencesDone
             var changes: [ChangeEntry]
@@ -331,8 +331,9 @@ extension CouchAPI {
         doc["_rev"] = .string(e.revisionID)
         if e.isDeleted { doc["_deleted"] = true }
         if o.conflicts, e.isConflicted {
+            // The entry's other leaves: for a user's feed, those it may know of.
             let tree = try database.revisionTree(withID: e.documentID)
-            let others = o.allLeaves ? e.otherLeaves : (tree?.leafRevisionIDs ?? [])
+            let others = e.otherLeaves
             let live = tree?.revisions.filter { !$0.isDeleted }.map(\.revisionID) ?? []
             doc["_conflicts"] = .array(others.filter { $0 != e.revisionID && live.contains($0) }.map(JSONValue.string))
         }

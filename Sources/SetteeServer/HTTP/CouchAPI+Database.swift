@@ -101,12 +101,8 @@ extension CouchAPI {
         let database = db.database
         var rows: [JSONValue] = []
         // A user sees only the documents it may read (design documents included).
-        let access: UserAccess? = try call.principal.name.map { try db.access(for: $0) }.flatMap { $0.readsAll ? nil : $0 }
-        func readable(_ id: String) throws -> Bool {
-            guard let access else { return true }
-            if id.hasPrefix("_design/") { return true }
-            return try database.routing(ofDocumentWithID: id).map { access.canRead($0.current.channels) } ?? false
-        }
+        let reader = try Reader(db, call.principal)
+        func readable(_ id: String) throws -> Bool { try reader.readability(of: id, revision: nil) == .readable }
         func docJSON(_ doc: Document) throws -> JSONValue {
             guard let rev = doc.revisionID else { return .null }
             var o = doc.toDictionary()
@@ -115,7 +111,8 @@ extension CouchAPI {
             o["_id"] = .string(doc.id)
             o["_rev"] = .string(rev)
             if conflicts, let tree = try database.revisionTree(withID: doc.id) {
-                let others = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && !$0.isDeleted && $0.revisionID != rev }
+                let visible = try reader.revisionFilter(of: doc.id)
+                let others = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && !$0.isDeleted && $0.revisionID != rev && visible($0.revisionID) }
                 if !others.isEmpty { o["_conflicts"] = .array(others.map { .string($0.revisionID) }) }
             }
             return .object(o)
@@ -169,7 +166,7 @@ extension CouchAPI {
         }
         // A user who reads only some channels gets the rows it may read as its total, as Sync
         // Gateway does: the database's count would tell it how much it cannot see.
-        let total = access == nil ? Int64(try database.count) : Int64(rows.count)
+        let total = reader.readsAll ? Int64(try database.count) : Int64(rows.count)
         var result: [String: JSONValue] = [
             "total_rows": .int(total),
             "offset": .int(Int64(skip)),
@@ -230,6 +227,7 @@ extension CouchAPI {
         // by one so that the refusal is that document's alone.
         var results = [JSONValue](repeating: .null, count: docs.count)
         var edits: [(Int, MutableDocument)] = []
+        let reader = try Reader(db, call.principal)
         func failure(_ id: String, _ error: any Error) -> JSONValue? {
             let c: CouchError
             if let e = error as? CouchError { c = e } else if let e = error as? SetteeError { c = CouchError(e) } else { return nil }
@@ -239,7 +237,7 @@ extension CouchAPI {
         for (i, d) in docs.enumerated() {
             let id = d.id ?? ""
             do {
-                let edit = try await prepareEdit(d, db: db)
+                let edit = try await prepareEdit(d, reader: reader)
                 // A design document from the public port is that document's refusal alone.
                 try checkDesignWrite(id, properties: edit.toDictionary(), db, call.principal)
                 edits.append((i, edit))
@@ -282,6 +280,7 @@ extension CouchAPI {
         let latest = try flag(call, "latest") || body["latest"] == true
         let allAttachments = try flag(call, "attachments") || body["attachments"] == true
         let database = db.database
+        let reader = try Reader(db, call.principal)
         // Per item: its ID (null when it has none) and its answers, in request order.
         var results: [(id: JSONValue, answers: [RevisionAnswer])] = []
         for item in list {
@@ -316,13 +315,19 @@ extension CouchAPI {
                 if allAttachments, case .array(let since)? = o["atts_since"] {
                     inline = since.compactMap { $0.stringValue.flatMap(parseRevision)?.0 }.max() ?? 0
                 }
-                results.append((.string(id), try found.map { try RevisionAnswer.gate($0, db, call.principal, after: inline) }))
+                // What the user may not read is answered as a revision that does not exist.
+                let answers = try found.compactMap { try RevisionAnswer.gate($0, reader, after: inline) }
+                guard !answers.isEmpty else {
+                    results.append(failure(rev, "not_found", "missing"))
+                    continue
+                }
+                results.append((.string(id), answers))
             } catch let e as SetteeError where e.code == .invalidParameter {
                 results.append(failure(rev, "bad_request", e.message))
             }
         }
         if acceptsMultipartMixed(call) {
-            return try multipartMixed(results.flatMap(\.answers), revs: revs, db: db)
+            return try multipartMixed(results.flatMap(\.answers), revs: revs, reader: reader)
         }
         return try jsonResponse(["results": .array(results.map { id, answers in
             ["id": id, "docs": .array(answers.map { answer in
@@ -330,7 +335,7 @@ extension CouchAPI {
                 case .error(let e): return ["error": e]
                 case .removed(let id, let rev): return ["ok": RevisionAnswer.removedJSON(id, rev)]
                 case .revision(let r, let after):
-                    switch answerJSON(r, revs: revs, db: db, inlineAfter: after) {
+                    switch answerJSON(r, revs: revs, reader: reader, inlineAfter: after) {
                     case .success(let json): return ["ok": .object(json)]
                     case .failure(let e): return ["error": e.json]
                     }
@@ -345,7 +350,14 @@ extension CouchAPI {
         let body = try await jsonBody(&call, limit: bodyLimit(db))
         var request: [String: [String]] = [:]
         for (id, v) in body { request[id] = try Self.strings(v, "revisions of \(id)") }
-        let diff = try db.database.revsDiff(request)
+        // A user learns of no revision it may not read: those are missing, as if never stored.
+        let reader = try Reader(db, call.principal)
+        var visible: [String: (String) -> Bool] = [:]
+        if !reader.readsAll {
+            for id in request.keys { visible[id] = try reader.revisionFilter(of: id) }
+        }
+        let filters = visible
+        let diff = try db.database.revsDiff(request, visible: reader.readsAll ? nil : { id, rev in filters[id]?(rev) ?? false })
         if missingRevs {
             return try jsonResponse(["missing_revs": .object(diff.mapValues { .array($0.missing.map(JSONValue.string)) })])
         }

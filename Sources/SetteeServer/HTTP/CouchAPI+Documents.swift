@@ -20,10 +20,11 @@ extension CouchAPI {
 
     /// The JSON CouchDB sends for a revision: its properties and `_id`, `_rev`, `_deleted`, and
     /// on request `_revisions`.
-    func revisionJSON(_ r: ReplicatedRevision, revs: Bool, db: ServedDatabase, inlineAfter: UInt64? = nil) throws -> [String: JSONValue] {
+    /// A restricted reader gets the history up to the first ancestor it may not know of.
+    func revisionJSON(_ r: ReplicatedRevision, revs: Bool, reader: Reader, inlineAfter: UInt64? = nil) throws -> [String: JSONValue] {
         var o = try r.properties
         if case .object(let stored)? = o["_attachments"] {
-            o["_attachments"] = try wireAttachments(stored, db, inlineAfter: inlineAfter)
+            o["_attachments"] = try wireAttachments(stored, reader.db, inlineAfter: inlineAfter)
         }
         o["_id"] = .string(r.documentID)
         o["_rev"] = .string(r.revisionID)
@@ -37,7 +38,7 @@ extension CouchAPI {
             }
             o["_revisions"] = [
                 "start": .int(Int64(start)),
-                "ids": .array(r.history.map { .string(String(parseRevision($0)?.1 ?? Substring($0))) }),
+                "ids": .array(try reader.history(r.history, of: r.documentID).map { .string(String(parseRevision($0)?.1 ?? Substring($0))) }),
             ]
         }
         return o
@@ -45,10 +46,11 @@ extension CouchAPI {
 
     private func getDocument(_ call: Call, _ db: ServedDatabase, id: String) throws -> Response {
         let database = db.database
+        let reader = try Reader(db, call.principal)
         if call.query["open_revs"] == nil {
-            switch try db.readability(of: id, revision: call.query["rev"], for: call.principal) {
+            switch try reader.readability(of: id, revision: call.query["rev"]) {
             case .readable: break
-            case .forbidden: throw CouchError.forbidden("missing channel access")
+            case .hidden: throw CouchError.notFound("missing")
             case .removed:
                 guard let rev = try call.query["rev"] ?? database.revisionTree(withID: id)?.currentRevisionID else { throw CouchError.notFound("missing") }
                 return try jsonResponse(RevisionAnswer.removedJSON(id, rev))
@@ -57,7 +59,7 @@ extension CouchAPI {
         if call.query.isEmpty, let fast = try currentDocumentFast(call, database, id: id) { return fast }
         let revs = try flag(call, "revs")
         if let openRevs = call.query["open_revs"] {
-            return try openRevisions(call, db, id: id, spec: openRevs, revs: revs)
+            return try openRevisions(call, reader, id: id, spec: openRevs, revs: revs)
         }
         guard let tree = try database.revisionTree(withID: id) else { throw CouchError.notFound("missing") }
         let meta = try flag(call, "meta")
@@ -75,8 +77,10 @@ extension CouchAPI {
             return Response(status: .notModified, headers: [.eTag: etag])
         }
         guard let revision = try database.revision(withID: id, revisionID: target) else { throw CouchError.notFound("missing") }
-        var o = try revisionJSON(revision, revs: revs, db: db, inlineAfter: try inlineAfter(call, tree: tree))
-        let leaves = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && $0.revisionID != target }
+        var o = try revisionJSON(revision, revs: revs, reader: reader, inlineAfter: try inlineAfter(call, tree: tree))
+        // Other leaves and the history, as far as the reader may know of them.
+        let visible = try reader.revisionFilter(of: id)
+        let leaves = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && $0.revisionID != target && visible($0.revisionID) }
         if try meta || flag(call, "conflicts") {
             let live = leaves.filter { !$0.isDeleted }.map(\.revisionID)
             if !live.isEmpty { o["_conflicts"] = .array(live.map(JSONValue.string)) }
@@ -87,7 +91,7 @@ extension CouchAPI {
         }
         if try meta || flag(call, "revs_info") {
             let known = Dictionary(tree.revisions.map { ($0.revisionID, $0) }, uniquingKeysWith: { a, _ in a })
-            o["_revs_info"] = .array(revision.history.map { rev in
+            o["_revs_info"] = .array(try reader.history(revision.history, of: id).map { rev in
                 // Available only while its body is kept (compaction drops old bodies).
                 let status = known[rev].map { $0.isDeleted ? "deleted" : $0.hasBody ? "available" : "missing" } ?? "missing"
                 return ["rev": .string(rev), "status": .string(status)]
@@ -134,12 +138,11 @@ extension CouchAPI {
 
     /// `open_revs=all` or `open_revs=["rev",…]`: JSON `[{"ok": doc} | {"missing": rev}]`, or
     /// `multipart/mixed` when the client asks for it.
-    private func openRevisions(_ call: Call, _ db: ServedDatabase, id: String, spec: String, revs: Bool) throws -> Response {
-        let database = db.database
+    private func openRevisions(_ call: Call, _ reader: Reader, id: String, spec: String, revs: Bool) throws -> Response {
+        let database = reader.db.database
         var entries: [(String, ReplicatedRevision?)] = []
         if spec == "all" {
             entries = try database.leafRevisions(withID: id).map { ($0.revisionID, $0) }
-            if entries.isEmpty { throw CouchError.notFound("missing") }
         } else {
             guard case .array(let list)? = try jsonParameter(call, "open_revs") else {
                 throw CouchError.badRequest("open_revs must be \"all\" or a JSON array of revisions")
@@ -152,20 +155,27 @@ extension CouchAPI {
             }
         }
         let inline = try inlineAfter(call, tree: try database.revisionTree(withID: id))
-        let answers: [RevisionAnswer] = try entries.map { rev, r in
-            try r.map { try RevisionAnswer.gate($0, db, call.principal, after: inline) } ?? .error(["missing": .string(rev)])
+        // A revision the user may not read is answered as one that does not exist.
+        var answers: [RevisionAnswer] = []
+        for (rev, r) in entries {
+            if let r, let answer = try RevisionAnswer.gate(r, reader, after: inline) {
+                answers.append(answer)
+            } else if spec != "all" {
+                answers.append(.error(["missing": .string(rev)]))
+            }
         }
+        if spec == "all" && answers.isEmpty { throw CouchError.notFound("missing") }
         if acceptsMultipartMixed(call) {
             // Attachments follow their document (all of them unless atts_since says otherwise).
             return try multipartMixed(answers.map { a in
                 if case .revision(let r, _) = a { return .revision(r, attachmentsAfter: inline ?? 0) }
                 return a
-            }, revs: revs, db: db)
+            }, revs: revs, reader: reader)
         }
         return try jsonResponse(.array(answers.map { a in
             switch a {
             case .revision(let r, let after):
-                switch answerJSON(r, revs: revs, db: db, inlineAfter: after) {
+                switch answerJSON(r, revs: revs, reader: reader, inlineAfter: after) {
                 case .success(let json): return ["ok": .object(json)]
                 case .failure(let e): return ["error": e.json]
                 }
@@ -223,7 +233,7 @@ extension CouchAPI {
             if case .rejected(let e)? = try await insert([revision], db, as: principal).first { throw e }
             return revision.revisionID
         }
-        let edit = try await prepareEdit(incoming, db: db, follows: follows)
+        let edit = try await prepareEdit(incoming, reader: try Reader(db, principal), follows: follows)
         guard try await saveEdit(edit, db, as: principal), let rev = edit.revisionID else {
             throw CouchError.conflict
         }
@@ -233,12 +243,13 @@ extension CouchAPI {
 
     /// The edit a `new_edits=true` document makes, to save with failOnConflict: a new revision on
     /// top of `_rev` (409 when that is not a live leaf), its attachments stored.
-    func prepareEdit(_ incoming: IncomingDocument, db: ServedDatabase, follows: [String: Data] = [:]) async throws -> MutableDocument {
+    func prepareEdit(_ incoming: IncomingDocument, reader: Reader, follows: [String: Data] = [:]) async throws -> MutableDocument {
         guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
         if let rev = incoming.rev, parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
+        let db = reader.db
         let database = db.database
         let edit: MutableDocument
-        if let base = try await editBase(database, id: id, rev: incoming.rev) {
+        if let base = try await editBase(reader, id: id, rev: incoming.rev) {
             edit = base.toMutable()
             try await setProperties(incoming, of: edit, parent: base.dictionary(forKey: "_attachments") ?? [:],
                                     generation: try childGeneration(of: base.revisionID), follows: follows, db: db)
@@ -247,7 +258,9 @@ extension CouchAPI {
             // names no current revision is a conflict, unless it is the tombstone's.
             var generation: UInt64 = 1
             if let tree = try await database.revisionTree(withID: id) {
-                if let rev = incoming.rev, tree.currentRevisionID != rev { throw CouchError.conflict }
+                if let rev = incoming.rev, try tree.currentRevisionID != rev || reader.readability(of: id, revision: rev) != .readable {
+                    throw CouchError.conflict
+                }
                 generation = try childGeneration(of: tree.currentRevisionID)
             } else if incoming.rev != nil {
                 throw CouchError.conflict
@@ -272,9 +285,13 @@ extension CouchAPI {
 
     /// The revision an edit naming `rev` starts from when the document is live: the current one,
     /// or a conflict's losing leaf (the edit, saved with failOnConflict, continues that branch as
-    /// CouchDB's does). 409 when `rev` is neither; nil when the document is missing or deleted.
-    func editBase(_ database: Database, id: String, rev: String?) async throws -> Document? {
+    /// CouchDB's does). 409 when `rev` is neither, or names a revision the reader may not read
+    /// (a user cannot confirm a guessed revision ID by writing on top of it); nil when the
+    /// document is missing or deleted.
+    func editBase(_ reader: Reader, id: String, rev: String?) async throws -> Document? {
+        let database = reader.db.database
         guard let current = try await database.document(withID: id) else { return nil }
+        if let rev, try reader.readability(of: id, revision: rev) != .readable { throw CouchError.conflict }
         if rev == current.revisionID { return current }
         guard let rev, let tree = try await database.revisionTree(withID: id), tree.leafRevisionIDs.contains(rev),
               let leaf = try await database.document(withID: id, revisionID: rev), !leaf.isDeleted else {
@@ -334,7 +351,7 @@ extension CouchAPI {
         guard let source, !source.isDeleted else { throw CouchError.notFound("missing") }
         if let e = source.bodyError { throw e }
         guard try db.readability(of: id, revision: source.revisionID, for: call.principal) == .readable else {
-            throw CouchError.forbidden("missing channel access")
+            throw CouchError.notFound("missing")
         }
         try checkDocumentID(target)
         let edit: MutableDocument
@@ -354,8 +371,10 @@ extension CouchAPI {
     }
 
     private func deleteDocument(_ call: Call, _ db: ServedDatabase, id: String) async throws -> Response {
-        // As CouchDB: nothing to delete is 404, "missing" or "deleted".
-        guard try await db.database.revisionTree(withID: id) != nil else { throw CouchError.notFound("missing") }
+        // As CouchDB: nothing to delete is 404, "missing" or "deleted"; what the user may not read
+        // is missing.
+        guard try await db.database.revisionTree(withID: id) != nil,
+              try Reader(db, call.principal).readability(of: id, revision: nil) == .readable else { throw CouchError.notFound("missing") }
         guard try await db.database.document(withID: id) != nil else { throw CouchError.notFound("deleted") }
         guard let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }) else {
             throw CouchError.conflict

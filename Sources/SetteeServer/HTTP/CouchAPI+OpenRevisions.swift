@@ -16,14 +16,14 @@ extension CouchAPI {
         /// A revision the user no longer reads: `{_id, _rev, _removed: true}` (Sync Gateway).
         case removed(id: String, rev: String)
 
-        /// What a user who may not read the revision gets instead; nil when it may.
-        static func gate(_ r: ReplicatedRevision, _ db: ServedDatabase, _ principal: Principal, after: UInt64?) throws -> RevisionAnswer {
-            switch try db.readability(of: r.documentID, revision: r.revisionID, for: principal) {
+        /// The answer for a revision the principal asked for: the revision, the `_removed` stub
+        /// for one its user no longer reads, or nil for one it may not read, which the caller
+        /// answers exactly as a revision that does not exist.
+        static func gate(_ r: ReplicatedRevision, _ reader: Reader, after: UInt64?) throws -> RevisionAnswer? {
+            switch try reader.readability(of: r.documentID, revision: r.revisionID) {
             case .readable: return .revision(r, attachmentsAfter: after)
             case .removed: return .removed(id: r.documentID, rev: r.revisionID)
-            case .forbidden:
-                return .error(["id": .string(r.documentID), "rev": .string(r.revisionID), "error": "forbidden",
-                               "reason": "missing channel access"])
+            case .hidden: return nil
             }
         }
 
@@ -35,12 +35,12 @@ extension CouchAPI {
     /// One revision's JSON in an answer about several (`_bulk_get`, `open_revs`), or that
     /// revision's error object: a stored revision that cannot be written (a generation stored
     /// before generations were bounded, a damaged body) fails alone, never the whole answer.
-    func answerJSON(_ r: ReplicatedRevision, revs: Bool, db: ServedDatabase, inlineAfter: UInt64?) -> Result<[String: JSONValue], RevisionError> {
+    func answerJSON(_ r: ReplicatedRevision, revs: Bool, reader: Reader, inlineAfter: UInt64?) -> Result<[String: JSONValue], RevisionError> {
         do {
-            return .success(try revisionJSON(r, revs: revs, db: db, inlineAfter: inlineAfter))
+            return .success(try revisionJSON(r, revs: revs, reader: reader, inlineAfter: inlineAfter))
         } catch {
             let c = CouchError(answering: error)
-            if c.status == .internalServerError { server.logger.error("\(db.name)/\(r.documentID) \(r.revisionID): \(c.error): \(c.reason)") }
+            if c.status == .internalServerError { server.logger.error("\(reader.db.name)/\(r.documentID) \(r.revisionID): \(c.error): \(c.reason)") }
             return .failure(RevisionError(json: ["id": .string(r.documentID), "rev": .string(r.revisionID),
                                                  "error": .string(c.error), "reason": .string(c.reason)]))
         }
@@ -60,7 +60,7 @@ extension CouchAPI {
         }
     }
 
-    /// A revision's error object, as ``answerJSON(_:revs:db:inlineAfter:)`` gives it.
+    /// A revision's error object, as ``answerJSON(_:revs:reader:inlineAfter:)`` gives it.
     struct RevisionError: Error {
         var json: JSONValue
     }
@@ -84,7 +84,8 @@ extension CouchAPI {
     /// `multipart/mixed`, as CouchDB answers a replicator: per revision a `multipart/related` part
     /// (the document with `follows`, then the attachments' bodies) when it has attachments to
     /// send, else an `application/json` part; an error as `application/json; error="true"`.
-    func multipartMixed(_ answers: [RevisionAnswer], revs: Bool, db: ServedDatabase) throws -> Response {
+    func multipartMixed(_ answers: [RevisionAnswer], revs: Bool, reader: Reader) throws -> Response {
+        let db = reader.db
         let boundary = Self.boundary()
         var body: [UInt8] = []
         for answer in answers {
@@ -98,7 +99,7 @@ extension CouchAPI {
                 body += try RevisionAnswer.removedJSON(id, rev).jsonBytes()
             case .revision(let r, let after):
                 var o: [String: JSONValue]
-                switch answerJSON(r, revs: revs, db: db, inlineAfter: nil) {
+                switch answerJSON(r, revs: revs, reader: reader, inlineAfter: nil) {
                 case .success(let json): o = json
                 case .failure(let e):
                     body += Array("Content-Type: application/json; error=\"true\"\r\n\r\n".utf8)
