@@ -220,3 +220,83 @@ extension HostileClientTests {
         }
     }
 }
+
+// MARK: - Sessions, local documents, the database's counts
+
+extension HostileClientTests {
+    static func cookie(_ r: TestResponse) -> String? {
+        r.headers[.setCookie]?.split(separator: ";").first.map(String.init)
+    }
+
+    /// A session ends when its user's password changes, through the admin API or in the
+    /// configuration between two starts; setting the same password again keeps it.
+    @Test func sessionsEndWhenThePasswordChanges() async throws {
+        let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
+        let directory = base + "settee-sessions-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func config(_ password: String) -> String {
+            #"{"databases": {"db": {"server": "\#(directory)", "users": {"alice": {"password": "\#(password)", "admin_channels": ["red"]}}}}}"#
+        }
+        let kept: String = try await {
+            let server = try channelServer(config("one"))
+            defer { try? server.close() }
+            return try await withPorts(server) { pub, admin in
+                let bob = try await admin.send(.put, "/db/_user/bob", json: #"{"password": "first", "admin_channels": ["red"]}"#)
+                #expect(bob.status == .created)
+                let login = try await pub.send(.post, "/db/_session", json: #"{"name": "bob", "password": "first"}"#)
+                let cookie = try #require(Self.cookie(login))
+                #expect(try await pub.send(.get, "/db/_all_docs", headers: [.cookie: cookie]).status == .ok)
+                // The same password again: still logged in.
+                #expect(try await admin.send(.put, "/db/_user/bob", json: #"{"password": "first", "admin_channels": ["red"]}"#).status == .ok)
+                #expect(try await pub.send(.get, "/db/_all_docs", headers: [.cookie: cookie]).status == .ok)
+                // A new one: logged out.
+                #expect(try await admin.send(.put, "/db/_user/bob", json: #"{"password": "second", "admin_channels": ["red"]}"#).status == .ok)
+                #expect(try await pub.send(.get, "/db/_all_docs", headers: [.cookie: cookie]).status == .unauthorized)
+                let alice = try await pub.send(.post, "/db/_session", json: #"{"name": "alice", "password": "one"}"#)
+                return try #require(Self.cookie(alice))
+            }
+        }()
+        // Restarted with alice's password unchanged: her session holds. Changed: it ends.
+        for (password, status) in [("one", HTTPResponse.Status.ok), ("two", .unauthorized)] {
+            let server = try channelServer(config(password))
+            defer { try? server.close() }
+            try await withPorts(server) { pub, _ async throws in
+                #expect(try await pub.send(.get, "/db/_all_docs", headers: [.cookie: kept]).status == status, "password \(password)")
+            }
+        }
+    }
+
+    /// `_local` documents are each user's own on the public port; the admin port's are apart.
+    @Test func localDocumentsArePerUser() async throws {
+        let server = try channelServer(Self.config())
+        try await withPorts(server) { pub, admin in
+            var r = try await pub.send(.put, "/db/_local/checkpoint", json: #"{"seq": 7}"#, headers: Self.alice)
+            #expect(r.status == .created && r["id"] == "_local/checkpoint", "\(r.text)")
+            let aliceRev = try #require(r["rev"]?.stringValue)
+            #expect(try await pub.send(.get, "/db/_local/checkpoint", headers: Self.bob).status == .notFound)
+            #expect(try await pub.send(.delete, "/db/_local/checkpoint?rev=\(aliceRev)", headers: Self.bob).status == .notFound)
+            r = try await pub.send(.put, "/db/_local/checkpoint", json: #"{"seq": 99}"#, headers: Self.bob)
+            #expect(r.status == .created, "\(r.text)")
+            #expect(try await pub.send(.get, "/db/_local/checkpoint", headers: Self.alice)["seq"] == 7)
+            #expect(try await pub.send(.get, "/db/_local/checkpoint", headers: Self.bob)["seq"] == 99)
+            #expect(try await admin.send(.get, "/db/_local/checkpoint").status == .notFound)
+            // A name that looks like another user's path stays its own.
+            #expect(try await admin.send(.put, "/db/_user/alice%2Fx", json: #"{"password": "pw"}"#).status == .created)
+            r = try await pub.send(.get, "/db/_local/x%2Fcheckpoint", headers: basic("alice/x", "pw"))
+            #expect(r.status == .notFound, "\(r.text)")
+        }
+    }
+
+    /// `GET /{db}` shows a user who reads only some channels no counts or sizes; the admin port
+    /// and a user reading `*` see them.
+    @Test func theDatabaseInfoShowsOnlyWhatTheUserMayRead() async throws {
+        let server = try channelServer(Self.config())
+        try await withPorts(server) { pub, admin in
+            try await put(admin, "a", #"{"channels": ["blue"]}"#)
+            let mine = try await pub.send(.get, "/db", headers: Self.alice)
+            #expect(mine.status == .ok && mine["doc_count"] == nil && mine["doc_del_count"] == nil && mine["sizes"] == nil, "\(mine.text)")
+            #expect(mine["update_seq"] != nil && mine["instance_start_time"] != nil, "\(mine.text)")
+            #expect(try await admin.send(.get, "/db")["doc_count"] == 1)
+        }
+    }
+}

@@ -16,6 +16,15 @@ enum PrincipalRecords {
     static let prefix = "settee.server/"
     static let principalsID = prefix + "principals"
     static let sessionsID = prefix + "sessions"
+    /// Where a user's `_local` documents live: `settee.user/<name>/<id>`, the name with `%` and
+    /// `/` percent-encoded so that no two users' IDs meet. The admin port's are stored as named.
+    static let userLocalPrefix = "settee.user/"
+
+    static func localID(_ id: String, of principal: Principal) -> String {
+        guard case .user(let name) = principal else { return id }
+        let encoded = name.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F")
+        return userLocalPrefix + encoded + "/" + id
+    }
 
     static func encode(_ user: User) -> JSONValue {
         var o: [String: JSONValue] = [
@@ -47,7 +56,7 @@ enum PrincipalRecords {
         if let h = o["password_hash"] {
             guard case .object(let p) = h, p["algorithm"] == "pbkdf2-sha256", case .int(let rounds)? = p["rounds"],
                   case .string(let salt)? = p["salt"], case .string(let hash)? = p["hash"],
-                  let s = Data(base64Encoded: salt), let d = Data(base64Encoded: hash), rounds > 0 else {
+                  let s = Data(base64Encoded: salt), let d = Data(base64Encoded: hash), rounds > 0, rounds <= 100_000_000 else {
                 throw SetteeError(.corrupted, "stored user \(name): password_hash is malformed")
             }
             password = PasswordHash(salt: Array(s), hash: Array(d), rounds: Int(rounds))
@@ -83,10 +92,21 @@ extension ServedDatabase {
                 }
             }
         }
+        // A configured user whose password is not the one stored at the last start had it
+        // changed in the configuration: its sessions end.
+        var passwordChanged: Set<String> = []
+        if case .object(let users)? = try database.localDocument(withID: PrincipalRecords.principalsID)?["users"] {
+            for (name, configured) in config.users {
+                guard let password = configured.password, let v = users[name],
+                      let stored = try? PrincipalRecords.decodeUser(name, v).password else { continue }
+                if !stored.matches(password) { passwordChanged.insert(name) }
+            }
+        }
         if let stored = try database.localDocument(withID: PrincipalRecords.sessionsID) {
             let now = Date()
             for (id, v) in stored {
-                guard case .string(let user)? = v.objectValue?["user"], let expires = v.objectValue?["expires"]?.doubleValue else { continue }
+                guard case .string(let user)? = v.objectValue?["user"], let expires = v.objectValue?["expires"]?.doubleValue,
+                      !passwordChanged.contains(user) else { continue }
                 let date = Date(timeIntervalSince1970: expires)
                 let ttl = v.objectValue?["ttl"]?.doubleValue ?? Self.sessionTTL
                 if date > now { sessions.withLock { $0[id] = Session(user: user, expires: date, ttl: ttl) } }
@@ -98,6 +118,7 @@ extension ServedDatabase {
         try database.inBatch {
             try updatePrincipalHistory(database)
             if principalHistory.withLock({ $0 }) != before { try writePrincipals(database) }
+            if !passwordChanged.isEmpty { try writeSessions(database) }
         }
     }
 
@@ -178,17 +199,20 @@ extension ServedDatabase {
 
     /// Writes the live sessions, read in the write's turn on the worker (as `savePrincipals`).
     private func saveSessions() async throws {
-        try await database.inBatch { [self] db in
-            let now = Date()
-            let snapshot = sessions.withLock { s in
-                s = s.filter { $0.value.expires > now }
-                return s
-            }
-            var o: [String: JSONValue] = [:]
-            for (id, s) in snapshot {
-                o[id] = ["user": .string(s.user), "expires": .double(s.expires.timeIntervalSince1970), "ttl": .double(s.ttl)]
-            }
-            try db.saveLocalDocument(o, withID: PrincipalRecords.sessionsID)
+        try await database.inBatch { [self] db in try writeSessions(db) }
+    }
+
+    /// Writes the sessions record (in the caller's batch).
+    private func writeSessions(_ db: Database) throws {
+        let now = Date()
+        let snapshot = sessions.withLock { s in
+            s = s.filter { $0.value.expires > now }
+            return s
         }
+        var o: [String: JSONValue] = [:]
+        for (id, s) in snapshot {
+            o[id] = ["user": .string(s.user), "expires": .double(s.expires.timeIntervalSince1970), "ttl": .double(s.ttl)]
+        }
+        try db.saveLocalDocument(o, withID: PrincipalRecords.sessionsID)
     }
 }

@@ -12,7 +12,7 @@ extension CouchAPI {
         case .get, .head:
             guard let db = server.database(named: name) else { throw CouchError.notFound("Database does not exist.") }
             try requireUser(call, db)
-            return try databaseInfo(db)
+            return try databaseInfo(db, reader: try Reader(db, call.principal))
         case .put:
             if server.database(named: name) != nil {
                 throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
@@ -38,24 +38,31 @@ extension CouchAPI {
         }
     }
 
-    private func databaseInfo(_ db: ServedDatabase) throws -> Response {
+    /// A user who reads only some channels gets what Sync Gateway's public port gives: no document
+    /// counts and no sizes (they would tell it how much it cannot see; counting what it may read
+    /// would cost a read of its channels per request). `update_seq` is the database's, as every
+    /// feed's `last_seq` already tells it.
+    private func databaseInfo(_ db: ServedDatabase, reader: Reader) throws -> Response {
         let stats = try db.database.statistics
         let seq = stats.lastSequence
-        return try jsonResponse([
+        var info: [String: JSONValue] = [
             "db_name": .string(db.name),
             "update_seq": .int(Int64(seq)),
             "committed_update_seq": .int(Int64(seq)),
             "instance_start_time": "0",
-            "doc_count": .int(Int64(stats.documentCount)),
-            "doc_del_count": .int(Int64(stats.deletedDocumentCount)),
-            // CouchDB's `file` is the bytes on disk; `active` and `external` are not measured
-            // here and are left out rather than guessed.
-            "sizes": ["file": .int(Int64(stats.fileSize))],
             "purge_seq": 0,
             "compact_running": false,
             "disk_format_version": 1,
             "state": "Online",
-        ])
+        ]
+        if reader.readsAll {
+            info["doc_count"] = .int(Int64(stats.documentCount))
+            info["doc_del_count"] = .int(Int64(stats.deletedDocumentCount))
+            // CouchDB's `file` is the bytes on disk; `active` and `external` are not measured
+            // here and are left out rather than guessed.
+            info["sizes"] = ["file": .int(Int64(stats.fileSize))]
+        }
+        return try jsonResponse(.object(info))
     }
 
     /// `PUT /{db}` on the admin port: a new database; the body, if any, is its configuration (the
@@ -407,11 +414,14 @@ extension CouchAPI {
 
     // MARK: - _local
 
-    func localDocument(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
+    func localDocument(_ call: inout Call, _ db: ServedDatabase, id clientID: String) async throws -> Response {
         let database = db.database
-        let fullID = "_local/" + id
+        let fullID = "_local/" + clientID
         // The server's own records (users, sessions) are not the clients'.
-        if id.hasPrefix(PrincipalRecords.prefix) { throw CouchError.forbidden("reserved local document ID") }
+        if clientID.hasPrefix(PrincipalRecords.prefix) { throw CouchError.forbidden("reserved local document ID") }
+        // On the public port each user has local documents of its own (replication checkpoints):
+        // no user reads, overwrites or deletes another's.
+        let id = PrincipalRecords.localID(clientID, of: call.principal)
         switch call.request.method {
         case .get, .head:
             guard let (properties, rev) = try database.localDocumentWithRevision(withID: id) else {

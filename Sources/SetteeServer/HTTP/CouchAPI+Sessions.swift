@@ -209,7 +209,10 @@ extension CouchAPI {
             }
             db.users.setUser(User(name: name, password: name == User.guestName ? nil : password, adminChannels: u.adminChannels,
                                   adminRoles: u.adminRoles, disabled: u.disabled, email: u.email))
-            if u.disabled { try await db.deleteSessions(of: name) }
+            // A disabled user, or one given a new password, is logged out everywhere.
+            if u.disabled || u.password.map({ old?.password?.matches($0) != true }) == true {
+                try await db.deleteSessions(of: name)
+            }
         } else {
             let r: ServerConfiguration.RoleConfig
             do {
