@@ -300,3 +300,107 @@ extension HostileClientTests {
         }
     }
 }
+
+// MARK: - The admin port
+
+extension HostileClientTests {
+    /// A web page of another site drives nothing on the admin port: not with its Origin, not
+    /// with Sec-Fetch-Site, not under a rebound DNS name, not with JSON sent as a form or text.
+    /// What the admin port's own address, localhost or an IP address asks goes through.
+    @Test func theAdminPortRefusesCrossSiteRequests() async throws {
+        let server = try channelServer(Self.config())
+        try await whileRunning(server) { ports in
+            let port = try #require(ports.adminPort)
+            let here = "127.0.0.1:\(port)"
+            let user = #"{"password": "x", "admin_channels": ["*"]}"#
+            let json: HTTPFields = [.contentType: "application/json"]
+            let attacks: [(String, String?, HTTPFields)] = [
+                ("Origin of another site", here, adding(json, .origin, "http://evil.example")),
+                ("Origin null", here, adding(json, .origin, "null")),
+                ("Origin of another port", here, adding(json, .origin, "http://127.0.0.1:1")),
+                ("Sec-Fetch-Site cross-site", here, adding(json, .secFetchSite, "cross-site")),
+                ("Sec-Fetch-Site same-site", here, adding(json, .secFetchSite, "same-site")),
+                ("rebound DNS name", "evil.example:\(port)", json),
+                ("rebound DNS name, same origin", "evil.example:\(port)", adding(json, .origin, "http://evil.example:\(port)")),
+                ("text/plain", here, [.contentType: "text/plain"]),
+                ("form", here, [.contentType: "application/x-www-form-urlencoded"]),
+                ("multipart form", here, [.contentType: "multipart/form-data; boundary=x"]),
+            ]
+            for (what, authority, headers) in attacks {
+                let r = try await rawRequest(port: port, .put, "/db/_user/mallory", authority: authority, headers: headers, body: user)
+                #expect(r.status == .forbidden || r.status == .unsupportedMediaType, "\(what): \(r.status)")
+                let replicate = try await rawRequest(port: port, .post, "/_replicate", authority: authority, headers: headers,
+                                                     body: #"{"source": "db", "target": "http://evil.example/loot"}"#)
+                #expect(replicate.status == .forbidden || replicate.status == .unsupportedMediaType, "\(what): \(replicate.status)")
+                let plant = try await rawRequest(port: port, .post, "/db", authority: authority, headers: headers, body: #"{"_id": "planted"}"#)
+                #expect(plant.status == .forbidden || plant.status == .unsupportedMediaType, "\(what): \(plant.status)")
+            }
+            // A GET of another site is refused too (it would read nothing, but it would cost).
+            let page = try await rawRequest(port: port, .get, "/_admin/", authority: here, headers: [.secFetchSite: "cross-site"])
+            #expect(page.status == .forbidden)
+            #expect(try await rawRequest(port: port, .get, "/db/_user/mallory", authority: here).status == .notFound)
+            #expect(try await rawRequest(port: port, .get, "/db/planted", authority: here).status == .notFound)
+            // The admin port's own origin, localhost and IP literals are fine; so is no Host at all.
+            for (authority, origin) in [(here, "http://\(here)"), ("localhost:\(port)", "http://localhost:\(port)"),
+                                        ("[::1]:\(port)", nil), (nil, nil)] as [(String?, String?)] {
+                var headers = adding(json, .secFetchSite, "same-origin")
+                if let origin { headers[.origin] = origin }
+                let r = try await rawRequest(port: port, .put, "/db/_user/friend", authority: authority, headers: headers, body: user)
+                #expect(r.status == .created || r.status == .ok, "\(authority ?? "no Host"): \(r.status)")
+            }
+            // The public port still reads JSON sent as text/plain (CouchDB's clients do).
+            let pub = try await rawRequest(port: ports.publicPort, .put, "/db/doc", authority: "anything.example",
+                                           headers: basic("bob", "pw") + [.contentType: "text/plain"], body: #"{"channels": ["red"]}"#)
+            #expect(pub.status == .created)
+        }
+    }
+
+    /// With administrators configured, the admin port needs one's credentials.
+    @Test func administratorCredentialsWhenConfigured() async throws {
+        let server = try channelServer(Self.config(extra: #""adminUsers": {"root": {"password": "s3cret"}}, "#))
+        try await whileRunning(server) { ports in
+            let port = try #require(ports.adminPort)
+            let none = try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1")
+            #expect(none.status == .unauthorized && none.headers[.wwwAuthenticate]?.contains("Basic") == true)
+            #expect(try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1", headers: basic("root", "wrong")).status == .unauthorized)
+            #expect(try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1", headers: basic("alice", "pw")).status == .unauthorized)
+            #expect(try await rawRequest(port: port, .get, "/_admin/", authority: "127.0.0.1").status == .unauthorized)
+            #expect(try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1", headers: basic("root", "s3cret")).status == .ok)
+        }
+        #expect(throws: ConfigurationError.self) { try ServerConfiguration(json: #"{"adminUsers": {"root": {}}}"#) }
+    }
+
+    /// No attachment is active content on either origin.
+    @Test func attachmentsAreNeverActiveContent() async throws {
+        let server = try channelServer(Self.config())
+        try await withPorts(server) { pub, admin in
+            let svg = #"<svg xmlns="http://www.w3.org/2000/svg" onload="alert(document.domain)"><script>alert(1)</script></svg>"#
+            let html = "<html><script>fetch('/_admin/')</script></html>"
+            let b64 = { (s: String) in Data(s.utf8).base64EncodedString() }
+            try await put(admin, "doc", #"{"channels": ["red"], "_attachments": {"x.svg": {"content_type": "image/svg+xml", "data": "\#(b64(svg))"}, "p.html": {"content_type": "text/html; charset=utf-8", "data": "\#(b64(html))"}, "a \"q\".xml": {"content_type": "application/xml", "data": "\#(b64("<a/>"))"}, "i.png": {"content_type": "image/png", "data": "\#(b64("png"))"}}}"#)
+            for (c, who) in [(admin, HTTPFields()), (pub, Self.alice)] {
+                for name in ["x.svg", "p.html", "a%20%22q%22.xml"] {
+                    let r = try await c.send(.get, "/db/doc/\(name)", headers: who)
+                    #expect(r.status == .ok, "\(name)")
+                    #expect(r.headers[.contentSecurityPolicy]?.hasPrefix("sandbox") == true, "\(name)")
+                    #expect(r.headers[.xContentTypeOptions] == "nosniff", "\(name)")
+                    #expect(r.headers[.contentDisposition]?.hasPrefix("attachment") == true, "\(name): \(r.headers)")
+                    #expect(r.headers[.contentDisposition]?.dropFirst("attachment; filename=\"".count).dropLast().contains("\"") == false, "\(name)")
+                }
+                let png = try await c.send(.get, "/db/doc/i.png", headers: who)
+                #expect(png.headers[.contentSecurityPolicy]?.hasPrefix("sandbox") == true && png.headers[.xContentTypeOptions] == "nosniff")
+                #expect(png.headers[.contentDisposition] == nil)
+            }
+        }
+    }
+
+    /// `DELETE /{db}?rev=…` is a mistaken document deletion: 400, and the database stays.
+    @Test func deletingADatabaseWithARevIsRefused() async throws {
+        let server = try channelServer(Self.config())
+        try await withPorts(server) { _, admin in
+            let r = try await admin.send(.delete, "/db?rev=1-abc")
+            #expect(r.status == .badRequest, "\(r.text)")
+            #expect(try await admin.send(.get, "/db").status == .ok)
+        }
+    }
+}

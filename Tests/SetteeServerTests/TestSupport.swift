@@ -116,3 +116,32 @@ func adding(_ h: HTTPFields, _ name: HTTPField.Name, _ value: String) -> HTTPFie
     out[name] = value
     return out
 }
+
+/// Runs `server` (both its listeners, on the ports the configuration names or the system picks)
+/// for the duration of `body`, then stops it.
+func whileRunning<R: Sendable>(_ server: SetteeServer, _ body: @Sendable (ListeningPorts) async throws -> R) async throws -> R {
+    let ports = AsyncStream.makeStream(of: ListeningPorts.self)
+    let task = Task { try await server.run { ports.continuation.yield($0) } }
+    var iterator = ports.stream.makeAsyncIterator()
+    guard let listening = await iterator.next() else { throw CancellationError() }
+    do {
+        let result = try await body(listening)
+        task.cancel()
+        _ = try? await task.value
+        return result
+    } catch {
+        task.cancel()
+        _ = try? await task.value
+        throw error
+    }
+}
+
+/// One request to `port` on loopback with the `Host` (authority) given, through a client of its
+/// own.
+func rawRequest(port: Int, _ method: HTTPRequest.Method, _ uri: String, authority: String?, headers: HTTPFields = [:],
+                body: String? = nil) async throws -> TestClient.Response {
+    try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
+        try await client.execute(TestClient.Request(uri, method: method, authority: authority, headers: headers,
+                                                    body: body.map { ByteBuffer(string: $0) }))
+    }
+}

@@ -457,11 +457,8 @@ struct AdminPages {
     // MARK: - Forms
 
     /// The fields of a POSTed form, after checking that it came from the admin page itself: the
-    /// server's form token, and (when the browser says) a same-origin request.
+    /// server's form token (the admin port refused any request another site made before this).
     private func checkedForm(_ call: inout CouchAPI.Call) async throws -> [String: String] {
-        if let site = call.request.headers[HTTPField.Name("Sec-Fetch-Site")!], site != "same-origin", site != "none" {
-            throw CouchError(.forbidden, "forbidden", "the admin page accepts forms from itself only")
-        }
         let body = try await call.request.collectBody(upTo: 1 << 20)
         let text = String(decoding: body.readableBytesView, as: UTF8.self)
         let form = try CouchAPI.queryParameters(text)
@@ -490,7 +487,7 @@ struct AdminPages {
         case "icon.svg": (type, text) = ("image/svg+xml", AdminAssets.icon)
         default: return notFound("No such asset.")
         }
-        return Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache", HTTPField.Name("X-Content-Type-Options")!: "nosniff"],
+        return Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache", .xContentTypeOptions: "nosniff"],
                          body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 
@@ -529,7 +526,7 @@ struct AdminPages {
         .contentType: "text/html; charset=utf-8",
         .cacheControl: "no-store",
         HTTPField.Name("Content-Security-Policy")!: "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        HTTPField.Name("X-Content-Type-Options")!: "nosniff",
+        .xContentTypeOptions: "nosniff",
         HTTPField.Name("Referrer-Policy")!: "no-referrer",
     ]
 }

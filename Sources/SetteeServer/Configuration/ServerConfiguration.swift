@@ -56,6 +56,38 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// config.sslKey = "/etc/settee/key.pem"
     /// ```
     public var sslKey: String?
+    /// Administrators of the admin port, by name, with their passwords (`adminUsers`): when
+    /// there is one, every request to the admin port needs Basic credentials of one of them.
+    /// Empty (the default): the admin port trusts whoever reaches it, which is why it listens on
+    /// loopback by default.
+    ///
+    /// ```swift
+    /// config.adminUsers = ["root": "correct horse battery staple"]
+    /// ```
+    public var adminUsers: [String: String] = [:]
+    /// The most connections each listener holds open at once (Sync Gateway's
+    /// `maxIncomingConnections`; 0: no limit). A connection past it is closed at once, so that
+    /// clients holding sockets open cannot take the other port down with them.
+    ///
+    /// ```swift
+    /// config.maxIncomingConnections = 10_000
+    /// ```
+    public var maxIncomingConnections: Int = 2000
+    /// The number of file descriptors the server asks the system for at start (Sync Gateway's
+    /// `maxFileDescriptors`): the soft limit is raised to this, within the hard limit.
+    ///
+    /// ```swift
+    /// config.maxFileDescriptors = 20_000
+    /// ```
+    public var maxFileDescriptors: Int = 5000
+    /// The deepest nesting of arrays and objects a document may have, the document itself
+    /// counting as one level (`max_document_depth` is not per database: it protects every
+    /// client the server answers). Deeper ones are refused with 400.
+    ///
+    /// ```swift
+    /// config.maxDocumentDepth = 64
+    /// ```
+    public var maxDocumentDepth: Int = 100
     /// The databases served, by name.
     ///
     /// ```swift
@@ -252,6 +284,21 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "ServerReadTimeout": serverReadTimeout = try r.int(in: 1 ... 86_400)
             case "SSLCert": sslCert = try r.string()
             case "SSLKey": sslKey = try r.string()
+            case "adminUsers":
+                for (name, uv) in try r.object() {
+                    let u = r.child(name, uv)
+                    guard !name.isEmpty, !name.contains(":") else { throw ConfigurationError(path: u.path, message: "an administrator's name is not empty and has no colon") }
+                    var password: String?
+                    for (key, pv) in try u.object() {
+                        guard key == "password" else { throw ConfigurationError(path: u.path + "." + key, message: "unknown key") }
+                        password = try u.child(key, pv).string()
+                    }
+                    guard let password, !password.isEmpty else { throw ConfigurationError(path: u.path, message: "an administrator needs a password") }
+                    adminUsers[name] = password
+                }
+            case "maxIncomingConnections": maxIncomingConnections = try r.int(in: 0 ... 1_000_000)
+            case "maxFileDescriptors": maxFileDescriptors = try r.int(in: 64 ... 10_000_000)
+            case "maxDocumentDepth": maxDocumentDepth = try r.int(in: 2 ... 200)
             case "databases":
                 for (name, dv) in try r.object() {
                     let dr = ConfigReader(dv, path: "databases." + name)
@@ -317,7 +364,8 @@ public struct ServerConfiguration: Sendable, Equatable {
         }
     }
 
-    private static func database(_ r: ConfigReader) throws(ConfigurationError) -> DatabaseConfig {
+    /// A database's keys (`databases.<name>`, or an admin `PUT /{db}`'s body).
+    static func database(_ r: ConfigReader) throws(ConfigurationError) -> DatabaseConfig {
         var db = DatabaseConfig(server: "walrus:")
         for (key, v) in try r.object() {
             let k = r.child(key, v)

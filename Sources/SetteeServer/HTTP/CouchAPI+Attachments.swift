@@ -209,6 +209,7 @@ extension CouchAPI {
         let etag = "\"\(md5)\""
         if call.request.headers[.ifNoneMatch] == etag { return Response(status: .notModified, headers: [.eTag: etag]) }
         var headers: HTTPFields = [.contentType: type, .eTag: etag, .acceptRanges: "bytes"]
+        Self.neverActive(&headers, contentType: type, name: name)
         if let range = call.request.headers[.range] {
             guard let (start, end) = Self.byteRange(range, length: content.count) else {
                 var e = CouchError(.rangeNotSatisfiable, "range_not_satisfiable", "Requested range not satisfiable")
@@ -220,6 +221,27 @@ extension CouchAPI {
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: content[content.startIndex + start ... content.startIndex + end])))
         }
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: content)))
+    }
+
+    /// An attachment is data, never a page of either port's origin: a sandbox that gives it no
+    /// script and no origin of its own, no type sniffing, and for a type a browser would run (HTML,
+    /// SVG, XML, JavaScript, …) a download instead of a display.
+    static func neverActive(_ headers: inout HTTPFields, contentType: String, name: String) {
+        headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
+        headers[.xContentTypeOptions] = "nosniff"
+        let mime = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let scriptable = ["text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml", "text/xsl",
+                          "application/xslt+xml", "text/javascript", "application/javascript", "application/x-javascript",
+                          "application/ecmascript", "text/ecmascript", "application/x-shockwave-flash", "application/pdf",
+                          "multipart/x-mixed-replace", "text/vtt", "application/rss+xml", "application/atom+xml"]
+        if mime.isEmpty || scriptable.contains(mime) || mime.hasSuffix("+xml") || mime.hasSuffix("/xml") {
+            // The name is the client's: quoted, with anything that could end the quote encoded.
+            let safe = name.utf8.prefix(200).map { b -> String in
+                (0x20 ..< 0x7F).contains(b) && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") && b != UInt8(ascii: "%")
+                    ? String(UnicodeScalar(b)) : String(format: "%%%02X", b)
+            }.joined()
+            headers[.contentDisposition] = "attachment; filename=\"\(safe)\""
+        }
     }
 
     /// One `bytes=a-b`, `bytes=a-` or `bytes=-n` range within `length`; nil when malformed or

@@ -21,6 +21,10 @@ extension CouchAPI {
             guard call.principal == .admin else { throw CouchError.forbidden("Creating a database over the public API is unsupported") }
             return try await createDatabase(&call, name: name)
         case .delete:
+            // CouchDB's guard against a document deletion missing its ID: never a database deletion.
+            if call.query["rev"] != nil {
+                throw CouchError.badRequest("DELETE of a database takes no ?rev=: to delete a document, name it in the path")
+            }
             guard call.principal == .admin else { throw CouchError.forbidden("Deleting a database over the public API is unsupported") }
             if let served = server.database(named: name), !served.owned {
                 throw CouchError.forbidden("this database belongs to the app serving it and is not deleted over HTTP")
@@ -68,16 +72,15 @@ extension CouchAPI {
     /// `PUT /{db}` on the admin port: a new database; the body, if any, is its configuration (the
     /// keys of `databases.<name>`), `"walrus:"` when it names no `server`.
     private func createDatabase(_ call: inout Call, name: String) async throws -> Response {
-        let buffer = try await call.request.collectBody(upTo: 1 << 20)
-        var configText = String(decoding: buffer.readableBytesView, as: UTF8.self)
-        if configText.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { configText = "{}" }
-        let config: ServerConfiguration
+        // The body, if any, is read as a JSON value and then as a configuration (never spliced
+        // into configuration text).
+        let body = try await jsonValueBody(&call, limit: 1 << 20, empty: .object([:]))
+        let dbConfig: ServerConfiguration.DatabaseConfig
         do {
-            config = try ServerConfiguration(json: "{\"databases\": {\"\(name)\": \(configText)}}")
+            dbConfig = try ServerConfiguration.database(ConfigReader(body, path: "databases." + name))
         } catch {
             throw CouchError.badRequest("database configuration: \(error)")
         }
-        guard let dbConfig = config.databases[name] else { throw CouchError.badRequest("database configuration missing") }
         let served = try ServedDatabase.open(name: name, config: dbConfig, engine: server.scripts)
         guard server.addDatabase(served) else {
             try served.close()

@@ -102,7 +102,7 @@ extension CouchAPI {
     private func loginFields(_ call: inout Call) async throws -> (String, String?, TimeInterval?) {
         let type = call.request.headers[.contentType]?.lowercased() ?? ""
         var fields: [String: JSONValue] = [:]
-        if type.hasPrefix("application/x-www-form-urlencoded") {
+        if type.hasPrefix("application/x-www-form-urlencoded") && !isAdmin {
             let buffer = try await call.request.collectBody(upTo: 64 << 10)
             for (k, v) in try Self.queryParameters(String(decoding: buffer.readableBytesView, as: UTF8.self)) { fields[k] = .string(v) }
         } else {

@@ -77,6 +77,10 @@ struct CouchAPI: HTTPResponder {
     // MARK: - Routing
 
     private func route(_ request: Request) async throws -> Response {
+        if isAdmin {
+            try checkAdminRequest(request)
+            try checkAdministrator(request)
+        }
         let path = try Self.segments(request.uri.path)
         let query = try Self.queryParameters(request.uri.query)
         let (principal, refreshedCookie) = try await authenticate(request, path: path)
@@ -335,15 +339,19 @@ struct CouchAPI: HTTPResponder {
         return o
     }
 
-    func jsonValueBody(_ call: inout Call, limit: Int) async throws -> JSONValue {
+    /// `empty`: what an empty body stands for; nil: an empty body is a 400.
+    func jsonValueBody(_ call: inout Call, limit: Int, empty: JSONValue? = nil) async throws -> JSONValue {
         if let type = call.request.headers[.contentType] {
             let mime = type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-            guard mime == "application/json" || mime == "text/plain" else {
+            // On the admin port only JSON's own type: text/plain is what a page of another site
+            // can send without asking.
+            guard mime == "application/json" || (mime == "text/plain" && !isAdmin) else {
                 throw CouchError.unsupportedMediaType("Content-Type must be application/json")
             }
         }
         let buffer = try await call.request.collectBody(upTo: limit)
         let bytes = Array(buffer.readableBytesView)
+        if bytes.isEmpty, let empty { return empty }
         guard !bytes.isEmpty else { throw CouchError.badRequest("Request body is empty") }
         do {
             return try JSONValue(parsing: bytes)

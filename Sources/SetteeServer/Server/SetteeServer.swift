@@ -69,6 +69,8 @@ public final class SetteeServer: Sendable {
     let replications = ReplicationJobs()
     /// Where every database's JavaScript runs (sync functions, design documents' functions).
     let scripts = ScriptEngine()
+    /// The administrators the admin port asks for (none: it asks for no credentials).
+    let adminCredentials: AdministratorCredentials
     /// What the admin page's forms carry back (against requests forged by other sites): random,
     /// made when the server starts.
     let adminFormToken: String = {
@@ -88,6 +90,7 @@ public final class SetteeServer: Sendable {
         self.configuration = configuration
         self.logger = logger
         logKeys = LogKeys(configuration.log)
+        adminCredentials = AdministratorCredentials(configuration.adminUsers)
         var opened: [String: ServedDatabase] = [:]
         do {
             for (name, config) in configuration.databases.sorted(by: { $0.key < $1.key }) {
@@ -118,6 +121,7 @@ public final class SetteeServer: Sendable {
         self.configuration = config
         self.logger = logger
         logKeys = LogKeys(config.log)
+        adminCredentials = AdministratorCredentials(config.adminUsers)
         let served = ServedDatabase(name: name, database: database, config: dbConfig, walrusDirectory: nil, owned: false,
                                     routing: try RoutingState(config: dbConfig, engine: scripts, database: name))
         try served.startRouting()
