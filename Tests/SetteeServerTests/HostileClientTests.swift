@@ -404,3 +404,45 @@ extension HostileClientTests {
         }
     }
 }
+
+// MARK: - Bounded work per request
+
+extension HostileClientTests {
+    static func nested(_ depth: Int) -> String {
+        // `depth` levels: the document and depth − 1 arrays inside it.
+        "{\"channels\": [\"red\"], \"deep\": " + String(repeating: "[", count: depth - 1) + "1" + String(repeating: "]", count: depth - 1) + "}"
+    }
+
+    /// A document nested deeper than the limit is refused at write; one stored deeper before (or
+    /// by the app serving the database) never fails a whole feed, `_bulk_get` or `open_revs`.
+    @Test func deeplyNestedDocuments() async throws {
+        let server = try channelServer(Self.config())
+        try await withPorts(server) { pub, admin in
+            #expect(server.configuration.maxDocumentDepth == 100)
+            var r = try await admin.send(.put, "/db/ok", json: Self.nested(100))
+            #expect(r.status == .created, "\(r.text)")
+            r = try await admin.send(.put, "/db/deep", json: Self.nested(101))
+            #expect(r.status == .badRequest && r.text.contains("100"), "\(r.text)")
+            r = try await admin.send(.post, "/db/_bulk_docs", json: #"{"docs": [\#(Self.nested(101))]}"#)
+            #expect(r.status == .badRequest, "\(r.text)")
+            r = try await admin.send(.post, "/db/_bulk_docs", json: #"{"new_edits": false, "docs": [{"_id": "deep", "_rev": "1-a", "x": \#(Self.nested(101))}]}"#)
+            #expect(r.status == .badRequest, "\(r.text)")
+            // Stored at the parser's own limit, below the server.
+            let deep = try JSONValue(parsing: Self.nested(JSONValue.maxParsedDepth))
+            try await server.database(named: "db")!.database.saveDocument(MutableDocument(id: "legacy", data: deep.objectValue ?? [:]))
+            try await put(admin, "plain", #"{"channels": ["red"]}"#)
+            for (c, who) in [(admin, HTTPFields()), (pub, Self.alice)] {
+                for path in ["/db/_changes?include_docs=true", "/db/_changes?include_docs=true&feed=longpoll",
+                             "/db/_all_docs?include_docs=true", "/db/legacy?open_revs=all", "/db/legacy?revs=true"] {
+                    r = try await c.send(.get, path, headers: adding(who, .accept, "application/json"))
+                    #expect(r.status == .ok, "\(path): \(r.status) \(r.text.prefix(200))")
+                    if path.contains("_changes") || path.contains("_all_docs") { #expect(r.text.contains("plain"), "\(path)") }
+                }
+                r = try await c.send(.post, "/db/_bulk_get?revs=true", json: #"{"docs": [{"id": "legacy"}, {"id": "plain"}]}"#, headers: who)
+                #expect(r.status == .ok && r.text.contains("plain"), "\(r.text.prefix(200))")
+                r = try await c.send(.get, "/db/legacy?open_revs=all", headers: adding(who, .accept, "multipart/mixed"))
+                #expect(r.status == .ok)
+            }
+        }
+    }
+}

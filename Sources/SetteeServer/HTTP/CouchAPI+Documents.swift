@@ -395,8 +395,16 @@ extension CouchAPI {
         guard id.utf8.count <= 1000 else { throw CouchError.badRequest("Document id is longer than 1000 bytes") }
     }
 
+    /// A document's size and nesting within the limits: a document deeper than
+    /// `maxDocumentDepth` (100 levels, the document itself counting as one) is refused, so that
+    /// every client reading it back (whose parsers stop at some depth) can.
     func checkSize(_ properties: [String: JSONValue], _ db: ServedDatabase) throws {
-        let size = try JSONValue.object(properties).jsonBytes().count
+        let document = JSONValue.object(properties)
+        let depth = document.nestingDepth
+        guard depth <= server.configuration.maxDocumentDepth else {
+            throw CouchError.badRequest("Document nests \(depth) levels of arrays and objects; the limit is \(server.configuration.maxDocumentDepth)")
+        }
+        let size = try document.jsonBytes().count
         guard size <= db.config.maxDocumentSize else {
             throw CouchError.tooLarge("Document is \(size) bytes; the limit is \(db.config.maxDocumentSize)")
         }
