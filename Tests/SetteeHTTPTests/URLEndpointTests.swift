@@ -214,3 +214,46 @@ import Testing
         _ = await replicator.waitUntilStopped()
     }
 }
+
+/// The multipart reader's search against a naive one, on random bodies built from few letters
+/// (so that near-matches abound).
+@Suite struct MultipartSearchTests {
+    @Test func theSearchFindsWhatANaiveOneFinds() {
+        let seed = UInt64.random(in: 0 ... .max)
+        print("MultipartSearchTests seed \(seed)")
+        var rng = SplitMix(seed: seed)
+        for _ in 0 ..< 2000 {
+            let needle = (0 ..< Int(rng.next() % 6 + 1)).map { _ in UInt8(ascii: "a") + UInt8(rng.next() % 2) }
+            let haystack = (0 ..< Int(rng.next() % 60)).map { _ in UInt8(ascii: "a") + UInt8(rng.next() % 2) }
+            var naive: [Int] = []
+            var i = 0
+            while i + needle.count <= haystack.count {
+                if haystack[i ..< i + needle.count].elementsEqual(needle) {
+                    naive.append(i)
+                    i += needle.count
+                } else {
+                    i += 1
+                }
+            }
+            #expect(Multipart.Finder(needle).all(in: haystack) == naive, "seed \(seed): \(needle) in \(haystack)")
+            let from = Int(rng.next() % UInt64(haystack.count + 1))
+            let expected = (from ..< max(from, haystack.count)).first { s in
+                s + needle.count <= haystack.count && haystack[s ..< s + needle.count].elementsEqual(needle)
+            }
+            #expect(Multipart.find(needle, in: haystack, from: from) == expected, "seed \(seed): from \(from)")
+        }
+    }
+}
+
+/// A small seeded generator (SplitMix64), so that a failing case can be replayed from its seed.
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -446,3 +446,51 @@ extension HostileClientTests {
         }
     }
 }
+
+extension HostileClientTests {
+    /// Multipart: a boundary longer than RFC 2046's 70 characters is a 400; bodies built against
+    /// a naive search (a boundary repeated almost everywhere, many parts, many attachments) are
+    /// read in one pass and answered correctly.
+    @Test func multipartBodiesAreReadInOnePass() async throws {
+        let server = try channelServer(Self.config())
+        try await withPorts(server) { _, admin in
+            let long = String(repeating: "b", count: 8192)
+            var body = "--\(long)\r\nContent-Type: application/json\r\n\r\n{}\r\n--\(long)--"
+            var r = try await admin.execute(uri: "/db/m?new_edits=false", method: .put,
+                                            headers: [.contentType: "multipart/related; boundary=\"\(long)\""], body: ByteBuffer(string: body))
+            #expect(r.status == .badRequest && r.text.contains("70"), "\(r.text)")
+            let b71 = String(repeating: "c", count: 71)
+            r = try await admin.execute(uri: "/db/m", method: .put, headers: [.contentType: "multipart/related; boundary=\(b71)"], body: ByteBuffer(string: "x"))
+            #expect(r.status == .badRequest)
+
+            // 70 characters, and an attachment that is almost the delimiter, many times over.
+            let boundary = String(repeating: "a", count: 70)
+            let nearMiss = String(repeating: "--" + String(repeating: "a", count: 69) + "b", count: 20_000)
+            let doc = #"{"_id": "m", "_rev": "1-x", "channels": ["red"], "_attachments": {"near.txt": {"content_type": "text/plain", "follows": true, "length": \#(nearMiss.utf8.count)}}}"#
+            body = "--\(boundary)\r\nContent-Type: application/json\r\n\r\n\(doc)\r\n--\(boundary)\r\nContent-Type: text/plain\r\n\r\n\(nearMiss)\r\n--\(boundary)--"
+            r = try await admin.execute(uri: "/db/m?new_edits=false", method: .put,
+                                        headers: [.contentType: "multipart/related; boundary=\"\(boundary)\""], body: ByteBuffer(string: body))
+            #expect(r.status == .created, "\(r.text)")
+            #expect(try await admin.send(.get, "/db/m/near.txt").text == nearMiss)
+
+            // Thousands of attachments, each named by its part: linear in the parts.
+            let n = 3000
+            var atts: [String] = []
+            var parts = ""
+            for i in 0 ..< n {
+                atts.append(#""f\#(i)": {"content_type": "text/plain", "follows": true, "length": 1}"#)
+                parts += "\r\n--B\r\nContent-Disposition: attachment; filename=\"f\(n - 1 - i)\"\r\n\r\n\(i % 10)"
+            }
+            let manyDoc = #"{"_id": "many", "_rev": "1-y", "_attachments": {\#(atts.joined(separator: ", "))}}"#
+            body = "--B\r\nContent-Type: application/json\r\n\r\n\(manyDoc)" + parts + "\r\n--B--"
+            r = try await admin.execute(uri: "/db/many?new_edits=false", method: .put,
+                                        headers: [.contentType: "multipart/related; boundary=B"], body: ByteBuffer(string: body))
+            #expect(r.status == .created, "\(r.text)")
+            #expect(try await admin.send(.get, "/db/many/f0").text == "\((n - 1) % 10)")
+            // A part no attachment follows, and an attachment without its part.
+            body = "--B\r\nContent-Type: application/json\r\n\r\n{\"_id\": \"x\", \"_rev\": \"1-z\"}\r\n--B\r\n\r\nextra\r\n--B--"
+            r = try await admin.execute(uri: "/db/x?new_edits=false", method: .put, headers: [.contentType: "multipart/related; boundary=B"], body: ByteBuffer(string: body))
+            #expect(r.status == .badRequest, "\(r.text)")
+        }
+    }
+}

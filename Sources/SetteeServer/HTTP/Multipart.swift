@@ -9,7 +9,7 @@ extension CouchAPI {
     /// the order the document lists them.
     func multipartDocument(_ call: inout Call, _ db: ServedDatabase, contentType: String) async throws -> ([String: JSONValue], [String: Data]) {
         guard let boundary = Multipart.boundary(of: contentType) else {
-            throw CouchError.badRequest("multipart/related needs a boundary")
+            throw CouchError.badRequest("multipart/related needs a boundary of 1 to \(Multipart.maxBoundaryLength) characters")
         }
         let limit = bodyLimit(db) + db.config.maxAttachmentSize
         let buffer = try await call.request.collectBody(upTo: limit)
@@ -23,21 +23,29 @@ extension CouchAPI {
             throw CouchError.badRequest("invalid UTF-8 JSON in the document part: \(e.message)")
         }
         let attachments = document["_attachments"]?.objectValue ?? [:]
-        var pending = Attachments.orderedNames(in: first.body).filter { attachments[$0]?.objectValue?["follows"] == true }
+        // The names still waiting for their part, in the document's order; a part named by its
+        // Content-Disposition takes that name, another the next waiting one. Linear in the parts.
+        let order = Attachments.orderedNames(in: first.body).filter { attachments[$0]?.objectValue?["follows"] == true }
+        var waiting = Set(order)
+        var next = 0
+        func nextWaiting() -> String? {
+            while next < order.count, !waiting.contains(order[next]) { next += 1 }
+            return next < order.count ? order[next] : nil
+        }
         var follows: [String: Data] = [:]
         for part in parts.dropFirst() {
             let name: String
-            if let named = Multipart.filename(part.headers["content-disposition"]), pending.contains(named) {
+            if let named = Multipart.filename(part.headers["content-disposition"]), waiting.contains(named) {
                 name = named
-                pending.removeAll { $0 == named }
-            } else if !pending.isEmpty {
-                name = pending.removeFirst()
+            } else if let first = nextWaiting() {
+                name = first
             } else {
                 throw CouchError.badRequest("multipart body has a part no attachment follows")
             }
+            waiting.remove(name)
             follows[name] = Data(part.body)
         }
-        guard pending.isEmpty else { throw CouchError.badRequest("multipart body is missing the part of attachment \(pending[0])") }
+        if let missing = nextWaiting() { throw CouchError.badRequest("multipart body is missing the part of attachment \(missing)") }
         return (document, follows)
     }
 }
