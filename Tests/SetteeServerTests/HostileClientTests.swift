@@ -494,3 +494,51 @@ extension HostileClientTests {
         }
     }
 }
+
+extension HostileClientTests {
+    /// Idle sockets fill the listener they were opened on, up to its limit, and no more: the
+    /// other port answers, a connection past the limit is closed, and once they go the port
+    /// serves again. The descriptor limit is raised at start.
+    @Test func idleSocketsCannotTakeThePortsDown() async throws {
+        let server = try channelServer(Self.config(extra: #""maxIncomingConnections": 20, "#))
+        try await whileRunning(server) { ports in
+            let port = try #require(ports.adminPort)
+            var idle: [TestClient] = []
+            for _ in 0 ..< 60 {
+                let c = TestClient(host: "127.0.0.1", port: ports.publicPort)
+                c.connect()
+                idle.append(c)
+            }
+            // Each idle client holds its socket; the admin port still answers, every time.
+            for _ in 0 ..< 5 {
+                #expect(try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1").status == .ok)
+            }
+            // The public port holds 20: the 61st connection is closed without an answer.
+            var refused = 0
+            for _ in 0 ..< 3 {
+                do {
+                    _ = try await rawRequest(port: ports.publicPort, .get, "/", authority: "127.0.0.1")
+                } catch {
+                    refused += 1
+                }
+            }
+            #expect(refused == 3)
+            for c in idle { try? await c.shutdown() }
+            // Their places are given back as they close.
+            var served = false
+            for _ in 0 ..< 500 where !served {
+                served = (try? await rawRequest(port: ports.publicPort, .get, "/", authority: "127.0.0.1").status) == .ok
+                if !served { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(served)
+        }
+        var limit = rlimit()
+        #expect(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0)
+        #expect(limit.rlim_cur >= min(rlim_t(5000), limit.rlim_max))
+        let limiter = ConnectionLimiter(limit: 2)
+        #expect(limiter.admit() && limiter.admit() && !limiter.admit())
+        limiter.release()
+        #expect(limiter.admit() && limiter.count == 2)
+        #expect(ConnectionLimiter(limit: 0).admit())
+    }
+}

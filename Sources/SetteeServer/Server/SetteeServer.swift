@@ -172,9 +172,10 @@ public final class SetteeServer: Sendable {
         }
         var http = HTTP1Channel.Configuration()
         http.idleTimeout = TimeAmount.seconds(Int64(configuration.serverReadTimeout))
-        var server = HTTPServerBuilder.http1(configuration: http)
+        // Each listener counts its own connections against the limit.
+        let limiter = ConnectionLimiter(limit: configuration.maxIncomingConnections)
+        var tls: TLSConfiguration?
         if let cert = configuration.sslCert, let key = configuration.sslKey {
-            let tls: TLSConfiguration
             do {
                 tls = TLSConfiguration.makeServerConfiguration(
                     certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) },
@@ -182,7 +183,14 @@ public final class SetteeServer: Sendable {
             } catch {
                 throw ConfigurationError(path: "SSLCert", message: "cannot read the certificate or its key: \(error)")
             }
-            server = try .tls(server, tlsConfiguration: tls)
+        }
+        let (channelConfiguration, tlsConfiguration) = (http, tls)
+        let server = HTTPServerBuilder { responder in
+            let plain = HTTP1Channel(responder: responder, configuration: channelConfiguration)
+            if let tlsConfiguration {
+                return LimitedChildChannel(base: try TLSChannel(plain, tlsConfiguration: tlsConfiguration), limiter: limiter)
+            }
+            return LimitedChildChannel(base: plain, limiter: limiter)
         }
         return Application(
             responder: responder,
@@ -203,6 +211,16 @@ public final class SetteeServer: Sendable {
     /// ```
     public func run(gracefulShutdownSignals signals: [UnixSignal] = [],
                     onRunning: @escaping @Sendable (ListeningPorts) async -> Void = { _ in }) async throws {
+        // Sockets and database files share the process's descriptors: ask for what the
+        // configuration says (the system's default, often 1,024, is what idle sockets exhaust).
+        let descriptors = FileDescriptorLimit.raise(to: configuration.maxFileDescriptors)
+        if let descriptors, descriptors < configuration.maxFileDescriptors {
+            logger.warning("the system allows \(descriptors) open files, less than maxFileDescriptors (\(configuration.maxFileDescriptors))")
+        }
+        if configuration.adminUsers.isEmpty, let admin = configuration.adminInterface.flatMap(ListenAddress.init),
+           !["127.0.0.1", "::1", "localhost"].contains(admin.host) {
+            logger.warning("the admin port listens on \(admin.host), not loopback, and asks for no credentials (set adminUsers)")
+        }
         let ports = Mutex<(public: Int?, admin: Int?)>((nil, nil))
         let expectAdmin = configuration.adminInterface != nil
         @Sendable func report() async {
