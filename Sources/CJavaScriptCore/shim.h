@@ -21,10 +21,11 @@ extern "C" {
 // The limit applies to every context of the group, and to each entry into the VM separately; it
 // counts the running thread's CPU time (CLOCK_THREAD_CPUTIME_ID), not wall time. When a script has
 // used `limit` seconds, `callback` is called on the thread running it; returning true
-// terminates the script (an uncatchable exception). (With WebKitGTK 2.50, returning false let
-// `while (true) {}` run on with no further call, and a NULL callback terminated only after about
-// twice the limit: the server's callback always returns true.) Set the limit before any script
-// runs in the group: code compiled earlier may lack the checks the limit needs.
+// terminates the script (an uncatchable exception). (With WebKitGTK 2.50, returning false lets
+// the script run on with no further call unless the callback sets the limit again before it
+// returns, which arms the next call: the server's watchdog does so. A NULL callback terminated
+// only after about twice the limit.) Set the limit before any script runs in the group: code
+// compiled earlier may lack the checks the limit needs.
 typedef bool (*JSShouldTerminateCallback)(JSContextRef ctx, void *context);
 void JSContextGroupSetExecutionTimeLimit(JSContextGroupRef group, double limit,
                                          JSShouldTerminateCallback callback, void *context);

@@ -132,8 +132,10 @@ import Testing
             try await withThrowingTaskGroup(of: String.self) { group in
                 group.addTask { try await feed("/db/_changes?feed=longpoll&since=now&timeout=20000") }
                 group.addTask { try await feed("/db/_changes?feed=continuous&since=now&limit=1&timeout=20000") }
-                // Give both a moment to start waiting, then commit.
-                try await Task.sleep(for: .milliseconds(300))
+                // Once both feeds wait (each registered with the database), commit.
+                let served = try #require(server.database(named: "db"))
+                for _ in 0 ..< 6000 where served.openFeeds.withLock({ $0.signals.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+                #expect(served.openFeeds.withLock({ $0.signals.count }) == 2, "the feeds never started waiting")
                 try await c.send(.put, "/db/wake", json: #"{"now":true}"#)
                 var bodies: [String] = []
                 for try await body in group { bodies.append(body) }

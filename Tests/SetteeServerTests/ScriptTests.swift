@@ -380,6 +380,62 @@ import Testing
         #expect(try sync(#"function(doc) { channel = function() {}; channel("kept"); }"#).channels == ["kept"])
     }
 
+    /// Nothing one call leaves behind reaches the next: not a global it assigned (implicitly, on
+    /// `this`, or made permanent), not a built-in it changed, not the last match of a regular
+    /// expression over another document.
+    @Test func noStateSurvivesFromOneCallToTheNext() throws {
+        let remember = try SyncFunction(source: """
+            function remember(doc) {
+              if (typeof last !== "undefined") channel("saw:" + last);
+              if (typeof this.mark !== "undefined") channel("this:" + this.mark);
+              if (typeof perm !== "undefined") channel("perm:" + perm);
+              if (typeof hidden !== "undefined") channel("hidden");
+              if (typeof implicit !== "undefined") channel("implicit");
+              if (remember.count !== undefined) channel("count:" + remember.count);
+              if (RegExp.$1 !== "") channel("match:" + RegExp.$1);
+              if (({}).polluted !== undefined) channel("polluted");
+              if (JSON.stringify([1]) !== "[1]") channel("stringify changed");
+              if ([].map !== Array.prototype.map || typeof [].map !== "function") channel("map changed");
+              last = doc._id;
+              this.mark = doc._id;
+              try { Object.defineProperty(globalThis, "perm", { value: doc._id, configurable: false }); } catch (e) {}
+              try { Reflect.defineProperty(globalThis, "perm", { value: doc._id, configurable: false }); } catch (e) {}
+              try { (0, eval)("let hidden = 1"); } catch (e) {}
+              try { Function("implicit = 1")(); } catch (e) {}
+              try { remember.count = (remember.count || 0) + 1; } catch (e) {}
+              /([0-9]+)/.exec(doc.pin);
+              try { Object.prototype.polluted = 1; } catch (e) {}
+              try { JSON.stringify = function () { return "x"; }; } catch (e) {}
+              try { Array.prototype.map = null; } catch (e) {}
+              channel("ran");
+            }
+            """, engine: Self.engine)
+        for id in ["first", "second", "third"] {
+            let out = try remember.run(doc: #"{"_id": "\#(id)", "pin": "PIN 4711"}"#, oldDoc: nil, user: nil)
+            #expect(out.channels == ["ran"], "\(id): \(out.channels)")
+        }
+        // Strict code meets the frozen built-ins as errors, and still leaves nothing.
+        let strict = try SyncFunction(source: #"function(doc) { "use strict"; try { Math.max = null; } catch (e) { channel("refused"); } channel(typeof Math.max); }"#, engine: Self.engine)
+        #expect(try strict.run(doc: "{}", oldDoc: nil, user: nil).channels == ["refused", "function"])
+    }
+
+    /// A call that allocates without bound is stopped and reported; the engine goes on.
+    @Test func aCallThatAllocatesWithoutBoundIsStopped() throws {
+        let engine = ScriptEngine(contexts: 1, timeLimit: 30, memoryLimit: 64 << 20)
+        let hog = try SyncFunction(source: """
+            function(doc) { var a = []; while (true) { a.push(new Array(1000).fill(a.length)); } }
+            """, engine: engine)
+        let error = failure { try hog.run(doc: "{}", oldDoc: nil, user: nil) }
+        #expect(error?.kind == .memory, "\(String(describing: error))")
+        #expect(error?.message.contains("64 MiB") == true, "\(String(describing: error))")
+        let fine = try SyncFunction(source: #"function(doc) { channel("ok"); }"#, engine: engine)
+        #expect(try fine.run(doc: "{}", oldDoc: nil, user: nil).channels == ["ok"])
+        // The time limit still stops a loop that allocates nothing.
+        let quick = ScriptEngine(contexts: 1, timeLimit: 0.3)
+        let spin = try SyncFunction(source: "function(doc) { while (true) {} }", engine: quick)
+        #expect(failure { try spin.run(doc: "{}", oldDoc: nil, user: nil) }?.kind == .timeout)
+    }
+
     // MARK: Design documents
 
     @Test func filterReadsTheRequestQuery() throws {

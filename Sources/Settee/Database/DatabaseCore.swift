@@ -62,6 +62,8 @@ final class DatabaseCore: @unchecked Sendable {
     /// Threads waiting for `writeLock` in `write` or `runBatch`: the sweeper lets them go first
     /// between its batches.
     let waitingWriters = Atomic<Int>(0)
+    /// Counts the commits that changed what documents grant (``Database/grantsVersion``).
+    let grantsVersion = Atomic<UInt64>(0)
 
     /// Serializes writers. Recursive so that saves inside `Database.inBatch(_:)` on the batch's
     /// thread join the batch's transaction.
@@ -257,6 +259,7 @@ final class DatabaseCore: @unchecked Sendable {
 
     /// Tells listeners what committed, and the sweeper about a new earliest due time.
     private func publish(_ c: WriteContext) {
+        if c.grantsChanged { grantsVersion.add(1, ordering: .releasing) }
         hub.publish(DatabaseChange(database: name, changes: c.changes))
         sweeper.note(due: c.earliestDue)
     }
@@ -350,6 +353,8 @@ final class WriteContext {
     var earliestDue: UInt64?
     /// The routing of the revision being added, computed before its commit.
     var pendingRouting: (key: [UInt8], revisionID: String, routing: RevisionRouting)?
+    /// Whether this transaction wrote to `doc.grants`.
+    var grantsChanged = false
 
     init(core: DatabaseCore, tx: WriteTransaction) throws {
         self.core = core

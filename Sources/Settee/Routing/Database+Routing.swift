@@ -100,6 +100,15 @@ extension Database {
         return try translating { try core.read(snapshot: read, batch: read) }
     }
 
+    /// A number that changes whenever a commit changes what documents grant
+    /// (``grants(to:kind:)``): what was computed from grants holds while it stays the same. It
+    /// counts in memory from 0 each time the database is opened.
+    ///
+    /// ```swift
+    /// if cached.version != db.grantsVersion { cached = (db.grantsVersion, try compute()) }
+    /// ```
+    public var grantsVersion: UInt64 { core.grantsVersion.load(ordering: .acquiring) }
+
     /// Takes the next sequence without changing a document, and returns it: an application's own
     /// event that must be ordered among document changes (the server's user and role changes,
     /// which decide from when a user reads a channel). Inside ``inBatch(_:)`` it commits with the

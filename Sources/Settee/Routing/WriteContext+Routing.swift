@@ -351,6 +351,7 @@ extension WriteContext {
             for n in now where names[n].map({ $0.revoked }) ?? true { names[n] = (seq, false) }
             for n in before.subtracting(now) { names[n] = (seq, true) }
             try tx.put(k, RoutingKey.grants(id: id, names), in: trees.grants)
+            grantsChanged = true
         }
     }
 

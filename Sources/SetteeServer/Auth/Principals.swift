@@ -120,6 +120,7 @@ extension ServedDatabase {
             if principalHistory.withLock({ $0 }) != before { try writePrincipals(database) }
             if !passwordChanged.isEmpty { try writeSessions(database) }
         }
+        principalsVersion.add(1, ordering: .releasing)
     }
 
     /// Writes every user and role (a change through the admin API). The state is read on the
@@ -129,10 +130,18 @@ extension ServedDatabase {
     /// document changes: from when a channel is readable, or when it was lost), and wakes the
     /// open feeds, which answer for the new access at once.
     func savePrincipals() async throws {
-        try await database.inBatch { [self] db in
-            try updatePrincipalHistory(db)
-            try writePrincipals(db)
+        // After the change (made by the caller, and here to the history), even if writing it
+        // fails, and before the feeds wake: what was worked out before it is stale from here.
+        do {
+            try await database.inBatch { [self] db in
+                try updatePrincipalHistory(db)
+                try writePrincipals(db)
+            }
+        } catch {
+            principalsVersion.add(1, ordering: .releasing)
+            throw error
         }
+        principalsVersion.add(1, ordering: .releasing)
         wakeFeeds()
     }
 

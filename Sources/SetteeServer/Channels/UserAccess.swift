@@ -157,9 +157,30 @@ struct PrincipalHistory: Sendable, Equatable {
 }
 
 extension ServedDatabase {
-    /// What `name` may read now (a user of this database, or GUEST). Reads the database's grants:
-    /// a feed calls it at every wake, so a grant, a revocation or an admin change counts at once.
+    /// What `name` may read now (a user of this database, or GUEST): worked out from the
+    /// database's grants and the admin-made channels and roles, and kept until either changes
+    /// (the library's ``Database/grantsVersion``, the server's ``principalsVersion``), so a grant,
+    /// a revocation or an admin change counts at once, and a user granted 100,000 channels does
+    /// not read them all again for every request.
     func access(for name: String) throws -> UserAccess {
+        // The versions are read before the work: a change meanwhile makes the entry stale.
+        let grants = database.grantsVersion
+        let principals = principalsVersion.load(ordering: .acquiring)
+        if let hit = accessCache.withLock({ $0[name] }), hit.grants == grants, hit.principals == principals {
+            return hit.access
+        }
+        let access = try computeAccess(for: name)
+        accessCache.withLock { cache in
+            if cache.count >= Self.accessCacheSize { cache.removeAll(keepingCapacity: true) }
+            cache[name] = (grants, principals, access)
+        }
+        return access
+    }
+
+    /// How many users' access is kept at once (past it, the cache starts again).
+    static let accessCacheSize = 4096
+
+    private func computeAccess(for name: String) throws -> UserAccess {
         var access = UserAccess()
         access.grant("!", since: 0)
         let history = principalHistory.withLock { $0 }

@@ -34,8 +34,15 @@ final class ScriptEngine: @unchecked Sendable {
     /// the wall time of a script (it cannot wait for anything) unless its thread is kept off the CPU.
     static let defaultTimeLimit: Double = 1
 
+    /// Bytes the server's memory may grow by during one call before the function is stopped and
+    /// its write refused (the server's resident size is checked every few milliseconds of the
+    /// function's CPU time; one single allocation, such as a 1 GiB string, cannot be stopped
+    /// half-way, but the next check stops the function and its garbage is collected).
+    static let defaultMemoryLimit = 256 << 20
+
     let contextCount: Int
     let timeLimit: Double
+    let memoryLimit: Int
 
     private let condition = NSCondition()
     private var idle: [ScriptVM] = []
@@ -51,14 +58,17 @@ final class ScriptEngine: @unchecked Sendable {
     /// - Parameters:
     ///   - contexts: how many functions can run at once (VMs are created as needed, up to this).
     ///   - timeLimit: seconds a function may run per call before it is stopped.
-    init(contexts: Int = ScriptEngine.defaultContextCount, timeLimit: Double = ScriptEngine.defaultTimeLimit) {
-        precondition(contexts > 0 && timeLimit > 0)
+    ///   - memoryLimit: bytes the server may grow by during one call before it is stopped.
+    init(contexts: Int = ScriptEngine.defaultContextCount, timeLimit: Double = ScriptEngine.defaultTimeLimit,
+         memoryLimit: Int = ScriptEngine.defaultMemoryLimit) {
+        precondition(contexts > 0 && timeLimit > 0 && memoryLimit > 0)
         // JavaScriptCore's time limit stops a loop already running as compiled code only with
         // polling traps (its default, signal-based traps sometimes never land: the loop spun on
         // while the watchdog kept signalling). Set before the first VM; an explicit setting wins.
         setenv("JSC_usePollingTraps", "1", 0)
         self.contextCount = contexts
         self.timeLimit = timeLimit
+        self.memoryLimit = memoryLimit
         self.released = Array(repeating: [], count: contexts)
     }
 
@@ -110,7 +120,7 @@ final class ScriptEngine: @unchecked Sendable {
                 }
                 released[index] = []
                 condition.unlock()
-                if let vm = ScriptVM(index: index, timeLimit: timeLimit) { return vm }
+                if let vm = ScriptVM(index: index, timeLimit: timeLimit, memoryLimit: memoryLimit) { return vm }
                 // Not made: the slot is free again for a later try, and a waiter may take it.
                 condition.lock()
                 vacant.append(index)
@@ -134,7 +144,7 @@ final class ScriptEngine: @unchecked Sendable {
         // functions are compiled again as they are run); if none can be made now, its slot is
         // freed and the next check-out tries again.
         let index = vm.index
-        let fresh = ScriptVM(index: index, timeLimit: timeLimit)
+        let fresh = ScriptVM(index: index, timeLimit: timeLimit, memoryLimit: memoryLimit)
         condition.lock()
         released[index] = []
         if let fresh { idle.append(fresh) } else { vacant.append(index) }
@@ -201,13 +211,19 @@ extension ScriptSource {
                 protected.append(value)
                 values.append(value)
             }
+            // Whatever the call left in the global object goes with it; a realm the call stopped
+            // half-way, or whose globals cannot be put back, is compiled afresh for the next call.
+            var reusable = false
+            defer { if !reusable || !vm.restore(realm) { vm.drop([id]) } }
             let result: JSValueRef
             if let runner = realm.runner {
                 result = try vm.call(runner, [function] + values, in: realm, name: name)
             } else {
                 result = try vm.call(function, values, in: realm, name: name)
             }
-            return try read(vm, realm, result)
+            let value = try read(vm, realm, result)
+            reusable = true
+            return value
         }
     }
 }
@@ -219,33 +235,30 @@ extension ScriptSource {
 final class ScriptVM {
     let index: Int
     private let group: JSContextGroupRef
-    /// Set by the time limit's callback when it stops a script: how a timeout is told from an
+    /// What the watchdog checks, and why it stopped a script: how a timeout is told from an
     /// exception. Written on the thread running the script (JavaScriptCore calls the callback
     /// there), read by the same thread after the call.
-    private let terminated: UnsafeMutablePointer<Bool>
+    private let watchdog: UnsafeMutablePointer<Watchdog>
     private var realms: [UInt64: ScriptRealm] = [:]
     /// False once a script was stopped and the VM then failed a trivial evaluation.
     private(set) var isUsable = true
 
     /// nil when JavaScriptCore cannot create a context group (out of memory).
-    init?(index: Int, timeLimit: Double) {
+    init?(index: Int, timeLimit: Double, memoryLimit: Int) {
         guard let group = JSContextGroupCreate() else { return nil }
         self.index = index
         self.group = group
-        terminated = .allocate(capacity: 1)
-        terminated.initialize(to: false)
+        watchdog = .allocate(capacity: 1)
+        watchdog.initialize(to: Watchdog(group: group, timeLimit: timeLimit, memoryLimit: memoryLimit))
         // Before any script runs: code compiled earlier would lack the limit's checks.
-        JSContextGroupSetExecutionTimeLimit(group, timeLimit, { _, flag in
-            flag?.assumingMemoryBound(to: Bool.self).pointee = true
-            return true
-        }, terminated)
+        Watchdog.arm(watchdog)
     }
 
     deinit {
         realms.removeAll()
         JSContextGroupRelease(group)
-        terminated.deinitialize(count: 1)
-        terminated.deallocate()
+        watchdog.deinitialize(count: 1)
+        watchdog.deallocate()
     }
 
     var compiledCount: Int { realms.count }
@@ -295,8 +308,116 @@ final class ScriptVM {
         }
         JSValueProtect(context, function)
         realm.function = function
+        // Our own code again: the built-ins and the function are frozen, the globals made
+        // read-only, and what a call adds is taken away after it (``restore(_:)``).
+        let setup = try evaluate(Self.seal, name: "function isolation", in: context)
+        var exception: JSValueRef?
+        let cleaner = JSValueToObject(context, setup, nil).flatMap { setup -> JSValueRef? in
+            var argument: [JSValueRef?] = [function]
+            return JSObjectCallAsFunction(context, setup, nil, 1, &argument, &exception)
+        }
+        guard exception == nil, let cleaner, let cleaner = JSValueToObject(context, cleaner, nil), JSObjectIsFunction(context, cleaner) else {
+            throw ScriptError(.exception("the isolation did not load"), "\(script.name): the isolation did not load")
+        }
+        JSValueProtect(context, cleaner)
+        realm.cleaner = cleaner
         return realm
     }
+
+    /// Puts `realm`'s global object back as it was before the call: removes every global the
+    /// call added and forgets the last regular expression match (RegExp's legacy `$1`…, which a
+    /// later call could read). False when that could not be done (a global made permanent): the
+    /// caller drops the realm.
+    func restore(_ realm: ScriptRealm) -> Bool {
+        guard let cleaner = realm.cleaner else { return false }
+        var exception: JSValueRef?
+        watchdog.pointee.start()
+        let done = JSObjectCallAsFunction(realm.context, cleaner, nil, 0, nil, &exception)
+        guard exception == nil, let done else { return false }
+        return JSValueToBoolean(realm.context, done)
+    }
+
+    /// Evaluated once in every function's global context, after the function: a setup that
+    /// freezes every built-in reachable from the global object (and the function itself, so that
+    /// it keeps nothing in its own properties), makes the globals there read-only and permanent,
+    /// lets no global be added but by assignment (`Object.defineProperty` and
+    /// `Reflect.defineProperty` refuse the global object, and `eval`, which could declare a
+    /// global binding no property shows, is not there), and returns the cleaner ``restore(_:)``
+    /// calls after each call: it deletes the globals the call assigned (an undeclared variable in
+    /// sloppy mode, `this.x = …`) and resets RegExp's last-match statics. So no call sees what
+    /// another left: not a global, not a changed built-in, not a match from another document.
+    /// (What the function's own source keeps in a closure of its own is its own.) The cleaner
+    /// costs a `for…in` over the global object's enumerable properties, which are none.
+    static let seal = #"""
+    (function (global) {
+        "use strict";
+        var names = Object.getOwnPropertyNames, symbols = Object.getOwnPropertySymbols,
+            describe = Object.getOwnPropertyDescriptor, define = Object.defineProperty,
+            defineMany = Object.defineProperties, reflectDefine = Reflect.defineProperty,
+            freeze = Object.freeze, prototypeOf = Object.getPrototypeOf, remove = Reflect.deleteProperty,
+            frozen = new WeakSet();
+        function refuse() {
+            throw new TypeError("the global object takes no properties this way: server functions keep nothing between calls");
+        }
+        define(Object, "defineProperty", { value: function defineProperty(o, key, d) {
+            if (o === global) refuse();
+            return define(o, key, d);
+        } });
+        define(Object, "defineProperties", { value: function defineProperties(o, ds) {
+            if (o === global) refuse();
+            return defineMany(o, ds);
+        } });
+        define(Reflect, "defineProperty", { value: function defineProperty(o, key, d) {
+            return o === global ? false : reflectDefine(o, key, d);
+        } });
+        define(global, "eval", { value: function noEval() {
+            throw new EvalError("eval is not available to server functions");
+        } });
+        function deepFreeze(root) {
+            var pending = [root];
+            while (pending.length > 0) {
+                var o = pending.pop();
+                if ((typeof o !== "object" && typeof o !== "function") || o === null || frozen.has(o)) continue;
+                frozen.add(o);
+                var keys = names(o).concat(symbols(o));
+                for (var i = 0; i < keys.length; i++) {
+                    var d = describe(o, keys[i]);
+                    if (d === undefined) continue;
+                    if ("value" in d) pending.push(d.value); else { pending.push(d.get); pending.push(d.set); }
+                }
+                pending.push(prototypeOf(o));
+                freeze(o);
+            }
+        }
+        return function setup(fn) {
+            var own = names(global);
+            for (var i = 0; i < own.length; i++) {
+                var d = describe(global, own[i]);
+                if (d === undefined) continue;
+                if ("value" in d) {
+                    deepFreeze(d.value);
+                    if (d.configurable) define(global, own[i], { value: d.value, writable: false, enumerable: d.enumerable, configurable: false });
+                } else {
+                    deepFreeze(d.get);
+                    deepFreeze(d.set);
+                    if (d.configurable) define(global, own[i], { get: d.get, set: d.set, enumerable: d.enumerable, configurable: false });
+                }
+            }
+            var chain = prototypeOf(global);
+            deepFreeze(chain);
+            deepFreeze(fn);
+            var known = Object.create(null);
+            for (var k in global) known[k] = true;
+            var empty = /(?:)/;
+            return function restore() {
+                empty.exec("");
+                var clean = prototypeOf(global) === chain;
+                for (var k in global) if (known[k] !== true && !remove(global, k)) clean = false;
+                return clean;
+            };
+        };
+    })(this)
+    """#
 
     private func evaluate(_ source: String, name: String, checkSyntax: Bool = false, in context: JSGlobalContextRef) throws(ScriptError) -> JSValueRef {
         let script = JS.makeString(source)
@@ -310,7 +431,7 @@ final class ScriptVM {
             let thrown = exception.map { describe($0, in: context) }
             throw ScriptError(.syntax, "\(name)\(thrown?.lineSuffix ?? ""): \(thrown?.text ?? "syntax error")")
         }
-        terminated.pointee = false
+        watchdog.pointee.start()
         let value = JSEvaluateScript(context, script, nil, url, 1, &exception)
         if let exception { throw error(from: exception, in: context, name: name) }
         guard let value else { throw ScriptError(.exception("no value"), "\(name): evaluation produced no value") }
@@ -324,7 +445,7 @@ final class ScriptVM {
     func call(_ function: JSObjectRef, _ arguments: [JSValueRef?], in realm: ScriptRealm, name: String) throws(ScriptError) -> JSValueRef {
         let context = realm.context
         var exception: JSValueRef?
-        terminated.pointee = false
+        watchdog.pointee.start()
         let result = arguments.withUnsafeBufferPointer { args in
             JSObjectCallAsFunction(context, function, nil, args.count, args.baseAddress, &exception)
         }
@@ -346,7 +467,7 @@ final class ScriptVM {
     /// `value` as JSON text (JSON.stringify's rules).
     func jsonText(of value: JSValueRef, in realm: ScriptRealm, name: String) throws(ScriptError) -> String {
         var exception: JSValueRef?
-        terminated.pointee = false
+        watchdog.pointee.start()
         let json = JSValueCreateJSONString(realm.context, value, 0, &exception)
         if let exception { throw error(from: exception, in: realm.context, name: name) }
         guard let json else { throw ScriptError(.badResult("the result is not JSON"), "\(name): the result is not JSON") }
@@ -367,10 +488,19 @@ final class ScriptVM {
     /// What an exception that ended a call means: a timeout (the time limit stopped the script),
     /// a rejection (`{forbidden: msg}`, `{unauthorized: msg}`) or an error.
     private func error(from exception: JSValueRef, in context: JSGlobalContextRef, name: String) -> ScriptError {
-        if terminated.pointee {
-            terminated.pointee = false
+        switch watchdog.pointee.stopped {
+        case .time?:
+            watchdog.pointee.stopped = nil
             checkUsable(context)
             return ScriptError(.timeout, "\(name): stopped after running longer than the time limit")
+        case .memory?:
+            watchdog.pointee.stopped = nil
+            // Its garbage is given back now, not at the next collection.
+            JSGarbageCollect(context)
+            checkUsable(context)
+            return ScriptError(.memory, "\(name): stopped after the server grew by more than \(watchdog.pointee.memoryLimit >> 20) MiB during the call")
+        case nil:
+            break
         }
         let thrown = describe(exception, in: context)
         if let message = thrown.forbidden { return ScriptError(.forbidden(message), message) }
@@ -402,8 +532,9 @@ final class ScriptVM {
         let probe = JS.makeString("6 * 7")
         defer { JSStringRelease(probe) }
         var exception: JSValueRef?
+        watchdog.pointee.start()
         let value = JSEvaluateScript(context, probe, nil, nil, 1, &exception)
-        terminated.pointee = false
+        watchdog.pointee.stopped = nil
         guard exception == nil, let value, JSValueIsNumber(context, value), JSValueToNumber(context, value, nil) == 42 else {
             isUsable = false
             return
@@ -420,12 +551,15 @@ final class ScriptRealm {
     /// Protected from the collector while the realm lives.
     fileprivate(set) var function: JSObjectRef?
     fileprivate(set) var runner: JSObjectRef?
+    /// Puts the global object back after a call (``ScriptVM/restore(_:)``).
+    fileprivate(set) var cleaner: JSObjectRef?
 
     fileprivate init(context: JSGlobalContextRef) { self.context = context }
 
     deinit {
         if let function { JSValueUnprotect(context, function) }
         if let runner { JSValueUnprotect(context, runner) }
+        if let cleaner { JSValueUnprotect(context, cleaner) }
         JSGlobalContextRelease(context)
     }
 }

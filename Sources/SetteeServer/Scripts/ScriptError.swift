@@ -12,6 +12,9 @@ struct ScriptError: Error, Sendable, Equatable, CustomStringConvertible {
         case syntax
         /// The function ran longer than the engine's time limit and was stopped.
         case timeout
+        /// The server's memory grew past the engine's limit during the call: the function was
+        /// stopped.
+        case memory
         /// The function threw something other than a rejection: an `Error`'s text (`"TypeError: …"`)
         /// or the thrown value as a string.
         case exception(String)

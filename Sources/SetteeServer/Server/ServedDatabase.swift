@@ -24,6 +24,10 @@ final class ServedDatabase: Sendable {
     let filters = Mutex<[String: PeerFilterFunction]>([:])
     /// When admin-made channels and roles began and ended.
     let principalHistory = Mutex(PrincipalHistory())
+    /// Counts the changes of users, roles and their history (after each is made).
+    let principalsVersion = Atomic<UInt64>(0)
+    /// Each user's access with the versions it was worked out at (``access(for:)``).
+    let accessCache = Mutex<[String: (grants: UInt64, principals: UInt64, access: UserAccess)]>([:])
     /// The sync function, design documents' functions and who is writing (see SyncRouting.swift).
     let routing: RoutingState
 
