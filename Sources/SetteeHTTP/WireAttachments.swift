@@ -16,6 +16,15 @@ package enum WireAttachments {
         "md5-" + Data(Insecure.MD5.hash(data: data)).base64EncodedString()
     }
 
+    /// The longest `content_type` an attachment may have: it is sent back as a header.
+    package static let maxContentTypeLength = 255
+
+    /// Whether `type` can be a `Content-Type` header as it is: 1 to 255 characters, visible ASCII
+    /// and spaces only.
+    package static func isContentType(_ type: String) -> Bool {
+        !type.isEmpty && type.utf8.count <= maxContentTypeLength && type.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
+    }
+
     /// The stored entry of content just received.
     package static func entry(blob: Blob, revpos: UInt64, md5: String) -> JSONValue {
         var o = blob.properties
@@ -44,7 +53,7 @@ package enum WireAttachments {
         if a["stub"] == true { return nil }
         var content: Data
         if case .string(let b64)? = a["data"] {
-            guard let d = Data(base64Encoded: b64) else { throw WireError("bad_request", "Invalid attachment data for \(name)") }
+            guard let d = Base64.decode(b64) else { throw WireError("bad_request", "Invalid attachment data for \(name)") }
             content = d
         } else if a["follows"] == true {
             guard let d = follows else { throw WireError("bad_request", "attachment \(name) follows, but its part is missing") }
@@ -80,7 +89,14 @@ package enum WireAttachments {
             }
             digest = claimed
         }
-        let blob = Blob(contentType: a["content_type"]?.stringValue ?? "application/octet-stream", data: content)
+        let type: String
+        switch a["content_type"] {
+        case nil, .null?: type = "application/octet-stream"
+        case .string(let t)? where isContentType(t): type = t
+        default:
+            throw WireError("bad_request", "attachment \(name): content_type must be a media type of at most \(maxContentTypeLength) visible ASCII characters")
+        }
+        let blob = Blob(contentType: type, data: content)
         var revpos = generation
         if case .int(let r)? = a["revpos"], r > 0, UInt64(r) <= generation { revpos = UInt64(r) }
         return (blob, entry(blob: blob, revpos: revpos, md5: digest))

@@ -257,3 +257,21 @@ private struct SplitMix {
         return z ^ (z >> 31)
     }
 }
+
+/// Strict base64: everything Foundation writes reads back; nothing else does.
+@Suite struct Base64Tests {
+    @Test func strictBase64() {
+        let seed = UInt64.random(in: 0 ... .max)
+        print("Base64Tests seed \(seed)")
+        var rng = SplitMix(seed: seed)
+        for _ in 0 ..< 500 {
+            let data = Data((0 ..< Int(rng.next() % 40)).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
+            #expect(Base64.decode(data.base64EncodedString()) == data, "seed \(seed)")
+        }
+        for bad in ["a", "ab=", "abc==", "a===", "====", "aGVsbG8=====", "aGVs bG8=", "YQ==YQ==", "YR==", "Zm9=", "Zm9v\n", "Zm-v", "Zm_v"] {
+            #expect(Base64.decode(bad) == nil, "\(bad)")
+        }
+        #expect(Base64.decode("") == Data())
+        #expect(Base64.decode("////") == Data([0xFF, 0xFF, 0xFF]))
+    }
+}

@@ -655,3 +655,72 @@ extension HostileClientTests {
         }
     }
 }
+
+extension HostileClientTests {
+    /// Malformed input is the client's 400: base64 that is not strict, a chunked body that does
+    /// not parse, an attachment type no header can carry; `PUT /{db}` reads its body as a value
+    /// (a body that would splice into configuration text is just a wrong value).
+    @Test func malformedInputIsABadRequest() async throws {
+        let server = try channelServer(Self.config())
+        try await whileRunning(server) { ports in
+            let port = try #require(ports.adminPort)
+            let json: HTTPFields = [.contentType: "application/json"]
+            for data in ["aGVsbG8=====", "aGVsbG8", "aGVs bG8=", "YQ==YQ==", "YR==", "aGVsbG8=\n", "@@@@", "Zm9v!"] {
+                let r = try await rawRequest(port: port, .put, "/db/b64", authority: "127.0.0.1", headers: json,
+                                             body: #"{"_attachments": {"x": {"content_type": "text/plain", "data": "\#(data)"}}}"#)
+                #expect(r.status == .badRequest, "\(data): \(r.status)")
+            }
+            #expect(try await rawRequest(port: port, .get, "/db/b64", authority: "127.0.0.1").status == .notFound)
+            let good = try await rawRequest(port: port, .put, "/db/b64", authority: "127.0.0.1", headers: json,
+                                            body: #"{"_attachments": {"x": {"content_type": "text/plain", "data": "aGVsbG8="}}}"#)
+            #expect(good.status == .created)
+            // Attachment types a header cannot carry.
+            let longType = String(repeating: "a", count: 300)
+            for type in [longType, "text/plain\\r\\nX-Evil: 1"] {
+                let r = try await rawRequest(port: port, .put, "/db/t", authority: "127.0.0.1", headers: json,
+                                             body: #"{"_attachments": {"x": {"content_type": "\#(type)", "data": "aGVsbG8="}}}"#)
+                #expect(r.status == .badRequest, "\(type.prefix(20)): \(r.status)")
+            }
+            // A malformed chunked body.
+            for chunks in ["zz\r\n{}\r\n0\r\n\r\n", "2\r\n{}XX\r\n0\r\n\r\n"] {
+                let reply = try Self.exchange(port: port, "PUT /db/chunky HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks)
+                #expect(reply.hasPrefix("HTTP/1.1 400"), "\(reply.prefix(120))")
+            }
+            // PUT /{db}: the body is a value, read as the database's keys.
+            let splice = #"{"server": "walrus:"}, "other": {"server": "/tmp/x"}"#
+            var r = try await rawRequest(port: port, .put, "/spliced", authority: "127.0.0.1", headers: json, body: splice)
+            #expect(r.status == .badRequest)
+            #expect(try await rawRequest(port: port, .get, "/other", authority: "127.0.0.1").status == .notFound)
+            r = try await rawRequest(port: port, .put, "/made", authority: "127.0.0.1", headers: json, body: #"{"server": "walrus:"}"#)
+            #expect(r.status == .created)
+        }
+    }
+
+    /// One raw HTTP exchange on loopback: what the server sent back before closing or 3 s.
+    static func exchange(port: Int, _ request: String) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let bytes = Array(request.utf8)
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            out += buffer[0 ..< n]
+            if String(decoding: out, as: UTF8.self).contains("\r\n\r\n") && out.count > 100 { break }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

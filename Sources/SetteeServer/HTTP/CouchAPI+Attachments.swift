@@ -158,7 +158,7 @@ extension CouchAPI {
         for name in wire.keys.sorted() {
             guard case .object(var e)? = wire[name], UInt64(max(e["revpos"]?.int64Value ?? 1, 0)) > after,
                   case .object(let s)? = stored[name], case .string(let digest)? = s["digest"] else { continue }
-            let type = e["content_type"]?.stringValue ?? "application/octet-stream"
+            let type = Self.headerType(e["content_type"])
             guard let blob = try db.database.blob(withDigest: digest, contentType: type), let content = blob.content else {
                 throw SetteeError(.notFound, "the content of attachment \(name) is missing")
             }
@@ -168,6 +168,13 @@ extension CouchAPI {
             parts.append((name, type, content))
         }
         return (.object(wire), parts)
+    }
+
+    /// A stored attachment's type as a header: a type stored before types were checked (too
+    /// long, or with control characters) goes out as plain bytes, so no header echoes unbounded
+    /// or malformed input.
+    static func headerType(_ stored: JSONValue?) -> String {
+        stored?.stringValue.flatMap { WireAttachments.isContentType($0) ? $0 : nil } ?? "application/octet-stream"
     }
 
     // MARK: - /{db}/{doc}/{attachment}
@@ -201,7 +208,7 @@ extension CouchAPI {
               case .object(let e)? = atts[name], case .string(let digest)? = e["digest"] else {
             throw CouchError.notFound("Document is missing attachment")
         }
-        let type = e["content_type"]?.stringValue ?? "application/octet-stream"
+        let type = Self.headerType(e["content_type"])
         guard let blob = try database.blob(withDigest: digest, contentType: type), let content = blob.content else {
             throw SetteeError(.notFound, "the content of attachment \(name) is missing")
         }
@@ -265,6 +272,9 @@ extension CouchAPI {
         guard !name.hasPrefix("_") else { throw CouchError.badRequest("Attachment name '\(name)' starts with invalid character '_'") }
         let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
         let type = call.request.headers[.contentType] ?? "application/octet-stream"
+        guard WireAttachments.isContentType(type) else {
+            throw CouchError.badRequest("Content-Type must be a media type of at most \(WireAttachments.maxContentTypeLength) characters")
+        }
         let buffer = try await call.request.collectBody(upTo: db.config.maxAttachmentSize)
         let content = Data(buffer.readableBytesView)
         return try await updateAttachments(db, id: id, rev: rev, as: call.principal) { current, generation in

@@ -4,6 +4,7 @@ import Hummingbird
 import SetteeHTTP
 import Logging
 import NIOCore
+import NIOHTTP1
 @_spi(Replication) import Settee
 
 /// CouchDB's HTTP API over the server's databases, on one port (public or admin).
@@ -59,6 +60,10 @@ struct CouchAPI: HTTPResponder {
         } catch is NIOTooManyBytesError {
             status = .contentTooLarge
             return CouchError.tooLarge("the request body is larger than the limit").response
+        } catch let e as HTTPParserError {
+            // The body did not parse as HTTP (a malformed chunk): the client's error.
+            status = .badRequest
+            return CouchError.badRequest("malformed HTTP request body: \(e)").response
         } catch {
             server.logger.error("\(request.method) \(request.uri.path): \(error)")
             return CouchError(.internalServerError, "internal_server_error", "\(type(of: error))").response
@@ -278,7 +283,7 @@ struct CouchAPI: HTTPResponder {
     static func basicCredentials(_ header: String) -> (String, String)? {
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "basic",
-              let data = Data(base64Encoded: String(parts[1]).trimmingCharacters(in: .whitespaces)),
+              let data = Base64.decode(String(parts[1]).trimmingCharacters(in: .whitespaces)),
               let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":") else { return nil }
         return (String(text[..<colon]), String(text[text.index(after: colon)...]))
     }

@@ -267,7 +267,7 @@ struct Import: ParsableCommand {
                 for d in batch {
                     guard case .object(let blobs)? = d["_blobs"] else { continue }
                     for (_, v) in blobs {
-                        guard let b64 = v.stringValue, let content = Data(base64Encoded: b64) else {
+                        guard let b64 = v.stringValue, let content = Base64.decode(b64) else {
                             throw CLIError(.usage, "a blob of \(d["_id"]?.stringValue ?? "?") is not base64")
                         }
                         try db.saveBlob(Blob(contentType: "application/octet-stream", data: content))
