@@ -208,7 +208,7 @@ import Testing
         try await served.saveDocument(MutableDocument(id: "while-silent", data: [:]))
         // The frozen long poll never answers: the watchdog drops it (2 s), the run starts again
         // on a new connection and the document arrives.
-        #expect(try await eventually(15) { try db.document(withID: "while-silent") != nil })
+        #expect(try await eventually { try db.document(withID: "while-silent") != nil })
         #expect(recorder.activities.contains(.offline))
         replicator.stop()
         _ = await replicator.waitUntilStopped()

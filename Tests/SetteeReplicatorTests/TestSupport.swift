@@ -85,22 +85,21 @@ func replicate(_ db: Database, _ other: Database, _ type: ReplicatorType = .push
     await replicate(db, DatabaseEndpoint(database: other), type, reset: reset, recorder: recorder, configure: configure)
 }
 
-/// Waits (up to 10 s) until the replicator reports `activity`.
+/// Waits until the replicator reports `activity` (see ``eventually(hangGuard:_:)``).
 func waitFor(_ replicator: Replicator, _ activity: ReplicatorActivity) async -> Bool {
-    for _ in 0 ..< 2000 {
-        if replicator.status.activity == activity { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return false
+    await eventually { replicator.status.activity == activity }
 }
 
-/// Waits (up to 10 s) until `condition` holds.
-func eventually(_ condition: () throws -> Bool) async rethrows -> Bool {
-    for _ in 0 ..< 2000 {
+/// Waits until `condition` holds.
+func eventually(hangGuard: Duration = .seconds(600), _ condition: () throws -> Bool) async rethrows -> Bool {
+    // The event, not a guessed time: see SetteeHTTPTests' `eventually` (parallel tests on a
+    // two-thread cooperative pool); the guard only ends a test that would never finish.
+    let deadline = ContinuousClock.now + hangGuard
+    while ContinuousClock.now < deadline {
         if try condition() { return true }
         try? await Task.sleep(for: .milliseconds(5))
     }
-    return false
+    return try condition()
 }
 
 /// What replication must make equal: each revision and its parent, the leaves with their deletion

@@ -211,19 +211,23 @@ extension ScriptSource {
                 protected.append(value)
                 values.append(value)
             }
-            // Whatever the call left in the global object goes with it; a realm the call stopped
-            // half-way, or whose globals cannot be put back, is compiled afresh for the next call.
-            var reusable = false
-            defer { if !reusable || !vm.restore(realm) { vm.drop([id]) } }
-            let result: JSValueRef
-            if let runner = realm.runner {
-                result = try vm.call(runner, [function] + values, in: realm, name: name)
-            } else {
-                result = try vm.call(function, values, in: realm, name: name)
+            // Whatever the call left in the global object goes with it; a realm whose call was
+            // stopped half-way (time, memory), or whose globals cannot be put back, is compiled
+            // afresh for the next call. (A function that throws, a rejection, ends normally.)
+            var stopped = false
+            defer { if stopped || !vm.restore(realm) { vm.drop([id]) } }
+            do throws(ScriptError) {
+                let result: JSValueRef
+                if let runner = realm.runner {
+                    result = try vm.call(runner, [function] + values, in: realm, name: name)
+                } else {
+                    result = try vm.call(function, values, in: realm, name: name)
+                }
+                return try read(vm, realm, result)
+            } catch {
+                stopped = error.kind == .timeout || error.kind == .memory
+                throw error
             }
-            let value = try read(vm, realm, result)
-            reusable = true
-            return value
         }
     }
 }
