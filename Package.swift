@@ -1,6 +1,12 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// `SETTEE_SERVER_FUZZ=1 swift build --product settee-server-fuzz` (scripts/fuzz): the server's
+// modules compiled with libFuzzer's coverage and the fuzz target linked with libFuzzer, in the
+// build directory the tests use, so that only Settee's own modules are compiled again.
+let serverFuzzingBuild = Context.environment["SETTEE_SERVER_FUZZ"] == "1"
+let serverFuzzing: [SwiftSetting] = serverFuzzingBuild ? [.unsafeFlags(["-sanitize=fuzzer"])] : []
+
 let package = Package(
     name: "Settee",
     products: [
@@ -57,7 +63,7 @@ let package = Package(
                 // The decoders' fuzz entry points (`DecoderFuzzing`): in debug builds (the tests)
                 // and `scripts/fuzz`, never in a release build an application ships.
                 .define("SETTEE_DECODER_FUZZING", .when(configuration: .debug)),
-            ]
+            ] + serverFuzzing
         ),
         // Push, pull and continuous replication between peers (the CouchDB replication protocol's
         // steps), conflict resolution, filters, checkpoints. Above the document API only: it
@@ -79,7 +85,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 "CZlib",
-            ]
+            ],
+            swiftSettings: serverFuzzing
         ),
         // Debian's zlib1g-dev, for the gzip-encoded attachments CouchDB's replicator sends.
         .systemLibrary(
@@ -118,7 +125,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: serverFuzzing
         ),
         // The command-line tool: `settee serve`, `settee info`, `ls`, `cat`, … (Sources/settee).
         .executableTarget(
@@ -164,6 +172,28 @@ let package = Package(
             path: "Tests/Fuzz",
             exclude: ["Regressions"]
         ),
+        // The sync server's request handling as a fuzz target (scripts/fuzz): one HTTP request
+        // per input, answered in process.
+        .target(
+            name: "SetteeServerFuzzKit",
+            dependencies: [
+                "SetteeServer",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/ServerFuzzKit",
+            swiftSettings: serverFuzzing
+        ),
+        .executableTarget(
+            name: "settee-server-fuzz",
+            dependencies: ["SetteeServerFuzzKit"],
+            path: "Tests/ServerFuzz",
+            exclude: ["Regressions"],
+            swiftSettings: serverFuzzing + (serverFuzzingBuild ? [.define("SETTEE_LIBFUZZER")] : []),
+            linkerSettings: serverFuzzingBuild ? [.unsafeFlags(["-sanitize=fuzzer"])] : []
+        ),
         .testTarget(
             name: "SetteeTests",
             dependencies: ["Settee", "SetteeCrashKit"],
@@ -176,7 +206,7 @@ let package = Package(
         .testTarget(
             name: "SetteeServerTests",
             dependencies: [
-                "SetteeServer", "Settee", "SetteeHTTP",
+                "SetteeServer", "Settee", "SetteeHTTP", "SetteeServerFuzzKit",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

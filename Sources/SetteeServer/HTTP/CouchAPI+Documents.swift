@@ -227,7 +227,6 @@ extension CouchAPI {
         guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
         try checkDocumentID(id)
         try checkSize(incoming.properties, db)
-        let database = db.database
         if !newEdits {
             let revision = try await replicatedRevision(incoming, db: db, follows: follows)
             if case .rejected(let e)? = try await insert([revision], db, as: principal).first { throw e }
@@ -310,7 +309,7 @@ extension CouchAPI {
         if let attachments = incoming.attachments {
             var parent: [String: JSONValue] = [:]
             for ancestor in history {
-                if let r = try await db.database.revision(withID: id, revisionID: ancestor) {
+                if let r = try db.database.revision(withID: id, revisionID: ancestor) {
                     parent = try r.properties["_attachments"]?.objectValue ?? [:]
                     break
                 }

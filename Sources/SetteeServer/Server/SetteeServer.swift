@@ -150,6 +150,18 @@ public final class SetteeServer: Sendable {
     /// Stops serving a database (admin `DELETE /{db}`); the caller closes it.
     func removeDatabase(named name: String) -> ServedDatabase? { databases.withLock { $0.removeValue(forKey: name) } }
 
+    /// Answers one request in this process, as the public or the admin port would, with no
+    /// socket: what the server's fuzz target feeds its inputs to.
+    ///
+    /// ```swift
+    /// @_spi(Fuzzing) import SetteeServer
+    /// let response = try await server.respond(to: request, context: context, admin: false)
+    /// ```
+    @_spi(Fuzzing)
+    public func respond(to request: Request, context: BasicRequestContext, admin: Bool) async throws -> Response {
+        try await (admin ? adminResponder() : publicResponder()).respond(to: request, context: context)
+    }
+
     /// The public API's responder (for tests and embedding in another Hummingbird app).
     func publicResponder() -> CouchAPI { CouchAPI(server: self, isAdmin: false) }
     /// The admin API's responder.
