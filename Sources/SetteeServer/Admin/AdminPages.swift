@@ -522,11 +522,14 @@ struct AdminPages {
     }
 
     /// Nothing but the server's own files may load or run; the page is never framed or cached.
+    /// The referrer goes to the page's own origin only (`no-referrer` would make the browser send
+    /// `Origin: null` with the page's own forms, which the admin port refuses as it refuses
+    /// another site's).
     static let headers: HTTPFields = [
         .contentType: "text/html; charset=utf-8",
         .cacheControl: "no-store",
         HTTPField.Name("Content-Security-Policy")!: "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         .xContentTypeOptions: "nosniff",
-        HTTPField.Name("Referrer-Policy")!: "no-referrer",
+        HTTPField.Name("Referrer-Policy")!: "same-origin",
     ]
 }
