@@ -216,6 +216,8 @@ let package = Package(
             dependencies: [
                 "SetteeHTTP", "SetteeServer", "SetteeReplicator", "Settee",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // A hostile peer: a server that answers what no honest one would.
+                .product(name: "Hummingbird", package: "hummingbird"),
                 // The fault-injecting TCP proxy of the convergence test.
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -232,6 +232,19 @@ public struct URLEndpoint: ReplicationPeer {
     /// ```
     @_spi(Replication)
     public func revisions(_ requests: [RevisionRequest]) async throws -> [ReplicatedRevision] {
+        try await fetch(requests).revisions
+    }
+
+    /// As ``revisions(_:)``, and what the server sent that cannot be stored, per document (a
+    /// history that does not count down, a generation past 2^53 − 1, a body nested deeper than
+    /// JSON is read): the rest of the batch arrives. A `_bulk_get` answer that does not parse as a
+    /// whole is asked again document by document, so that one such document fails alone.
+    ///
+    /// ```swift
+    /// let fetched = try await endpoint.fetch([RevisionRequest(documentID: "doc", revisionIDs: ["2-877"])])
+    /// ```
+    @_spi(Replication)
+    public func fetch(_ requests: [RevisionRequest]) async throws -> RevisionFetch {
         state.clearFetched()
         let t = try transport()
         var docs: [JSONValue] = []
@@ -241,33 +254,48 @@ public struct URLEndpoint: ReplicationPeer {
                              "atts_since": .array(r.knownAncestors.map(JSONValue.string))])
             }
         }
-        guard !docs.isEmpty else { return [] }
+        guard !docs.isEmpty else { return RevisionFetch(revisions: [], failures: []) }
+        var out: [ReplicatedRevision] = []
+        var failures: [FetchFailure] = []
         if !state.noBulkGet {
             let request = t.request(.POST, "_bulk_get", query: [("revs", "true"), ("latest", "true")],
                                     json: ["docs": .array(docs)])
             let reply = try await t.send(request)
-            if reply.status == 200 {
+            // An answer that does not parse as a whole (one document nested too deep) is asked
+            // again per document below, where such a document fails alone.
+            if reply.status == 200, let body = try? reply.json {
                 let known = Dictionary(requests.map { r in
                     (r.documentID, r.knownAncestors.compactMap { parseRevision($0)?.0 }.max() ?? 0)
                 }, uniquingKeysWith: max)
-                var out: [ReplicatedRevision] = []
-                for case .object(let result) in try reply.json.objectValue?["results"]?.arrayValue ?? [] {
+                for case .object(let result) in body.objectValue?["results"]?.arrayValue ?? [] {
                     for case .object(let entry) in result["docs"]?.arrayValue ?? [] {
                         // An error: the revision is gone. `_removed`: the user lost access to it
                         // since the feed (Sync Gateway); the feed's removal row purges it.
                         guard case .object(var doc)? = entry["ok"], doc["_removed"] != true else { continue }
-                        let fetched = try await downloadAttachments(of: &doc, newerThan: known[doc["_id"]?.stringValue ?? ""] ?? 0, t)
-                        out.append(try received(doc, follows: fetched.follows, stored: fetched.stored))
+                        let id = doc["_id"]?.stringValue ?? result["id"]?.stringValue ?? ""
+                        do {
+                            let fetched = try await downloadAttachments(of: &doc, newerThan: known[id] ?? 0, t)
+                            out.append(try received(doc, follows: fetched.follows, stored: fetched.stored))
+                        } catch let e as ReplicatorError where e.isContentFailure {
+                            failures.append(FetchFailure(documentID: id, revisionID: doc["_rev"]?.stringValue ?? "", error: e))
+                        }
                     }
                 }
-                return out
+                return RevisionFetch(revisions: out, failures: failures)
             }
-            guard [400, 404, 405, 501].contains(reply.status) else { throw t.failure(reply, request) }
-            state.noBulkGet = true
+            if reply.status != 200 {
+                guard [400, 404, 405, 501].contains(reply.status) else { throw t.failure(reply, request) }
+                state.noBulkGet = true
+            }
         }
-        var out: [ReplicatedRevision] = []
-        for r in requests { out += try await openRevisions(r, t) }
-        return out
+        for r in requests {
+            do {
+                out += try await openRevisions(r, t)
+            } catch let e as ReplicatorError where e.isContentFailure {
+                failures.append(FetchFailure(documentID: r.documentID, revisionID: r.revisionIDs.first ?? "", error: e))
+            }
+        }
+        return RevisionFetch(revisions: out, failures: failures)
     }
 
     /// `GET /db/{id}?revs=true&latest=true&open_revs=[…]&attachments=true&atts_since=[…]` as
@@ -284,7 +312,10 @@ public struct URLEndpoint: ReplicationPeer {
         guard reply.status == 200 else { throw t.failure(reply, request) }
         let type = reply.headers.first(name: "Content-Type") ?? ""
         if type.lowercased().hasPrefix("application/json") {
-            return try (reply.json.arrayValue ?? []).compactMap { e in
+            guard let entries = try? reply.json.arrayValue else {
+                throw ReplicatorError(.peerFailed, "open_revs of \(r.documentID): the answer is not a JSON array JSON can read", documentID: r.documentID)
+            }
+            return try entries.compactMap { e in
                 try e.objectValue?["ok"]?.objectValue.flatMap { $0["_removed"] == true ? nil : try received($0, follows: [:]) }
             }
         }
@@ -292,12 +323,24 @@ public struct URLEndpoint: ReplicationPeer {
             throw ReplicatorError(.peerFailed, "open_revs of \(r.documentID) answered \(type), not multipart/mixed")
         }
         var out: [ReplicatedRevision] = []
-        for part in try Multipart.parts(Array(reply.body.readableBytesView), boundary: boundary) {
+        let parts: [Multipart.Part]
+        do {
+            parts = try Multipart.parts(Array(reply.body.readableBytesView), boundary: boundary)
+        } catch {
+            throw ReplicatorError(.peerFailed, "open_revs of \(r.documentID): \(error)", documentID: r.documentID)
+        }
+        // A part that is not JSON this side can read (nested too deep) fails the document.
+        func document(_ bytes: [UInt8]) throws -> JSONValue {
+            do { return try JSONValue(parsing: bytes) } catch {
+                throw ReplicatorError(.peerFailed, "open_revs of \(r.documentID): \(error)", documentID: r.documentID)
+            }
+        }
+        for part in parts {
             let partType = part.headers["content-type"] ?? "application/json"
             if partType.contains("error=\"true\"") { continue }
             if partType.lowercased().hasPrefix("multipart/related"), let inner = Multipart.boundary(of: partType) {
                 let related = try Multipart.parts(part.body, boundary: inner)
-                guard let first = related.first, case .object(let doc) = try JSONValue(parsing: first.body) else { continue }
+                guard let first = related.first, case .object(let doc) = try document(first.body) else { continue }
                 var follows: [String: Data] = [:]
                 let following = (doc["_attachments"]?.objectValue ?? [:]).filter { $0.value.objectValue?["follows"] == true }.map(\.key)
                 var unnamed = following.sorted()
@@ -310,7 +353,7 @@ public struct URLEndpoint: ReplicationPeer {
                     }
                 }
                 out.append(try received(doc, follows: follows))
-            } else if case .object(let doc) = try JSONValue(parsing: part.body), doc["_removed"] != true {
+            } else if case .object(let doc) = try document(part.body), doc["_removed"] != true {
                 out.append(try received(doc, follows: [:]))
             }
         }
@@ -365,10 +408,16 @@ public struct URLEndpoint: ReplicationPeer {
     /// folded back into the properties they came from.
     private func received(_ doc: [String: JSONValue], follows: [String: Data],
                           stored: [String: JSONValue] = [:]) throws -> ReplicatedRevision {
+        let sentID = doc["_id"]?.stringValue
         let incoming: IncomingDocument
-        do { incoming = try IncomingDocument(doc) } catch { throw ReplicatorError(.peerFailed, "a document the server sent: \(error)") }
-        guard let id = incoming.id, let rev = incoming.rev, let (generation, _) = parseRevision(rev) else {
-            throw ReplicatorError(.peerFailed, "a document the server sent has no _id or _rev")
+        do { incoming = try IncomingDocument(doc) } catch {
+            throw ReplicatorError(.peerFailed, "a document the server sent: \(error)", documentID: sentID)
+        }
+        guard let id = incoming.id, let rev = incoming.rev else {
+            throw ReplicatorError(.peerFailed, "a document the server sent has no _id or _rev", documentID: sentID)
+        }
+        guard let (generation, _) = parseRevision(rev) else {
+            throw ReplicatorError(.peerFailed, "\(id): revision \(rev) is malformed or its generation is above \(RevisionIDSyntax.maxGeneration)", documentID: id)
         }
         let history: [String]
         do { history = try incoming.history(of: rev) } catch { throw ReplicatorError(.peerFailed, "\(id) \(rev): \(error)", documentID: id) }
@@ -845,4 +894,10 @@ struct MultipartBody: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(segments: segments) }
+}
+
+extension ReplicatorError {
+    /// A document the server sent that cannot be stored (that document's failure), as opposed to
+    /// the server or the network failing (the batch's).
+    fileprivate var isContentFailure: Bool { code == .peerFailed && documentID != nil }
 }

@@ -68,6 +68,18 @@ public protocol ReplicationPeer: Sendable {
     @_spi(Replication)
     func revisions(_ requests: [RevisionRequest]) async throws -> [ReplicatedRevision]
 
+    /// As ``revisions(_:)``, and the revisions the peer sent in a form that cannot be stored
+    /// (a history that does not count down, a generation past 2^53 − 1, a body nested deeper
+    /// than JSON is read): each is that document's failure, reported as a refused write is, while
+    /// the batch goes on. The default fetches with ``revisions(_:)`` and reports none.
+    ///
+    /// ```swift
+    /// let fetched = try await source.fetch(requests)
+    /// for f in fetched.failures { print(f.documentID, f.error) }
+    /// ```
+    @_spi(Replication)
+    func fetch(_ requests: [RevisionRequest]) async throws -> RevisionFetch
+
     /// The digests among `digests` whose content the peer does not have, so only those are sent.
     ///
     /// ```swift
@@ -124,6 +136,16 @@ public protocol ReplicationPeer: Sendable {
 }
 
 extension ReplicationPeer {
+    /// ``revisions(_:)``, with no failures of its own.
+    ///
+    /// ```swift
+    /// let fetched = try await source.fetch(requests)
+    /// ```
+    @_spi(Replication)
+    public func fetch(_ requests: [RevisionRequest]) async throws -> RevisionFetch {
+        RevisionFetch(revisions: try await revisions(requests), failures: [])
+    }
+
     /// The peer itself: a peer in this process needs no credentials.
     ///
     /// ```swift
@@ -456,5 +478,79 @@ public struct RevisionRequest: Sendable, Hashable {
         self.documentID = documentID
         self.revisionIDs = revisionIDs
         self.knownAncestors = knownAncestors
+    }
+}
+
+/// What ``ReplicationPeer/fetch(_:)`` brought back.
+///
+/// ```swift
+/// let fetched = try await source.fetch(requests)
+/// insert(fetched.revisions)
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+@_spi(Replication)
+public struct RevisionFetch: Sendable {
+    /// The revisions, as ``ReplicationPeer/revisions(_:)`` returns them.
+    ///
+    /// ```swift
+    /// print(fetched.revisions.count)
+    /// ```
+    public var revisions: [ReplicatedRevision]
+    /// The revisions the peer sent that cannot be stored, each with why.
+    ///
+    /// ```swift
+    /// for f in fetched.failures { print(f.documentID, f.revisionID, f.error) }
+    /// ```
+    public var failures: [FetchFailure]
+
+    /// A fetch's result.
+    ///
+    /// ```swift
+    /// let fetched = RevisionFetch(revisions: revs, failures: [])
+    /// ```
+    public init(revisions: [ReplicatedRevision], failures: [FetchFailure]) {
+        self.revisions = revisions
+        self.failures = failures
+    }
+}
+
+/// A revision a peer sent that cannot be stored: which, and why.
+///
+/// ```swift
+/// let failure = FetchFailure(documentID: "doc", revisionID: "5-e", error: ReplicatorError(.peerFailed, "bad history"))
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+@_spi(Replication)
+public struct FetchFailure: Sendable {
+    /// The document.
+    ///
+    /// ```swift
+    /// print(failure.documentID)
+    /// ```
+    public var documentID: String
+    /// The revision asked for (or sent).
+    ///
+    /// ```swift
+    /// print(failure.revisionID)
+    /// ```
+    public var revisionID: String
+    /// Why it cannot be stored.
+    ///
+    /// ```swift
+    /// print(failure.error.message)
+    /// ```
+    public var error: ReplicatorError
+
+    /// A failure.
+    ///
+    /// ```swift
+    /// let f = FetchFailure(documentID: "doc", revisionID: "5-e", error: ReplicatorError(.peerFailed, "bad history"))
+    /// ```
+    public init(documentID: String, revisionID: String, error: ReplicatorError) {
+        self.documentID = documentID
+        self.revisionID = revisionID
+        self.error = error
     }
 }

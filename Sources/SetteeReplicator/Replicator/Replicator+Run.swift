@@ -10,6 +10,8 @@ struct PreparedBatch: Sendable {
     var lastSequence: ReplicationSequence
     /// Rows of a pull whose document the peer's user may no longer read: purged locally.
     var removals: [PeerChange] = []
+    /// Revisions the source sent in a form that cannot be stored: each its document's failure.
+    var fetchFailures: [FetchFailure] = []
     var missingChecked = 0
     var missingFound = 0
 }
@@ -284,7 +286,9 @@ extension Replicator {
             batch.missingFound += d.missing.count
             requests.append(RevisionRequest(documentID: row.documentID, revisionIDs: d.missing, knownAncestors: d.possibleAncestors))
         }
-        var revisions = try await source.revisions(requests)
+        let fetched = try await source.fetch(requests)
+        batch.fetchFailures = fetched.failures
+        var revisions = fetched.revisions
         if direction == .pull, let filter = config.pullFilter {
             revisions = revisions.filter { r in
                 // A body that does not parse goes on to the insertion, which rejects it and
@@ -313,6 +317,12 @@ extension Replicator {
                                   read: batch.revisions.count)
         let purged = try await purgeRemoved(batch.removals)
         if !purged.isEmpty { publish(DocumentReplication(direction: .pull, documents: purged)) }
+        if !batch.fetchFailures.isEmpty {
+            done.failures += batch.fetchFailures.count
+            publish(DocumentReplication(direction: direction, documents: batch.fetchFailures.map {
+                ReplicatedDocument(id: $0.documentID, revisionID: $0.revisionID, flags: [], error: $0.error)
+            }))
+        }
         guard !batch.revisions.isEmpty else { return done }
         let heads = try conflicts?.heads(of: batch.revisions)
         let outcomes = try await target.insertRevisions(batch.revisions)
