@@ -80,7 +80,8 @@ package enum ServerFuzzing {
                               body: RequestBody(buffer: ByteBuffer(bytes: r.body)))
         let admin = r.admin
         Task {
-            let context = BasicRequestContext(source: .init(channel: NIOAsyncTestingChannel(), logger: Harness.logger))
+            // One channel for every request: each testing channel keeps its pipeline until closed.
+            let context = BasicRequestContext(source: .init(channel: Harness.channel, logger: Harness.logger))
             do {
                 let response = try await server.respond(to: request, context: context, admin: admin)
                 status.withLock { $0 = Int(response.status.code) }
@@ -108,6 +109,7 @@ package enum ServerFuzzing {
     final class Harness: @unchecked Sendable {
         // @unchecked: used by the fuzzing thread only (libFuzzer calls one input at a time).
         static let shared = Harness()
+        static let channel = NIOAsyncTestingChannel()
         static let logger: Logger = {
             var l = Logger(label: "settee.server-fuzz")
             l.logLevel = .critical
