@@ -166,9 +166,12 @@ let package = Package(
             path: "Tests/CrashHarness"
         ),
         // libFuzzer target (scripts/fuzz); built normally it replays a corpus.
+        // What both fuzz targets do when built without libFuzzer: replay inputs from files.
+        .target(name: "SetteeFuzzReplay", path: "Tests/FuzzReplay",
+                swiftSettings: serverFuzzingBuild ? [.define("SETTEE_LIBFUZZER")] : []),
         .executableTarget(
             name: "settee-fuzz",
-            dependencies: ["SetteeCrashKit"],
+            dependencies: ["SetteeCrashKit", "SetteeFuzzReplay"],
             path: "Tests/Fuzz",
             exclude: ["Regressions"]
         ),
@@ -188,7 +191,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "settee-server-fuzz",
-            dependencies: ["SetteeServerFuzzKit"],
+            dependencies: ["SetteeServerFuzzKit", "SetteeFuzzReplay"],
             path: "Tests/ServerFuzz",
             exclude: ["Regressions"],
             swiftSettings: serverFuzzing + (serverFuzzingBuild ? [.define("SETTEE_LIBFUZZER")] : []),

@@ -1,4 +1,5 @@
 import Foundation
+import SetteeFuzzReplay
 import SetteeCrashKit
 
 // Built two ways. With `-sanitize=fuzzer -DSETTEE_LIBFUZZER` (scripts/fuzz), libFuzzer supplies
@@ -32,25 +33,11 @@ public func fuzzInitialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeM
     // SIGXFSZ, which libFuzzer reports as a finding.
     var limit = rlimit(rlim_cur: 256 << 20, rlim_max: 256 << 20)
     setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit)
-    if let seeds = ProcessInfo.processInfo.environment["SETTEE_FUZZ_SEEDS"] {
-        do {
-            try FuzzTargets.writeSeedCorpus(to: seeds)
-        } catch {
-            FileHandle.standardError.write(Data("cannot write the seed corpus: \(error)\n".utf8))
-            exit(2)
-        }
-    }
+    FuzzReplay.writeSeeds { try FuzzTargets.writeSeedCorpus(to: $0) }
     return 0
 }
 
 #if SETTEE_LIBFUZZER
-@_silgen_name("LLVMFuzzerRunDriver")
-private func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<Int32>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
-) -> Int32
-
 /// SwiftPM links an executable's entry point under this name; hand control to libFuzzer's driver.
 ///
 /// ```sh
@@ -58,33 +45,17 @@ private func runFuzzerDriver(
 /// ```
 @_cdecl("settee_fuzz_main")
 public func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
-    var count = argc
-    var arguments = argv
-    return runFuzzerDriver(&count, &arguments) { data, size in fuzzOneInput(data, size) }
+    FuzzReplay.runLibFuzzer(argc, argv) { data, size in fuzzOneInput(data, size) }
 }
 #else
 @main
 struct Replay {
     static func main() throws {
-        var files: [String] = []
-        for arg in CommandLine.arguments.dropFirst() {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: arg, isDirectory: &isDirectory) else {
-                FileHandle.standardError.write(Data("no such file: \(arg)\n".utf8))
-                exit(2)
-            }
-            if isDirectory.boolValue {
-                for name in try FileManager.default.contentsOfDirectory(atPath: arg).sorted() { files.append(arg + "/" + name) }
-            } else {
-                files.append(arg)
-            }
-        }
-        for file in files {
-            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: file)))
-            bytes.withUnsafeBufferPointer { _ = fuzzOneInput($0.baseAddress, $0.count) }
+        let count = try FuzzReplay.run(arguments: Array(CommandLine.arguments.dropFirst())) { bytes in
+            _ = fuzzOneInput(bytes.baseAddress, bytes.count)
         }
         try? FileManager.default.removeItem(atPath: scratch)
-        print("replayed \(files.count) inputs")
+        print("replayed \(count) inputs")
     }
 }
 #endif

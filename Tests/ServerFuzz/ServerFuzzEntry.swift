@@ -1,4 +1,5 @@
 import Foundation
+import SetteeFuzzReplay
 import SetteeServerFuzzKit
 
 // Built two ways. With `-sanitize=fuzzer -DSETTEE_LIBFUZZER` (scripts/fuzz), libFuzzer calls the
@@ -25,25 +26,11 @@ public func serverFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> In
 /// ```
 @_cdecl("LLVMFuzzerInitialize")
 public func serverFuzzInitialize(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32 {
-    if let seeds = ProcessInfo.processInfo.environment["SETTEE_FUZZ_SEEDS"] {
-        do {
-            try ServerFuzzing.writeSeedCorpus(to: seeds)
-        } catch {
-            FileHandle.standardError.write(Data("cannot write the seed corpus: \(error)\n".utf8))
-            exit(2)
-        }
-    }
+    FuzzReplay.writeSeeds { try ServerFuzzing.writeSeedCorpus(to: $0) }
     return 0
 }
 
 #if SETTEE_LIBFUZZER
-@_silgen_name("LLVMFuzzerRunDriver")
-private func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<Int32>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
-) -> Int32
-
 /// SwiftPM links an executable's entry point under this name; hand control to libFuzzer's driver.
 ///
 /// ```sh
@@ -51,32 +38,16 @@ private func runFuzzerDriver(
 /// ```
 @_cdecl("settee_server_fuzz_main")
 public func serverFuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
-    var count = argc
-    var arguments = argv
-    return runFuzzerDriver(&count, &arguments) { data, size in serverFuzzOneInput(data, size) }
+    FuzzReplay.runLibFuzzer(argc, argv) { data, size in serverFuzzOneInput(data, size) }
 }
 #else
 @main
 struct Replay {
     static func main() throws {
-        var files: [String] = []
-        for arg in CommandLine.arguments.dropFirst() {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: arg, isDirectory: &isDirectory) else {
-                FileHandle.standardError.write(Data("no such file: \(arg)\n".utf8))
-                exit(2)
-            }
-            if isDirectory.boolValue {
-                for name in try FileManager.default.contentsOfDirectory(atPath: arg).sorted() { files.append(arg + "/" + name) }
-            } else {
-                files.append(arg)
-            }
+        let count = try FuzzReplay.run(arguments: Array(CommandLine.arguments.dropFirst())) { bytes in
+            _ = serverFuzzOneInput(bytes.baseAddress, bytes.count)
         }
-        for file in files {
-            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: file)))
-            bytes.withUnsafeBufferPointer { _ = serverFuzzOneInput($0.baseAddress, $0.count) }
-        }
-        print("replayed \(files.count) inputs")
+        print("replayed \(count) inputs")
     }
 }
 #endif

@@ -221,7 +221,7 @@ import Testing
     @Test func theSearchFindsWhatANaiveOneFinds() {
         let seed = UInt64.random(in: 0 ... .max)
         print("MultipartSearchTests seed \(seed)")
-        var rng = SplitMix(seed: seed)
+        var rng = SeededRandom(seed: seed)
         for _ in 0 ..< 2000 {
             let needle = (0 ..< Int(rng.next() % 6 + 1)).map { _ in UInt8(ascii: "a") + UInt8(rng.next() % 2) }
             let haystack = (0 ..< Int(rng.next() % 60)).map { _ in UInt8(ascii: "a") + UInt8(rng.next() % 2) }
@@ -245,25 +245,13 @@ import Testing
     }
 }
 
-/// A small seeded generator (SplitMix64), so that a failing case can be replayed from its seed.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Strict base64: everything Foundation writes reads back; nothing else does.
 @Suite struct Base64Tests {
     @Test func strictBase64() {
         let seed = UInt64.random(in: 0 ... .max)
         print("Base64Tests seed \(seed)")
-        var rng = SplitMix(seed: seed)
+        var rng = SeededRandom(seed: seed)
         for _ in 0 ..< 500 {
             let data = Data((0 ..< Int(rng.next() % 40)).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
             #expect(Base64.decode(data.base64EncodedString()) == data, "seed \(seed)")

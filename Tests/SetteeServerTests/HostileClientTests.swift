@@ -552,7 +552,7 @@ extension HostileClientTests {
     @Test func bothWaysOfReadingAUsersFeedAgree() throws {
         let seed = ProcessInfo.processInfo.environment["SETTEE_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 0 ... .max)
         print("bothWaysOfReadingAUsersFeedAgree seed \(seed) (SETTEE_SEED=\(seed) replays it)")
-        var rng = Rng(seed: seed)
+        var rng = KillRecoveryTests.SplitMix64(seed: seed)
         let server = try channelServer(Self.config())
         defer { try? server.close() }
         let served = try #require(server.database(named: "db"))
@@ -622,18 +622,6 @@ extension HostileClientTests {
     }
 }
 
-/// A small seeded generator (SplitMix64), so that a failing case can be replayed from its seed.
-struct Rng {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 extension HostileClientTests {
     /// Through the server: a sync function that allocates without bound has its write refused,
@@ -698,19 +686,8 @@ extension HostileClientTests {
 
     /// One raw HTTP exchange on loopback: what the server sent back before closing or 3 s.
     static func exchange(port: Int, _ request: String) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
+        let fd = try loopbackSocket(port: port)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
-        var timeout = timeval(tv_sec: 3, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let bytes = Array(request.utf8)
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
         var out: [UInt8] = []

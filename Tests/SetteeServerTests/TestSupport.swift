@@ -145,3 +145,24 @@ func rawRequest(port: Int, _ method: HTTPRequest.Method, _ uri: String, authorit
                                                     body: body.map { ByteBuffer(string: $0) }))
     }
 }
+
+/// A TCP socket connected to `port` on loopback, reads timing out after `timeout` seconds; the
+/// caller closes it. For requests no HTTP client would send.
+func loopbackSocket(port: Int, timeout: Int = 3) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EIO) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) { p in
+        p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        close(fd)
+        throw POSIXError(.ECONNREFUSED)
+    }
+    var limit = timeval(tv_sec: timeout, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+    return fd
+}
