@@ -73,11 +73,10 @@ struct Watchdog {
     /// `/proc/self/statm` is read: elsewhere the memory limit is not enforced).
     static func residentBytes() -> Int? {
         #if os(Linux)
-        let fd = open("/proc/self/statm", O_RDONLY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        guard statm >= 0 else { return nil }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 128) { buffer -> Int? in
-            let n = read(fd, buffer.baseAddress, buffer.count)
+            // One read from the start of the file kept open: a call costs one system call here.
+            let n = pread(statm, buffer.baseAddress, buffer.count, 0)
             guard n > 0 else { return nil }
             // "size resident shared …" in pages: the second number.
             let fields = buffer.prefix(n).split(separator: UInt8(ascii: " "), maxSplits: 2)
@@ -90,4 +89,9 @@ struct Watchdog {
     }
 
     private static let pageSize = max(1, sysconf(Int32(_SC_PAGESIZE)))
+
+    #if os(Linux)
+    /// `/proc/self/statm`, open for the life of the process (-1 when it cannot be opened).
+    private static let statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
+    #endif
 }
