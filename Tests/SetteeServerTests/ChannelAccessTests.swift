@@ -579,8 +579,8 @@ private func feed(_ c: any TestClientProtocol, _ who: HTTPFields, since: String 
         let running = Task { try await server.run { ports.continuation.yield($0) } }
         var iterator = ports.stream.makeAsyncIterator()
         let listening = try #require(await iterator.next())
-        let pub = TestClient(host: "127.0.0.1", port: listening.publicPort, configuration: .init(timeout: .seconds(15)))
-        let admin = TestClient(host: "127.0.0.1", port: try #require(listening.adminPort), configuration: .init(timeout: .seconds(15)))
+        let pub = TestClient(host: "127.0.0.1", port: listening.publicPort, configuration: .init(timeout: liveClientTimeout))
+        let admin = TestClient(host: "127.0.0.1", port: try #require(listening.adminPort), configuration: .init(timeout: liveClientTimeout))
         pub.connect()
         admin.connect()
         struct Answer: Sendable {

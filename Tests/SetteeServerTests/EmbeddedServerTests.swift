@@ -25,7 +25,7 @@ import Testing
         var iterator = ports.stream.makeAsyncIterator()
         let listening = try #require(await iterator.next())
         #expect(listening.publicPort > 0 && listening.adminPort == nil)
-        let client = TestClient(host: "127.0.0.1", port: listening.publicPort)
+        let client = TestClient(host: "127.0.0.1", port: listening.publicPort, configuration: .init(timeout: liveClientTimeout))
         client.connect()
         let got = try await client.execute(TestClient.Request("/notes/from-app", method: .get))
         #expect(got.status == .ok)
@@ -109,12 +109,12 @@ import Testing
     @Test func oversizedHeadersAreRefused() async throws {
         let (port, running) = try await start(readTimeout: 300)
         defer { running.cancel() }
-        let client = TestClient(host: "127.0.0.1", port: port)
+        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: liveClientTimeout))
         client.connect()
         let huge = try? await client.execute(TestClient.Request("/db", method: .get, headers: [HTTPField.Name("X-Big")!: String(repeating: "a", count: 200_000)]))
         #expect(huge == nil || huge!.status.code >= 400)
         try? await client.shutdown()
-        let again = TestClient(host: "127.0.0.1", port: port)
+        let again = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: liveClientTimeout))
         again.connect()
         #expect(try await again.execute(TestClient.Request("/db", method: .get)).status == .ok)
         try await again.shutdown()

@@ -505,7 +505,7 @@ extension HostileClientTests {
             let port = try #require(ports.adminPort)
             var idle: [TestClient] = []
             for _ in 0 ..< 60 {
-                let c = TestClient(host: "127.0.0.1", port: ports.publicPort)
+                let c = TestClient(host: "127.0.0.1", port: ports.publicPort, configuration: .init(timeout: liveClientTimeout))
                 c.connect()
                 idle.append(c)
             }

@@ -123,7 +123,7 @@ import Testing
             let port = try #require(c.port)
             // One connection per feed: HTTP/1.1 answers a connection's requests in turn.
             @Sendable func feed(_ uri: String) async throws -> String {
-                let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(30)))
+                let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: liveClientTimeout))
                 client.connect()
                 defer { Task { try? await client.shutdown() } }
                 let response = try await client.execute(TestClient.Request(uri, method: .get))

@@ -1,7 +1,8 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
+// For `TestResponse`'s memberwise initializer: the live client below is ours.
+@testable import HummingbirdTesting
 import NIOCore
 import Testing
 @_spi(Replication) import Settee
@@ -23,15 +24,78 @@ func makeServer(guest: Bool = true, users: [String: ServerConfiguration.UserConf
     return try SetteeServer(configuration: config)
 }
 
+/// How a test reaches a server: through the router in process, or over a loopback socket.
+enum ClientSetup: Sendable {
+    /// Requests go to the responder directly (no socket).
+    case router
+    /// A real listener on loopback and a client connected to it.
+    case live
+}
+
+/// How long a live test client waits for a response before failing. Long on purpose: the suite
+/// runs its tests in parallel on a two-thread cooperative pool, and a server answering a few
+/// seconds late under that load is not the defect a test looks for (a hang still fails, once
+/// the suite's own guard gives up).
+let liveClientTimeout: Duration = .seconds(600)
+
 extension SetteeServer {
     /// Runs `body` against the public (or admin) port, through Hummingbird's test client.
-    func withClient<R: Sendable>(admin: Bool = false, _ setup: TestingSetup = .router,
+    func withClient<R: Sendable>(admin: Bool = false, _ setup: ClientSetup = .router,
                                  _ body: @Sendable (any TestClientProtocol) async throws -> R) async throws -> R {
-        if admin {
-            return try await adminApplication(address: "127.0.0.1:0").test(setup, body)
+        switch setup {
+        case .router:
+            if admin {
+                return try await adminApplication(address: "127.0.0.1:0").test(.router, body)
+            }
+            return try await publicApplication().test(.router, body)
+        case .live:
+            let ports = AsyncStream.makeStream(of: Int.self)
+            let onRunning: @Sendable (Int) async -> Void = { ports.continuation.yield($0) }
+            if admin {
+                return try await runLive(adminApplication(address: "127.0.0.1:0", onRunning: onRunning), ports.stream, body)
+            }
+            return try await runLive(publicApplication(onRunning: onRunning), ports.stream, body)
         }
-        return try await publicApplication().test(setup, body)
     }
+}
+
+/// Runs `application` on loopback while `body` talks to it through a client whose read timeout
+/// is `liveClientTimeout` (Hummingbird's own live setup fixes it at 20 seconds).
+private func runLive<App: ApplicationProtocol, R: Sendable>(
+    _ application: App, _ ports: AsyncStream<Int>,
+    _ body: @Sendable (any TestClientProtocol) async throws -> R
+) async throws -> R {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await application.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: liveClientTimeout))
+        client.connect()
+        let outcome: Result<R, any Error>
+        do {
+            outcome = .success(try await body(LiveClient(client: client)))
+        } catch {
+            outcome = .failure(error)
+        }
+        try? await client.shutdown()
+        group.cancelAll()
+        return try outcome.get()
+    }
+}
+
+/// A client of a live server on one keep-alive connection, as Hummingbird's live setup has it.
+struct LiveClient: TestClientProtocol {
+    let client: TestClient
+
+    func executeRequest(uri: String, method: HTTPRequest.Method, headers: HTTPFields, body: ByteBuffer?) async throws -> TestResponse {
+        var headers = headers
+        headers[.connection] = "keep-alive"
+        let response = try await client.execute(
+            TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body))
+        return TestResponse(head: response.head, body: response.body ?? ByteBuffer(), trailerHeaders: response.trailerHeaders)
+    }
+
+    var port: Int? { client.port }
 }
 
 extension TestClientProtocol {
@@ -140,7 +204,7 @@ func whileRunning<R: Sendable>(_ server: SetteeServer, _ body: @Sendable (Listen
 /// own.
 func rawRequest(port: Int, _ method: HTTPRequest.Method, _ uri: String, authority: String?, headers: HTTPFields = [:],
                 body: String? = nil) async throws -> TestClient.Response {
-    try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
+    try await TestClient.withClient(host: "127.0.0.1", port: port, configuration: .init(timeout: liveClientTimeout)) { client in
         try await client.execute(TestClient.Request(uri, method: method, authority: authority, headers: headers,
                                                     body: body.map { ByteBuffer(string: $0) }))
     }
