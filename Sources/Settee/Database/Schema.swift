@@ -106,15 +106,16 @@ struct DocMeta {
 }
 
 /// The by-sequence value: flags, document ID and current revision ID, so the changes feed reads
-/// one tree in order.
+/// one tree in order; after them (format 6) the routing the channel logs hold for the document,
+/// when it has one. The entry itself holds no routing: the changes feed and the replicator read
+/// millions of entries and never need it, and a routing field (three collections) made every
+/// entry a copy and a release more.
 struct SequenceEntry {
     var flags: DocFlags
     var documentID: String
     var revisionID: String
-    /// The routing the channel logs hold for the document (format 6), when it has one.
-    var routing: RevisionRouting?
 
-    func encoded() -> [UInt8] {
+    func encoded(routing: RevisionRouting? = nil) -> [UInt8] {
         var w = ByteWriter(capacity: 32 + documentID.utf8.count + revisionID.utf8.count)
         w.u8(flags.rawValue)
         w.string(documentID)
@@ -126,29 +127,34 @@ struct SequenceEntry {
         return w.bytes
     }
 
-    init(flags: DocFlags, documentID: String, revisionID: String, routing: RevisionRouting? = nil) {
+    init(flags: DocFlags, documentID: String, revisionID: String) {
         self.flags = flags
         self.documentID = documentID
         self.revisionID = revisionID
-        self.routing = routing
     }
 
-    /// Decodes an entry; its routing only when `routing` is true (the changes feed and the
-    /// replicator read millions of entries and never need it).
-    init(decoding b: UnsafeRawBufferPointer, routing withRouting: Bool = false) throws(SetteeError) {
+    /// Decodes an entry, checking only that a routing follows its marker.
+    init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
-        let bad = SetteeError(.corrupted, "changes entry is malformed")
-        guard let f = r.u8(), f & ~DocFlags.known == 0, let id = r.string(), let rev = r.string() else { throw bad }
-        var routing: RevisionRouting?
-        if !r.atEnd {
-            guard r.u8() == 1 else { throw bad }
-            if withRouting {
-                guard let decoded = RevisionRouting(reading: &r), r.atEnd else { throw bad }
-                routing = decoded
-            }
-        }
-        self.init(flags: DocFlags(rawValue: f), documentID: id, revisionID: rev, routing: routing)
+        try self.init(reading: &r)
+        guard r.atEnd || r.u8() == 1 else { throw Self.malformed }
     }
+
+    /// Decodes an entry and the routing stored with it (nil when there is none).
+    static func decodingRouting(_ b: UnsafeRawBufferPointer) throws(SetteeError) -> (entry: SequenceEntry, routing: RevisionRouting?) {
+        var r = ByteReader(b)
+        let entry = try SequenceEntry(reading: &r)
+        if r.atEnd { return (entry, nil) }
+        guard r.u8() == 1, let routing = RevisionRouting(reading: &r), r.atEnd else { throw malformed }
+        return (entry, routing)
+    }
+
+    private init(reading r: inout ByteReader) throws(SetteeError) {
+        guard let f = r.u8(), f & ~DocFlags.known == 0, let id = r.string(), let rev = r.string() else { throw Self.malformed }
+        self.init(flags: DocFlags(rawValue: f), documentID: id, revisionID: rev)
+    }
+
+    private static var malformed: SetteeError { SetteeError(.corrupted, "changes entry is malformed") }
 }
 
 /// The `doc.expiry-by-id` value: a document's expiration (set by the application) and

@@ -175,7 +175,7 @@ extension WriteContext {
         try tx.put(key, meta.encoded(), in: trees.byID)
         let routing = try updateRouting(id: id, key: key, tree: tree, winner: w, flags: flags, seq: seq, oldSequence: old?.sequence)
         if let old { try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence) }
-        try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id, routing: routing).encoded(),
+        try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(routing: routing),
                    in: trees.bySequence)
         let wasConflicted = old?.flags.contains(.conflicted) ?? false
         if flags.contains(.conflicted) && !wasConflicted {

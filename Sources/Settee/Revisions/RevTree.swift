@@ -245,6 +245,19 @@ struct RevTree: Sendable {
     @discardableResult
     mutating func merge(history: [String], generation: UInt64, deleted: Bool, hasAttachments: Bool,
                         bodyRef: UInt64?) -> Bool {
+        if revs.isEmpty, !history.isEmpty {
+            // A new document (most of a first replication): the history is the tree.
+            revs.reserveCapacity(history.count)
+            var i = history.count - 1
+            while i >= 0 {
+                let newest = i == 0
+                revs.append(Rev(id: history[i], generation: generation - UInt64(i), parent: revs.count - 1,
+                                deleted: newest && deleted, hasAttachments: newest && hasAttachments,
+                                hasBody: newest && bodyRef != nil, bodyRef: newest ? bodyRef ?? 0 : 0))
+                i -= 1
+            }
+            return true
+        }
         var lookup = Lookup(self)
         var changed = false
         // The newest revision of the history the tree already has; the newer ones are added

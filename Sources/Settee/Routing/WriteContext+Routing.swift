@@ -91,11 +91,11 @@ struct RoutingRecord {
         if let r = try tx.withValue(forKey: key, in: trees.routing, { b in try RoutingRecord(decoding: b) }) { return (r, true) }
         guard let sequence,
               let e = try tx.withValue(forKey: [UInt8](bigEndian: sequence), in: trees.bySequence, { b in
-                  try SequenceEntry(decoding: b, routing: true)
+                  try SequenceEntry.decodingRouting(b)
               }),
               let routing = e.routing
         else { return nil }
-        return (RoutingRecord(simple: routing, winner: e.revisionID, sequence: sequence), false)
+        return (RoutingRecord(simple: routing, winner: e.entry.revisionID, sequence: sequence), false)
     }
 
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
@@ -249,9 +249,12 @@ extension WriteContext {
     }
 
     /// Runs the router on a new revision (parent: the index in `tree` of its nearest ancestor
-    /// with a body) and keeps its routing for the commit that follows.
-    func route(id: String, key: [UInt8], revisionID: String, deleted: Bool, body: PreparedBody, tree: RevTree, parent: Int?) throws {
+    /// with a body) and keeps its routing for the commit that follows. `parent` is found only
+    /// when a router is set (a replicated revision finds it by searching its history).
+    func route(id: String, key: [UInt8], revisionID: String, deleted: Bool, body: PreparedBody, tree: RevTree,
+               parent findParent: @autoclosure () -> Int?) throws {
         guard let router = core.router else { return }
+        let parent = findParent()
         let revision = body.properties.map {
             Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, properties: $0, body: body.bytes, blobs: core.blobs)
         } ?? Document(id: id, revisionID: revisionID, sequence: 0, isDeleted: deleted, body: body.bytes, blobs: core.blobs)

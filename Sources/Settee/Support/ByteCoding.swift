@@ -113,6 +113,11 @@ struct ByteReader {
     }
 
     mutating func varint() -> UInt64? {
+        // Most varints here are short lengths: one byte, read without the general loop.
+        if position < buffer.count, case let first = buffer[position], first < 0x80 {
+            position += 1
+            return UInt64(first)
+        }
         guard remaining > 0, let (v, n) = Varint.decode(buffer.baseAddress! + position, count: remaining) else { return nil }
         position += n
         return v

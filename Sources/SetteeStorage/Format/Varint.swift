@@ -19,7 +19,10 @@ public enum Varint {
     /// ```swift
     /// buffer.reserve(Varint.maxLength)
     /// ```
-    public static let maxLength = 10
+    ///
+    /// A constant the caller's compiler sees (a stored `static let` would be a lazy global,
+    /// reached through a call on every use in another module's loops).
+    @inlinable public static var maxLength: Int { 10 }
 
     /// Writes `value` at `p` (which has room for ``maxLength`` bytes); returns the bytes written.
     ///
