@@ -63,7 +63,9 @@ let package = Package(
                 // The decoders' fuzz entry points (`DecoderFuzzing`): in debug builds (the tests)
                 // and `scripts/fuzz`, never in a release build an application ships.
                 .define("SETTEE_DECODER_FUZZING", .when(configuration: .debug)),
-            ] + serverFuzzing
+            ] + serverFuzzing,
+            // ICU as Foundation carries it (the collation of indexes and queries: Formats/collation.md).
+            linkerSettings: [.linkedLibrary("_FoundationICU", .when(platforms: [.linux]))]
         ),
         // Push, pull and continuous replication between peers (the CouchDB replication protocol's
         // steps), conflict resolution, filters, checkpoints. Above the document API only: it

@@ -122,13 +122,20 @@ public struct SetteeError: Error, Equatable, Sendable, CustomStringConvertible {
         /// if error.code == .cancelled { … }
         /// ```
         public static let cancelled = Code(rawValue: "cancelled")
+        /// Something the database needs from the system failed: ICU, which orders strings in
+        /// indexes and queries, could not open its collator or ran out of memory.
+        ///
+        /// ```swift
+        /// if error.code == .unavailable { … }
+        /// ```
+        public static let unavailable = Code(rawValue: "unavailable")
 
         /// Every code this version throws (a later version may add more: match with `default`).
         ///
         /// ```swift
         /// for code in SetteeError.Code.allCases { print(code) }
         /// ```
-        public static let allCases: [Code] = [.notFound, .conflict, .forbidden, .unauthorized, .invalidParameter, .invalidJSON, .tooLarge, .corrupted, .busy, .notOpen, .io, .versionMismatch, .cancelled]
+        public static let allCases: [Code] = [.notFound, .conflict, .forbidden, .unauthorized, .invalidParameter, .invalidJSON, .tooLarge, .corrupted, .busy, .notOpen, .io, .versionMismatch, .cancelled, .unavailable]
     }
 
     /// What went wrong.

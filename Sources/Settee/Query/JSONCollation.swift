@@ -1,0 +1,243 @@
+import Synchronization
+#if canImport(_FoundationICU)
+internal import _FoundationICU
+#endif
+
+/// The one ordering of JSON values that indexes, `ORDER BY` and views use: CouchDB's view
+/// collation (`Formats/collation.md`).
+///
+/// null < false < true < numbers < strings < arrays < objects. Numbers compare by value as
+/// doubles (`1` and `1.0` are equal); strings by the Unicode Collation Algorithm through ICU's
+/// root collator with its default settings, as CouchDB applies it; arrays element by element,
+/// a prefix first; objects member by member (name, then value) in Settee's canonical member
+/// order, fewer members first.
+///
+/// ``key(_:)`` encodes a value so that comparing two keys byte by byte (`memcmp`, the engine's
+/// order) gives the same answer as ``compare(_:_:)``.
+///
+/// ```swift
+/// let order = try JSONCollation.compare("a", "B")   // .orderedAscending
+/// let key = try JSONCollation.key(["list", 7])       // bytes in index order
+/// ```
+///
+/// - Note: Stateless for its callers; safe to use from any thread (ICU collators are kept in a
+///   pool, one per concurrent caller).
+enum JSONCollation {
+    /// The type bytes that begin every encoded value; 0 ends an array or an object, below every
+    /// type so that a prefix sorts first.
+    enum Tag: UInt8 {
+        case end = 0x00
+        case null = 0x01
+        case `false` = 0x02
+        case `true` = 0x03
+        case number = 0x04
+        case string = 0x05
+        case array = 0x06
+        case object = 0x07
+    }
+
+    /// Begins each member of an encoded object (above ``Tag/end``, so fewer members sort first).
+    static let memberMarker: UInt8 = 0x01
+
+    /// Compares two values in collation order.
+    ///
+    /// ```swift
+    /// let sorted = try values.sorted { try JSONCollation.compare($0, $1) == .orderedAscending }
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/unavailable`` when ICU cannot compare two strings (it has
+    ///   no collator, or runs out of memory); never a guessed order.
+    static func compare(_ a: JSONValue, _ b: JSONValue) throws(SetteeError) -> Ordering {
+        let (ra, rb) = (rank(a), rank(b))
+        if ra != rb { return ra < rb ? .orderedAscending : .orderedDescending }
+        switch (a, b) {
+        case (.null, _), (.bool, _):
+            return .orderedSame
+        case (.string(let x), .string(let y)):
+            return try compareStrings(x, y)
+        case (.array(let x), .array(let y)):
+            for (u, v) in zip(x, y) {
+                let c = try compare(u, v)
+                if c != .orderedSame { return c }
+            }
+            return order(x.count, y.count)
+        case (.object(let x), .object(let y)):
+            let (kx, ky) = (canonicalOrder(x), canonicalOrder(y))
+            for (u, v) in zip(kx, ky) {
+                let c = try compareStrings(u, v)
+                if c != .orderedSame { return c }
+                let d = try compare(x[u]!, y[v]!)
+                if d != .orderedSame { return d }
+            }
+            return order(kx.count, ky.count)
+        default:
+            // Both numbers (the ranks are equal).
+            return order(number(a), number(b))
+        }
+    }
+
+    /// The bytes of `value` in collation order (`Formats/collation.md`).
+    ///
+    /// ```swift
+    /// try tx.put(JSONCollation.key(value) + docID, …)
+    /// ```
+    static func key(_ value: JSONValue) throws(SetteeError) -> [UInt8] {
+        var out: [UInt8] = []
+        try append(value, to: &out)
+        return out
+    }
+
+    /// Appends the encoding of `value` to `out`.
+    static func append(_ value: JSONValue, to out: inout [UInt8]) throws(SetteeError) {
+        switch value {
+        case .null: out.append(Tag.null.rawValue)
+        case .bool(let b): out.append(b ? Tag.true.rawValue : Tag.false.rawValue)
+        case .int, .double:
+            out.append(Tag.number.rawValue)
+            appendNumber(number(value), to: &out)
+        case .string(let s):
+            out.append(Tag.string.rawValue)
+            try appendSortKey(s, to: &out)
+        case .array(let elements):
+            out.append(Tag.array.rawValue)
+            for e in elements { try append(e, to: &out) }
+            out.append(Tag.end.rawValue)
+        case .object(let members):
+            out.append(Tag.object.rawValue)
+            for name in canonicalOrder(members) {
+                out.append(memberMarker)
+                try appendSortKey(name, to: &out)
+                try append(members[name]!, to: &out)
+            }
+            out.append(Tag.end.rawValue)
+        }
+    }
+
+    /// The order of the types.
+    private static func rank(_ v: JSONValue) -> Int {
+        switch v {
+        case .null: 0
+        case .bool(false): 1
+        case .bool(true): 2
+        case .int, .double: 3
+        case .string: 4
+        case .array: 5
+        case .object: 6
+        }
+    }
+
+    private static func number(_ v: JSONValue) -> Double {
+        switch v {
+        case .int(let i): Double(i)
+        case .double(let d): d
+        default: 0
+        }
+    }
+
+    private static func order<T: Comparable>(_ a: T, _ b: T) -> Ordering {
+        a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame
+    }
+
+    /// Object members in the order canonical JSON writes them (by UTF-8 bytes): a `[String:
+    /// JSONValue]` has no order of its own, and stored documents are canonical.
+    private static func canonicalOrder(_ members: [String: JSONValue]) -> [String] {
+        members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+
+    /// A double as 8 bytes whose unsigned big-endian order is numeric order: the sign bit
+    /// flipped for positives, every bit flipped for negatives; -0 is 0.
+    private static func appendNumber(_ d: Double, to out: inout [UInt8]) {
+        let bits = (d == 0 ? 0.0 : d).bitPattern
+        let ordered = bits & (1 << 63) == 0 ? bits | (1 << 63) : ~bits
+        withUnsafeBytes(of: ordered.bigEndian) { out.append(contentsOf: $0) }
+    }
+
+    // MARK: Strings, through ICU
+
+    private static func compareStrings(_ a: String, _ b: String) throws(SetteeError) -> Ordering {
+        // Equal text is equal under any collation; most index comparisons meet it.
+        if a == b { return .orderedSame }
+        return try withCollator { (collator) throws(SetteeError) -> Ordering in
+            var a = a, b = b
+            var status = U_ZERO_ERROR
+            let r = a.withUTF8 { x in
+                b.withUTF8 { y in
+                    x.withMemoryRebound(to: CChar.self) { x in
+                        y.withMemoryRebound(to: CChar.self) { y in
+                            swift_ucol_strcollUTF8(collator, x.baseAddress, Int32(x.count), y.baseAddress, Int32(y.count), &status)
+                        }
+                    }
+                }
+            }
+            guard status.rawValue <= U_ZERO_ERROR.rawValue else {
+                throw SetteeError(.unavailable, "ICU could not compare two strings (status \(status.rawValue))")
+            }
+            switch r {
+            case UCOL_LESS: return .orderedAscending
+            case UCOL_GREATER: return .orderedDescending
+            default: return .orderedSame
+            }
+        }
+    }
+
+    /// ICU's sort key of `s`: bytes with no zero but the last, whose order is the collator's.
+    private static func appendSortKey(_ s: String, to out: inout [UInt8]) throws(SetteeError) {
+        let utf16 = Array(s.utf16)
+        guard utf16.count <= Int(Int32.max / 4) else {
+            throw SetteeError(.invalidParameter, "a string too long to collate")
+        }
+        try withCollator { (collator) throws(SetteeError) in
+            // A sort key is rarely more than a few bytes per UTF-16 unit; ICU says how many
+            // it needs when the first guess is short.
+            var capacity = max(32, utf16.count * 4 + 16)
+            for _ in 0 ..< 2 {
+                let start = out.count
+                out.append(contentsOf: repeatElement(0, count: capacity))
+                let written = out.withUnsafeMutableBufferPointer { buffer in
+                    utf16.withUnsafeBufferPointer { u in
+                        Int(swift_ucol_getSortKey(collator, u.baseAddress, Int32(u.count), buffer.baseAddress! + start, Int32(capacity)))
+                    }
+                }
+                guard written > 0 else { break }
+                if written <= capacity {
+                    out.removeLast(capacity - written)
+                    return
+                }
+                out.removeLast(capacity)
+                capacity = written
+            }
+            throw SetteeError(.unavailable, "ICU could not make a sort key")
+        }
+    }
+
+    /// Collators not in use. ICU's collators may be shared for reading in recent versions, but
+    /// its documentation still asks for one per thread: a pool gives each caller its own.
+    private static let pool = Mutex<[Collator]>([])
+
+    private static func withCollator<R>(_ body: (OpaquePointer) throws(SetteeError) -> R) throws(SetteeError) -> R {
+        let collator: Collator
+        if let pooled = pool.withLock({ $0.popLast() }) { collator = pooled } else { collator = try Collator() }
+        defer { pool.withLock { if $0.count < 64 { $0.append(collator) } } }
+        return try body(collator.handle)
+    }
+
+    /// An open root collator (the Unicode Collation Algorithm's default order, CouchDB's).
+    private final class Collator: @unchecked Sendable {
+        let handle: OpaquePointer
+
+        init() throws(SetteeError) {
+            var status = U_ZERO_ERROR
+            guard let h = swift_ucol_open("", &status), status.rawValue <= U_ZERO_ERROR.rawValue else {
+                throw SetteeError(.unavailable, "ICU's root collator cannot be opened (status \(status.rawValue))")
+            }
+            handle = h
+        }
+
+        deinit { swift_ucol_close(handle) }
+    }
+
+    /// The result of a comparison.
+    enum Ordering: Sendable, Equatable {
+        case orderedAscending, orderedSame, orderedDescending
+    }
+}

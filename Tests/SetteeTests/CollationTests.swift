@@ -1,0 +1,147 @@
+import Foundation
+import Testing
+@testable import Settee
+
+/// The key order of indexes and queries (Formats/collation.md): CouchDB's view collation, and
+/// encoded keys whose byte order is the same order.
+@Suite struct CollationTests {
+    /// Signs agree: the comparator and the bytes of the keys.
+    private func sign(_ o: JSONCollation.Ordering) -> Int {
+        switch o {
+        case .orderedAscending: -1
+        case .orderedSame: 0
+        case .orderedDescending: 1
+        }
+    }
+
+    private func byteSign(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        a == b ? 0 : a.lexicographicallyPrecedes(b) ? -1 : 1
+    }
+
+    /// CouchDB's documented collation list ("Views Collation"), in order, each one strictly
+    /// before the next, by the comparator and by the keys.
+    @Test func couchDBsDocumentedOrder() throws {
+        let ordered: [JSONValue] = [
+            .null, false, true,
+            1, 2, 3.5, 4,
+            "a", "A", "aa", "b", "B", "ba", "bb",
+            ["a"], ["b"], ["b", "c"], ["b", "c", "a"], ["b", "d"], ["b", "d", "e"],
+            ["a": 1], ["a": 2], ["b": 1], ["b": 2], ["b": 2, "c": 2],
+        ]
+        for (i, a) in ordered.enumerated() {
+            for (j, b) in ordered.enumerated() {
+                let expected = i < j ? -1 : i == j ? 0 : 1
+                #expect(sign(try JSONCollation.compare(a, b)) == expected, "\(a) against \(b)")
+                #expect(byteSign(try JSONCollation.key(a), try JSONCollation.key(b)) == expected, "keys of \(a) and \(b)")
+            }
+        }
+    }
+
+    /// Numbers compare by value: an integer equals the same double, -0 equals 0, and the order
+    /// crosses zero and the exponent boundaries.
+    @Test func numbersCompareByValue() throws {
+        #expect(try JSONCollation.compare(.int(1), .double(1.0)) == .orderedSame)
+        #expect(try JSONCollation.key(.int(1)) == JSONCollation.key(.double(1.0)))
+        #expect(try JSONCollation.key(.double(-0.0)) == JSONCollation.key(.int(0)))
+        let numbers: [JSONValue] = [.double(-1e300), .int(-1_000_000), .double(-1.5), .int(-1), .double(-1e-300), .int(0),
+                                    .double(1e-300), .double(0.5), .int(1), .double(1.5), .int(2), .int(Int64(1) << 40),
+                                    .double(1e300)]
+        for (a, b) in zip(numbers, numbers.dropFirst()) {
+            #expect(try JSONCollation.compare(a, b) == .orderedAscending, "\(a) < \(b)")
+            #expect(try JSONCollation.key(a).lexicographicallyPrecedes(JSONCollation.key(b)), "key \(a) < key \(b)")
+        }
+    }
+
+    /// Strings follow the Unicode Collation Algorithm (ICU's root order), not code points.
+    @Test func stringsFollowTheUnicodeCollationAlgorithm() throws {
+        let ordered: [JSONValue] = ["", " ", "_", "-", "1", "9", "a", "A", "á", "Á", "b", "e", "é", "f", "z", "Z", "α", "ω", "中"]
+        for (a, b) in zip(ordered, ordered.dropFirst()) {
+            #expect(try JSONCollation.compare(a, b) == .orderedAscending, "\(a) < \(b)")
+            #expect(try JSONCollation.key(a).lexicographicallyPrecedes(JSONCollation.key(b)), "key \(a) < key \(b)")
+        }
+        // Code point order would put "Z" before "a" and "é" after "z".
+        #expect(try JSONCollation.compare("Z", "a") == .orderedDescending)
+        #expect(try JSONCollation.compare("é", "z") == .orderedAscending)
+    }
+
+    /// A Swift dictionary has no member order: objects compare in canonical order (by UTF-8
+    /// bytes of the names), which is how Settee stores them.
+    @Test func objectsCompareInCanonicalMemberOrder() throws {
+        let written: JSONValue = ["b": 2, "a": 1]
+        #expect(try JSONCollation.compare(written, ["a": 1, "b": 2]) == .orderedSame)
+        #expect(try JSONCollation.compare(written, ["a": 2]) == .orderedAscending)
+        #expect(try JSONCollation.compare(["a": 1], ["a": 1, "b": 0]) == .orderedAscending)
+        #expect(try JSONCollation.compare([:], .array([])) == .orderedDescending)
+    }
+
+    /// Sort keys have no zero byte but their last, so a string key never runs into what
+    /// follows it, even for text holding U+0000 and for text far longer than the first guess of
+    /// the key's size.
+    @Test func keysOfUnusualStrings() throws {
+        let long = String(repeating: "ü字🙂x", count: 5_000)
+        for s in ["a\u{0}b", "\u{0}", long, "\u{FFFF}", "e\u{301}"] {
+            let key = try JSONCollation.key(.string(s))
+            #expect(key.first == JSONCollation.Tag.string.rawValue)
+            #expect(key.last == 0 && !key.dropFirst().dropLast().contains(0), "one zero, at the end, for \(s.prefix(10))")
+        }
+        // Canonically equivalent text collates equal: é precomposed and e + combining acute.
+        #expect(try JSONCollation.compare("\u{E9}", "e\u{301}") == .orderedSame)
+        #expect(try JSONCollation.key("\u{E9}") == JSONCollation.key("e\u{301}"))
+        // An array holding a string that is a prefix of another's sorts first.
+        #expect(try JSONCollation.key(["a", "z"]).lexicographicallyPrecedes(JSONCollation.key(["ab"])))
+    }
+
+    /// Random values (nested arrays and objects, mixed types, Unicode): the comparator and the
+    /// keys agree on every pair, and the comparator is a total order on them.
+    @Test func keysAgreeWithTheComparatorOnRandomValues() throws {
+        let seed = UInt64.random(in: 0 ... .max)
+        print("CollationTests.keysAgreeWithTheComparatorOnRandomValues seed \(seed)")
+        var generator = SeededGenerator(seed: seed)
+        func below(_ n: Int) -> Int { Int(generator.next(below: UInt64(n))) }
+        let alphabet = ["a", "A", "b", "é", "e\u{301}", "z", "Z", "1", " ", "中", "🙂", "ß", "ss"]
+        func string() -> String {
+            (0 ..< below(4)).map { _ in alphabet[below(alphabet.count)] }.joined()
+        }
+        func value(_ depth: Int) -> JSONValue {
+            switch below(depth > 2 ? 5 : 7) {
+            case 0: return .null
+            case 1: return .bool(below(2) == 0)
+            case 2: return .int(Int64(below(7)) - 3)
+            case 3: return .double(Double(below(13)) / 4 - 1.5)
+            case 4: return .string(string())
+            case 5: return .array((0 ..< below(4)).map { _ in value(depth + 1) })
+            default:
+                var o: [String: JSONValue] = [:]
+                for _ in 0 ..< below(3) { o[string()] = value(depth + 1) }
+                return .object(o)
+            }
+        }
+        let values = (0 ..< 300).map { _ in value(0) }
+        let keys = try values.map { try JSONCollation.key($0) }
+        for i in values.indices {
+            for j in values.indices where j >= i {
+                let c = sign(try JSONCollation.compare(values[i], values[j]))
+                #expect(c == byteSign(keys[i], keys[j]), "seed \(seed): \(values[i]) against \(values[j])")
+                #expect(-c == sign(try JSONCollation.compare(values[j], values[i])), "seed \(seed): antisymmetric")
+            }
+        }
+    }
+
+    /// Many threads collate at once, each with a collator of its own from the pool, and get the
+    /// same answers.
+    @Test func concurrentCallersGetTheSameKeys() async throws {
+        let words: [JSONValue] = ["apple", "Äpfel", "zebra", "中文", "éclair", ["x", 1]]
+        let expected = try words.map { try JSONCollation.key($0) }
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0 ..< 8 {
+                group.addTask {
+                    for _ in 0 ..< 200 {
+                        guard try words.map({ try JSONCollation.key($0) }) == expected else { return false }
+                    }
+                    return true
+                }
+            }
+            for try await same in group { #expect(same) }
+        }
+    }
+}
