@@ -1,0 +1,354 @@
+import Foundation
+
+/// An expression of a query or an index, the one form both Couchbase Lite's QueryBuilder and
+/// SQL++ strings compile to, evaluated against one document with SQL++'s rules for MISSING and
+/// NULL.
+///
+/// A value is a `JSONValue?`: nil is MISSING (a property the document lacks), `.null` is NULL.
+/// Most operators give MISSING when an operand is MISSING, else NULL when one is NULL.
+///
+/// ```swift
+/// let e: QueryExpression = .compare(.equal, .property(try PropertyPath("type")), .literal("task"))
+/// let matches = try e.evaluate(row, parameters: [:]).isTrue
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+indirect enum QueryExpression: Sendable, Hashable {
+    /// A constant.
+    case literal(JSONValue)
+    /// MISSING itself (SQL++'s `MISSING` literal).
+    case missing
+    /// A property of the document.
+    case property(PropertyPath)
+    /// A named parameter (`$list`), given at execution.
+    case parameter(String)
+    /// A property of the document's metadata (`META().id`).
+    case meta(MetaProperty)
+    /// `NOT e`.
+    case not(QueryExpression)
+    /// `a AND b`.
+    case and(QueryExpression, QueryExpression)
+    /// `a OR b`.
+    case or(QueryExpression, QueryExpression)
+    /// `a = b`, `a < b`, …
+    case compare(Comparison, QueryExpression, QueryExpression)
+    /// `a + b`, …
+    case arithmetic(Arithmetic, QueryExpression, QueryExpression)
+    /// `-e`.
+    case negate(QueryExpression)
+    /// `e IS NULL`, `e IS MISSING`, `e IS VALUED` and their negations.
+    case test(Test, QueryExpression)
+    /// `e BETWEEN low AND high`.
+    case between(QueryExpression, QueryExpression, QueryExpression)
+    /// `e IN [a, b, …]`.
+    case `in`(QueryExpression, [QueryExpression])
+    /// `e LIKE pattern` (`%` any run of characters, `_` one character, `\` escapes).
+    case like(QueryExpression, QueryExpression)
+    /// A function call.
+    case function(Function, [QueryExpression])
+
+    /// What `META()` offers.
+    enum MetaProperty: String, Sendable, Hashable, CaseIterable {
+        case id, sequence, deleted, expiration, revisionID
+    }
+
+    /// Comparison operators.
+    enum Comparison: String, Sendable, Hashable, CaseIterable {
+        case equal = "=", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
+    }
+
+    /// Arithmetic operators.
+    enum Arithmetic: String, Sendable, Hashable, CaseIterable {
+        case add = "+", subtract = "-", multiply = "*", divide = "/", modulo = "%"
+    }
+
+    /// `IS` tests.
+    enum Test: String, Sendable, Hashable, CaseIterable {
+        case isNull = "IS NULL", isNotNull = "IS NOT NULL", isMissing = "IS MISSING", isNotMissing = "IS NOT MISSING"
+        case isValued = "IS VALUED", isNotValued = "IS NOT VALUED"
+    }
+
+    /// Functions.
+    enum Function: String, Sendable, Hashable, CaseIterable {
+        case lower, upper, length, trim, contains
+        case abs, floor, ceil, round
+        case arrayLength = "array_length", arrayContains = "array_contains"
+
+        /// How many arguments the function takes.
+        var arity: Int {
+            switch self {
+            case .contains, .arrayContains: 2
+            default: 1
+            }
+        }
+    }
+}
+
+/// One document as an expression sees it.
+struct QueryRow: Sendable {
+    var id: String
+    var revisionID: String
+    var sequence: UInt64
+    var isDeleted: Bool
+    /// Seconds since 1970, when the document expires.
+    var expiration: Date?
+    var properties: [String: JSONValue]
+}
+
+extension Optional where Wrapped == JSONValue {
+    /// Whether a condition holds: `true` and every other value SQL++ counts as true (a non-zero
+    /// number, a non-empty string, array or object); never MISSING, NULL or `false`.
+    var isTrue: Bool {
+        guard let v = self else { return false }
+        return QueryExpression.truthiness(v) ?? false
+    }
+}
+
+extension QueryExpression {
+    /// Evaluates the expression on `row`; nil is MISSING.
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for a parameter not given;
+    ///   ``SetteeError/Code/unavailable`` when ICU cannot compare two strings.
+    func evaluate(_ row: QueryRow, parameters: [String: JSONValue]) throws(SetteeError) -> JSONValue? {
+        switch self {
+        case .literal(let v): return v
+        case .missing: return nil
+        case .property(let path): return path.value(in: row.properties)
+        case .parameter(let name):
+            guard let v = parameters[name] else {
+                throw SetteeError(.invalidParameter, "the query's parameter $\(name) has no value")
+            }
+            return v
+        case .meta(let m):
+            switch m {
+            case .id: return .string(row.id)
+            case .revisionID: return .string(row.revisionID)
+            case .sequence: return row.sequence <= UInt64(Int64.max) ? .int(Int64(row.sequence)) : .double(Double(row.sequence))
+            case .deleted: return .bool(row.isDeleted)
+            case .expiration: return row.expiration.map { .double(($0.timeIntervalSince1970 * 1000).rounded()) } ?? .null
+            }
+        case .not(let e):
+            guard let v = try e.evaluate(row, parameters: parameters) else { return nil }
+            guard let t = Self.truthiness(v) else { return .null }
+            return .bool(!t)
+        case .and(let a, let b):
+            let (x, y) = (try a.evaluate(row, parameters: parameters), try b.evaluate(row, parameters: parameters))
+            return Self.and(x, y)
+        case .or(let a, let b):
+            let (x, y) = (try a.evaluate(row, parameters: parameters), try b.evaluate(row, parameters: parameters))
+            return Self.or(x, y)
+        case .compare(let op, let a, let b):
+            return try Self.compare(op, try a.evaluate(row, parameters: parameters), try b.evaluate(row, parameters: parameters))
+        case .arithmetic(let op, let a, let b):
+            return Self.arithmetic(op, try a.evaluate(row, parameters: parameters), try b.evaluate(row, parameters: parameters))
+        case .negate(let e):
+            return Self.arithmetic(.subtract, .int(0), try e.evaluate(row, parameters: parameters))
+        case .test(let t, let e):
+            let v = try e.evaluate(row, parameters: parameters)
+            switch t {
+            case .isNull: return v.map { .bool($0 == .null) }
+            case .isNotNull: return v.map { .bool($0 != .null) }
+            case .isMissing: return .bool(v == nil)
+            case .isNotMissing: return .bool(v != nil)
+            case .isValued: return .bool(v != nil && v != .null)
+            case .isNotValued: return .bool(v == nil || v == .null)
+            }
+        case .between(let e, let low, let high):
+            let v = try e.evaluate(row, parameters: parameters)
+            return Self.and(try Self.compare(.greaterOrEqual, v, try low.evaluate(row, parameters: parameters)),
+                            try Self.compare(.lessOrEqual, v, try high.evaluate(row, parameters: parameters)))
+        case .in(let e, let list):
+            guard let v = try e.evaluate(row, parameters: parameters) else { return nil }
+            if v == .null { return .null }
+            var sawNull = false
+            for item in list {
+                switch try Self.compare(.equal, v, try item.evaluate(row, parameters: parameters)) {
+                case .bool(true)?: return .bool(true)
+                case .null?: sawNull = true
+                default: break
+                }
+            }
+            return sawNull ? .null : .bool(false)
+        case .like(let e, let p):
+            let (v, pattern) = (try e.evaluate(row, parameters: parameters), try p.evaluate(row, parameters: parameters))
+            guard let v, let pattern else { return nil }
+            guard case .string(let s) = v, case .string(let pat) = pattern else { return .null }
+            return .bool(Self.like(Array(s.unicodeScalars), Array(pat.unicodeScalars)))
+        case .function(let f, let args):
+            guard args.count == f.arity else {
+                throw SetteeError(.invalidParameter, "\(f.rawValue)() takes \(f.arity) argument\(f.arity == 1 ? "" : "s"), not \(args.count)")
+            }
+            var values: [JSONValue?] = []
+            for a in args { values.append(try a.evaluate(row, parameters: parameters)) }
+            return Self.call(f, values)
+        }
+    }
+
+    /// SQL++'s truth of a value: false for `false`, 0, "", [] and {}; nil for NULL.
+    static func truthiness(_ v: JSONValue) -> Bool? {
+        switch v {
+        case .null: nil
+        case .bool(let b): b
+        case .int(let i): i != 0
+        case .double(let d): d != 0
+        case .string(let s): !s.isEmpty
+        case .array(let a): !a.isEmpty
+        case .object(let o): !o.isEmpty
+        }
+    }
+
+    /// FALSE if either side is false; else MISSING if either is MISSING; else NULL if either is
+    /// NULL; else TRUE.
+    static func and(_ x: JSONValue?, _ y: JSONValue?) -> JSONValue? {
+        let (tx, ty) = (x.flatMap(truthiness), y.flatMap(truthiness))
+        if tx == false || ty == false { return .bool(false) }
+        if x == nil || y == nil { return nil }
+        if tx == nil || ty == nil { return .null }
+        return .bool(true)
+    }
+
+    /// TRUE if either side is true; else NULL if either is NULL; else MISSING if either is
+    /// MISSING; else FALSE.
+    static func or(_ x: JSONValue?, _ y: JSONValue?) -> JSONValue? {
+        let (tx, ty) = (x.flatMap(truthiness), y.flatMap(truthiness))
+        if tx == true || ty == true { return .bool(true) }
+        if x == .some(.null) || y == .some(.null) { return .null }
+        if x == nil || y == nil { return nil }
+        return .bool(false)
+    }
+
+    /// MISSING or NULL operands give MISSING or NULL; `=` and `!=` compare values exactly (numbers
+    /// by value); the order operators use the collation (`Formats/collation.md`), so values of
+    /// different types compare by type.
+    static func compare(_ op: Comparison, _ x: JSONValue?, _ y: JSONValue?) throws(SetteeError) -> JSONValue? {
+        guard let x, let y else { return nil }
+        if x == .null || y == .null { return .null }
+        switch op {
+        case .equal: return .bool(equal(x, y))
+        case .notEqual: return .bool(!equal(x, y))
+        default:
+            let order = try JSONCollation.compare(x, y)
+            switch op {
+            case .less: return .bool(order == .orderedAscending)
+            case .lessOrEqual: return .bool(order != .orderedDescending)
+            case .greater: return .bool(order == .orderedDescending)
+            default: return .bool(order != .orderedAscending)
+            }
+        }
+    }
+
+    /// Exact equality; an integer equals the double of the same value.
+    static func equal(_ x: JSONValue, _ y: JSONValue) -> Bool {
+        switch (x, y) {
+        // As the collation compares them: by the double's value.
+        case (.int(let a), .double(let b)), (.double(let b), .int(let a)): return Double(a) == b
+        case (.array(let a), .array(let b)): return a.count == b.count && zip(a, b).allSatisfy { equal($0, $1) }
+        case (.object(let a), .object(let b)):
+            return a.count == b.count && a.allSatisfy { k, v in b[k].map { equal(v, $0) } ?? false }
+        default: return x == y
+        }
+    }
+
+    /// Integers stay integers unless the result does not fit (then a double); a division is a
+    /// double unless exact; dividing by zero is NULL; a non-number operand is NULL.
+    static func arithmetic(_ op: Arithmetic, _ x: JSONValue?, _ y: JSONValue?) -> JSONValue? {
+        guard let x, let y else { return nil }
+        switch (x, y) {
+        case (.int(let a), .int(let b)):
+            switch op {
+            case .add: let (r, o) = a.addingReportingOverflow(b); return o ? .double(Double(a) + Double(b)) : .int(r)
+            case .subtract: let (r, o) = a.subtractingReportingOverflow(b); return o ? .double(Double(a) - Double(b)) : .int(r)
+            case .multiply: let (r, o) = a.multipliedReportingOverflow(by: b); return o ? .double(Double(a) * Double(b)) : .int(r)
+            case .divide:
+                guard b != 0 else { return .null }
+                let (q, o) = a.dividedReportingOverflow(by: b)
+                if !o, q.multipliedReportingOverflow(by: b) == (a, false) { return .int(q) }
+                return .double(Double(a) / Double(b))
+            case .modulo:
+                guard b != 0 else { return .null }
+                let (r, o) = a.remainderReportingOverflow(dividingBy: b)
+                return o ? .int(0) : .int(r)
+            }
+        default:
+            guard let a = number(x), let b = number(y) else { return .null }
+            switch op {
+            case .add: return finite(a + b)
+            case .subtract: return finite(a - b)
+            case .multiply: return finite(a * b)
+            case .divide: return b == 0 ? .null : finite(a / b)
+            case .modulo: return b == 0 ? .null : finite(a.truncatingRemainder(dividingBy: b))
+            }
+        }
+    }
+
+    private static func number(_ v: JSONValue) -> Double? {
+        switch v {
+        case .int(let i): Double(i)
+        case .double(let d): d
+        default: nil
+        }
+    }
+
+    /// JSON has no infinity: a result that overflows a double is NULL.
+    private static func finite(_ d: Double) -> JSONValue { d.isFinite ? .double(d) : .null }
+
+    /// `%` matches any run of characters, `_` one, `\` makes the next one literal.
+    static func like(_ s: [Unicode.Scalar], _ p: [Unicode.Scalar]) -> Bool {
+        // Iterative matching with one backtrack point for the last `%`: linear in practice and
+        // never exponential on hostile patterns.
+        var (si, pi) = (0, 0)
+        var star: (p: Int, s: Int)? = nil
+        while si < s.count {
+            if pi < p.count {
+                let c = p[pi]
+                if c == "%" {
+                    star = (pi + 1, si)
+                    pi += 1
+                    continue
+                }
+                if c == "\\", pi + 1 < p.count {
+                    if p[pi + 1] == s[si] { pi += 2; si += 1; continue }
+                } else if c == "_" || c == s[si] {
+                    pi += 1; si += 1; continue
+                }
+            }
+            guard let st = star else { return false }
+            star = (st.p, st.s + 1)
+            pi = st.p
+            si = st.s + 1
+        }
+        while pi < p.count, p[pi] == "%" { pi += 1 }
+        return pi == p.count
+    }
+
+    /// The functions: MISSING in, MISSING out; NULL or an argument of the wrong type, NULL out.
+    static func call(_ f: Function, _ args: [JSONValue?]) -> JSONValue? {
+        for a in args where a == nil { return nil }
+        let values = args.map { $0! }
+        switch (f, values[0]) {
+        case (.lower, .string(let s)): return .string(s.lowercased())
+        case (.upper, .string(let s)): return .string(s.uppercased())
+        case (.length, .string(let s)): return .int(Int64(s.count))
+        case (.trim, .string(let s)): return .string(s.trimmingCharacters(in: .whitespacesAndNewlines))
+        case (.contains, .string(let s)):
+            guard case .string(let sub) = values[1] else { return .null }
+            return .bool(sub.isEmpty || s.contains(sub))
+        case (.abs, .int(let i)): return i == .min ? .double(-Double(i)) : .int(Swift.abs(i))
+        case (.abs, .double(let d)): return .double(Swift.abs(d))
+        case (.floor, .int), (.ceil, .int), (.round, .int): return values[0]
+        case (.floor, .double(let d)): return integral(d.rounded(.down))
+        case (.ceil, .double(let d)): return integral(d.rounded(.up))
+        case (.round, .double(let d)): return integral(d.rounded(.toNearestOrAwayFromZero))
+        case (.arrayLength, .array(let a)): return .int(Int64(a.count))
+        case (.arrayContains, .array(let a)):
+            if values[1] == .null { return .null }
+            return .bool(a.contains { equal($0, values[1]) })
+        default: return .null
+        }
+    }
+
+    /// A whole double as an integer when it fits.
+    private static func integral(_ d: Double) -> JSONValue {
+        d >= -9.2e18 && d <= 9.2e18 ? .int(Int64(d)) : .double(d)
+    }
+}
