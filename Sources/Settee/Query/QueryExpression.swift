@@ -46,6 +46,14 @@ indirect enum QueryExpression: Sendable, Hashable {
     case like(QueryExpression, QueryExpression)
     /// A function call.
     case function(Function, [QueryExpression])
+    /// An aggregate over a group of rows (`count(*)` has no argument). The executor replaces
+    /// each one with its value before evaluating a group's row.
+    case aggregate(Aggregate, QueryExpression?)
+
+    /// Aggregate functions.
+    enum Aggregate: String, Sendable, Hashable, CaseIterable {
+        case count, sum, avg, min, max
+    }
 
     /// What `META()` offers.
     enum MetaProperty: String, Sendable, Hashable, CaseIterable {
@@ -181,6 +189,8 @@ extension QueryExpression {
             var values: [JSONValue?] = []
             for a in args { values.append(try a.evaluate(row, parameters: parameters)) }
             return Self.call(f, values)
+        case .aggregate(let a, _):
+            throw SetteeError(.invalidParameter, "\(a.rawValue)() is an aggregate: it needs a group (GROUP BY, or a select list of aggregates only)")
         }
     }
 

@@ -74,6 +74,7 @@ extension QueryExpression {
         case .in(let e, let list): return .in(r(e), list.map(r))
         case .like(let a, let b): return .like(r(a), r(b))
         case .function(let f, let args): return .function(f, args.map(r))
+        case .aggregate(let a, let e): return .aggregate(a, e.map(r))
         }
     }
 }
@@ -576,6 +577,15 @@ private struct Parser {
         let start = position
         advance()
         try expectSymbol("(")
+        if let a = QueryExpression.Aggregate(rawValue: name.lowercased()) {
+            if a == .count, symbol("*") {
+                try expectSymbol(")")
+                return .aggregate(.count, nil)
+            }
+            let e = try expression()
+            try expectSymbol(")")
+            return .aggregate(a, e)
+        }
         var args: [QueryExpression] = []
         if !symbol(")") {
             repeat { args.append(try expression()) } while symbol(",")

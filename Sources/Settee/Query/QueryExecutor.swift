@@ -1,0 +1,262 @@
+import Foundation
+
+/// Runs a ``SelectStatement`` over a database by reading every live document (a full scan:
+/// the plan every query has when no index serves it, and the reference the index plans are
+/// checked against).
+///
+/// Rows are filtered by `WHERE`, grouped by `GROUP BY` (or into one group when the select list
+/// holds only aggregates), filtered by `HAVING`, made distinct, sorted by `ORDER BY` in the
+/// collation's order (MISSING before NULL before every value; ties keep document ID order),
+/// then cut by `OFFSET` and `LIMIT`.
+///
+/// ```swift
+/// let rows = try QueryExecutor(database: db, statement: try SQLParser.parse(text), parameters: [:]).run()
+/// ```
+///
+/// - Note: Not thread-safe itself; run one executor from one thread at a time (the database it
+///   reads is thread-safe).
+struct QueryExecutor {
+    let database: Database
+    let statement: SelectStatement
+    let parameters: [String: JSONValue]
+
+    /// One result row: a value (or MISSING) per column of the select list.
+    struct Row: Sendable, Equatable {
+        var values: [JSONValue?]
+    }
+
+    /// The names of the result's columns, in select-list order (`*` is named by the data
+    /// source's alias, as Couchbase Lite names it).
+    var columnNames: [String] {
+        statement.items.map { item in
+            switch item {
+            case .all: statement.alias
+            case .expression(_, let name): name
+            }
+        }
+    }
+
+    /// The rows of the result.
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for a parameter not given, an aggregate
+    ///   where there is no group, a LIMIT or OFFSET that is not a non-negative integer; a
+    ///   document's own error when its stored body cannot be read (never a shorter result).
+    func run() throws -> [Row] {
+        guard statement.source == "_" || statement.source == "_default" || statement.source == database.name else {
+            throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _ or the database's name)")
+        }
+        let limit = try count(statement.limit, "LIMIT")
+        let offset = try count(statement.offset, "OFFSET") ?? 0
+        let grouped = !statement.groupBy.isEmpty || statement.items.contains { item in
+            if case .expression(let e, _) = item { return e.containsAggregate } else { return false }
+        } || statement.having != nil
+        if !grouped, let having = statement.having, having.containsAggregate {
+            throw SetteeError(.invalidParameter, "query: HAVING needs GROUP BY")
+        }
+        let needsExpiration = statement.mentions(.expiration)
+
+        // Matching documents, in document ID order.
+        var matches: [QueryRow] = []
+        try database.forEachDocument(AllDocumentsOptions()) { doc in
+            if let error = doc.bodyError { throw error }
+            let row = QueryRow(id: doc.id, revisionID: doc.revisionID ?? "", sequence: doc.sequence, isDeleted: doc.isDeleted,
+                               expiration: needsExpiration ? try database.getDocumentExpiration(withID: doc.id) : nil,
+                               properties: doc.toDictionary())
+            if let w = statement.whereClause, !(try w.evaluate(row, parameters: parameters)).isTrue { return true }
+            matches.append(row)
+            return true
+        }
+
+        // Each output row with the values it sorts by.
+        var out: [(row: Row, sort: [JSONValue?])] = []
+        if grouped {
+            for group in try groups(matches) {
+                // Aggregates over no rows still make one row (count 0), read on a row of
+                // nothing but MISSING.
+                let first = group.first ?? QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
+                func resolved(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters) }
+                if let having = statement.having, !(try resolved(having).evaluate(first, parameters: parameters)).isTrue { continue }
+                let row = try project(first) { try resolved($0) }
+                let sort = try statement.orderBy.map { try resolved($0.expression).evaluate(first, parameters: parameters) }
+                out.append((row, sort))
+            }
+        } else {
+            for m in matches {
+                out.append((try project(m) { $0 }, try statement.orderBy.map { try $0.expression.evaluate(m, parameters: parameters) }))
+            }
+        }
+        if statement.distinct {
+            var seen = Set<[UInt8]>()
+            var kept: [(row: Row, sort: [JSONValue?])] = []
+            for o in out where seen.insert(try Self.key(o.row.values)).inserted { kept.append(o) }
+            out = kept
+        }
+        if !statement.orderBy.isEmpty {
+            // Sort keys once, then compare bytes: a comparator that throws cannot drive `sort`.
+            let keyed = try out.enumerated().map { (i, o) in (i, try Self.sortKey(o.sort, descending: statement.orderBy.map(\.descending))) }
+            let order = keyed.sorted { a, b in a.1 == b.1 ? a.0 < b.0 : a.1.lexicographicallyPrecedes(b.1) }
+            out = order.map { out[$0.0] }
+        }
+        let rows = out.dropFirst(min(offset, out.count)).map(\.row)
+        return limit.map { Array(rows.prefix($0)) } ?? Array(rows)
+    }
+
+    /// The select list's values for one row (`*` is the document's properties).
+    private func project(_ row: QueryRow, _ resolve: (QueryExpression) throws -> QueryExpression) throws -> Row {
+        var values: [JSONValue?] = []
+        for item in statement.items {
+            switch item {
+            case .all: values.append(.object(row.properties))
+            case .expression(let e, _): values.append(try resolve(e).evaluate(row, parameters: parameters))
+            }
+        }
+        return Row(values: values)
+    }
+
+    /// Rows grouped by the GROUP BY values (MISSING and NULL each a group of their own), in
+    /// collation order of those values.
+    private func groups(_ rows: [QueryRow]) throws -> [[QueryRow]] {
+        if statement.groupBy.isEmpty { return [rows] }
+        var byKey: [[UInt8]: [QueryRow]] = [:]
+        for r in rows {
+            let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters) }
+            byKey[try Self.key(values), default: []].append(r)
+        }
+        return byKey.keys.sorted { $0.lexicographicallyPrecedes($1) }.map { byKey[$0]! }
+    }
+
+    /// Values with MISSING (below NULL) encoded in collation order, for grouping and DISTINCT.
+    static func key(_ values: [JSONValue?]) throws(SetteeError) -> [UInt8] {
+        var out: [UInt8] = []
+        for v in values {
+            if let v {
+                try JSONCollation.append(v, to: &out)
+            } else {
+                out.append(JSONCollation.Tag.end.rawValue)
+            }
+        }
+        return out
+    }
+
+    /// A key whose byte order is the ORDER BY order: a descending column's bytes are inverted
+    /// and closed by 0xFF, so that a shorter value still sorts after a longer one it prefixes.
+    static func sortKey(_ values: [JSONValue?], descending: [Bool]) throws(SetteeError) -> [UInt8] {
+        var out: [UInt8] = []
+        for (v, desc) in zip(values, descending) {
+            let column = try key([v])
+            if desc {
+                out.append(contentsOf: column.map { ~$0 })
+                out.append(0xFF)
+            } else {
+                out.append(contentsOf: column)
+            }
+        }
+        return out
+    }
+
+    /// LIMIT and OFFSET: constants or parameters holding a non-negative integer.
+    private func count(_ e: QueryExpression?, _ what: String) throws -> Int? {
+        guard let e else { return nil }
+        let empty = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
+        switch try e.evaluate(empty, parameters: parameters) {
+        case .int(let n)? where n >= 0: return n > Int64(Int.max) ? Int.max : Int(n)
+        case .double(let d)? where d >= 0 && d.rounded() == d: return d >= 9.2e18 ? Int.max : Int(d)
+        default: throw SetteeError(.invalidParameter, "query: \(what) must be a non-negative integer")
+        }
+    }
+}
+
+extension SelectStatement {
+    /// Whether any expression of the statement reads `META().property`.
+    func mentions(_ property: QueryExpression.MetaProperty) -> Bool {
+        var all: [QueryExpression] = groupBy + orderBy.map(\.expression)
+        for case .expression(let e, _) in items { all.append(e) }
+        all += [whereClause, having].compactMap { $0 }
+        return all.contains { $0.contains(where: { if case .meta(let m) = $0 { m == property } else { false } }) }
+    }
+}
+
+extension QueryExpression {
+    /// The direct subexpressions.
+    var children: [QueryExpression] {
+        switch self {
+        case .literal, .missing, .property, .parameter, .meta: []
+        case .not(let e), .negate(let e), .test(_, let e): [e]
+        case .and(let a, let b), .or(let a, let b), .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): [a, b]
+        case .between(let e, let a, let b): [e, a, b]
+        case .in(let e, let list): [e] + list
+        case .function(_, let args): args
+        case .aggregate(_, let e): e.map { [$0] } ?? []
+        }
+    }
+
+    /// Whether `self` or a subexpression satisfies `test`.
+    func contains(where test: (QueryExpression) -> Bool) -> Bool {
+        test(self) || children.contains { $0.contains(where: test) }
+    }
+
+    /// Whether an aggregate appears anywhere in the expression.
+    var containsAggregate: Bool { contains(where: { if case .aggregate = $0 { true } else { false } }) }
+
+    /// The expression with each aggregate replaced by its value over `group`.
+    func replacingAggregates(over group: [QueryRow], parameters: [String: JSONValue]) throws -> QueryExpression {
+        func r(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters) }
+        switch self {
+        case .aggregate(let a, let argument):
+            if argument?.containsAggregate == true {
+                throw SetteeError(.invalidParameter, "query: an aggregate inside \(a.rawValue)()")
+            }
+            var values: [JSONValue] = []
+            for row in group {
+                if let argument {
+                    // MISSING and NULL are not counted, summed or compared (SQL's rule).
+                    if let v = try argument.evaluate(row, parameters: parameters), v != .null { values.append(v) }
+                } else {
+                    values.append(.null)
+                }
+            }
+            return .literal(try Self.aggregate(a, values) ?? .null)
+        case .literal, .missing, .property, .parameter, .meta: return self
+        case .not(let e): return .not(try r(e))
+        case .negate(let e): return .negate(try r(e))
+        case .test(let t, let e): return .test(t, try r(e))
+        case .and(let a, let b): return .and(try r(a), try r(b))
+        case .or(let a, let b): return .or(try r(a), try r(b))
+        case .compare(let op, let a, let b): return .compare(op, try r(a), try r(b))
+        case .arithmetic(let op, let a, let b): return .arithmetic(op, try r(a), try r(b))
+        case .like(let a, let b): return .like(try r(a), try r(b))
+        case .between(let e, let a, let b): return .between(try r(e), try r(a), try r(b))
+        case .in(let e, let list): return .in(try r(e), try list.map(r))
+        case .function(let f, let args): return .function(f, try args.map(r))
+        }
+    }
+
+    /// count counts values; sum and avg add numbers (NULL when a value is not a number, or when
+    /// there is none); min and max use the collation.
+    static func aggregate(_ a: Aggregate, _ values: [JSONValue]) throws(SetteeError) -> JSONValue? {
+        switch a {
+        case .count:
+            return .int(Int64(values.count))
+        case .sum, .avg:
+            // Of no values, NULL (SQL's and SQL++'s rule; count says how many there were).
+            guard !values.isEmpty else { return .null }
+            var total: JSONValue = .int(0)
+            for v in values {
+                guard let next = arithmetic(.add, total, v), next != .null else { return .null }
+                total = next
+            }
+            if a == .sum { return total }
+            return arithmetic(.divide, total, .int(Int64(values.count))).map { v in
+                if case .int(let i) = v { return .double(Double(i)) } else { return v }
+            }
+        case .min, .max:
+            var best: JSONValue?
+            for v in values {
+                guard let b = best else { best = v; continue }
+                let order = try JSONCollation.compare(v, b)
+                if a == .min ? order == .orderedAscending : order == .orderedDescending { best = v }
+            }
+            return best ?? .null
+        }
+    }
+}

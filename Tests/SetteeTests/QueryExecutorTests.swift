@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+@testable import Settee
+
+/// Full-scan execution of SQL++ statements on a real database: filters, projections, ordering
+/// in collation order, DISTINCT, OFFSET/LIMIT, GROUP BY with aggregates and HAVING, META().
+@Suite struct QueryExecutorTests {
+    /// The seeds' to-do app: lists and tasks.
+    private func todo() throws -> (TemporaryDirectory, Database) {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        try db.saveDocument(MutableDocument(id: "list-1", data: ["type": "task-list", "name": "Groceries"]))
+        try db.saveDocument(MutableDocument(id: "list-2", data: ["type": "task-list", "name": "chores"]))
+        let tasks: [(String, String, String, Bool, Int)] = [
+            ("t1", "list-1", "Milk", false, 5), ("t2", "list-1", "bread", true, 3), ("t3", "list-1", "Apples", false, 9),
+            ("t4", "list-2", "Dishes", false, 1), ("t5", "list-2", "laundry", true, 7),
+        ]
+        for (id, list, title, done, created) in tasks {
+            try db.saveDocument(MutableDocument(id: id, data: ["type": "task", "taskList": ["id": .string(list)], "task": .string(title),
+                                                               "complete": .bool(done), "createdAt": .int(Int64(created))]))
+        }
+        // A task without createdAt, one whose createdAt is null, and a deleted one.
+        try db.saveDocument(MutableDocument(id: "t6", data: ["type": "task", "taskList": ["id": "list-2"], "task": "Taxes", "complete": false]))
+        try db.saveDocument(MutableDocument(id: "t7", data: ["type": "task", "taskList": ["id": "list-2"], "task": "Nap", "complete": false,
+                                                             "createdAt": .null]))
+        try db.saveDocument(MutableDocument(id: "t8", data: ["type": "task", "taskList": ["id": "list-1"], "task": "Gone"]))
+        let gone = try #require(try db.document(withID: "t8"))
+        try db.deleteDocument(gone)
+        return (dir, db)
+    }
+
+    private func run(_ db: Database, _ sql: String, _ parameters: [String: JSONValue] = [:]) throws -> [[JSONValue?]] {
+        try QueryExecutor(database: db, statement: try SQLParser.parse(sql), parameters: parameters).run().map(\.values)
+    }
+
+    @Test func theIssuesExampleOnTheTodoApp() throws {
+        let (dir, db) = try todo()
+        defer { try? db.close(); _ = dir }
+        let rows = try run(db, """
+            SELECT META().id, task FROM _ WHERE type = 'task' AND taskList.id = $list ORDER BY createdAt DESC LIMIT 20
+            """, ["list": "list-1"])
+        #expect(rows == [["t3", "Apples"], ["t1", "Milk"], ["t2", "bread"]])
+        // MISSING, then NULL, then values, ascending; the deleted task is not there.
+        let all = try run(db, "SELECT META().id FROM _ WHERE type = 'task' ORDER BY createdAt")
+        #expect(all.map { $0[0] } == ["t6", "t7", "t4", "t2", "t1", "t5", "t3"])
+        #expect(try run(db, "SELECT META().id FROM _ WHERE type = 'task' ORDER BY createdAt LIMIT 2 OFFSET 5").map { $0[0] } == ["t5", "t3"])
+        #expect(try run(db, "SELECT META().id FROM _ WHERE createdAt IS MISSING AND type = 'task'").map { $0[0] } == ["t6"])
+        #expect(try run(db, "SELECT META().id FROM _ WHERE createdAt IS NULL").map { $0[0] } == ["t7"])
+    }
+
+    @Test func stringsSortByTheCollation() throws {
+        let (dir, db) = try todo()
+        defer { try? db.close(); _ = dir }
+        // ICU order, not code points: "Apples" < "bread" < "Dishes" < "laundry" < "Milk"…
+        #expect(try run(db, "SELECT task FROM _ WHERE type = 'task' ORDER BY task").map { $0[0] } ==
+                ["Apples", "bread", "Dishes", "laundry", "Milk", "Nap", "Taxes"])
+        #expect(try run(db, "SELECT name FROM _ WHERE type = 'task-list' ORDER BY name DESC").map { $0[0] } == ["Groceries", "chores"])
+        #expect(try run(db, "SELECT META().id FROM _ WHERE task LIKE '%a%' ORDER BY META().id").map { $0[0] } == ["t2", "t5", "t6", "t7"])
+    }
+
+    @Test func selectStarDistinctAndMeta() throws {
+        let (dir, db) = try todo()
+        defer { try? db.close(); _ = dir }
+        let star = try run(db, "SELECT * FROM _ WHERE META().id = 'list-1'")
+        #expect(star == [[.object(["type": "task-list", "name": "Groceries"])]])
+        #expect(QueryExecutor(database: db, statement: try SQLParser.parse("SELECT *, name AS n FROM _ AS lists"), parameters: [:]).columnNames
+                == ["lists", "n"])
+        #expect(try run(db, "SELECT DISTINCT taskList.id FROM _ WHERE type = 'task' ORDER BY taskList.id") == [["list-1"], ["list-2"]])
+        let meta = try run(db, "SELECT META().sequence, META().deleted, META().revisionID FROM _ WHERE META().id = 't1'")
+        #expect(meta.count == 1 && meta[0][1] == false && meta[0][2]?.stringValue?.hasPrefix("1-") == true)
+    }
+
+    @Test func groupByWithAggregatesAndHaving() throws {
+        let (dir, db) = try todo()
+        defer { try? db.close(); _ = dir }
+        let rows = try run(db, """
+            SELECT taskList.id AS list, count(*) AS n, sum(createdAt), avg(createdAt), min(task), max(createdAt)
+            FROM _ WHERE type = 'task' GROUP BY taskList.id ORDER BY list
+            """)
+        #expect(rows == [["list-1", 3, 17, .double(17.0 / 3), "Apples", 9], ["list-2", 4, 8, 4.0, "Dishes", 7]])
+        #expect(try run(db, "SELECT taskList.id, count(*) FROM _ WHERE type = 'task' GROUP BY taskList.id HAVING count(*) > 3")
+                == [["list-2", 4]])
+        #expect(try run(db, "SELECT count(*), count(createdAt) FROM _ WHERE type = 'task'") == [[7, 5]])
+        #expect(try run(db, "SELECT count(*), sum(createdAt), max(task) FROM _ WHERE type = 'none'") == [[0, .null, .null]])
+        #expect(try run(db, "SELECT complete, count(*) FROM _ WHERE type = 'task' GROUP BY complete ORDER BY count(*) DESC")
+                == [[false, 5], [true, 2]])
+    }
+
+    @Test func misuseIsAClearError() throws {
+        let (dir, db) = try todo()
+        defer { try? db.close(); _ = dir }
+        for (sql, message) in [
+            ("SELECT a FROM other", "no data source"),
+            ("SELECT a FROM _ LIMIT -1", "LIMIT"),
+            ("SELECT a FROM _ LIMIT 'x'", "LIMIT"),
+            ("SELECT a FROM _ WHERE count(*) > 1", "aggregate"),
+            ("SELECT a FROM _ WHERE a = $missing", "$missing"),
+            ("SELECT sum(count(*)) FROM _", "inside"),
+        ] {
+            #expect {
+                try run(db, sql)
+            } throws: { error in
+                (error as? SetteeError).map { $0.code == .invalidParameter && $0.message.contains(message) } ?? false
+            }
+        }
+        #expect(try run(db, "SELECT META().id FROM _ WHERE type = 'task' LIMIT $n", ["n": 2]).count == 2)
+    }
+}
