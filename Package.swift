@@ -199,9 +199,16 @@ let package = Package(
             swiftSettings: serverFuzzing + (serverFuzzingBuild ? [.define("SETTEE_LIBFUZZER")] : []),
             linkerSettings: serverFuzzingBuild ? [.unsafeFlags(["-sanitize=fuzzer"])] : []
         ),
+        // Debian's libsqlite3-dev: the query tests run the same queries on SQLite's JSON functions.
+        .systemLibrary(
+            name: "CSQLite3",
+            path: "Tests/CSQLite3",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .testTarget(
             name: "SetteeTests",
-            dependencies: ["Settee", "SetteeCrashKit"],
+            dependencies: ["Settee", "SetteeCrashKit", "CSQLite3"],
             exclude: ["Fixtures"]
         ),
         .testTarget(

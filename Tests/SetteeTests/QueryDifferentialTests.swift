@@ -1,0 +1,180 @@
+import CSQLite3
+import Foundation
+import Testing
+@testable import Settee
+
+/// Generated queries over generated documents, run by Settee and by SQLite's JSON functions on
+/// the same data, with equal results asserted wherever the two languages agree
+/// (`Formats/collation.md` lists where they do not: booleans are numbers in SQLite, strings
+/// order by code point there, and SQLite has one NULL where SQL++ has MISSING and NULL).
+///
+/// `SETTEE_QUERY_DIFFERENTIAL=N` runs N queries (CI runs a short round); the seed is printed and
+/// `SETTEE_QUERY_SEED` replays one.
+@Suite struct QueryDifferentialTests {
+    @Test func setteeAndSQLiteAgree() throws {
+        let env = ProcessInfo.processInfo.environment
+        let seed = env["SETTEE_QUERY_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0 ... .max)
+        let queries = env["SETTEE_QUERY_DIFFERENTIAL"].flatMap { Int($0) } ?? 300
+        print("QueryDifferentialTests seed \(seed), \(queries) queries")
+        var generator = SeededGenerator(seed: seed)
+        func below(_ n: Int) -> Int { Int(generator.next(below: UInt64(n))) }
+        let letters = ["a", "b", "c", "ab", "ba", "abc", "b", ""]
+
+        // Documents: `n` a number, a digit string, null or missing; `s` a lowercase string, null
+        // or missing; `c.d` a number under an object that may be missing; `f` a boolean.
+        var documents: [(String, [String: JSONValue])] = []
+        for i in 0 ..< 200 {
+            var p: [String: JSONValue] = [:]
+            switch below(6) {
+            case 0: break
+            case 1: p["n"] = .null
+            case 2: p["n"] = .string(String(below(20)))
+            case 3: p["n"] = .double(Double(below(40)) / 4 - 5)
+            default: p["n"] = .int(Int64(below(11)) - 5)
+            }
+            switch below(5) {
+            case 0: break
+            case 1: p["s"] = .null
+            default: p["s"] = .string(letters[below(letters.count)])
+            }
+            if below(4) != 0 { p["c"] = below(5) == 0 ? ["e": 1] : ["d": .int(Int64(below(7)))] }
+            if below(3) != 0 { p["f"] = .bool(below(2) == 0) }
+            documents.append((String(format: "doc-%03d", i), p))
+        }
+
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        var sqlite: OpaquePointer?
+        guard sqlite3_open(":memory:", &sqlite) == SQLITE_OK, let sqlite else { Issue.record("sqlite3_open"); return }
+        defer { sqlite3_close(sqlite) }
+        try exec(sqlite, "CREATE TABLE docs (id TEXT PRIMARY KEY, body TEXT)")
+        for (id, p) in documents {
+            try db.saveDocument(MutableDocument(id: id, data: p))
+            let json = String(decoding: try JSONValue.object(p).jsonBytes(), as: UTF8.self)
+            try exec(sqlite, "INSERT INTO docs VALUES ('\(id)', '\(json.replacingOccurrences(of: "'", with: "''"))')")
+        }
+
+        // A predicate in both languages.
+        func atom() -> (String, String) {
+            let ops = ["=", "!=", "<", "<=", ">", ">="]
+            switch below(7) {
+            case 0, 1:
+                let op = ops[below(ops.count)]
+                let v = String(below(11) - 5) + (below(3) == 0 ? ".5" : "")
+                return ("n \(op) \(v)", "json_extract(body, '$.n') \(op) \(v)")
+            case 2:
+                // Strings of lowercase letters order the same by code point and by ICU.
+                let op = ops[below(ops.count)]
+                let v = letters[below(letters.count)]
+                return ("s \(op) '\(v)'", "json_extract(body, '$.s') \(op) '\(v)'")
+            case 3:
+                let op = ops[below(ops.count)]
+                let v = below(7)
+                return ("c.d \(op) \(v)", "json_extract(body, '$.c.d') \(op) \(v)")
+            case 4:
+                let path = ["n", "s", "c", "c.d", "f"][below(5)]
+                switch below(3) {
+                case 0: return ("\(path) IS MISSING", "json_type(body, '$.\(path)') IS NULL")
+                case 1: return ("\(path) IS NULL", "json_type(body, '$.\(path)') = 'null'")
+                default: return ("\(path) IS VALUED", "coalesce(json_type(body, '$.\(path)') != 'null', 0)")
+                }
+            case 5:
+                let b = below(2) == 0
+                return ("f = \(b)", "json_type(body, '$.f') = '\(b)'")
+            default:
+                let low = below(6) - 5, high = low + below(6)
+                return ("n BETWEEN \(low) AND \(high)", "json_extract(body, '$.n') BETWEEN \(low) AND \(high)")
+            }
+        }
+        func predicate(_ depth: Int) -> (String, String) {
+            guard depth < 3, below(3) != 0 else { return atom() }
+            switch below(3) {
+            case 0:
+                let (a, b) = (predicate(depth + 1), predicate(depth + 1))
+                return ("(\(a.0) AND \(b.0))", "(\(a.1) AND \(b.1))")
+            case 1:
+                let (a, b) = (predicate(depth + 1), predicate(depth + 1))
+                return ("(\(a.0) OR \(b.0))", "(\(a.1) OR \(b.1))")
+            default:
+                let a = predicate(depth + 1)
+                return ("NOT (\(a.0))", "NOT (\(a.1))")
+            }
+        }
+
+        var disagreements = 0
+        for q in 0 ..< queries where disagreements < 5 {
+            let (ours, theirs) = predicate(0)
+            let settee: [[JSONValue?]]
+            let reference: [[String]]
+            switch below(3) {
+            case 0:
+                // Numbers ordered, ties by ID; only rows whose n is a number (SQLite's NULL is
+                // both MISSING and NULL, and its strings follow numbers as ours do).
+                settee = try query(db, "SELECT META().id FROM _ WHERE (\(ours)) AND n < '' ORDER BY n DESC, META().id")
+                reference = try rows(sqlite, """
+                    SELECT id FROM docs WHERE (\(theirs)) AND json_type(body, '$.n') IN ('integer', 'real')
+                    ORDER BY json_extract(body, '$.n') DESC, id
+                    """)
+            case 1:
+                settee = try query(db, "SELECT count(*), count(c.d), sum(c.d), min(c.d), max(c.d) FROM _ WHERE \(ours)")
+                reference = try rows(sqlite, """
+                    SELECT count(*), count(json_extract(body, '$.c.d')), sum(json_extract(body, '$.c.d')),
+                           min(json_extract(body, '$.c.d')), max(json_extract(body, '$.c.d')) FROM docs WHERE \(theirs)
+                    """)
+            default:
+                settee = try query(db, "SELECT META().id FROM _ WHERE \(ours) ORDER BY META().id")
+                reference = try rows(sqlite, "SELECT id FROM docs WHERE \(theirs) ORDER BY id")
+            }
+            let mine = settee.map { $0.map(Self.text) }
+            if mine != reference {
+                disagreements += 1
+                Issue.record("seed \(seed), query \(q): \(ours)\n  settee \(mine.prefix(10))\n  sqlite \(reference.prefix(10))")
+            }
+        }
+    }
+
+    /// SQLite's text of a value, for comparing results.
+    static func text(_ v: JSONValue?) -> String {
+        switch v {
+        case nil, .null?: "NULL"
+        case .int(let i)?: String(i)
+        case .double(let d)?: d == d.rounded() && Swift.abs(d) < 1e15 ? String(Int64(d)) : String(d)
+        case .string(let s)?: s
+        case .bool(let b)?: b ? "1" : "0"
+        case let other?: String(decoding: (try? other.jsonBytes()) ?? [], as: UTF8.self)
+        }
+    }
+
+    private func query(_ db: Database, _ sql: String) throws -> [[JSONValue?]] {
+        try QueryExecutor(database: db, statement: try SQLParser.parse(sql), parameters: [:]).run().map(\.values)
+    }
+
+    private func exec(_ db: OpaquePointer, _ sql: String) throws {
+        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
+            throw SetteeError(.invalidParameter, "sqlite: \(String(cString: sqlite3_errmsg(db))) in \(sql)")
+        }
+    }
+
+    private func rows(_ db: OpaquePointer, _ sql: String) throws -> [[String]] {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+            throw SetteeError(.invalidParameter, "sqlite: \(String(cString: sqlite3_errmsg(db))) in \(sql)")
+        }
+        defer { sqlite3_finalize(statement) }
+        var out: [[String]] = []
+        while sqlite3_step(statement) == SQLITE_ROW {
+            out.append((0 ..< sqlite3_column_count(statement)).map { i in
+                switch sqlite3_column_type(statement, i) {
+                case SQLITE_NULL: return "NULL"
+                case SQLITE_INTEGER: return String(sqlite3_column_int64(statement, i))
+                case SQLITE_FLOAT:
+                    let d = sqlite3_column_double(statement, i)
+                    return d == d.rounded() && Swift.abs(d) < 1e15 ? String(Int64(d)) : String(d)
+                default: return String(cString: sqlite3_column_text(statement, i))
+                }
+            })
+        }
+        return out
+    }
+}
