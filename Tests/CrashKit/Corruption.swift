@@ -156,7 +156,7 @@ package struct CorruptionRun {
         try FileManager.default.createDirectory(atPath: db, withIntermediateDirectories: true)
         try Data(image).write(to: URL(fileURLWithPath: db + "/log"))
 
-        let opened = Result { () throws(StorageError) -> Store in try Store(directory: db) }
+        let opened = Swift.Result { () throws(StorageError) -> Store in try Store(directory: db) }
         guard case .success(let store) = opened else {
             if case .failure(let e) = opened, e.code == .corrupted {
                 guard e.offset != nil else { throw Failure(description: "corrupted without an offset: \(e)") }

@@ -12,7 +12,7 @@ import Testing
 /// Resumes one continuation once, whichever of its racers comes first.
 private final class FirstAnswer<T: Sendable>: Sendable {
     let continuation = Mutex<CheckedContinuation<T?, any Error>?>(nil)
-    func resume(_ result: Result<T?, any Error>) {
+    func resume(_ result: Swift.Result<T?, any Error>) {
         let c = continuation.withLock { c in
             defer { c = nil }
             return c

@@ -13,7 +13,7 @@ import SetteeServerFuzzKit
         // concurrency pool's, which answers it.
         let statuses: [Int] = try await withCheckedThrowingContinuation { c in
             Thread.detachNewThread {
-                c.resume(with: Result {
+                c.resume(with: Swift.Result {
                     let server = ServerFuzzing.makeServer()
                     defer { try? server.close() }
                     let statuses = ServerFuzzing.seedRequests.map { ServerFuzzing.answer($0, server) }

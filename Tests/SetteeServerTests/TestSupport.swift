@@ -71,7 +71,7 @@ private func runLive<App: ApplicationProtocol, R: Sendable>(
         guard let port = await iterator.next() else { throw CancellationError() }
         let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: liveClientTimeout))
         client.connect()
-        let outcome: Result<R, any Error>
+        let outcome: Swift.Result<R, any Error>
         do {
             outcome = .success(try await body(LiveClient(client: client)))
         } catch {

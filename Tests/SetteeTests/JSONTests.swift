@@ -378,8 +378,8 @@ import Testing
     /// Whether the scan accepts `bytes`, and whether the parser reads them as an object; with the
     /// writer's digests when it does. The two must agree on every input.
     private func expectScanAgrees(_ bytes: [UInt8], _ context: String) {
-        let scan = bytes.withUnsafeBytes { b in Result { () throws(SetteeError) in try JSONParser.scanBody(b, checkReserved: false) } }
-        let parsing = Result { () throws(SetteeError) in try JSONParser.parse(bytes) }
+        let scan = bytes.withUnsafeBytes { b in Swift.Result { () throws(SetteeError) in try JSONParser.scanBody(b, checkReserved: false) } }
+        let parsing = Swift.Result { () throws(SetteeError) in try JSONParser.parse(bytes) }
         guard case .success(.object(let o)) = parsing else {
             #expect(throws: SetteeError.self, "accepted what the parser refuses: \(context)") { try scan.get() }
             if case .failure(let e) = scan { #expect(e.code == .invalidJSON, "\(context)") }
@@ -455,13 +455,13 @@ import Testing
         for reserved in ["{\"_id\":1}", "{\"a\":1,\"_rev\":2}", "{\"\\u005fdeleted\":true}"] {
             let bytes = Array(reserved.utf8)
             let error = #expect(throws: SetteeError.self, "\(reserved)") {
-                try bytes.withUnsafeBytes { b in try Result { () throws(SetteeError) in try JSONParser.scanBody(b) }.get() }
+                try bytes.withUnsafeBytes { b in try Swift.Result { () throws(SetteeError) in try JSONParser.scanBody(b) }.get() }
             }
             #expect(error?.code == .invalidParameter, "\(reserved)")
         }
         // Below the top level, `_` keys are ordinary properties.
         let nested = Array("{\"a\":{\"_id\":1},\"b\":[{\"_x\":2}]}".utf8)
-        #expect(try nested.withUnsafeBytes { b in try Result { () throws(SetteeError) in try JSONParser.scanBody(b) }.get() }.isEmpty == false)
+        #expect(try nested.withUnsafeBytes { b in try Swift.Result { () throws(SetteeError) in try JSONParser.scanBody(b) }.get() }.isEmpty == false)
     }
 
     @Test func bodyScanAgreesWithTheParserOnRandomAndDamagedBodies() throws {

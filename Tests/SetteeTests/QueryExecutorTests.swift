@@ -84,6 +84,9 @@ import Testing
         #expect(try run(db, "SELECT count(*), sum(createdAt), max(task) FROM _ WHERE type = 'none'") == [[0, .null, .null]])
         #expect(try run(db, "SELECT complete, count(*) FROM _ WHERE type = 'task' GROUP BY complete ORDER BY count(*) DESC")
                 == [[false, 5], [true, 2]])
+        // ORDER BY names a column by its AS name.
+        #expect(try run(db, "SELECT taskList.id AS l, count(*) AS open FROM _ WHERE type = 'task' AND complete = false GROUP BY taskList.id ORDER BY open DESC")
+                == [["list-2", 3], ["list-1", 2]])
     }
 
     @Test func misuseIsAClearError() throws {

@@ -284,10 +284,10 @@ final class DocumentRunner {
 
     /// Runs `body` in a task and waits for it on this (the bench's main) thread.
     private static func runTask<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) throws -> R {
-        let result = Mutex<Result<R, any Error>?>(nil)
+        let result = Mutex<Swift.Result<R, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         Task.detached {
-            let r: Result<R, any Error>
+            let r: Swift.Result<R, any Error>
             do { r = .success(try await body()) } catch { r = .failure(error) }
             result.withLock { $0 = r }
             done.signal()

@@ -171,8 +171,8 @@ final class BlobStore: Sendable {
             var offset = 0
             while offset < d.count {
                 let end = min(d.count, offset + Self.chunk)
-                let r: Result<Void, SetteeError> = d[d.startIndex + offset ..< d.startIndex + end].withUnsafeBytes { b in
-                    Result { () throws(SetteeError) in try put(b) }
+                let r: Swift.Result<Void, SetteeError> = d[d.startIndex + offset ..< d.startIndex + end].withUnsafeBytes { b in
+                    Swift.Result { () throws(SetteeError) in try put(b) }
                 }
                 try r.get()
                 offset = end

@@ -254,7 +254,7 @@ public struct ReplicatedRevision: Sendable, Hashable {
             return out
         case .json(let bytes):
             let scan = bytes.withUnsafeBytes { b in
-                Result { () throws(SetteeError) in try JSONParser.scanBody(b, checkReserved: false) }
+                Swift.Result { () throws(SetteeError) in try JSONParser.scanBody(b, checkReserved: false) }
             }
             return (try? scan.get())?.blobDigests ?? []
         }
@@ -407,10 +407,10 @@ extension Database {
     public func insertRevisions(_ revisions: [ReplicatedRevision]) throws -> [RevisionInsertOutcome] {
         try checkOpen()
         // A body with attachment stubs is prepared in the transaction, once they are resolved.
-        var prepared: [Result<(key: [UInt8], gen: UInt64, body: PreparedBody?), SetteeError>] = []
+        var prepared: [Swift.Result<(key: [UInt8], gen: UInt64, body: PreparedBody?), SetteeError>] = []
         prepared.reserveCapacity(revisions.count)
         for r in revisions {
-            prepared.append(Result { () throws(SetteeError) in
+            prepared.append(Swift.Result { () throws(SetteeError) in
                 let key = try validateDocumentID(r.documentID)
                 let gen = try RevisionID.validate(r.revisionID)
                 guard !r.history.isEmpty, r.history[0] == r.revisionID, r.history.count <= 100_000 else {

@@ -218,7 +218,7 @@ final class WorkerJob<R: Sendable>: WorkerJobProtocol {
             return c
         }
         guard let waiting else { return { _ in } }
-        let result: Result<R, any Error>
+        let result: Swift.Result<R, any Error>
         do {
             result = .success(try body())
         } catch where Self.failsAlone(error) {
@@ -292,7 +292,7 @@ final class WorkerJob<R: Sendable>: WorkerJobProtocol {
             return c
         }
         guard let waiting else { return }
-        let result = Result { try body() }
+        let result = Swift.Result { try body() }
         phase.withLock { $0 = .done }
         waiting.resume(with: result)
     }

@@ -49,7 +49,7 @@ struct PreparedBody {
     /// top-level key, within the size limit.
     init(json: [UInt8]) throws(SetteeError) {
         try Self.checkSize(json)
-        let scan = try json.withUnsafeBytes { b in Result { () throws(SetteeError) in try JSONParser.scanBody(b) } }.get()
+        let scan = try json.withUnsafeBytes { b in Swift.Result { () throws(SetteeError) in try JSONParser.scanBody(b) } }.get()
         properties = nil
         bytes = json
         blobDigests = scan.blobDigests
@@ -79,7 +79,7 @@ struct PreparedBody {
 /// except design documents' `_design/…`, which CouchDB stores and replicates like any other.
 func validateDocumentID(_ id: String) throws(SetteeError) -> [UInt8] {
     let key = Array(id.utf8)
-    let r: Result<Void, SetteeError> = key.withUnsafeBytes { b in Result { () throws(SetteeError) in try validateDocumentID(b) } }
+    let r: Swift.Result<Void, SetteeError> = key.withUnsafeBytes { b in Swift.Result { () throws(SetteeError) in try validateDocumentID(b) } }
     try r.get()
     return key
 }

@@ -59,7 +59,7 @@ public class Document: DocumentReading, @unchecked Sendable, CustomStringConvert
     /// Canonical JSON of the properties.
     let body: [UInt8]
     let blobs: BlobStore?
-    private let parsed = Mutex<Result<[String: JSONValue], SetteeError>?>(nil)
+    private let parsed = Mutex<Swift.Result<[String: JSONValue], SetteeError>?>(nil)
 
     init(id: String, revisionID: String?, sequence: UInt64, isDeleted: Bool, body: [UInt8], blobs: BlobStore?) {
         self.id = id
@@ -82,10 +82,10 @@ public class Document: DocumentReading, @unchecked Sendable, CustomStringConvert
     }
 
     /// The parsed body, parsed once.
-    private var parsedBody: Result<[String: JSONValue], SetteeError> {
+    private var parsedBody: Swift.Result<[String: JSONValue], SetteeError> {
         parsed.withLock { cached in
             if let cached { return cached }
-            let result: Result<[String: JSONValue], SetteeError>
+            let result: Swift.Result<[String: JSONValue], SetteeError>
             do throws(SetteeError) {
                 guard case .object(let o) = try JSONParser.parse(body) else {
                     throw SetteeError(.corrupted, "the stored body of document '\(id)' is not a JSON object")

@@ -75,14 +75,7 @@ extension DocumentReading {
     /// ```swift
     /// let n = doc.int(forKey: "count")
     /// ```
-    public func int(forKey key: String) -> Int {
-        switch value(forKey: key) {
-        case .int(let v)?: return Int(clamping: v)
-        case .double(let d)? where d.isFinite:
-            return d >= Double(Int.max) ? .max : d <= Double(Int.min) ? .min : Int(d)
-        default: return 0
-        }
-    }
+    public func int(forKey key: String) -> Int { TypedValue.int(value(forKey: key)) }
 
     /// A 64-bit integer property; 0 when missing or not a number.
     ///
@@ -104,14 +97,7 @@ extension DocumentReading {
     /// ```swift
     /// let done = doc.bool(forKey: "done")
     /// ```
-    public func bool(forKey key: String) -> Bool {
-        switch value(forKey: key) {
-        case .bool(let b)?: return b
-        case .int(let i)?: return i != 0
-        case .double(let d)?: return d != 0
-        default: return false
-        }
-    }
+    public func bool(forKey key: String) -> Bool { TypedValue.bool(value(forKey: key)) }
 
     /// A boolean property (Couchbase Lite's name for ``bool(forKey:)``).
     ///
@@ -164,5 +150,27 @@ extension DocumentReading {
     public func decode<T: Decodable>(_ type: T.Type) throws -> T {
         if let damaged = (self as? Document)?.bodyError { throw damaged }
         return try JSONCoding.decode(type, from: .object(toDictionary()))
+    }
+}
+
+/// Couchbase Lite's typed-getter rules, shared by documents and query results: numbers and
+/// booleans default to zero and false when the value is missing or of another type.
+enum TypedValue {
+    static func int(_ v: JSONValue?) -> Int {
+        switch v {
+        case .int(let v)?: return Int(clamping: v)
+        case .double(let d)? where d.isFinite:
+            return d >= Double(Int.max) ? .max : d <= Double(Int.min) ? .min : Int(d)
+        default: return 0
+        }
+    }
+
+    static func bool(_ v: JSONValue?) -> Bool {
+        switch v {
+        case .bool(let b)?: return b
+        case .int(let i)?: return i != 0
+        case .double(let d)?: return d != 0
+        default: return false
+        }
     }
 }

@@ -44,7 +44,7 @@ enum JSONParser {
     /// Parses one JSON value filling the whole array.
     static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(SetteeError) -> JSONValue {
         let result = bytes.withUnsafeBytes { buffer in
-            Result { () throws(SetteeError) in try parse(buffer, maxDepth: maxDepth) }
+            Swift.Result { () throws(SetteeError) in try parse(buffer, maxDepth: maxDepth) }
         }
         return try result.get()
     }
@@ -53,7 +53,7 @@ enum JSONParser {
     static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(SetteeError) -> JSONValue {
         var text = text
         let result = text.withUTF8 { buffer in
-            Result { () throws(SetteeError) in try parse(UnsafeRawBufferPointer(buffer), maxDepth: maxDepth) }
+            Swift.Result { () throws(SetteeError) in try parse(UnsafeRawBufferPointer(buffer), maxDepth: maxDepth) }
         }
         return try result.get()
     }
@@ -788,7 +788,7 @@ extension JSONValue {
     /// ```
     public init<Bytes: Collection>(parsing bytes: Bytes) throws(SetteeError) where Bytes.Element == UInt8 {
         let contiguous = bytes.withContiguousStorageIfAvailable { buffer in
-            Result { () throws(SetteeError) in try JSONParser.parse(UnsafeRawBufferPointer(buffer)) }
+            Swift.Result { () throws(SetteeError) in try JSONParser.parse(UnsafeRawBufferPointer(buffer)) }
         }
         if let contiguous {
             self = try contiguous.get()

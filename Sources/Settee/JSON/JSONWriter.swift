@@ -95,7 +95,7 @@ enum JSONWriter {
         // the buffer. Byte order, not `String.<` (which compares canonically equivalent forms
         // as equal and is not plain code point order); each member carries its key's first
         // eight bytes as a number, so most comparisons are one integer comparison.
-        let result: Result<Void, SetteeError> = withUnsafeTemporaryAllocation(of: Member.self, capacity: max(n, 1)) { buffer in
+        let result: Swift.Result<Void, SetteeError> = withUnsafeTemporaryAllocation(of: Member.self, capacity: max(n, 1)) { buffer in
             var count = 0
             for (key, value) in members {
                 buffer.initializeElement(at: count, to: Member(prefix: sortPrefix(key), key: key, value: value))
@@ -118,7 +118,7 @@ enum JSONWriter {
                     for i in 0..<count { all[i] = i }
                     all.sort { precedes(buffer, $0, $1) }
                 }
-                return Result { () throws(SetteeError) in
+                return Swift.Result { () throws(SetteeError) in
                     var isBlob = false
                     for k in 0..<count {
                         if k > 0 { out.append(UInt8(ascii: ",")) }

@@ -46,7 +46,17 @@ struct SelectStatement: Sendable, Hashable {
         s.whereClause = whereClause.map(strip)
         s.groupBy = groupBy.map(strip)
         s.having = having.map(strip)
-        s.orderBy = orderBy.map { Ordering(expression: strip($0.expression), descending: $0.descending) }
+        // ORDER BY may name a column by its AS name (`ORDER BY open DESC`).
+        var named: [String: QueryExpression] = [:]
+        for case .expression(let e, let name) in s.items where named[name] == nil { named[name] = e }
+        s.orderBy = orderBy.map { o in
+            let e = strip(o.expression)
+            if case .property(let path) = e, path.components.count == 1, case .name(let n) = path.components[0],
+               let column = named[n] {
+                return Ordering(expression: column, descending: o.descending)
+            }
+            return Ordering(expression: e, descending: o.descending)
+        }
         return s
     }
 }

@@ -35,7 +35,7 @@ extension CouchAPI {
     /// One revision's JSON in an answer about several (`_bulk_get`, `open_revs`), or that
     /// revision's error object: a stored revision that cannot be written (a generation stored
     /// before generations were bounded, a damaged body) fails alone, never the whole answer.
-    func answerJSON(_ r: ReplicatedRevision, revs: Bool, reader: Reader, inlineAfter: UInt64?) -> Result<[String: JSONValue], RevisionError> {
+    func answerJSON(_ r: ReplicatedRevision, revs: Bool, reader: Reader, inlineAfter: UInt64?) -> Swift.Result<[String: JSONValue], RevisionError> {
         do {
             return .success(try revisionJSON(r, revs: revs, reader: reader, inlineAfter: inlineAfter))
         } catch {

@@ -78,7 +78,7 @@ extension CouchAPI {
         // Long and synchronous: on a thread of its own, not one of the request threads.
         let changed: Int = try await withCheckedThrowingContinuation { c in
             Thread.detachNewThread {
-                c.resume(with: Result { try database.reroute() })
+                c.resume(with: Swift.Result { try database.reroute() })
             }
         }
         db.wakeFeeds()

@@ -1,0 +1,361 @@
+import Foundation
+import Synchronization
+
+extension Database {
+    /// Compiles a SQL++ for Mobile query, as Couchbase Lite's `createQuery` does.
+    ///
+    /// ```swift
+    /// let query = try db.createQuery("""
+    ///     SELECT META().id, title FROM _ WHERE type = 'task' AND list.id = $list
+    ///     ORDER BY createdAt DESC LIMIT 20
+    ///     """)
+    /// query.parameters = Parameters().setString("list-7", forName: "list")
+    /// for result in try query.execute() { print(result.string(forKey: "title") ?? "") }
+    /// ```
+    ///
+    /// The data source is `_` (or `_default`, or the database's name), with an optional alias
+    /// (`FROM _ AS t`, then `t.title`). Supported: `SELECT [DISTINCT]` of expressions (`AS` names
+    /// a column) and `*`; `WHERE`; `GROUP BY` with `HAVING` and `count`, `sum`, `avg`, `min`,
+    /// `max`; `ORDER BY … [ASC|DESC]`; `LIMIT` and `OFFSET`. Expressions: property paths
+    /// (`list.id`, `tags[0]`, `` `odd name` ``), `$parameters`, `META().id`, `.sequence`,
+    /// `.deleted`, `.expiration`, `.revisionID`, literals (`'text'`, numbers, `TRUE`, `FALSE`,
+    /// `NULL`, `MISSING`, `[…]`), `= != <> < <= > >=`, `IS [NOT] NULL|MISSING|VALUED`,
+    /// `[NOT] BETWEEN`, `[NOT] IN`, `[NOT] LIKE`, `AND OR NOT`, `+ - * / %`, and the functions
+    /// `lower upper length trim contains abs floor ceil round array_length array_contains`.
+    /// Ordering and `<`, `>` follow CouchDB's collation (`Formats/collation.md`): strings by
+    /// the Unicode Collation Algorithm, values of different types by type.
+    ///
+    /// Every query reads every live document today (no index serves it yet); the result is
+    /// complete and exact either way.
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` naming the position where the text stops
+    ///   making sense, ``SetteeError/Code/notOpen``.
+    public func createQuery(_ text: String) throws -> Query {
+        try checkOpen()
+        return Query(database: self, statement: try SQLParser.parse(text))
+    }
+}
+
+/// A compiled query over one database (``Database/createQuery(_:)``).
+///
+/// ```swift
+/// let query = try db.createQuery("SELECT count(*) AS n FROM _ WHERE type = 'task'")
+/// let n = try query.execute().allResults().first?.int(forKey: "n") ?? 0
+/// ```
+///
+/// - Note: Thread-safe: ``parameters`` may be set and ``execute()`` called from any thread;
+///   each execution reads one consistent snapshot of the database.
+public final class Query: Sendable {
+    let database: Database
+    let statement: SelectStatement
+    private let state = Mutex(Parameters())
+
+    init(database: Database, statement: SelectStatement) {
+        self.database = database
+        self.statement = statement
+    }
+
+    /// The values of the query's `$parameters`, read at each ``execute()``.
+    ///
+    /// ```swift
+    /// query.parameters = Parameters().setString("list-7", forName: "list")
+    /// ```
+    public var parameters: Parameters {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
+    }
+
+    /// The names of the result's columns: an `AS` name, a property's last name, `id` (and so on)
+    /// for `META()` properties, the data source's alias for `*`, else `$1`, `$2`…
+    ///
+    /// ```swift
+    /// print(query.columnNames.joined(separator: ", "))
+    /// ```
+    public var columnNames: [String] {
+        QueryExecutor(database: database, statement: statement, parameters: [:]).columnNames
+    }
+
+    /// Runs the query and returns every result. Every failure surfaces here, so a result set
+    /// is never silently short.
+    ///
+    /// ```swift
+    /// for result in try query.execute() { print(result.toJSON()) }
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for a parameter without a value, an
+    ///   aggregate outside a group or a `LIMIT` that is not a non-negative integer;
+    ///   ``SetteeError/Code/corrupted`` when a stored document cannot be read;
+    ///   ``SetteeError/Code/notOpen``.
+    public func execute() throws -> ResultSet {
+        let executor = QueryExecutor(database: database, statement: statement, parameters: parameters.values)
+        let names = executor.columnNames
+        var index: [String: Int] = [:]
+        for (i, n) in names.enumerated() where index[n] == nil { index[n] = i }
+        let columns = Columns(names: names, index: index)
+        return ResultSet(results: try executor.run().map { Result(columns: columns, values: $0.values) })
+    }
+}
+
+/// Values for a query's `$parameters`.
+///
+/// ```swift
+/// let p = Parameters().setString("list-7", forName: "list").setInt(20, forName: "limit")
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct Parameters: Sendable, Hashable {
+    var values: [String: JSONValue]
+
+    /// Parameters with the given values (by name, without the `$`).
+    ///
+    /// ```swift
+    /// query.parameters = Parameters(["list": "list-7"])
+    /// ```
+    public init(_ values: [String: JSONValue] = [:]) {
+        self.values = values
+    }
+
+    /// The value of `name`, or nil.
+    ///
+    /// ```swift
+    /// let list = query.parameters.value(forName: "list")
+    /// ```
+    public func value(forName name: String) -> JSONValue? { values[name] }
+
+    /// Sets (or with nil removes) a parameter's value.
+    ///
+    /// ```swift
+    /// let p = Parameters().setValue(["a", "b"], forName: "tags")
+    /// ```
+    public func setValue(_ value: JSONValue?, forName name: String) -> Parameters {
+        var copy = self
+        copy.values[name] = value
+        return copy
+    }
+
+    /// Sets a string parameter.
+    ///
+    /// ```swift
+    /// let p = Parameters().setString("task", forName: "type")
+    /// ```
+    public func setString(_ value: String?, forName name: String) -> Parameters { setValue(value.map(JSONValue.string), forName: name) }
+
+    /// Sets an integer parameter.
+    ///
+    /// ```swift
+    /// let p = Parameters().setInt(20, forName: "limit")
+    /// ```
+    public func setInt(_ value: Int, forName name: String) -> Parameters { setValue(.int(Int64(value)), forName: name) }
+
+    /// Sets a number parameter.
+    ///
+    /// ```swift
+    /// let p = Parameters().setDouble(2.5, forName: "price")
+    /// ```
+    public func setDouble(_ value: Double, forName name: String) -> Parameters { setValue(.double(value), forName: name) }
+
+    /// Sets a boolean parameter.
+    ///
+    /// ```swift
+    /// let p = Parameters().setBoolean(false, forName: "done")
+    /// ```
+    public func setBoolean(_ value: Bool, forName name: String) -> Parameters { setValue(.bool(value), forName: name) }
+}
+
+/// The results of one execution of a ``Query``, in order; a `Sequence` that can be read once
+/// with `next()` or whole with ``allResults()``.
+///
+/// ```swift
+/// let results = try query.execute()
+/// while let r = results.next() { print(r.toJSON()) }
+/// ```
+///
+/// - Note: Not thread-safe: read a result set from one thread at a time (each ``Result`` may
+///   then go anywhere).
+public final class ResultSet: Sequence, IteratorProtocol {
+    private let results: [Result]
+    private var position = 0
+
+    init(results: [Result]) {
+        self.results = results
+    }
+
+    /// The next result, or nil after the last.
+    ///
+    /// ```swift
+    /// if let first = try query.execute().next() { print(first.toJSON()) }
+    /// ```
+    public func next() -> Result? {
+        guard position < results.count else { return nil }
+        defer { position += 1 }
+        return results[position]
+    }
+
+    /// The results not yet read.
+    ///
+    /// ```swift
+    /// let titles = try query.execute().allResults().compactMap { $0.string(at: 1) }
+    /// ```
+    public func allResults() -> [Result] {
+        defer { position = results.count }
+        return Array(results[position...])
+    }
+}
+
+/// Column names shared by the results of one execution.
+struct Columns: Sendable {
+    let names: [String]
+    let index: [String: Int]
+}
+
+/// One row of a query's result: a value per column of the select list, read by position or by
+/// column name. A column whose expression was MISSING has no value (`value(at:)` is nil and
+/// ``toDictionary()`` leaves it out); a `null` one is `.null`.
+///
+/// ```swift
+/// for result in try query.execute() {
+///     let id = result.string(forKey: "id")
+///     let title = result.string(at: 1)
+/// }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct Result: Sendable {
+    let columns: Columns
+    let values: [JSONValue?]
+
+    /// The number of columns.
+    ///
+    /// ```swift
+    /// for i in 0 ..< result.count { print(result.value(at: i) ?? "MISSING") }
+    /// ```
+    public var count: Int { values.count }
+
+    /// The column names, in order.
+    ///
+    /// ```swift
+    /// print(result.keys)
+    /// ```
+    public var keys: [String] { columns.names }
+
+    /// The value of column `index`; nil when MISSING or out of range.
+    ///
+    /// ```swift
+    /// let first = result.value(at: 0)
+    /// ```
+    public func value(at index: Int) -> JSONValue? {
+        guard index >= 0, index < values.count else { return nil }
+        return values[index]
+    }
+
+    /// The value of the column named `key`; nil when MISSING or no such column.
+    ///
+    /// ```swift
+    /// let title = result.value(forKey: "title")
+    /// ```
+    public func value(forKey key: String) -> JSONValue? {
+        columns.index[key].flatMap { values[$0] }
+    }
+
+    /// A string column, or nil.
+    ///
+    /// ```swift
+    /// let title = result.string(at: 1) ?? "untitled"
+    /// ```
+    public func string(at index: Int) -> String? { value(at: index)?.stringValue }
+
+    /// A string column by name, or nil.
+    ///
+    /// ```swift
+    /// let id = result.string(forKey: "id")
+    /// ```
+    public func string(forKey key: String) -> String? { value(forKey: key)?.stringValue }
+
+    /// An integer column; 0 when missing or not a number (as a document's getters).
+    ///
+    /// ```swift
+    /// let n = result.int(at: 0)
+    /// ```
+    public func int(at index: Int) -> Int { TypedValue.int(value(at: index)) }
+
+    /// An integer column by name; 0 when missing or not a number.
+    ///
+    /// ```swift
+    /// let n = result.int(forKey: "n")
+    /// ```
+    public func int(forKey key: String) -> Int { TypedValue.int(value(forKey: key)) }
+
+    /// A number column; 0 when missing or not a number.
+    ///
+    /// ```swift
+    /// let average = result.double(at: 2)
+    /// ```
+    public func double(at index: Int) -> Double { value(at: index)?.doubleValue ?? 0 }
+
+    /// A number column by name; 0 when missing or not a number.
+    ///
+    /// ```swift
+    /// let average = result.double(forKey: "avg")
+    /// ```
+    public func double(forKey key: String) -> Double { value(forKey: key)?.doubleValue ?? 0 }
+
+    /// A boolean column; false when missing (numbers: non-zero is true).
+    ///
+    /// ```swift
+    /// let done = result.bool(at: 2)
+    /// ```
+    public func bool(at index: Int) -> Bool { TypedValue.bool(value(at: index)) }
+
+    /// A boolean column by name; false when missing.
+    ///
+    /// ```swift
+    /// let done = result.bool(forKey: "complete")
+    /// ```
+    public func bool(forKey key: String) -> Bool { TypedValue.bool(value(forKey: key)) }
+
+    /// An array column, or nil.
+    ///
+    /// ```swift
+    /// let tags = result.array(forKey: "tags") ?? []
+    /// ```
+    public func array(forKey key: String) -> [JSONValue]? { value(forKey: key)?.arrayValue }
+
+    /// A dictionary column (a `*` column is the whole document), or nil.
+    ///
+    /// ```swift
+    /// let doc = result.dictionary(forKey: "_")
+    /// ```
+    public func dictionary(forKey key: String) -> [String: JSONValue]? { value(forKey: key)?.objectValue }
+
+    /// The columns by name; MISSING ones are left out.
+    ///
+    /// ```swift
+    /// let row = result.toDictionary()
+    /// ```
+    public func toDictionary() -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        for (name, value) in zip(columns.names, values) where out[name] == nil { out[name] = value }
+        return out
+    }
+
+    /// The columns as a JSON object (canonical: keys sorted).
+    ///
+    /// ```swift
+    /// print(result.toJSON())   // {"id":"task-1","title":"Milk"}
+    /// ```
+    public func toJSON() -> String {
+        (try? JSONValue.object(toDictionary()).jsonText()) ?? "{}"
+    }
+
+    /// Decodes the columns (by name) into a `Decodable` type.
+    ///
+    /// ```swift
+    /// struct Row: Decodable { var id: String; var title: String }
+    /// let rows = try query.execute().map { try $0.decode(Row.self) }
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` when the columns do not fit the type.
+    public func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        try JSONCoding.decode(type, from: .object(toDictionary()))
+    }
+}
