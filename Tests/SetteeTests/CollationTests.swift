@@ -6,7 +6,7 @@ import Testing
 /// encoded keys whose byte order is the same order.
 @Suite struct CollationTests {
     /// Signs agree: the comparator and the bytes of the keys.
-    private func sign(_ o: JSONCollation.Ordering) -> Int {
+    private func sign(_ o: ComparisonResult) -> Int {
         switch o {
         case .orderedAscending: -1
         case .orderedSame: 0

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 #if canImport(_FoundationICU)
 internal import _FoundationICU
@@ -47,7 +48,7 @@ enum JSONCollation {
     ///
     /// - Throws: ``SetteeError/Code/unavailable`` when ICU cannot compare two strings (it has
     ///   no collator, or runs out of memory); never a guessed order.
-    static func compare(_ a: JSONValue, _ b: JSONValue) throws(SetteeError) -> Ordering {
+    static func compare(_ a: JSONValue, _ b: JSONValue) throws(SetteeError) -> ComparisonResult {
         let (ra, rb) = (rank(a), rank(b))
         if ra != rb { return ra < rb ? .orderedAscending : .orderedDescending }
         switch (a, b) {
@@ -62,14 +63,14 @@ enum JSONCollation {
             }
             return order(x.count, y.count)
         case (.object(let x), .object(let y)):
-            let (kx, ky) = (canonicalOrder(x), canonicalOrder(y))
-            for (u, v) in zip(kx, ky) {
-                let c = try compareStrings(u, v)
+            let (mx, my) = (canonicalOrder(x), canonicalOrder(y))
+            for (u, v) in zip(mx, my) {
+                let c = try compareStrings(u.key, v.key)
                 if c != .orderedSame { return c }
-                let d = try compare(x[u]!, y[v]!)
+                let d = try compare(u.value, v.value)
                 if d != .orderedSame { return d }
             }
-            return order(kx.count, ky.count)
+            return order(mx.count, my.count)
         default:
             // Both numbers (the ranks are equal).
             return order(number(a), number(b))
@@ -104,10 +105,10 @@ enum JSONCollation {
             out.append(Tag.end.rawValue)
         case .object(let members):
             out.append(Tag.object.rawValue)
-            for name in canonicalOrder(members) {
+            for (name, member) in canonicalOrder(members) {
                 out.append(memberMarker)
                 try appendSortKey(name, to: &out)
-                try append(members[name]!, to: &out)
+                try append(member, to: &out)
             }
             out.append(Tag.end.rawValue)
         }
@@ -134,14 +135,14 @@ enum JSONCollation {
         }
     }
 
-    private static func order<T: Comparable>(_ a: T, _ b: T) -> Ordering {
+    private static func order<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult {
         a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame
     }
 
     /// Object members in the order canonical JSON writes them (by UTF-8 bytes): a `[String:
     /// JSONValue]` has no order of its own, and stored documents are canonical.
-    private static func canonicalOrder(_ members: [String: JSONValue]) -> [String] {
-        members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    private static func canonicalOrder(_ members: [String: JSONValue]) -> [(key: String, value: JSONValue)] {
+        members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
     }
 
     /// A double as 8 bytes whose unsigned big-endian order is numeric order: the sign bit
@@ -154,10 +155,10 @@ enum JSONCollation {
 
     // MARK: Strings, through ICU
 
-    private static func compareStrings(_ a: String, _ b: String) throws(SetteeError) -> Ordering {
+    private static func compareStrings(_ a: String, _ b: String) throws(SetteeError) -> ComparisonResult {
         // Equal text is equal under any collation; most index comparisons meet it.
         if a == b { return .orderedSame }
-        return try withCollator { (collator) throws(SetteeError) -> Ordering in
+        return try withCollator { (collator) throws(SetteeError) -> ComparisonResult in
             var a = a, b = b
             var status = U_ZERO_ERROR
             let r = a.withUTF8 { x in
@@ -193,9 +194,11 @@ enum JSONCollation {
             for _ in 0 ..< 2 {
                 let start = out.count
                 out.append(contentsOf: repeatElement(0, count: capacity))
-                let written = out.withUnsafeMutableBufferPointer { buffer in
-                    utf16.withUnsafeBufferPointer { u in
-                        Int(swift_ucol_getSortKey(collator, u.baseAddress, Int32(u.count), buffer.baseAddress! + start, Int32(capacity)))
+                let written = out.withUnsafeMutableBufferPointer { buffer -> Int in
+                    // Never nil: `capacity` (at least 32) bytes were just appended.
+                    guard let base = buffer.baseAddress else { return 0 }
+                    return utf16.withUnsafeBufferPointer { u in
+                        Int(swift_ucol_getSortKey(collator, u.baseAddress, Int32(u.count), base + start, Int32(capacity)))
                     }
                 }
                 guard written > 0 else { break }
@@ -234,10 +237,5 @@ enum JSONCollation {
         }
 
         deinit { swift_ucol_close(handle) }
-    }
-
-    /// The result of a comparison.
-    enum Ordering: Sendable, Equatable {
-        case orderedAscending, orderedSame, orderedDescending
     }
 }

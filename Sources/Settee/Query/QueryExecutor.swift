@@ -122,7 +122,7 @@ struct QueryExecutor {
             let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters) }
             byKey[try Self.key(values), default: []].append(r)
         }
-        return byKey.keys.sorted { $0.lexicographicallyPrecedes($1) }.map { byKey[$0]! }
+        return byKey.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
     }
 
     /// Values with MISSING (below NULL) encoded in collation order, for grouping and DISTINCT.

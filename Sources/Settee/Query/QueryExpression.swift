@@ -333,8 +333,12 @@ extension QueryExpression {
 
     /// The functions: MISSING in, MISSING out; NULL or an argument of the wrong type, NULL out.
     static func call(_ f: Function, _ args: [JSONValue?]) -> JSONValue? {
-        for a in args where a == nil { return nil }
-        let values = args.map { $0! }
+        guard args.count == f.arity else { return .null }
+        var values: [JSONValue] = []
+        for a in args {
+            guard let a else { return nil }
+            values.append(a)
+        }
         switch (f, values[0]) {
         case (.lower, .string(let s)): return .string(s.lowercased())
         case (.upper, .string(let s)): return .string(s.uppercased())

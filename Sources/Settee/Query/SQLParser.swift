@@ -561,8 +561,6 @@ private struct Parser {
             return try propertyPath()
         case .quoted:
             return try propertyPath()
-        case .end:
-            throw fail("expected an expression")
         default:
             throw fail("expected an expression")
         }
