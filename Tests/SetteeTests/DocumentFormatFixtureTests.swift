@@ -111,7 +111,8 @@ import Testing
 
     /// The trees an upgrade from format 1 creates (empty): the expiry trees (format 2) and the
     /// routing trees (format 5).
-    static let addedTrees: Set<String> = [TreeName.expiry, TreeName.expiryByID, TreeName.routing, TreeName.channels, TreeName.grants]
+    static let addedTrees: Set<String> = [TreeName.expiry, TreeName.expiryByID, TreeName.routing, TreeName.channels, TreeName.grants,
+                                           TreeName.indexCatalog]
 
     /// The fixture of `format`, exactly as its version wrote it.
     static func expected(format: Int) -> Expected {
@@ -302,6 +303,16 @@ import Testing
         #expect(after.format == DatabaseCore.formatVersion)
         #expect(Set(after.treeNames) == trees.union(Self.addedTrees))
         Self.verifyRaw(after, x, treeFormat: 2, implied: ["added-after-upgrade"])
+
+        // An upgraded database gets indexes like a new one: built from its documents, used by
+        // queries, consistent with them.
+        db = try openDatabase(dir, "docs")
+        try db.createIndex(ValueIndexConfiguration(["title"]), name: "titles")
+        let q = try db.createQuery("SELECT META().id FROM _ WHERE title = 'archived'")
+        #expect(try q.explain().hasPrefix("SCAN INDEX titles"))
+        #expect(try q.execute().allResults().map { $0.string(at: 0) } == ["edited"])
+        #expect(try db.check().isHealthy)
+        try db.close()
 
         // The committed fixture is untouched.
         #expect(try Self.snapshot(source) == before)

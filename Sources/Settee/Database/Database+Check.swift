@@ -138,6 +138,7 @@ extension Database {
         try checkOpen()
         var report = DatabaseCheckReport()
         var repairable: [String] = []
+        var drifted: [String] = []
         try core.read { tx in
             var global: [DatabaseCheckReport.Problem] = []
             var live: UInt64 = 0
@@ -192,9 +193,12 @@ extension Database {
                                     isRepairable: false))
             }
             report.problems += global
+            drifted = try checkIndexes(tx, report: &report)
         }
         if repair {
             for id in repairable where try repairTree(id) { report.repaired.append(id) }
+            // After the documents: an index is rebuilt from what they hold once repaired.
+            for name in drifted { try core.rebuildIndex(name: name) }
         }
         return report
     }

@@ -15,6 +15,7 @@ struct Trees: Sendable {
     let routing: Tree
     let channels: Tree
     let grants: Tree
+    let indexCatalog: Tree
 }
 
 /// What every ``Database`` object open on the same files shares: the engine store, the writer
@@ -27,9 +28,10 @@ final class DatabaseCore: @unchecked Sendable {
     /// readable; compaction rewrites them), version 4 documents with one revision and no stored
     /// tree (tree ref 0; older documents keep theirs), version 5 the routing trees (created
     /// empty: no document of an older database was routed), version 6 routing in sequence
-    /// entries and one-byte member entries (version 5's full records and entries stay readable).
-    static let formatVersion: UInt64 = 7
-    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5, 6]
+    /// entries and one-byte member entries (version 5's full records and entries stay readable),
+    /// version 7 per-revision channels, version 8 the index catalog (created empty).
+    static let formatVersion: UInt64 = 8
+    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5, 6, 7]
     private static let registry = Mutex<[String: DatabaseCore]>([:])
 
     let name: String
@@ -64,6 +66,9 @@ final class DatabaseCore: @unchecked Sendable {
     let waitingWriters = Atomic<Int>(0)
     /// Counts the commits that changed what documents grant (``Database/grantsVersion``).
     let grantsVersion = Atomic<UInt64>(0)
+    /// The indexes writers maintain; replaced only with the write lock held, once the catalog
+    /// change committed.
+    let indexSet = Mutex(IndexSet())
 
     /// Serializes writers. Recursive so that saves inside `Database.inBatch(_:)` on the batch's
     /// thread join the batch's transaction.
@@ -128,19 +133,22 @@ final class DatabaseCore: @unchecked Sendable {
                                  conflicts: try tree(TreeName.conflicts), local: try tree(TreeName.local), meta: meta,
                                  expiry: try tree(TreeName.expiry), expiryByID: try tree(TreeName.expiryByID),
                                  routing: try tree(TreeName.routing), channels: try tree(TreeName.channels),
-                                 grants: try tree(TreeName.grants))
+                                 grants: try tree(TreeName.grants), indexCatalog: try tree(TreeName.indexCatalog))
                 }
             }
             self.trees = trees
             self.uuid = uuid
             self.store = store
             self.blobs = try BlobStore(directory: path + "/blobs")
+            let loaded = try translating { try store.read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog) } }
+            indexSet.withLock { $0 = loaded }
         } catch {
             try? store.close()
             throw error
         }
         // Small async writes queued together commit as one batch (group commit).
         worker.setGroupRunner { [unowned self] body in try self.runBatch(body) }
+        finishIndexes()
     }
 
     /// The shared core for `path`, opening it if no other `Database` has.
@@ -355,6 +363,12 @@ final class WriteContext {
     var pendingRouting: (key: [UInt8], revisionID: String, routing: RevisionRouting)?
     /// Whether this transaction wrote to `doc.grants`.
     var grantsChanged = false
+    /// The properties of the revision being added by a local save, so that index maintenance
+    /// does not parse the body it was just written from.
+    var pendingProperties: (revisionID: String, properties: [String: JSONValue])?
+    /// The indexes to maintain, read once per transaction (they change only under the write
+    /// lock, outside any transaction).
+    lazy var indexes: [CompiledIndex] = core.indexSet.withLock { $0.indexes }
 
     init(core: DatabaseCore, tx: WriteTransaction) throws {
         self.core = core

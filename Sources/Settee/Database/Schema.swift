@@ -18,6 +18,8 @@ enum TreeName {
     static let channels = "doc.channels"
     /// Kind ‖ principal ‖ 0 ‖ SHA-1 of the document ID → grant record (format 5).
     static let grants = "doc.grants"
+    /// Index name → ``IndexDefinition`` (format 8); each index's entries are in a tree of its own.
+    static let indexCatalog = "idx.catalog"
 }
 
 /// Keys of the `db.meta` tree.
@@ -29,6 +31,8 @@ enum MetaKey {
     /// An estimate of the bytes compaction would reclaim (superseded trees, bodies no longer
     /// kept, purged documents), reset by compaction; drives automatic compaction.
     static let deadBytes = Array("dead".utf8)
+    /// The number of the next index tree (`idx.<n>`).
+    static let nextIndexTree = Array("idxn".utf8)
 }
 
 /// Document-level flags, shared by the by-ID and by-sequence values.
@@ -236,6 +240,7 @@ protocol StoreReading {
     func forEach(in tree: Tree, from start: [UInt8]?, reverse: Bool,
                  _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws
     func count(in tree: Tree) throws -> Int
+    func tree(named name: String) -> Tree?
 }
 
 extension ReadTransaction: StoreReading {}

@@ -149,6 +149,8 @@ extension WriteContext {
         try validate(id: id, revisionID: revID, deleted: deleted, body: body, old: old)
         try route(id: id, key: key, revisionID: revID, deleted: deleted, body: body, tree: tree, parent: parent)
         let ref = body.isEmpty ? 0 : try tx.appendValue(body.bytes).rawValue
+        if let p = body.properties { pendingProperties = (revID, p) }
+        defer { pendingProperties = nil }
         tree.add(id: revID, generation: generation, parent: parent, deleted: deleted,
                  hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
         return try commit(id: id, key: key, old: old, tree: &tree)
@@ -173,6 +175,7 @@ extension WriteContext {
         let meta = DocMeta(flags: flags, sequence: seq, revisionID: winner.id,
                            bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
         try tx.put(key, meta.encoded(), in: trees.byID)
+        try updateIndexes(id: id, old: old, winnerID: winner.id, winnerDeleted: winner.deleted, winnerBodyRef: meta.bodyRef, sequence: seq)
         let routing = try updateRouting(id: id, key: key, tree: tree, winner: w, flags: flags, seq: seq, oldSequence: old?.sequence)
         if let old { try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence) }
         try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(routing: routing),
@@ -211,6 +214,7 @@ extension WriteContext {
         let routing = try RoutingRecord.load(tx, trees, key: key, sequence: old.sequence)
         try addDead(old.treeRef)
         try addDead(old.bodyRef)
+        try removeFromIndexes(id: id, old: old)
         try tx.delete(key, in: trees.byID)
         try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence)
         if old.flags.contains(.conflicted) { try tx.delete(key, in: trees.conflicts) }

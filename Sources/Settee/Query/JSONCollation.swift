@@ -155,6 +155,22 @@ enum JSONCollation {
 
     // MARK: Strings, through ICU
 
+    /// The version of ICU's root collator ("a.b.c.d"): string keys made under one version may
+    /// sort differently under another, so each index records it and is rebuilt when it changes.
+    ///
+    /// ```swift
+    /// let v = try JSONCollation.collatorVersion()   // "153.120.0.0" or similar
+    /// ```
+    static func collatorVersion() throws(SetteeError) -> String {
+        try withCollator { (collator) throws(SetteeError) -> String in
+            var info: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &info) { b in
+                b.withMemoryRebound(to: UInt8.self) { swift_ucol_getVersion(collator, $0.baseAddress) }
+            }
+            return "\(info.0).\(info.1).\(info.2).\(info.3)"
+        }
+    }
+
     private static func compareStrings(_ a: String, _ b: String) throws(SetteeError) -> ComparisonResult {
         // Equal text is equal under any collation; most index comparisons meet it.
         if a == b { return .orderedSame }

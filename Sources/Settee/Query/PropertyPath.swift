@@ -43,6 +43,8 @@ struct PropertyPath: Sendable, Hashable, CustomStringConvertible {
         func fail(_ what: String, at position: Int) -> SetteeError {
             SetteeError(.invalidParameter, "property path \"\(text)\": \(what) at position \(position)")
         }
+        // NUL begins the names of index slots (``init(slot:)``), which no document path names.
+        if let nul = text.firstIndex(of: "\u{0}") { throw fail("a NUL character", at: text.distance(from: text.startIndex, to: nul)) }
         func endName(at position: Int) throws(SetteeError) {
             guard hasName, !name.isEmpty else { throw fail("an empty property name", at: position) }
             components.append(.name(name))

@@ -75,6 +75,31 @@ public final class Query: Sendable {
         QueryExecutor(database: database, statement: statement, parameters: [:]).columnNames
     }
 
+    /// How the query would run now: the index it reads and its ranges (or a scan of every
+    /// document), whether rows come from the index alone (covering), what is evaluated per row,
+    /// and whether a sort follows. The plan is made again at each ``execute()``, from the
+    /// indexes of that moment.
+    ///
+    /// ```swift
+    /// try db.createIndex(ValueIndexConfiguration(["type", "createdAt"]), name: "by-type")
+    /// let q = try db.createQuery("SELECT META().id FROM _ WHERE type = 'task' ORDER BY createdAt DESC LIMIT 20")
+    /// print(try q.explain())
+    /// // SCAN INDEX by-type (type, createdAt) BACKWARDS
+    /// //   RANGE type = 'task'
+    /// //   COVERING: rows from the index's values, no document read
+    /// // …
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/notOpen``; ``SetteeError/Code/corrupted`` when the index
+    ///   catalog cannot be read.
+    public func explain() throws -> String {
+        try database.checkOpen()
+        let s = statement
+        return try database.core.read { tx in
+            QueryPlanner.plan(s, indexes: try database.core.readyIndexes(tx)).explanation(s)
+        }
+    }
+
     /// Runs the query and returns every result. Every failure surfaces here, so a result set
     /// is never silently short.
     ///

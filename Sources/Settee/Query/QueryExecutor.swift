@@ -19,6 +19,8 @@ struct QueryExecutor {
     let database: Database
     let statement: SelectStatement
     let parameters: [String: JSONValue]
+    /// Whether a plan may read indexes (tests turn it off to compare with full scans).
+    var useIndexes = true
 
     /// One result row: a value (or MISSING) per column of the select list.
     struct Row: Sendable, Equatable {
@@ -47,42 +49,73 @@ struct QueryExecutor {
         }
         let limit = try count(statement.limit, "LIMIT")
         let offset = try count(statement.offset, "OFFSET") ?? 0
-        let grouped = !statement.groupBy.isEmpty || statement.items.contains { item in
-            if case .expression(let e, _) = item { return e.containsAggregate } else { return false }
-        } || statement.having != nil
+        let grouped = statement.isGrouped
         if !grouped, let having = statement.having, having.containsAggregate {
             throw SetteeError(.invalidParameter, "query: HAVING needs GROUP BY")
         }
-        let needsExpiration = statement.mentions(.expiration)
+        // The plan and the rows from one snapshot: an index the plan chose is whole in it.
+        return try database.core.read(snapshot: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit) },
+                                      batch: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit) })
+    }
 
-        // Matching documents, in document ID order.
-        var matches: [QueryRow] = []
-        try database.forEachDocument(AllDocumentsOptions()) { doc in
-            if let error = doc.bodyError { throw error }
-            let row = QueryRow(id: doc.id, revisionID: doc.revisionID ?? "", sequence: doc.sequence, isDeleted: doc.isDeleted,
-                               expiration: needsExpiration ? try database.getDocumentExpiration(withID: doc.id) : nil,
-                               properties: doc.toDictionary())
-            if let w = statement.whereClause, !(try w.evaluate(row, parameters: parameters)).isTrue { return true }
-            matches.append(row)
-            return true
+    private func run(_ tx: some StoreReading, grouped: Bool, offset: Int, limit: Int?) throws -> [Row] {
+        let core = database.core
+        do {
+            let plan = QueryPlanner.plan(statement, indexes: useIndexes ? try core.readyIndexes(tx) : [])
+            let covering = plan.scan?.covering
+            let s = covering ?? statement
+            var wanted: Int?
+            if plan.stopsEarly, let limit { wanted = limit > Int.max - offset ? Int.max : offset + limit }
+            var matches: [QueryRow] = []
+            let keep: (QueryRow) throws -> Bool = { row in
+                if let w = s.whereClause, !(try w.evaluate(row, parameters: parameters)).isTrue { return true }
+                matches.append(row)
+                return wanted.map { matches.count < $0 } ?? true
+            }
+            if wanted != 0 {
+                if let scan = plan.scan {
+                    try IndexScanner(core: core, tx: tx, scan: scan, parameters: parameters,
+                                     fetch: covering == nil, expiration: s.mentions(.expiration)).run(keep)
+                } else {
+                    try fullScan(core: core, tx: tx, expiration: s.mentions(.expiration), keep)
+                }
+            }
+            return try finish(matches, statement: s, grouped: grouped, sorted: plan.ordered, offset: offset, limit: limit)
         }
+    }
 
+    /// Every live document, in document ID order.
+    private func fullScan(core: DatabaseCore, tx: some StoreReading, expiration: Bool, _ body: (QueryRow) throws -> Bool) throws {
+        try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
+            let meta = try DocMeta(decoding: v)
+            if meta.flags.contains(.deleted) { return true }
+            var row = try core.queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta)
+            if expiration { row.expiration = try core.expiration(tx, key: k) }
+            return try body(row)
+        }
+    }
+
+    /// Groups, projects, makes distinct, sorts (unless the rows came sorted) and cuts.
+    private func finish(_ matches: [QueryRow], statement: SelectStatement, grouped: Bool, sorted: Bool,
+                        offset: Int, limit: Int?) throws -> [Row] {
         // Each output row with the values it sorts by.
         var out: [(row: Row, sort: [JSONValue?])] = []
+        let needsSort = !statement.orderBy.isEmpty && !sorted
         if grouped {
-            for group in try groups(matches) {
+            for group in try groups(matches, statement) {
                 // Aggregates over no rows still make one row (count 0), read on a row of
                 // nothing but MISSING.
                 let first = group.first ?? QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
                 func resolved(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters) }
                 if let having = statement.having, !(try resolved(having).evaluate(first, parameters: parameters)).isTrue { continue }
-                let row = try project(first) { try resolved($0) }
-                let sort = try statement.orderBy.map { try resolved($0.expression).evaluate(first, parameters: parameters) }
+                let row = try project(first, statement) { try resolved($0) }
+                let sort = needsSort ? try statement.orderBy.map { try resolved($0.expression).evaluate(first, parameters: parameters) } : []
                 out.append((row, sort))
             }
         } else {
             for m in matches {
-                out.append((try project(m) { $0 }, try statement.orderBy.map { try $0.expression.evaluate(m, parameters: parameters) }))
+                out.append((try project(m, statement) { $0 },
+                            needsSort ? try statement.orderBy.map { try $0.expression.evaluate(m, parameters: parameters) } : []))
             }
         }
         if statement.distinct {
@@ -91,7 +124,7 @@ struct QueryExecutor {
             for o in out where seen.insert(try Self.key(o.row.values)).inserted { kept.append(o) }
             out = kept
         }
-        if !statement.orderBy.isEmpty {
+        if needsSort {
             // Sort keys once, then compare bytes: a comparator that throws cannot drive `sort`.
             let keyed = try out.enumerated().map { (i, o) in (i, try Self.sortKey(o.sort, descending: statement.orderBy.map(\.descending))) }
             let order = keyed.sorted { a, b in a.1 == b.1 ? a.0 < b.0 : a.1.lexicographicallyPrecedes(b.1) }
@@ -102,7 +135,7 @@ struct QueryExecutor {
     }
 
     /// The select list's values for one row (`*` is the document's properties).
-    private func project(_ row: QueryRow, _ resolve: (QueryExpression) throws -> QueryExpression) throws -> Row {
+    private func project(_ row: QueryRow, _ statement: SelectStatement, _ resolve: (QueryExpression) throws -> QueryExpression) throws -> Row {
         var values: [JSONValue?] = []
         for item in statement.items {
             switch item {
@@ -115,7 +148,7 @@ struct QueryExecutor {
 
     /// Rows grouped by the GROUP BY values (MISSING and NULL each a group of their own), in
     /// collation order of those values.
-    private func groups(_ rows: [QueryRow]) throws -> [[QueryRow]] {
+    private func groups(_ rows: [QueryRow], _ statement: SelectStatement) throws -> [[QueryRow]] {
         if statement.groupBy.isEmpty { return [rows] }
         var byKey: [[UInt8]: [QueryRow]] = [:]
         for r in rows {

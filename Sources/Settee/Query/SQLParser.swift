@@ -614,7 +614,10 @@ private struct Parser {
         func name() throws(SetteeError) {
             switch token {
             case .word(let w): components.append(.name(w)); advance()
-            case .quoted(let w): components.append(.name(w)); advance()
+            case .quoted(let w):
+                // NUL begins the names of index slots (``PropertyPath/init(slot:)``).
+                guard !w.unicodeScalars.contains("\u{0}") else { throw fail("a property name cannot hold a NUL character") }
+                components.append(.name(w)); advance()
             default: throw fail("expected a property name")
             }
         }

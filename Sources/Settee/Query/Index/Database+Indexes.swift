@@ -1,0 +1,390 @@
+import Foundation
+internal import SetteeStorage
+import Synchronization
+internal import Logging
+
+extension Database {
+    /// Creates an index (or does nothing when one of that name indexes the same thing; replaces
+    /// one that indexes something else), as Couchbase Lite's `createIndex(_:name:)` does.
+    ///
+    /// ```swift
+    /// try db.createIndex(ValueIndexConfiguration(["type", "list.id", "createdAt"]), name: "tasks")
+    /// let q = try db.createQuery("SELECT META().id FROM _ WHERE type = 'task' AND list.id = $list ORDER BY createdAt")
+    /// print(try q.explain())   // … USING INDEX tasks …
+    /// ```
+    ///
+    /// The documents already in the database are indexed from snapshots, in steps, while other
+    /// threads go on writing (their writes keep the index up to date from the start); the
+    /// index serves queries once it is whole. From then on every commit that changes a
+    /// document's current revision updates it in the same commit.
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for an empty or over-long name, an
+    ///   expression that does not parse or cannot be indexed (parameters, aggregates), a call
+    ///   inside ``inBatch(_:)``; ``SetteeError/Code/notOpen``.
+    public func createIndex(_ config: some IndexConfiguration, name: String) throws {
+        try createIndex(config, name: name) { _ in true }
+    }
+
+    /// ``createIndex(_:name:)`` with progress: `progress` is called on this thread after each
+    /// step of the build and may return false to cancel it (the index is then removed and
+    /// ``SetteeError/Code/cancelled`` thrown).
+    ///
+    /// ```swift
+    /// try db.createIndex(ValueIndexConfiguration(["createdAt"]), name: "dates") { p in
+    ///     print("\(p.documentsIndexed)/\(p.documentsTotal)")
+    ///     return !shouldStop
+    /// }
+    /// ```
+    public func createIndex(_ config: some IndexConfiguration, name: String, progress: (IndexBuildProgress) -> Bool) throws {
+        try createAnyIndex(config, name: name, progress: progress)
+    }
+
+    /// ``createIndex(_:name:progress:)`` on a thread of its own; cancelling the task cancels the
+    /// build (the index is removed).
+    ///
+    /// ```swift
+    /// try await db.createIndex(ValueIndexConfiguration(["type"]), name: "types") { p in
+    ///     print(p.documentsIndexed)
+    /// }
+    /// ```
+    public func createIndex(_ config: some IndexConfiguration, name: String,
+                            progress: (@Sendable (IndexBuildProgress) -> Void)? = nil) async throws {
+        let cancelled = Atomic<Bool>(false)
+        let config = config as any IndexConfiguration
+        try await withTaskCancellationHandler {
+            try await core.onOwnThread { [self] in
+                try createAnyIndex(config, name: name) { p in
+                    progress?(p)
+                    return !cancelled.load(ordering: .relaxed)
+                }
+            }
+        } onCancel: {
+            cancelled.store(true, ordering: .relaxed)
+        }
+    }
+
+    private func createAnyIndex(_ config: any IndexConfiguration, name: String, progress: (IndexBuildProgress) -> Bool) throws {
+        try checkOpen()
+        let definition = try Self.definition(of: config, name: name)
+        let needsBuild = try core.changingIndexes { c -> Bool in try c.defineIndex(name: name, definition: definition) }
+        if needsBuild { try core.buildIndex(name: name, progress: progress) }
+    }
+
+    /// Deletes an index and its entries; nothing happens when there is none of that name.
+    ///
+    /// ```swift
+    /// try db.deleteIndex(forName: "tasks")
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` inside ``inBatch(_:)``;
+    ///   ``SetteeError/Code/notOpen``.
+    public func deleteIndex(forName name: String) throws {
+        try checkOpen()
+        try core.changingIndexes { c in try c.removeIndex(name: name) }
+    }
+
+    /// The names of the database's indexes, in name order (an index still being built is
+    /// listed).
+    ///
+    /// ```swift
+    /// if try !db.indexes.contains("tasks") { try db.createIndex(ValueIndexConfiguration(["type"]), name: "tasks") }
+    /// ```
+    public var indexes: [String] {
+        get throws {
+            try checkOpen()
+            return try core.read { tx in
+                var names: [String] = []
+                try tx.forEach(in: core.trees.indexCatalog, from: nil, reverse: false) { k, _ in
+                    names.append(String(decoding: k, as: UTF8.self))
+                    return true
+                }
+                return names
+            }
+        }
+    }
+
+    /// The catalog definition of a configuration, checked.
+    static func definition(of config: any IndexConfiguration, name: String) throws(SetteeError) -> IndexDefinition {
+        guard !name.isEmpty, name.utf8.count <= 255, !name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw SetteeError(.invalidParameter, "index names are 1 to 255 bytes of UTF-8 without control characters")
+        }
+        guard let value = config as? ValueIndexConfiguration else {
+            throw SetteeError(.invalidParameter, "index \(name): \(type(of: config)) is not an index configuration Settee knows")
+        }
+        guard !value.expressions.isEmpty, value.expressions.count <= 32 else {
+            throw SetteeError(.invalidParameter, "index \(name): a value index has 1 to 32 expressions")
+        }
+        let d = IndexDefinition(kind: .value, state: .building, treeName: "", expressions: value.expressions,
+                                condition: value.where, collatorVersion: try JSONCollation.collatorVersion())
+        // Compiled once here so that a bad expression is refused before anything is written.
+        for e in d.expressions { _ = try CompiledIndex.compile(e, index: name) }
+        if let c = d.condition { _ = try CompiledIndex.compile(c, index: name) }
+        return d
+    }
+}
+
+extension DatabaseCore {
+    /// The indexes of the catalog in `tx`, compiled; one that cannot be read is left out of
+    /// maintenance and planning (``Database/check(repair:)`` reports it) rather than failing
+    /// the open.
+    static func loadIndexes(_ tx: some StoreReading, catalog: Tree) throws -> IndexSet {
+        var set = IndexSet()
+        try tx.forEach(in: catalog, from: nil, reverse: false) { k, v in
+            let name = String(decoding: k, as: UTF8.self)
+            do {
+                let d = try IndexDefinition(decoding: v)
+                guard let tree = tx.tree(named: d.treeName) else {
+                    throw SetteeError(.corrupted, "its tree \(d.treeName) is missing")
+                }
+                set.indexes.append(try CompiledIndex(name: name, definition: d, tree: tree))
+            } catch {
+                set.broken[name] = "\(error)"
+            }
+            return true
+        }
+        return set
+    }
+
+    /// The ready indexes of the snapshot `tx` reads, for planning a query: those of the
+    /// writers' set whose catalog record is the same, others compiled.
+    func readyIndexes(_ tx: some StoreReading) throws -> [CompiledIndex] {
+        let known = indexSet.withLock { $0.indexes }
+        var out: [CompiledIndex] = []
+        try tx.forEach(in: trees.indexCatalog, from: nil, reverse: false) { k, v in
+            let name = String(decoding: k, as: UTF8.self)
+            if let c = known.first(where: { $0.name == name && $0.record.elementsEqual(v) }) {
+                if c.isReady { out.append(c) }
+                return true
+            }
+            // The catalog changed after this snapshot was taken (or before: a rare race);
+            // compile what the snapshot says.
+            if let d = try? IndexDefinition(decoding: v), d.state == .ready,
+               let tree = tx.tree(named: d.treeName),
+               let c = try? CompiledIndex(name: name, definition: d, tree: tree) {
+                out.append(c)
+            }
+            return true
+        }
+        return out
+    }
+
+    /// Runs a change of the catalog as a transaction of its own, then gives writers the new
+    /// set of indexes before the write lock is released, so no commit misses an index.
+    func changingIndexes<R>(_ body: (WriteContext) throws -> R) throws -> R {
+        guard batchOnThisThread() == nil else {
+            throw SetteeError(.invalidParameter, "indexes are created and deleted outside inBatch")
+        }
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        let r = try writeHoldingLock(body)
+        let loaded = try read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog) }
+        indexSet.withLock { $0 = loaded }
+        return r
+    }
+
+    /// Builds an index registered as building: reads the documents from snapshots in steps of
+    /// a few thousand, computes their entries outside the write lock, then writes each step in
+    /// a transaction that skips every document changed since its snapshot (the writer that
+    /// changed it has written its entry). Marks the index ready at the end; on failure or
+    /// cancellation removes it.
+    func buildIndex(name: String, progress: (IndexBuildProgress) -> Bool) throws {
+        guard let start = indexSet.withLock({ $0.indexes.first { $0.name == name } }) else {
+            throw SetteeError(.notFound, "index \(name) was deleted while it was being created")
+        }
+        do {
+            try fillIndex(start, progress: progress)
+            try changingIndexes { c in
+                guard c.indexes.contains(where: { $0.name == name && $0.record == start.record }) else {
+                    throw SetteeError(.conflict, "index \(name) was deleted or replaced while it was being created")
+                }
+                var d = start.definition
+                d.state = .ready
+                try c.tx.put(Array(name.utf8), d.encoded(), in: trees.indexCatalog)
+            }
+        } catch {
+            // Leave nothing half-built behind, unless another call replaced the index meanwhile.
+            _ = try? changingIndexes { c in
+                if c.indexes.contains(where: { $0.name == name && $0.record == start.record }) { try c.removeIndex(name: name) }
+            }
+            throw error
+        }
+    }
+
+    private func fillIndex(_ index: CompiledIndex, progress: (IndexBuildProgress) -> Bool) throws {
+        let total = try read { tx in Int(try counter(tx, MetaKey.liveCount)) }
+        let step = 4096
+        var after: [UInt8]?
+        var done = 0
+        while true {
+            if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
+            var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry)] = []
+            var last: [UInt8]?
+            var seen = 0
+            try read { tx in
+                try tx.forEach(in: trees.byID, from: after, reverse: false) { k, v in
+                    if let after, k.elementsEqual(after) { return true }
+                    let meta = try DocMeta(decoding: v)
+                    last = Array(k)
+                    seen += 1
+                    if !meta.flags.contains(.deleted) {
+                        done += 1
+                        let id = String(decoding: k, as: UTF8.self)
+                        if let e = try index.entry(for: try queryRow(tx, id: id, meta: meta)) {
+                            batch.append((Array(k), meta.sequence, e))
+                        }
+                    }
+                    return seen < step
+                }
+            }
+            if !batch.isEmpty {
+                try write { c in
+                    guard c.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
+                        throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
+                    }
+                    for item in batch where try c.meta(item.key)?.sequence == item.sequence {
+                        try c.tx.put(item.entry.key, item.entry.value, in: index.tree)
+                    }
+                }
+            }
+            guard progress(IndexBuildProgress(documentsIndexed: done, documentsTotal: max(total, done))) else {
+                throw SetteeError(.cancelled, "index \(index.name): creation cancelled")
+            }
+            guard seen == step, let last else { return }
+            after = last
+        }
+    }
+
+    /// Brings every index to a usable state after the open: one whose strings were keyed by
+    /// another ICU version is rebuilt, one whose build was interrupted is built again.
+    /// Failures are logged and leave the index unused (not ready), never the open failed.
+    func finishIndexes() {
+        let current = try? JSONCollation.collatorVersion()
+        for index in indexSet.withLock({ $0.indexes }) {
+            let stale = current != nil && index.definition.collatorVersion != current
+            guard stale || !index.isReady else { continue }
+            do {
+                if stale, let current {
+                    var d = index.definition
+                    d.state = .building
+                    d.collatorVersion = current
+                    try changingIndexes { c in
+                        try c.clearTree(index.tree)
+                        try c.tx.put(Array(index.name.utf8), d.encoded(), in: trees.indexCatalog)
+                    }
+                }
+                try buildIndex(name: index.name) { _ in true }
+            } catch {
+                Self.logger.error("index \(index.name) could not be rebuilt: \(error)")
+            }
+        }
+    }
+}
+
+extension WriteContext {
+    /// Records a definition under `name`; returns whether the index must be built (false when
+    /// the same index exists and is ready).
+    func defineIndex(name: String, definition: IndexDefinition) throws -> Bool {
+        let key = Array(name.utf8)
+        var d = definition
+        if let existing = try tx.withValue(forKey: key, in: trees.indexCatalog, { b in try IndexDefinition(decoding: b) }) {
+            if existing.sameIndex(as: definition) && existing.state == .ready { return false }
+            // Another definition (or a build that never finished): start again in its tree.
+            guard let tree = tx.tree(named: existing.treeName) else {
+                throw SetteeError(.corrupted, "index \(name): its tree \(existing.treeName) is missing")
+            }
+            try clearTree(tree)
+            d.treeName = existing.treeName
+        } else {
+            let n = try core.counter(tx, MetaKey.nextIndexTree)
+            try tx.put(MetaKey.nextIndexTree, withUnsafeBytes(of: (n + 1).littleEndian, Array.init), in: trees.meta)
+            d.treeName = "idx.\(n)"
+            _ = try tx.tree(named: d.treeName) ?? tx.createTree(named: d.treeName)
+        }
+        d.state = .building
+        try tx.put(key, d.encoded(), in: trees.indexCatalog)
+        return true
+    }
+
+    /// Removes an index's entries and catalog record (its empty tree stays: the engine keeps
+    /// trees; a later index may not reuse the name, which has a number of its own).
+    func removeIndex(name: String) throws {
+        let key = Array(name.utf8)
+        guard let existing = try tx.withValue(forKey: key, in: trees.indexCatalog, { b in try? IndexDefinition(decoding: b) }) else { return }
+        if let d = existing, let tree = tx.tree(named: d.treeName) { try clearTree(tree) }
+        try tx.delete(key, in: trees.indexCatalog)
+    }
+
+    /// Deletes every entry of `tree`, a slice at a time.
+    func clearTree(_ tree: Tree) throws {
+        while true {
+            var keys: [[UInt8]] = []
+            try tx.forEach(in: tree, from: nil, reverse: false) { k, _ in
+                keys.append(Array(k))
+                return keys.count < 8192
+            }
+            if keys.isEmpty { return }
+            for k in keys { try tx.delete(k, in: tree) }
+        }
+    }
+}
+
+extension Database {
+    /// Compares every ready index of `tx`'s snapshot with the entries its documents make,
+    /// reports each difference, and returns the names of the indexes that differ (rebuilt by
+    /// a repair).
+    func checkIndexes(_ tx: some StoreReading, report: inout DatabaseCheckReport) throws -> [String] {
+        var drifted: [String] = []
+        for (name, reason) in core.indexSet.withLock({ $0.broken }).sorted(by: { $0.key < $1.key }) {
+            report.problems.append(.init(documentID: nil, message: "index \(name) cannot be read (\(reason)); delete it and create it again",
+                                         isRepairable: false))
+        }
+        for index in try core.readyIndexes(tx) {
+            var expected: [[UInt8]: [UInt8]] = [:]
+            var unreadable = 0
+            try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
+                guard let meta = try? DocMeta(decoding: v), !meta.flags.contains(.deleted) else { return true }
+                do {
+                    let row = try core.queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta)
+                    if let e = try index.entry(for: row) { expected[e.key] = e.value }
+                } catch {
+                    unreadable += 1   // reported with the document by the document checks
+                }
+                return true
+            }
+            var stale = 0
+            var different = 0
+            try tx.forEach(in: index.tree, from: nil, reverse: false) { k, v in
+                if let want = expected.removeValue(forKey: Array(k)) {
+                    if !want.elementsEqual(v) { different += 1 }
+                } else {
+                    stale += 1
+                }
+                return true
+            }
+            let missing = expected.count
+            guard missing + stale + different > 0 else { continue }
+            var parts: [String] = []
+            if missing > 0 { parts.append("\(missing) document\(missing == 1 ? " is" : "s are") missing from it") }
+            if stale > 0 { parts.append("\(stale) entr\(stale == 1 ? "y matches" : "ies match") no document's current values") }
+            if different > 0 { parts.append("\(different) entr\(different == 1 ? "y holds" : "ies hold") other values than the document's") }
+            report.problems.append(.init(documentID: nil, message: "index \(index.name): " + parts.joined(separator: ", ")
+                                         + "; a repair rebuilds it", isRepairable: true))
+            drifted.append(index.name)
+        }
+        return drifted
+    }
+}
+
+extension DatabaseCore {
+    /// Empties an index and builds it again from the documents.
+    func rebuildIndex(name: String) throws {
+        guard let index = indexSet.withLock({ $0.indexes.first { $0.name == name } }) else { return }
+        var d = index.definition
+        d.state = .building
+        try changingIndexes { c in
+            try c.clearTree(index.tree)
+            try c.tx.put(Array(name.utf8), d.encoded(), in: trees.indexCatalog)
+        }
+        try buildIndex(name: name) { _ in true }
+    }
+}

@@ -1,0 +1,203 @@
+internal import SetteeStorage
+import Synchronization
+
+/// An index as the catalog (`idx.catalog`, Formats/indexes.md) records it: what it indexes,
+/// the engine tree holding its entries, whether it is whole, and the ICU collator version its
+/// string keys were made with.
+///
+/// ```
+/// | version u8 = 1 | kind u8 (1 value) | state u8 (0 building, 1 ready) | tree string |
+/// | count varint | expression strings … | has-where u8 | [where string] | collator string |
+/// ```
+struct IndexDefinition: Sendable, Hashable {
+    enum Kind: UInt8, Sendable { case value = 1 }
+    enum State: UInt8, Sendable { case building = 0, ready = 1 }
+
+    var kind: Kind
+    var state: State
+    var treeName: String
+    var expressions: [String]
+    var condition: String?
+    var collatorVersion: String
+
+    /// Whether two definitions index the same thing (state and tree aside).
+    func sameIndex(as other: IndexDefinition) -> Bool {
+        kind == other.kind && expressions == other.expressions && condition == other.condition
+    }
+
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: 64)
+        w.u8(1)
+        w.u8(kind.rawValue)
+        w.u8(state.rawValue)
+        w.string(treeName)
+        w.varint(UInt64(expressions.count))
+        for e in expressions { w.string(e) }
+        if let condition {
+            w.u8(1)
+            w.string(condition)
+        } else {
+            w.u8(0)
+        }
+        w.string(collatorVersion)
+        return w.bytes
+    }
+
+    init(kind: Kind, state: State, treeName: String, expressions: [String], condition: String?, collatorVersion: String) {
+        self.kind = kind
+        self.state = state
+        self.treeName = treeName
+        self.expressions = expressions
+        self.condition = condition
+        self.collatorVersion = collatorVersion
+    }
+
+    init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
+        var r = ByteReader(b)
+        let bad = SetteeError(.corrupted, "an index definition is malformed")
+        guard let v = r.u8(), v == 1, let k = r.u8().flatMap(Kind.init(rawValue:)), let s = r.u8().flatMap(State.init(rawValue:)),
+              let tree = r.string(), let n = r.count(limit: r.remaining) else { throw bad }
+        var expressions: [String] = []
+        for _ in 0 ..< n {
+            guard let e = r.string() else { throw bad }
+            expressions.append(e)
+        }
+        guard let hasWhere = r.u8(), hasWhere <= 1 else { throw bad }
+        var condition: String?
+        if hasWhere == 1 {
+            guard let c = r.string() else { throw bad }
+            condition = c
+        }
+        guard let collator = r.string(), r.atEnd else { throw bad }
+        self.init(kind: k, state: s, treeName: tree, expressions: expressions, condition: condition, collatorVersion: collator)
+    }
+}
+
+/// An index ready to maintain and to plan with: its definition, compiled.
+///
+/// - Note: A value type; safe to share between threads.
+struct CompiledIndex: Sendable {
+    let name: String
+    let definition: IndexDefinition
+    /// The catalog value it was compiled from (a snapshot's catalog is matched against it).
+    let record: [UInt8]
+    let expressions: [QueryExpression]
+    let condition: QueryExpression?
+    let tree: Tree
+
+    var isReady: Bool { definition.state == .ready }
+
+    init(name: String, definition: IndexDefinition, tree: Tree) throws(SetteeError) {
+        self.name = name
+        self.definition = definition
+        self.record = definition.encoded()
+        self.tree = tree
+        var compiled: [QueryExpression] = []
+        for e in definition.expressions { compiled.append(try Self.compile(e, index: name)) }
+        expressions = compiled
+        condition = try definition.condition.map { (c) throws(SetteeError) in try Self.compile(c, index: name) }
+    }
+
+    /// Parses one indexed expression and checks that it depends on the document alone.
+    static func compile(_ text: String, index: String) throws(SetteeError) -> QueryExpression {
+        let e = try SQLParser.parseExpression(text)
+        if e.containsAggregate {
+            throw SetteeError(.invalidParameter, "index \(index): an aggregate cannot be indexed (\(text))")
+        }
+        if e.contains(where: { if case .parameter = $0 { true } else { false } }) {
+            throw SetteeError(.invalidParameter, "index \(index): a parameter cannot be indexed (\(text))")
+        }
+        // Only the ID: the other META() properties change without a new revision (expiration)
+        // or with every commit, which the index is not rewritten for.
+        if e.contains(where: { if case .meta(let m) = $0 { m != .id } else { false } }) {
+            throw SetteeError(.invalidParameter, "index \(index): of META() only META().id can be indexed (\(text))")
+        }
+        return e
+    }
+
+    /// The entry of a document, or nil when it has none (its first expression is MISSING, its
+    /// condition does not hold, or it is deleted).
+    func entry(for row: QueryRow) throws(SetteeError) -> IndexEntry? {
+        if row.isDeleted { return nil }
+        if let condition, !(try condition.evaluate(row, parameters: [:])).isTrue { return nil }
+        var values: [JSONValue?] = []
+        values.reserveCapacity(expressions.count)
+        for e in expressions { values.append(try e.evaluate(row, parameters: [:])) }
+        guard case .some(.some) = values.first else { return nil }
+        return try IndexEntry(values: values, documentID: row.id)
+    }
+}
+
+/// One entry of a value index (Formats/indexes.md, "Value index entries").
+///
+/// Key: the collation keys of the values, one after the other (MISSING is a single 0 byte),
+/// then the document ID and its length as two bytes, big-endian; so entries sort by values,
+/// then document ID. A key over the engine's limit is stored instead as 0 ‖ document ID
+/// ("overflow": every scan reads those few and places them itself). Value: a varint whose bits
+/// mark the MISSING values, then the values as a JSON array (MISSING written as null), which a
+/// covering query reads instead of the document.
+struct IndexEntry: Equatable {
+    var key: [UInt8]
+    var value: [UInt8]
+
+    /// The collation key of the values alone (no document ID).
+    static func valueKey(_ values: [JSONValue?]) throws(SetteeError) -> [UInt8] {
+        var out: [UInt8] = []
+        for v in values {
+            if let v { try JSONCollation.append(v, to: &out) } else { out.append(0) }
+        }
+        return out
+    }
+
+    init(values: [JSONValue?], documentID: String) throws(SetteeError) {
+        let id = Array(documentID.utf8)
+        var k = try Self.valueKey(values)
+        if k.count + id.count + 2 <= StoreConfiguration.maxKeyLength {
+            k.append(contentsOf: id)
+            k.append(UInt8(truncatingIfNeeded: id.count >> 8))
+            k.append(UInt8(truncatingIfNeeded: id.count))
+        } else {
+            k = [0] + id
+        }
+        key = k
+        var missing: UInt64 = 0
+        for (i, v) in values.enumerated() where i < 64 { if case .none = v { missing |= 1 << UInt64(i) } }
+        var w = ByteWriter(capacity: 32)
+        w.varint(missing)
+        var out = w.bytes
+        try JSONWriter.write(.array(values.map { $0 ?? .null }), into: &out)
+        value = out
+    }
+
+    /// Whether a stored key is an overflow entry.
+    static func isOverflow(_ key: UnsafeRawBufferPointer) -> Bool { key.first == 0 }
+
+    /// The value part and document ID of a stored key; nil when malformed.
+    static func split(_ key: UnsafeRawBufferPointer) -> (valueKey: UnsafeRawBufferPointer, documentID: UnsafeRawBufferPointer)? {
+        if key.first == 0 { return (UnsafeRawBufferPointer(rebasing: key[1 ..< 1]), UnsafeRawBufferPointer(rebasing: key[1...])) }
+        guard key.count >= 3 else { return nil }
+        let n = Int(key[key.count - 2]) << 8 | Int(key[key.count - 1])
+        guard n > 0, n <= key.count - 3 else { return nil }
+        let idStart = key.count - 2 - n
+        return (UnsafeRawBufferPointer(rebasing: key[..<idStart]), UnsafeRawBufferPointer(rebasing: key[idStart ..< key.count - 2]))
+    }
+
+    /// The values of a stored entry value (MISSING as nil).
+    static func values(_ value: UnsafeRawBufferPointer, count: Int) throws(SetteeError) -> [JSONValue?] {
+        var r = ByteReader(value)
+        let bad = SetteeError(.corrupted, "an index entry is malformed")
+        guard let missing = r.varint() else { throw bad }
+        let json = UnsafeRawBufferPointer(rebasing: value[(value.count - r.remaining)...])
+        guard case .array(let a) = try JSONParser.parse(json), a.count == count else { throw bad }
+        // `JSONValue` is nil-literal expressible (as null): MISSING is spelled `.none`.
+        return a.enumerated().map { i, v -> JSONValue? in i < 64 && missing & (1 << UInt64(i)) != 0 ? .none : .some(v) }
+    }
+}
+
+/// The indexes of an open database as writers maintain them, replaced (under the write lock)
+/// by each change of the catalog.
+struct IndexSet: Sendable {
+    var indexes: [CompiledIndex] = []
+    /// Indexes whose definition cannot be read, with why (reported by the check).
+    var broken: [String: String] = [:]
+}

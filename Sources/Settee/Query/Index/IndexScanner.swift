@@ -1,0 +1,147 @@
+import Foundation
+internal import SetteeStorage
+
+extension DatabaseCore {
+    /// A document's expiration as queries see it (`META().expiration`), read in `tx`.
+    func expiration(_ tx: some StoreReading, key: UnsafeRawBufferPointer) throws -> Date? {
+        try tx.withValue(forKey: key, in: trees.expiryByID) { b throws(SetteeError) in try ExpiryRecord(decoding: b) }?
+            .expiration.map(ExpiryTime.date)
+    }
+}
+
+/// Reads the rows a plan's index scan yields, in index order (forwards or backwards): the
+/// ranges of the plan's values, one after the other, with the index's overflow entries (keys
+/// too long for the engine, Formats/indexes.md) placed where their values sort.
+///
+/// ```swift
+/// try IndexScanner(core: core, tx: tx, scan: scan, parameters: [:], fetch: true, expiration: false).run { row in
+///     rows.append(row); return true
+/// }
+/// ```
+///
+/// - Note: Not thread-safe; lives for one query on one thread.
+struct IndexScanner<Reader: StoreReading> {
+    let core: DatabaseCore
+    let tx: Reader
+    let scan: QueryPlan.IndexScan
+    let parameters: [String: JSONValue]
+    /// Read each document (else rows hold only the index's values, as slots).
+    let fetch: Bool
+    let expiration: Bool
+
+    private var tree: Tree { scan.index.tree }
+
+    /// Calls `body` with each row until it returns false.
+    func run(_ body: (QueryRow) throws -> Bool) throws {
+        let ranges = try self.ranges()
+        if ranges.isEmpty { return }
+        var overflow = try overflowEntries()
+        if scan.descending { overflow.reverse() }
+        var next = 0
+        // Overflow entries sorting before `key` go first (after, when reading backwards).
+        func flushOverflow(before key: (valueKey: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer)?) throws -> Bool {
+            while next < overflow.count {
+                let o = overflow[next]
+                if let key {
+                    let precedes = o.valueKey.withUnsafeBytes { v in o.id.withUnsafeBytes { i in Self.precedes((v, i), key) } }
+                    if precedes == scan.descending { return true }
+                }
+                next += 1
+                guard try body(try row(id: o.id, values: o.values)) else { return false }
+            }
+            return true
+        }
+        var going = true
+        for r in (scan.descending ? ranges.reversed() : ranges) where going {
+            let visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool = { k, v in
+                if scan.descending {
+                    if !r.start.lexicographicallyPrecedes(k) && !k.elementsEqual(r.start) { return false }
+                    if !k.lexicographicallyPrecedes(r.end) { return true }
+                } else if !k.lexicographicallyPrecedes(r.end) {
+                    return false
+                }
+                guard let parts = IndexEntry.split(k), !IndexEntry.isOverflow(k) else {
+                    throw SetteeError(.corrupted, "index \(scan.index.name) holds a malformed key")
+                }
+                guard try flushOverflow(before: (parts.valueKey, parts.documentID)) else { going = false; return false }
+                let values = fetch ? nil : try IndexEntry.values(v, count: scan.index.expressions.count)
+                guard try body(try row(id: Array(parts.documentID), values: values)) else { going = false; return false }
+                return true
+            }
+            try tx.forEach(in: tree, from: scan.descending ? r.end : r.start, reverse: scan.descending, visit)
+        }
+        if going { _ = try flushOverflow(before: nil) }
+    }
+
+    /// Whether (value key, document ID) `a` sorts before `b`.
+    static func precedes(_ a: (UnsafeRawBufferPointer, UnsafeRawBufferPointer), _ b: (UnsafeRawBufferPointer, UnsafeRawBufferPointer)) -> Bool {
+        if a.0.elementsEqual(b.0) { return a.1.lexicographicallyPrecedes(b.1) }
+        return a.0.lexicographicallyPrecedes(b.0)
+    }
+
+    /// The key ranges to read, [start, end), in ascending order.
+    func ranges() throws -> [(start: [UInt8], end: [UInt8])] {
+        let none = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
+        func value(_ e: QueryExpression) throws -> JSONValue? {
+            // MISSING and NULL equal nothing and bound nothing: no range.
+            guard let v = try e.evaluate(none, parameters: parameters), v != .null else { return nil }
+            return v
+        }
+        var prefixes: [[UInt8]] = [[]]
+        for candidates in scan.equalities {
+            var keys = Set<[UInt8]>()
+            for c in candidates { if let v = try value(c) { keys.insert(try JSONCollation.key(v)) } }
+            let sorted = keys.sorted { $0.lexicographicallyPrecedes($1) }
+            prefixes = prefixes.flatMap { p in sorted.map { p + $0 } }
+            if prefixes.isEmpty { return [] }
+        }
+        var out: [(start: [UInt8], end: [UInt8])] = []
+        for p in prefixes {
+            var start = p, end = p + [0xFF]
+            if scan.hasRange {
+                // MISSING (0) is never in a range.
+                start = p + [JSONCollation.Tag.null.rawValue]
+                if let lo = scan.lower {
+                    guard let v = try value(lo.value) else { return [] }
+                    start = p + (try JSONCollation.key(v)) + (lo.inclusive ? [] : [0xFF])
+                }
+                if let hi = scan.upper {
+                    guard let v = try value(hi.value) else { return [] }
+                    end = p + (try JSONCollation.key(v)) + (hi.inclusive ? [0xFF] : [])
+                }
+            }
+            if start.lexicographicallyPrecedes(end) { out.append((start, end)) }
+        }
+        return out
+    }
+
+    /// The index's overflow entries (rare), sorted by their full value key and document ID.
+    private func overflowEntries() throws -> [(valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)] {
+        var out: [(valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)] = []
+        try tx.forEach(in: tree, from: [0], reverse: false) { k, v in
+            guard IndexEntry.isOverflow(k) else { return false }
+            let values = try IndexEntry.values(v, count: scan.index.expressions.count)
+            out.append((try IndexEntry.valueKey(values), Array(k.dropFirst()), fetch ? nil : values))
+            return true
+        }
+        return out.sorted { a, b in
+            a.valueKey == b.valueKey ? a.id.lexicographicallyPrecedes(b.id) : a.valueKey.lexicographicallyPrecedes(b.valueKey)
+        }
+    }
+
+    /// The row of one entry: the document read from the same snapshot, or the entry's values.
+    private func row(id key: [UInt8], values: [JSONValue?]?) throws -> QueryRow {
+        let id = String(decoding: key, as: UTF8.self)
+        guard let values else {
+            guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else {
+                throw SetteeError(.corrupted, "index \(scan.index.name) names document \(id), which is not in the database; check(repair: true) rebuilds the index")
+            }
+            var row = try core.queryRow(tx, id: id, meta: meta)
+            if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
+            return row
+        }
+        var slots: [String: JSONValue] = [:]
+        for (i, v) in values.enumerated() { if let v { slots[PropertyPath.slotKey(i)] = v } }
+        return QueryRow(id: id, revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: slots)
+    }
+}

@@ -1,0 +1,63 @@
+internal import SetteeStorage
+
+extension DatabaseCore {
+    /// A document as queries and indexes see it, read from `tx`: its current revision's
+    /// properties parsed from the stored body.
+    func queryRow(_ tx: some StoreReading, id: String, meta: DocMeta) throws -> QueryRow {
+        QueryRow(id: id, revisionID: meta.revisionID, sequence: meta.sequence, isDeleted: meta.flags.contains(.deleted),
+                 expiration: nil, properties: try properties(tx, bodyRef: meta.bodyRef))
+    }
+
+    /// The properties of the body at `bodyRef` (none for ref 0).
+    func properties(_ tx: some StoreReading, bodyRef: UInt64) throws -> [String: JSONValue] {
+        if bodyRef == 0 { return [:] }
+        return try tx.withValue(at: ValueRef(rawValue: bodyRef)) { b throws(SetteeError) in
+            guard case .object(let o) = try JSONParser.parse(b) else {
+                throw SetteeError(.corrupted, "a stored document body is not a JSON object")
+            }
+            return o
+        }
+    }
+}
+
+extension WriteContext {
+    /// Moves every index's entry of a document from its old current revision to its new one,
+    /// in the commit that makes the change (so a query never sees one without the other).
+    /// Costs nothing when the database has no index, or when the current revision stays the
+    /// same (a losing branch was added).
+    func updateIndexes(id: String, old: DocMeta?, winnerID: String, winnerDeleted: Bool, winnerBodyRef: UInt64, sequence: UInt64) throws {
+        let indexes = self.indexes
+        guard !indexes.isEmpty else { return }
+        let wasLive = old.map { !$0.flags.contains(.deleted) } ?? false
+        if let old, old.revisionID == winnerID, wasLive == !winnerDeleted { return }
+        let oldRow = try old.flatMap { o in wasLive ? try core.queryRow(tx, id: id, meta: o) : nil }
+        var newRow: QueryRow?
+        if !winnerDeleted {
+            // A local save's properties are at hand; a replicated body is parsed once.
+            let properties: [String: JSONValue]
+            if let p = pendingProperties, p.revisionID == winnerID {
+                properties = p.properties
+            } else {
+                properties = try core.properties(tx, bodyRef: winnerBodyRef)
+            }
+            newRow = QueryRow(id: id, revisionID: winnerID, sequence: sequence, isDeleted: false, expiration: nil, properties: properties)
+        }
+        for index in indexes {
+            let before = try oldRow.flatMap { (r) throws(SetteeError) in try index.entry(for: r) }
+            let after = try newRow.flatMap { (r) throws(SetteeError) in try index.entry(for: r) }
+            if before == after { continue }
+            if let before, before.key != after?.key { _ = try tx.delete(before.key, in: index.tree) }
+            if let after { try tx.put(after.key, after.value, in: index.tree) }
+        }
+    }
+
+    /// Removes a purged document's entries.
+    func removeFromIndexes(id: String, old: DocMeta) throws {
+        let indexes = self.indexes
+        guard !indexes.isEmpty, !old.flags.contains(.deleted) else { return }
+        let row = try core.queryRow(tx, id: id, meta: old)
+        for index in indexes {
+            if let e = try index.entry(for: row) { _ = try tx.delete(e.key, in: index.tree) }
+        }
+    }
+}

@@ -1,0 +1,352 @@
+import Foundation
+
+/// How a query reads its rows: every live document, or a value index's ranges.
+///
+/// The planner looks at the `WHERE` clause's conjuncts (the terms joined by `AND`): equality
+/// with a constant or a parameter (`=`, `IN` of constants) on an index's leading expressions,
+/// then a range (`<`, `<=`, `>`, `>=`, `BETWEEN`) on the next one. It prefers the index that
+/// fixes the most leading expressions, then one that also gives `ORDER BY`'s order. The whole
+/// `WHERE` is still evaluated on every row an index yields, so an index can only save work,
+/// never change an answer.
+///
+/// ```swift
+/// let plan = QueryPlanner.plan(statement, indexes: ready)
+/// print(plan.explanation(statement))
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+struct QueryPlan: Sendable {
+    /// The index scan, or nil for a scan of every document.
+    var scan: IndexScan?
+    /// Whether rows come in `ORDER BY` order (no sort needed).
+    var ordered = false
+    /// Whether `LIMIT`/`OFFSET` can stop the scan early (rows need no grouping, DISTINCT or
+    /// sort after it).
+    var stopsEarly = false
+
+    struct IndexScan: Sendable {
+        var index: CompiledIndex
+        /// Per leading expression, the values it must equal (one for `=`, several for `IN`).
+        var equalities: [[QueryExpression]]
+        /// A range on the expression after them.
+        var lower: Bound?
+        var upper: Bound?
+        var hasRange: Bool { lower != nil || upper != nil || rangeOnly }
+        /// A range with no bound given but implied (`IS VALUED` and the like): every value
+        /// from NULL up (MISSING excluded).
+        var rangeOnly = false
+        /// Read the index backwards (a descending `ORDER BY`).
+        var descending = false
+        /// The statement rewritten to read the index's values (slots) instead of the document:
+        /// set when the query needs nothing else (a covering query).
+        var covering: SelectStatement?
+    }
+
+    struct Bound: Sendable {
+        var value: QueryExpression
+        var inclusive: Bool
+    }
+}
+
+enum QueryPlanner {
+    /// The plan for `statement` (aliases resolved) given the ready indexes.
+    static func plan(_ statement: SelectStatement, indexes: [CompiledIndex]) -> QueryPlan {
+        let grouped = statement.isGrouped
+        let conjuncts = statement.whereClause.map(Self.conjuncts) ?? []
+        var best: (score: Int, plan: QueryPlan)?
+        for index in indexes where index.definition.kind == .value {
+            guard let (scan, score) = match(index, conjuncts: conjuncts) else { continue }
+            var plan = QueryPlan(scan: scan)
+            var s = score
+            if !grouped, let desc = orderedBy(statement.orderBy, scan: scan) {
+                plan.ordered = true
+                plan.scan?.descending = desc
+                s += 1
+            }
+            if best.map({ s > $0.score }) ?? true { best = (s, plan) }
+        }
+        var plan = best?.plan ?? QueryPlan()
+        if plan.scan == nil { plan.ordered = statement.orderBy.isEmpty }
+        if let scan = plan.scan { plan.scan?.covering = covering(statement, index: scan.index) }
+        plan.stopsEarly = !grouped && !statement.distinct && (plan.ordered || statement.orderBy.isEmpty)
+        return plan
+    }
+
+    /// The terms of a condition joined by AND.
+    static func conjuncts(_ e: QueryExpression) -> [QueryExpression] {
+        if case .and(let a, let b) = e { return conjuncts(a) + conjuncts(b) }
+        return [e]
+    }
+
+    /// Whether `e` is the same for every row: no property, no META(), no aggregate.
+    static func isConstant(_ e: QueryExpression) -> Bool {
+        !e.contains { x in
+            switch x {
+            case .property, .meta, .aggregate: true
+            default: false
+            }
+        }
+    }
+
+    /// How `index` serves the conjuncts, and how well (0: not at all).
+    private static func match(_ index: CompiledIndex, conjuncts: [QueryExpression]) -> (QueryPlan.IndexScan, Int)? {
+        // A partial index holds only the documents its condition is true for: the query must
+        // ask for no others.
+        if let condition = index.condition, !conjuncts.contains(condition) { return nil }
+        var scan = QueryPlan.IndexScan(index: index, equalities: [])
+        var ranges = 1
+        for e in index.expressions {
+            guard let values = equality(on: e, in: conjuncts) else { break }
+            // A product of IN lists past a thousand ranges is read as a range of the first ones.
+            guard ranges * values.count <= 1000 else { break }
+            ranges *= values.count
+            scan.equalities.append(values)
+        }
+        if scan.equalities.count < index.expressions.count {
+            let e = index.expressions[scan.equalities.count]
+            for c in conjuncts { narrow(&scan, on: e, by: c) }
+        }
+        if scan.equalities.isEmpty && !scan.hasRange { return nil }
+        return (scan, scan.equalities.count * 4 + (scan.hasRange ? 2 : 0))
+    }
+
+    /// The values a conjunct requires `e` to equal.
+    private static func equality(on e: QueryExpression, in conjuncts: [QueryExpression]) -> [QueryExpression]? {
+        for c in conjuncts {
+            switch c {
+            case .compare(.equal, let a, let b) where a == e && isConstant(b): return [b]
+            case .compare(.equal, let a, let b) where b == e && isConstant(a): return [a]
+            case .in(let a, let list) where a == e && !list.isEmpty && list.allSatisfy(isConstant): return list
+            default: continue
+            }
+        }
+        return nil
+    }
+
+    /// Tightens the scan's range on `e` by one conjunct, when it is a range on `e`.
+    private static func narrow(_ scan: inout QueryPlan.IndexScan, on e: QueryExpression, by c: QueryExpression) {
+        func lower(_ v: QueryExpression, _ inclusive: Bool) { if scan.lower == nil { scan.lower = .init(value: v, inclusive: inclusive) } }
+        func upper(_ v: QueryExpression, _ inclusive: Bool) { if scan.upper == nil { scan.upper = .init(value: v, inclusive: inclusive) } }
+        switch c {
+        case .compare(let op, let a, let b) where a == e && isConstant(b):
+            switch op {
+            case .greater: lower(b, false)
+            case .greaterOrEqual: lower(b, true)
+            case .less: upper(b, false)
+            case .lessOrEqual: upper(b, true)
+            default: break
+            }
+        case .compare(let op, let a, let b) where b == e && isConstant(a):
+            switch op {
+            case .greater: upper(a, false)
+            case .greaterOrEqual: upper(a, true)
+            case .less: lower(a, false)
+            case .lessOrEqual: lower(a, true)
+            default: break
+            }
+        case .between(let x, let lo, let hi) where x == e && isConstant(lo) && isConstant(hi):
+            lower(lo, true)
+            upper(hi, true)
+        case .test(.isValued, let x) where x == e, .test(.isNotMissing, let x) where x == e,
+             .test(.isNotNull, let x) where x == e:
+            // Every document with a value: the whole range of values (NULL included; the
+            // condition itself, evaluated per row, drops what it must).
+            scan.rangeOnly = true
+        default:
+            break
+        }
+    }
+
+    /// Whether the scan yields rows in `orderBy`'s order, and then in which direction.
+    private static func orderedBy(_ orderBy: [SelectStatement.Ordering], scan: QueryPlan.IndexScan) -> Bool? {
+        guard let first = orderBy.first else { return nil }
+        let desc = first.descending
+        guard orderBy.allSatisfy({ $0.descending == desc }) else { return nil }
+        var terms = orderBy.map(\.expression)[...]
+        let exprs = scan.index.expressions
+        var j = 0
+        while j < exprs.count, !terms.isEmpty {
+            if j < scan.equalities.count {
+                let fixed = scan.equalities[j].count == 1
+                if terms.first == exprs[j] {
+                    terms.removeFirst()
+                    // Several values are read range by range, in order: ordered only if the
+                    // ORDER BY ends here.
+                    if !fixed && !terms.isEmpty { return nil }
+                } else if !fixed {
+                    return nil
+                }
+                j += 1
+                continue
+            }
+            // The range's expression, or later ones (in a range every value may occur, so
+            // later expressions are ordered only within equal values).
+            guard terms.first == exprs[j] else { return nil }
+            terms.removeFirst()
+            j += 1
+        }
+        // Past every expression, entries are in document ID order.
+        if terms.first == .meta(.id) && j == exprs.count { terms.removeFirst() }
+        return terms.isEmpty ? desc : nil
+    }
+
+    /// The statement rewritten to read the index's values, when it reads nothing else.
+    private static func covering(_ s: SelectStatement, index: CompiledIndex) -> SelectStatement? {
+        let slots = Dictionary(index.expressions.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        func rewrite(_ e: QueryExpression) -> QueryExpression { e.replacing { slots[$0].map(QueryExpression.slot) } }
+        var r = s
+        for (i, item) in r.items.enumerated() {
+            guard case .expression(let e, let name) = item else { return nil }
+            r.items[i] = .expression(rewrite(e), name: name)
+        }
+        r.whereClause = r.whereClause.map(rewrite)
+        r.groupBy = r.groupBy.map(rewrite)
+        r.having = r.having.map(rewrite)
+        r.orderBy = r.orderBy.map { .init(expression: rewrite($0.expression), descending: $0.descending) }
+        var all: [QueryExpression] = r.groupBy + r.orderBy.map(\.expression) + [r.whereClause, r.having].compactMap { $0 }
+        for case .expression(let e, _) in r.items { all.append(e) }
+        let readsDocument = all.contains { e in
+            e.contains { x in
+                switch x {
+                case .property(let p): !p.isSlot
+                case .meta(let m): m != .id
+                default: false
+                }
+            }
+        }
+        return readsDocument ? nil : r
+    }
+}
+
+extension QueryExpression {
+    /// A reference to the `n`th value of an index entry (a covering query's rows hold only
+    /// those), as a property path no document path can spell.
+    static func slot(_ n: Int) -> QueryExpression { .property(PropertyPath(slot: n)) }
+
+    /// The expression with every subexpression `transform` gives a replacement for replaced
+    /// (outermost first).
+    func replacing(_ transform: (QueryExpression) -> QueryExpression?) -> QueryExpression {
+        if let r = transform(self) { return r }
+        func r(_ e: QueryExpression) -> QueryExpression { e.replacing(transform) }
+        switch self {
+        case .literal, .missing, .property, .parameter, .meta: return self
+        case .not(let e): return .not(r(e))
+        case .negate(let e): return .negate(r(e))
+        case .test(let t, let e): return .test(t, r(e))
+        case .and(let a, let b): return .and(r(a), r(b))
+        case .or(let a, let b): return .or(r(a), r(b))
+        case .compare(let op, let a, let b): return .compare(op, r(a), r(b))
+        case .arithmetic(let op, let a, let b): return .arithmetic(op, r(a), r(b))
+        case .like(let a, let b): return .like(r(a), r(b))
+        case .between(let e, let a, let b): return .between(r(e), r(a), r(b))
+        case .in(let e, let list): return .in(r(e), list.map(r))
+        case .function(let f, let args): return .function(f, args.map(r))
+        case .aggregate(let a, let e): return .aggregate(a, e.map(r))
+        }
+    }
+}
+
+extension PropertyPath {
+    /// The path of a covering query's slot: a name starting with a NUL, which no parsed path
+    /// holds.
+    init(slot n: Int) { self.init(components: [.name("\u{0}\(n)")]) }
+
+    var isSlot: Bool {
+        if components.count == 1, case .name(let n) = components[0] { return n.unicodeScalars.first == "\u{0}" }
+        return false
+    }
+
+    /// The slot's key in a covering row's properties.
+    static func slotKey(_ n: Int) -> String { "\u{0}\(n)" }
+}
+
+extension SelectStatement {
+    /// Whether rows are grouped (GROUP BY, HAVING, or aggregates in the select list).
+    var isGrouped: Bool {
+        !groupBy.isEmpty || having != nil || items.contains { item in
+            if case .expression(let e, _) = item { return e.containsAggregate } else { return false }
+        }
+    }
+}
+
+extension QueryPlan {
+    /// What ``Query/explain()`` prints: the data read, the ranges, what is evaluated per row,
+    /// and what happens after.
+    func explanation(_ s: SelectStatement) -> String {
+        var lines: [String] = []
+        if let scan {
+            let names = scan.index.expressions.map(\.sqlText).joined(separator: ", ")
+            lines.append("SCAN INDEX \(scan.index.name) (\(names))\(scan.descending ? " BACKWARDS" : "")")
+            var parts: [String] = []
+            for (i, values) in scan.equalities.enumerated() {
+                let e = scan.index.expressions[i].sqlText
+                parts.append(values.count == 1 ? "\(e) = \(values[0].sqlText)" : "\(e) IN [\(values.map(\.sqlText).joined(separator: ", "))]")
+            }
+            if scan.hasRange {
+                let e = scan.index.expressions[scan.equalities.count].sqlText
+                var r: [String] = []
+                if let lo = scan.lower { r.append("\(e) \(lo.inclusive ? ">=" : ">") \(lo.value.sqlText)") }
+                if let hi = scan.upper { r.append("\(e) \(hi.inclusive ? "<=" : "<") \(hi.value.sqlText)") }
+                parts.append(r.isEmpty ? "\(e) IS NOT MISSING" : r.joined(separator: " AND "))
+            }
+            lines.append("  RANGE \(parts.joined(separator: " AND "))")
+            lines.append(scan.covering != nil ? "  COVERING: rows from the index's values, no document read"
+                                              : "  FETCH each document the range names")
+        } else {
+            lines.append("SCAN ALL DOCUMENTS")
+        }
+        if let w = s.whereClause { lines.append("  FILTER \(w.sqlText)") }
+        if s.isGrouped {
+            lines.append("GROUP\(s.groupBy.isEmpty ? " (one group)" : " BY " + s.groupBy.map(\.sqlText).joined(separator: ", "))")
+            if let h = s.having { lines.append("  HAVING \(h.sqlText)") }
+        }
+        if s.distinct { lines.append("DISTINCT") }
+        if !s.orderBy.isEmpty {
+            let terms = s.orderBy.map { "\($0.expression.sqlText)\($0.descending ? " DESC" : "")" }.joined(separator: ", ")
+            lines.append(ordered ? "ORDER BY \(terms): in index order, no sort" : "SORT BY \(terms)")
+        }
+        if s.limit != nil || s.offset != nil {
+            let cut = [s.offset.map { "OFFSET \($0.sqlText)" }, s.limit.map { "LIMIT \($0.sqlText)" }].compactMap { $0 }.joined(separator: " ")
+            lines.append(stopsEarly ? "\(cut): the scan stops once enough rows are found" : cut)
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension QueryExpression {
+    /// The expression as SQL++ text (for ``Query/explain()``): parseable, fully parenthesized.
+    var sqlText: String {
+        switch self {
+        case .literal(let v):
+            if case .string(let s) = v { return "'" + s.replacingOccurrences(of: "'", with: "''") + "'" }
+            var out: [UInt8] = []
+            JSONWriter.writeForDescription(v, into: &out)
+            return String(decoding: out, as: UTF8.self)
+        case .missing: return "MISSING"
+        case .property(let p):
+            if p.isSlot, case .name(let n) = p.components[0] { return "index value \(n.dropFirst())" }
+            return p.components.enumerated().map { i, c -> String in
+                switch c {
+                case .name(let n):
+                    let plain = n.first.map { $0.isLetter || $0 == "_" } == true && n.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }
+                    return (i > 0 ? "." : "") + (plain ? n : "`" + n.replacingOccurrences(of: "`", with: "``") + "`")
+                case .index(let n): return "[\(n)]"
+                }
+            }.joined()
+        case .parameter(let n): return "$" + n
+        case .meta(let m): return "META().\(m.rawValue)"
+        case .not(let e): return "(NOT \(e.sqlText))"
+        case .and(let a, let b): return "(\(a.sqlText) AND \(b.sqlText))"
+        case .or(let a, let b): return "(\(a.sqlText) OR \(b.sqlText))"
+        case .compare(let op, let a, let b): return "(\(a.sqlText) \(op.rawValue) \(b.sqlText))"
+        case .arithmetic(let op, let a, let b): return "(\(a.sqlText) \(op.rawValue) \(b.sqlText))"
+        case .negate(let e): return "(-\(e.sqlText))"
+        case .test(let t, let e): return "(\(e.sqlText) \(t.rawValue))"
+        case .between(let e, let a, let b): return "(\(e.sqlText) BETWEEN \(a.sqlText) AND \(b.sqlText))"
+        case .in(let e, let list): return "(\(e.sqlText) IN [\(list.map(\.sqlText).joined(separator: ", "))])"
+        case .like(let a, let b): return "(\(a.sqlText) LIKE \(b.sqlText))"
+        case .function(let f, let args): return "\(f.rawValue)(\(args.map(\.sqlText).joined(separator: ", ")))"
+        case .aggregate(let a, let e): return "\(a.rawValue)(\(e?.sqlText ?? "*"))"
+        }
+    }
+}
