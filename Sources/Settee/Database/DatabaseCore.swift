@@ -69,6 +69,9 @@ final class DatabaseCore: @unchecked Sendable {
     /// The indexes writers maintain; replaced only with the write lock held, once the catalog
     /// change committed.
     let indexSet = Mutex(IndexSet())
+    /// The rows live queries last read for a commit's documents, keyed by the commit's
+    /// sequence, so a thousand live queries parse a changed document once.
+    let liveRows = Mutex<(sequence: UInt64, rows: [String: QueryRow?])>((0, [:]))
 
     /// Serializes writers. Recursive so that saves inside `Database.inBatch(_:)` on the batch's
     /// thread join the batch's transaction.

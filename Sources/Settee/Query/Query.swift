@@ -49,6 +49,8 @@ public final class Query: Sendable {
     let database: Database
     let statement: SelectStatement
     private let state = Mutex(Parameters())
+    /// Listeners and last results when the query is live.
+    let live = LiveQueryState()
 
     init(database: Database, statement: SelectStatement) {
         self.database = database
@@ -62,7 +64,10 @@ public final class Query: Sendable {
     /// ```
     public var parameters: Parameters {
         get { state.withLock { $0 } }
-        set { state.withLock { $0 = newValue } }
+        set {
+            state.withLock { $0 = newValue }
+            live.parametersChanged(self)
+        }
     }
 
     /// The names of the result's columns: an `AS` name, a property's last name, `id` (and so on)
@@ -73,6 +78,14 @@ public final class Query: Sendable {
     /// ```
     public var columnNames: [String] {
         QueryExecutor(database: database, statement: statement, parameters: [:]).columnNames
+    }
+
+    /// The result's column names and where each is.
+    var columns: Columns {
+        let names = QueryExecutor(database: database, statement: statement, parameters: [:]).columnNames
+        var index: [String: Int] = [:]
+        for (i, n) in names.enumerated() where index[n] == nil { index[n] = i }
+        return Columns(names: names, index: index)
     }
 
     /// How the query would run now: the index it reads and its ranges (or a scan of every
@@ -113,10 +126,7 @@ public final class Query: Sendable {
     ///   ``SetteeError/Code/notOpen``.
     public func execute() throws -> ResultSet {
         let executor = QueryExecutor(database: database, statement: statement, parameters: parameters.values)
-        let names = executor.columnNames
-        var index: [String: Int] = [:]
-        for (i, n) in names.enumerated() where index[n] == nil { index[n] = i }
-        let columns = Columns(names: names, index: index)
+        let columns = self.columns
         return ResultSet(results: try executor.run().map { Result(columns: columns, values: $0.values) })
     }
 }

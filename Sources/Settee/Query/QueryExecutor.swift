@@ -43,7 +43,12 @@ struct QueryExecutor {
     /// - Throws: ``SetteeError/Code/invalidParameter`` for a parameter not given, an aggregate
     ///   where there is no group, a LIMIT or OFFSET that is not a non-negative integer; a
     ///   document's own error when its stored body cannot be read (never a shorter result).
-    func run() throws -> [Row] {
+    func run() throws -> [Row] { try runCollecting().rows }
+
+    /// The rows, and the IDs of the documents that matched `WHERE` on the way (every match for
+    /// a full read; those read before LIMIT stopped the scan otherwise), which live queries
+    /// check commits against.
+    func runCollecting() throws -> (rows: [Row], matched: [String]) {
         guard statement.source == "_" || statement.source == "_default" || statement.source == database.name else {
             throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _ or the database's name)")
         }
@@ -58,7 +63,7 @@ struct QueryExecutor {
                                       batch: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit) })
     }
 
-    private func run(_ tx: some StoreReading, grouped: Bool, offset: Int, limit: Int?) throws -> [Row] {
+    private func run(_ tx: some StoreReading, grouped: Bool, offset: Int, limit: Int?) throws -> (rows: [Row], matched: [String]) {
         let core = database.core
         do {
             let plan = QueryPlanner.plan(statement, indexes: useIndexes ? try core.readyIndexes(tx) : [])
@@ -80,7 +85,7 @@ struct QueryExecutor {
                     try fullScan(core: core, tx: tx, expiration: s.mentions(.expiration), keep)
                 }
             }
-            return try finish(matches, statement: s, grouped: grouped, sorted: plan.ordered, offset: offset, limit: limit)
+            return (try finish(matches, statement: s, grouped: grouped, sorted: plan.ordered, offset: offset, limit: limit), matches.map(\.id))
         }
     }
 
