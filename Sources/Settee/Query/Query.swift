@@ -20,8 +20,10 @@ extension Database {
     /// (`list.id`, `tags[0]`, `` `odd name` ``), `$parameters`, `META().id`, `.sequence`,
     /// `.deleted`, `.expiration`, `.revisionID`, literals (`'text'`, numbers, `TRUE`, `FALSE`,
     /// `NULL`, `MISSING`, `[…]`), `= != <> < <= > >=`, `IS [NOT] NULL|MISSING|VALUED`,
-    /// `[NOT] BETWEEN`, `[NOT] IN`, `[NOT] LIKE`, `AND OR NOT`, `+ - * / %`, and the functions
-    /// `lower upper length trim contains abs floor ceil round array_length array_contains`.
+    /// `[NOT] BETWEEN`, `[NOT] IN`, `[NOT] LIKE`, `AND OR NOT`, `+ - * / %`,
+    /// `ANY | EVERY | ANY AND EVERY v IN array SATISFIES condition END`, and the functions
+    /// `lower upper length trim contains abs floor ceil round array_length array_contains
+    /// regexp_like regexp_contains`.
     /// Ordering and `<`, `>` follow CouchDB's collation (`Formats/collation.md`): strings by
     /// the Unicode Collation Algorithm, values of different types by type.
     ///
@@ -72,7 +74,7 @@ public final class Query: Sendable {
     /// print(query.columnNames.joined(separator: ", "))
     /// ```
     public var columnNames: [String] {
-        QueryExecutor(database: database, statement: statement, parameters: [:]).columnNames
+        statement.columnNames
     }
 
     /// Runs the query and returns every result. Every failure surfaces here, so a result set

@@ -25,16 +25,8 @@ struct QueryExecutor {
         var values: [JSONValue?]
     }
 
-    /// The names of the result's columns, in select-list order (`*` is named by the data
-    /// source's alias, as Couchbase Lite names it).
-    var columnNames: [String] {
-        statement.items.map { item in
-            switch item {
-            case .all: statement.alias
-            case .expression(_, let name): name
-            }
-        }
-    }
+    /// The names of the result's columns, in select-list order.
+    var columnNames: [String] { statement.columnNames }
 
     /// The rows of the result.
     ///
@@ -54,6 +46,8 @@ struct QueryExecutor {
             throw SetteeError(.invalidParameter, "query: HAVING needs GROUP BY")
         }
         let needsExpiration = statement.mentions(.expiration)
+        // A pattern is compiled once per execution, not once per document.
+        let regexes = RegexCache()
 
         // Matching documents, in document ID order.
         var matches: [QueryRow] = []
@@ -62,7 +56,7 @@ struct QueryExecutor {
             let row = QueryRow(id: doc.id, revisionID: doc.revisionID ?? "", sequence: doc.sequence, isDeleted: doc.isDeleted,
                                expiration: needsExpiration ? try database.getDocumentExpiration(withID: doc.id) : nil,
                                properties: doc.toDictionary())
-            if let w = statement.whereClause, !(try w.evaluate(row, parameters: parameters)).isTrue { return true }
+            if let w = statement.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
             matches.append(row)
             return true
         }
@@ -70,19 +64,22 @@ struct QueryExecutor {
         // Each output row with the values it sorts by.
         var out: [(row: Row, sort: [JSONValue?])] = []
         if grouped {
-            for group in try groups(matches) {
+            for group in try groups(matches, regexes) {
                 // Aggregates over no rows still make one row (count 0), read on a row of
                 // nothing but MISSING.
                 let first = group.first ?? QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
-                func resolved(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters) }
-                if let having = statement.having, !(try resolved(having).evaluate(first, parameters: parameters)).isTrue { continue }
-                let row = try project(first) { try resolved($0) }
-                let sort = try statement.orderBy.map { try resolved($0.expression).evaluate(first, parameters: parameters) }
+                func resolved(_ e: QueryExpression) throws -> QueryExpression {
+                    try e.replacingAggregates(over: group, parameters: parameters, regexes: regexes)
+                }
+                if let having = statement.having, !(try resolved(having).evaluate(first, parameters: parameters, regexes: regexes)).isTrue { continue }
+                let row = try project(first, regexes) { try resolved($0) }
+                let sort = try statement.orderBy.map { try resolved($0.expression).evaluate(first, parameters: parameters, regexes: regexes) }
                 out.append((row, sort))
             }
         } else {
             for m in matches {
-                out.append((try project(m) { $0 }, try statement.orderBy.map { try $0.expression.evaluate(m, parameters: parameters) }))
+                out.append((try project(m, regexes) { $0 },
+                            try statement.orderBy.map { try $0.expression.evaluate(m, parameters: parameters, regexes: regexes) }))
             }
         }
         if statement.distinct {
@@ -102,12 +99,12 @@ struct QueryExecutor {
     }
 
     /// The select list's values for one row (`*` is the document's properties).
-    private func project(_ row: QueryRow, _ resolve: (QueryExpression) throws -> QueryExpression) throws -> Row {
+    private func project(_ row: QueryRow, _ regexes: RegexCache, _ resolve: (QueryExpression) throws -> QueryExpression) throws -> Row {
         var values: [JSONValue?] = []
         for item in statement.items {
             switch item {
             case .all: values.append(.object(row.properties))
-            case .expression(let e, _): values.append(try resolve(e).evaluate(row, parameters: parameters))
+            case .expression(let e, _): values.append(try resolve(e).evaluate(row, parameters: parameters, regexes: regexes))
             }
         }
         return Row(values: values)
@@ -115,11 +112,11 @@ struct QueryExecutor {
 
     /// Rows grouped by the GROUP BY values (MISSING and NULL each a group of their own), in
     /// collation order of those values.
-    private func groups(_ rows: [QueryRow]) throws -> [[QueryRow]] {
+    private func groups(_ rows: [QueryRow], _ regexes: RegexCache) throws -> [[QueryRow]] {
         if statement.groupBy.isEmpty { return [rows] }
         var byKey: [[UInt8]: [QueryRow]] = [:]
         for r in rows {
-            let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters) }
+            let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters, regexes: regexes) }
             byKey[try Self.key(values), default: []].append(r)
         }
         return byKey.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
@@ -180,8 +177,9 @@ extension QueryExpression {
     /// The direct subexpressions.
     var children: [QueryExpression] {
         switch self {
-        case .literal, .missing, .property, .parameter, .meta: []
+        case .literal, .missing, .property, .parameter, .meta, .variable: []
         case .not(let e), .negate(let e), .test(_, let e): [e]
+        case .quantified(_, _, let array, let condition): [array, condition]
         case .and(let a, let b), .or(let a, let b), .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): [a, b]
         case .between(let e, let a, let b): [e, a, b]
         case .in(let e, let list): [e] + list
@@ -199,8 +197,8 @@ extension QueryExpression {
     var containsAggregate: Bool { contains(where: { if case .aggregate = $0 { true } else { false } }) }
 
     /// The expression with each aggregate replaced by its value over `group`.
-    func replacingAggregates(over group: [QueryRow], parameters: [String: JSONValue]) throws -> QueryExpression {
-        func r(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters) }
+    func replacingAggregates(over group: [QueryRow], parameters: [String: JSONValue], regexes: RegexCache? = nil) throws -> QueryExpression {
+        func r(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters, regexes: regexes) }
         switch self {
         case .aggregate(let a, let argument):
             if argument?.containsAggregate == true {
@@ -210,13 +208,13 @@ extension QueryExpression {
             for row in group {
                 if let argument {
                     // MISSING and NULL are not counted, summed or compared (SQL's rule).
-                    if let v = try argument.evaluate(row, parameters: parameters), v != .null { values.append(v) }
+                    if let v = try argument.evaluate(row, parameters: parameters, regexes: regexes), v != .null { values.append(v) }
                 } else {
                     values.append(.null)
                 }
             }
             return .literal(try Self.aggregate(a, values) ?? .null)
-        case .literal, .missing, .property, .parameter, .meta: return self
+        case .literal, .missing, .property, .parameter, .meta, .variable: return self
         case .not(let e): return .not(try r(e))
         case .negate(let e): return .negate(try r(e))
         case .test(let t, let e): return .test(t, try r(e))
@@ -228,6 +226,7 @@ extension QueryExpression {
         case .between(let e, let a, let b): return .between(try r(e), try r(a), try r(b))
         case .in(let e, let list): return .in(try r(e), try list.map(r))
         case .function(let f, let args): return .function(f, try args.map(r))
+        case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: try r(array), satisfies: try r(condition))
         }
     }
 
