@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Settee
 
-/// `REGEXP_LIKE` and `REGEXP_CONTAINS`: a match anywhere unless the
+/// `REGEXP_LIKE`, `REGEXP_CONTAINS` and QueryBuilder's `regex`: a match anywhere unless the
 /// pattern anchors itself, MISSING and NULL rules, bounded patterns and matching, invalid
 /// patterns named in the error, one compilation per pattern and execution.
 @Suite struct QueryRegexTests {
@@ -65,7 +65,7 @@ import Testing
         #expect(throws: SetteeError.self) { try cache.regex("(") }
     }
 
-    @Test func inQueries() throws {
+    @Test func inQueriesAndQueryBuilder() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
         defer { try? db.close() }
@@ -74,13 +74,15 @@ import Testing
         }
         try db.saveDocument(MutableDocument(id: "d", data: ["title": 2024]))
         let text = try db.createQuery("SELECT META().id FROM _ WHERE REGEXP_LIKE(title, $p) ORDER BY META().id")
+        let built = QueryBuilder.select(SelectResult.expression(Meta.id)).from(DataSource.database(db))
+            .where(Expression.property("title").regex(Expression.parameter("p"))).orderBy(Ordering.expression(Meta.id))
         for (pattern, expected) in [("^[0-9]{4}", ["a", "c"]), ("(?i)^b", ["b"]), ("x{2}", [])] {
-            for q in [text] {
+            for q in [text, built] {
                 q.parameters = Parameters().setString(pattern, forName: "p")
                 #expect(try q.execute().allResults().compactMap { $0.string(at: 0) } == expected, "\(pattern)")
             }
         }
-        for q in [text] {
+        for q in [text, built] {
             q.parameters = Parameters().setString("*", forName: "p")
             #expect {
                 try q.execute()
