@@ -106,10 +106,11 @@ final class LiveQueryState: Sendable {
             s.listeners[s.next] = (queue, listener)
             return (s.next, s.listeners.count == 1)
         }
-        if first {
+        if first, let database = query.database {
             // The query holds itself alive through the database's listener while it has
-            // listeners; removing the last one breaks the cycle.
-            let observer = query.database.core.hub.add { [self] change in
+            // listeners; removing the last one breaks the cycle. A query without a database
+            // reports its error to the listener at the first run.
+            let observer = database.core.hub.add { [self] change in
                 self.queue.async { self.changed(query, change) }
             }
             state.withLock { $0.observer = observer }
@@ -141,8 +142,7 @@ final class LiveQueryState: Sendable {
     /// Whether a commit can change the results; if so runs the query.
     private func changed(_ query: Query, _ change: DatabaseChange) {
         let (live, matched) = state.withLock { ($0.observer != nil, $0.matched) }
-        guard live else { return }
-        let statement = query.statement
+        guard live, let (database, statement) = try? query.compiled() else { return }
         var affected = false
         for c in change.changes {
             if matched.contains(c.documentID) { affected = true; break }
@@ -150,7 +150,7 @@ final class LiveQueryState: Sendable {
             guard let w = statement.whereClause else { affected = true; break }
             // The document as it is now: a failed read counts as a change (the run reports it).
             do {
-                if let row = try query.database.core.liveRow(id: c.documentID, sequence: c.sequence),
+                if let row = try database.core.liveRow(id: c.documentID, sequence: c.sequence),
                    try w.evaluate(row, parameters: query.parameters.values).isTrue {
                     affected = true
                     break
@@ -167,7 +167,8 @@ final class LiveQueryState: Sendable {
     private func run(_ query: Query, always: Bool) {
         let change: QueryChange
         do {
-            let executor = QueryExecutor(database: query.database, statement: query.statement, parameters: query.parameters.values)
+            let (database, statement) = try query.compiled()
+            let executor = QueryExecutor(database: database, statement: statement, parameters: query.parameters.values)
             let (rows, matched) = try executor.runCollecting()
             let values = rows.map(\.values)
             let results = rows.map { Result(columns: query.columns, values: $0.values) }

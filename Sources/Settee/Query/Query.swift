@@ -20,8 +20,10 @@ extension Database {
     /// (`list.id`, `tags[0]`, `` `odd name` ``), `$parameters`, `META().id`, `.sequence`,
     /// `.deleted`, `.expiration`, `.revisionID`, literals (`'text'`, numbers, `TRUE`, `FALSE`,
     /// `NULL`, `MISSING`, `[…]`), `= != <> < <= > >=`, `IS [NOT] NULL|MISSING|VALUED`,
-    /// `[NOT] BETWEEN`, `[NOT] IN`, `[NOT] LIKE`, `AND OR NOT`, `+ - * / %`, and the functions
-    /// `lower upper length trim contains abs floor ceil round array_length array_contains`.
+    /// `[NOT] BETWEEN`, `[NOT] IN`, `[NOT] LIKE`, `AND OR NOT`, `+ - * / %`,
+    /// `ANY | EVERY | ANY AND EVERY v IN array SATISFIES condition END`, and the functions
+    /// `lower upper length trim contains abs floor ceil round array_length array_contains
+    /// regexp_like regexp_contains`. ``QueryBuilder`` builds the same queries from Swift values.
     /// Ordering and `<`, `>` follow CouchDB's collation (`Formats/collation.md`): strings by
     /// the Unicode Collation Algorithm, values of different types by type.
     ///
@@ -36,25 +38,41 @@ extension Database {
     }
 }
 
-/// A compiled query over one database (``Database/createQuery(_:)``).
+/// A compiled query over one database: from SQL++ text (``Database/createQuery(_:)``) or
+/// built with ``QueryBuilder``, both compiled to the same plan.
 ///
 /// ```swift
 /// let query = try db.createQuery("SELECT count(*) AS n FROM _ WHERE type = 'task'")
 /// let n = try query.execute().allResults().first?.int(forKey: "n") ?? 0
 /// ```
 ///
+/// The stages of ``QueryBuilder`` (``Select``, ``From``, ``Where``, ``GroupBy``, ``Having``,
+/// ``OrderBy``, ``Limit``) are queries too: whichever stage a chain ends with is executed.
+///
 /// - Note: Thread-safe: ``parameters`` may be set and ``execute()`` called from any thread;
-///   each execution reads one consistent snapshot of the database.
-public final class Query: Sendable {
-    let database: Database
-    let statement: SelectStatement
+///   each execution reads one consistent snapshot of the database. Not subclassable outside
+///   Settee.
+public class Query: @unchecked Sendable {
+    // Sendable by construction: every stored property is a constant of a Sendable type or
+    // the mutex; `@unchecked` only because the class is not final (the builder's stages).
+
+    /// nil for a ``Select`` without its `from`.
+    let database: Database?
+    /// The statement, or why QueryBuilder could not make one: `execute()` throws it.
+    let plan: Swift.Result<SelectStatement, SetteeError>
     private let state = Mutex(Parameters())
     /// Listeners and last results when the query is live.
     let live = LiveQueryState()
 
     init(database: Database, statement: SelectStatement) {
         self.database = database
-        self.statement = statement
+        self.plan = .success(statement)
+    }
+
+    /// A QueryBuilder query: compiled now, its errors kept for ``execute()``.
+    init(building parts: BuilderParts) {
+        self.database = parts.source?.database
+        self.plan = Swift.Result { () throws(SetteeError) in try parts.compile() }
     }
 
     /// The values of the query's `$parameters`, read at each ``execute()``.
@@ -71,18 +89,30 @@ public final class Query: Sendable {
     }
 
     /// The names of the result's columns: an `AS` name, a property's last name, `id` (and so on)
-    /// for `META()` properties, the data source's alias for `*`, else `$1`, `$2`…
+    /// for `META()` properties, the data source's alias for `*`, else `$1`, `$2`… by position.
+    /// Empty for a built query that ``execute()`` would refuse.
     ///
     /// ```swift
     /// print(query.columnNames.joined(separator: ", "))
     /// ```
     public var columnNames: [String] {
-        QueryExecutor(database: database, statement: statement, parameters: [:]).columnNames
+        guard case .success(let statement) = plan else { return [] }
+        return statement.columnNames
+    }
+
+    /// The database and statement to run, or why there are none.
+    func compiled() throws -> (Database, SelectStatement) {
+        let statement = try plan.get()
+        guard let database else {
+            throw SetteeError(.invalidParameter, "query: no data source (QueryBuilder.select(…).from(DataSource.database(db)))")
+        }
+        try database.checkOpen()
+        return (database, statement)
     }
 
     /// The result's column names and where each is.
     var columns: Columns {
-        let names = QueryExecutor(database: database, statement: statement, parameters: [:]).columnNames
+        let names = columnNames
         var index: [String: Int] = [:]
         for (i, n) in names.enumerated() where index[n] == nil { index[n] = i }
         return Columns(names: names, index: index)
@@ -106,8 +136,7 @@ public final class Query: Sendable {
     /// - Throws: ``SetteeError/Code/notOpen``; ``SetteeError/Code/corrupted`` when the index
     ///   catalog cannot be read.
     public func explain() throws -> String {
-        try database.checkOpen()
-        let s = statement
+        let (database, s) = try compiled()
         return try database.core.read { tx in
             QueryPlanner.plan(s, indexes: try database.core.readyIndexes(tx)).explanation(s)
         }
@@ -121,10 +150,13 @@ public final class Query: Sendable {
     /// ```
     ///
     /// - Throws: ``SetteeError/Code/invalidParameter`` for a parameter without a value, an
-    ///   aggregate outside a group or a `LIMIT` that is not a non-negative integer;
-    ///   ``SetteeError/Code/corrupted`` when a stored document cannot be read;
+    ///   aggregate outside a group, a `LIMIT` that is not a non-negative integer, an invalid or
+    ///   too costly regular expression, and for a built query the builder's misuse (no data
+    ///   source, an alias that names none, an invalid property path, a variable outside its
+    ///   `ANY`/`EVERY`); ``SetteeError/Code/corrupted`` when a stored document cannot be read;
     ///   ``SetteeError/Code/notOpen``.
     public func execute() throws -> ResultSet {
+        let (database, statement) = try compiled()
         let executor = QueryExecutor(database: database, statement: statement, parameters: parameters.values)
         let columns = self.columns
         return ResultSet(results: try executor.run().map { Result(columns: columns, values: $0.values) })

@@ -21,22 +21,16 @@ struct QueryExecutor {
     let parameters: [String: JSONValue]
     /// Whether a plan may read indexes (tests turn it off to compare with full scans).
     var useIndexes = true
+    /// Patterns compiled once per execution, not once per document.
+    let regexes = RegexCache()
 
     /// One result row: a value (or MISSING) per column of the select list.
     struct Row: Sendable, Equatable {
         var values: [JSONValue?]
     }
 
-    /// The names of the result's columns, in select-list order (`*` is named by the data
-    /// source's alias, as Couchbase Lite names it).
-    var columnNames: [String] {
-        statement.items.map { item in
-            switch item {
-            case .all: statement.alias
-            case .expression(_, let name): name
-            }
-        }
-    }
+    /// The names of the result's columns, in select-list order.
+    var columnNames: [String] { statement.columnNames }
 
     /// The rows of the result.
     ///
@@ -73,7 +67,7 @@ struct QueryExecutor {
             if plan.stopsEarly, let limit { wanted = limit > Int.max - offset ? Int.max : offset + limit }
             var matches: [QueryRow] = []
             let keep: (QueryRow) throws -> Bool = { row in
-                if let w = s.whereClause, !(try w.evaluate(row, parameters: parameters)).isTrue { return true }
+                if let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
                 matches.append(row)
                 return wanted.map { matches.count < $0 } ?? true
             }
@@ -111,16 +105,16 @@ struct QueryExecutor {
                 // Aggregates over no rows still make one row (count 0), read on a row of
                 // nothing but MISSING.
                 let first = group.first ?? QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
-                func resolved(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters) }
-                if let having = statement.having, !(try resolved(having).evaluate(first, parameters: parameters)).isTrue { continue }
+                func resolved(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters, regexes: regexes) }
+                if let having = statement.having, !(try resolved(having).evaluate(first, parameters: parameters, regexes: regexes)).isTrue { continue }
                 let row = try project(first, statement) { try resolved($0) }
-                let sort = needsSort ? try statement.orderBy.map { try resolved($0.expression).evaluate(first, parameters: parameters) } : []
+                let sort = needsSort ? try statement.orderBy.map { try resolved($0.expression).evaluate(first, parameters: parameters, regexes: regexes) } : []
                 out.append((row, sort))
             }
         } else {
             for m in matches {
                 out.append((try project(m, statement) { $0 },
-                            needsSort ? try statement.orderBy.map { try $0.expression.evaluate(m, parameters: parameters) } : []))
+                            needsSort ? try statement.orderBy.map { try $0.expression.evaluate(m, parameters: parameters, regexes: regexes) } : []))
             }
         }
         if statement.distinct {
@@ -145,7 +139,7 @@ struct QueryExecutor {
         for item in statement.items {
             switch item {
             case .all: values.append(.object(row.properties))
-            case .expression(let e, _): values.append(try resolve(e).evaluate(row, parameters: parameters))
+            case .expression(let e, _): values.append(try resolve(e).evaluate(row, parameters: parameters, regexes: regexes))
             }
         }
         return Row(values: values)
@@ -157,7 +151,7 @@ struct QueryExecutor {
         if statement.groupBy.isEmpty { return [rows] }
         var byKey: [[UInt8]: [QueryRow]] = [:]
         for r in rows {
-            let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters) }
+            let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters, regexes: regexes) }
             byKey[try Self.key(values), default: []].append(r)
         }
         return byKey.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
@@ -218,8 +212,9 @@ extension QueryExpression {
     /// The direct subexpressions.
     var children: [QueryExpression] {
         switch self {
-        case .literal, .missing, .property, .parameter, .meta: []
+        case .literal, .missing, .property, .parameter, .meta, .variable: []
         case .not(let e), .negate(let e), .test(_, let e): [e]
+        case .quantified(_, _, let array, let condition): [array, condition]
         case .and(let a, let b), .or(let a, let b), .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): [a, b]
         case .between(let e, let a, let b): [e, a, b]
         case .in(let e, let list): [e] + list
@@ -237,8 +232,8 @@ extension QueryExpression {
     var containsAggregate: Bool { contains(where: { if case .aggregate = $0 { true } else { false } }) }
 
     /// The expression with each aggregate replaced by its value over `group`.
-    func replacingAggregates(over group: [QueryRow], parameters: [String: JSONValue]) throws -> QueryExpression {
-        func r(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters) }
+    func replacingAggregates(over group: [QueryRow], parameters: [String: JSONValue], regexes: RegexCache? = nil) throws -> QueryExpression {
+        func r(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters, regexes: regexes) }
         switch self {
         case .aggregate(let a, let argument):
             if argument?.containsAggregate == true {
@@ -248,13 +243,13 @@ extension QueryExpression {
             for row in group {
                 if let argument {
                     // MISSING and NULL are not counted, summed or compared (SQL's rule).
-                    if let v = try argument.evaluate(row, parameters: parameters), v != .null { values.append(v) }
+                    if let v = try argument.evaluate(row, parameters: parameters, regexes: regexes), v != .null { values.append(v) }
                 } else {
                     values.append(.null)
                 }
             }
             return .literal(try Self.aggregate(a, values) ?? .null)
-        case .literal, .missing, .property, .parameter, .meta: return self
+        case .literal, .missing, .property, .parameter, .meta, .variable: return self
         case .not(let e): return .not(try r(e))
         case .negate(let e): return .negate(try r(e))
         case .test(let t, let e): return .test(t, try r(e))
@@ -266,6 +261,7 @@ extension QueryExpression {
         case .between(let e, let a, let b): return .between(try r(e), try r(a), try r(b))
         case .in(let e, let list): return .in(try r(e), try list.map(r))
         case .function(let f, let args): return .function(f, try args.map(r))
+        case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: try r(array), satisfies: try r(condition))
         }
     }
 

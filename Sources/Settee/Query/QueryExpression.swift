@@ -49,6 +49,22 @@ indirect enum QueryExpression: Sendable, Hashable {
     /// An aggregate over a group of rows (`count(*)` has no argument). The executor replaces
     /// each one with its value before evaluating a group's row.
     case aggregate(Aggregate, QueryExpression?)
+    /// `ANY v IN array SATISFIES condition END`, `EVERY …`, `ANY AND EVERY …`: `condition`
+    /// evaluated once per element of `array`, with the element bound to the variable `v`.
+    case quantified(Quantifier, variable: String, in: QueryExpression, satisfies: QueryExpression)
+    /// A variable bound by an enclosing ``quantified(_:variable:in:satisfies:)``, and a path
+    /// into its value (empty for the value itself: `v`, `v.name`, `v[0]`).
+    case variable(String, PropertyPath)
+
+    /// The quantifiers of `… SATISFIES … END`.
+    enum Quantifier: String, Sendable, Hashable, CaseIterable {
+        /// True when at least one element satisfies the condition.
+        case any = "ANY"
+        /// True when no element fails it (so an empty array satisfies it).
+        case every = "EVERY"
+        /// True when the array has elements and none fails the condition.
+        case anyAndEvery = "ANY AND EVERY"
+    }
 
     /// Aggregate functions.
     enum Aggregate: String, Sendable, Hashable, CaseIterable {
@@ -81,11 +97,14 @@ indirect enum QueryExpression: Sendable, Hashable {
         case lower, upper, length, trim, contains
         case abs, floor, ceil, round
         case arrayLength = "array_length", arrayContains = "array_contains"
+        /// Whether a regular expression matches somewhere in a string (Couchbase Lite's
+        /// `REGEXP_LIKE` searches as `REGEXP_CONTAINS` does: anchor with `^…$` for the whole).
+        case regexpLike = "regexp_like", regexpContains = "regexp_contains"
 
         /// How many arguments the function takes.
         var arity: Int {
             switch self {
-            case .contains, .arrayContains: 2
+            case .contains, .arrayContains, .regexpLike, .regexpContains: 2
             default: 1
             }
         }
@@ -112,22 +131,43 @@ extension Optional where Wrapped == JSONValue {
     }
 }
 
+/// What an expression is evaluated against: one row, the query's parameters, the variables
+/// the enclosing `ANY`/`EVERY` bind, and the execution's compiled regular expressions.
+struct EvaluationScope {
+    let row: QueryRow
+    let parameters: [String: JSONValue]
+    /// nil: each regular expression is compiled where it is used (one-off evaluations).
+    let regexes: RegexCache?
+    /// Innermost last, so that an inner `ANY x` hides an outer one.
+    var variables: [(name: String, value: JSONValue)] = []
+}
+
 extension QueryExpression {
     /// Evaluates the expression on `row`; nil is MISSING.
     ///
-    /// - Throws: ``SetteeError/Code/invalidParameter`` for a parameter not given;
+    /// - Parameter regexes: where the regular expressions compiled for one execution are kept.
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for a parameter not given, an unbound
+    ///   variable, an invalid or too costly regular expression;
     ///   ``SetteeError/Code/unavailable`` when ICU cannot compare two strings.
-    func evaluate(_ row: QueryRow, parameters: [String: JSONValue]) throws(SetteeError) -> JSONValue? {
+    func evaluate(_ row: QueryRow, parameters: [String: JSONValue], regexes: RegexCache? = nil) throws(SetteeError) -> JSONValue? {
+        try evaluate(in: EvaluationScope(row: row, parameters: parameters, regexes: regexes))
+    }
+
+    /// Evaluates the expression in `scope`; nil is MISSING.
+    func evaluate(in scope: EvaluationScope) throws(SetteeError) -> JSONValue? {
         switch self {
         case .literal(let v): return v
         case .missing: return nil
-        case .property(let path): return path.value(in: row.properties)
+        case .property(let path):
+            // The empty path is the document itself (QueryBuilder's `Expression.all()`).
+            return path.components.isEmpty ? .object(scope.row.properties) : path.value(in: scope.row.properties)
         case .parameter(let name):
-            guard let v = parameters[name] else {
+            guard let v = scope.parameters[name] else {
                 throw SetteeError(.invalidParameter, "the query's parameter $\(name) has no value")
             }
             return v
         case .meta(let m):
+            let row = scope.row
             switch m {
             case .id: return .string(row.id)
             case .revisionID: return .string(row.revisionID)
@@ -136,23 +176,23 @@ extension QueryExpression {
             case .expiration: return row.expiration.map { .double(($0.timeIntervalSince1970 * 1000).rounded()) } ?? .null
             }
         case .not(let e):
-            guard let v = try e.evaluate(row, parameters: parameters) else { return nil }
+            guard let v = try e.evaluate(in: scope) else { return nil }
             guard let t = Self.truthiness(v) else { return .null }
             return .bool(!t)
         case .and(let a, let b):
-            let (x, y) = (try a.evaluate(row, parameters: parameters), try b.evaluate(row, parameters: parameters))
+            let (x, y) = (try a.evaluate(in: scope), try b.evaluate(in: scope))
             return Self.and(x, y)
         case .or(let a, let b):
-            let (x, y) = (try a.evaluate(row, parameters: parameters), try b.evaluate(row, parameters: parameters))
+            let (x, y) = (try a.evaluate(in: scope), try b.evaluate(in: scope))
             return Self.or(x, y)
         case .compare(let op, let a, let b):
-            return try Self.compare(op, try a.evaluate(row, parameters: parameters), try b.evaluate(row, parameters: parameters))
+            return try Self.compare(op, try a.evaluate(in: scope), try b.evaluate(in: scope))
         case .arithmetic(let op, let a, let b):
-            return Self.arithmetic(op, try a.evaluate(row, parameters: parameters), try b.evaluate(row, parameters: parameters))
+            return Self.arithmetic(op, try a.evaluate(in: scope), try b.evaluate(in: scope))
         case .negate(let e):
-            return Self.arithmetic(.subtract, .int(0), try e.evaluate(row, parameters: parameters))
+            return Self.arithmetic(.subtract, .int(0), try e.evaluate(in: scope))
         case .test(let t, let e):
-            let v = try e.evaluate(row, parameters: parameters)
+            let v = try e.evaluate(in: scope)
             switch t {
             case .isNull: return v.map { .bool($0 == .null) }
             case .isNotNull: return v.map { .bool($0 != .null) }
@@ -162,15 +202,15 @@ extension QueryExpression {
             case .isNotValued: return .bool(v == nil || v == .null)
             }
         case .between(let e, let low, let high):
-            let v = try e.evaluate(row, parameters: parameters)
-            return Self.and(try Self.compare(.greaterOrEqual, v, try low.evaluate(row, parameters: parameters)),
-                            try Self.compare(.lessOrEqual, v, try high.evaluate(row, parameters: parameters)))
+            let v = try e.evaluate(in: scope)
+            return Self.and(try Self.compare(.greaterOrEqual, v, try low.evaluate(in: scope)),
+                            try Self.compare(.lessOrEqual, v, try high.evaluate(in: scope)))
         case .in(let e, let list):
-            guard let v = try e.evaluate(row, parameters: parameters) else { return nil }
+            guard let v = try e.evaluate(in: scope) else { return nil }
             if v == .null { return .null }
             var sawNull = false
             for item in list {
-                switch try Self.compare(.equal, v, try item.evaluate(row, parameters: parameters)) {
+                switch try Self.compare(.equal, v, try item.evaluate(in: scope)) {
                 case .bool(true)?: return .bool(true)
                 case .null?: sawNull = true
                 default: break
@@ -178,7 +218,7 @@ extension QueryExpression {
             }
             return sawNull ? .null : .bool(false)
         case .like(let e, let p):
-            let (v, pattern) = (try e.evaluate(row, parameters: parameters), try p.evaluate(row, parameters: parameters))
+            let (v, pattern) = (try e.evaluate(in: scope), try p.evaluate(in: scope))
             guard let v, let pattern else { return nil }
             guard case .string(let s) = v, case .string(let pat) = pattern else { return .null }
             return .bool(Self.like(Array(s.unicodeScalars), Array(pat.unicodeScalars)))
@@ -187,10 +227,44 @@ extension QueryExpression {
                 throw SetteeError(.invalidParameter, "\(f.rawValue)() takes \(f.arity) argument\(f.arity == 1 ? "" : "s"), not \(args.count)")
             }
             var values: [JSONValue?] = []
-            for a in args { values.append(try a.evaluate(row, parameters: parameters)) }
+            for a in args { values.append(try a.evaluate(in: scope)) }
+            if f == .regexpLike || f == .regexpContains { return try Self.regexpContains(values, regexes: scope.regexes) }
             return Self.call(f, values)
         case .aggregate(let a, _):
             throw SetteeError(.invalidParameter, "\(a.rawValue)() is an aggregate: it needs a group (GROUP BY, or a select list of aggregates only)")
+        case .quantified(let q, let name, let source, let condition):
+            return try Self.quantified(q, name, try source.evaluate(in: scope), condition, scope)
+        case .variable(let name, let path):
+            guard let bound = scope.variables.last(where: { $0.name == name }) else {
+                throw SetteeError(.invalidParameter, "query: the variable \(name) is used outside the ANY or EVERY that binds it")
+            }
+            return path.value(in: bound.value)
+        }
+    }
+
+    /// `ANY`, `EVERY`, `ANY AND EVERY` over `array`: an element satisfies the condition when it
+    /// is true (NULL and MISSING do not). MISSING gives MISSING and NULL gives NULL, as every
+    /// operator does; any other value that is not an array is FALSE for all three quantifiers
+    /// (it has no elements to satisfy ANY, and is not the array EVERY speaks of).
+    static func quantified(_ q: Quantifier, _ name: String, _ array: JSONValue?, _ condition: QueryExpression,
+                           _ scope: EvaluationScope) throws(SetteeError) -> JSONValue? {
+        guard let array else { return nil }
+        guard case .array(let elements) = array else { return array == .null ? .null : .bool(false) }
+        var inner = scope
+        let slot = inner.variables.count
+        inner.variables.append((name, .null))
+        for element in elements {
+            inner.variables[slot].value = element
+            let satisfied = try condition.evaluate(in: inner).isTrue
+            switch q {
+            case .any: if satisfied { return .bool(true) }
+            case .every, .anyAndEvery: if !satisfied { return .bool(false) }
+            }
+        }
+        switch q {
+        case .any: return .bool(false)
+        case .every: return .bool(true)
+        case .anyAndEvery: return .bool(!elements.isEmpty)
         }
     }
 

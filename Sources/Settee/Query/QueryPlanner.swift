@@ -82,7 +82,7 @@ enum QueryPlanner {
     static func isConstant(_ e: QueryExpression) -> Bool {
         !e.contains { x in
             switch x {
-            case .property, .meta, .aggregate: true
+            case .property, .meta, .aggregate, .variable: true
             default: false
             }
         }
@@ -242,6 +242,8 @@ extension QueryExpression {
         case .in(let e, let list): return .in(r(e), list.map(r))
         case .function(let f, let args): return .function(f, args.map(r))
         case .aggregate(let a, let e): return .aggregate(a, e.map(r))
+        case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: r(array), satisfies: r(condition))
+        case .variable: return self
         }
     }
 }
@@ -347,6 +349,9 @@ extension QueryExpression {
         case .like(let a, let b): return "(\(a.sqlText) LIKE \(b.sqlText))"
         case .function(let f, let args): return "\(f.rawValue)(\(args.map(\.sqlText).joined(separator: ", ")))"
         case .aggregate(let a, let e): return "\(a.rawValue)(\(e?.sqlText ?? "*"))"
+        case .quantified(let q, let v, let array, let condition):
+            return "(\(q.rawValue) \(v) IN \(array.sqlText) SATISFIES \(condition.sqlText) END)"
+        case .variable(let v, let path): return path.components.isEmpty ? v : "\(v)" + (path.description.hasPrefix("[") ? "" : ".") + path.description
         }
     }
 }

@@ -33,6 +33,31 @@ struct SelectStatement: Sendable, Hashable {
     var limit: QueryExpression?
     var offset: QueryExpression?
 
+    /// A column's name when the query gives none: a property's last name, `id` for
+    /// `META().id` (and so on), else `$1`, `$2`… by the column's position (Couchbase Lite's rule,
+    /// for SQL++ text and QueryBuilder alike).
+    static func defaultColumnName(_ e: QueryExpression, index: Int) -> String {
+        switch e {
+        case .property(let path):
+            for c in path.components.reversed() { if case .name(let n) = c { return n } }
+        case .meta(let m):
+            return m.rawValue
+        default: break
+        }
+        return "$\(index + 1)"
+    }
+
+    /// The names of the result's columns, in select-list order (`*` is named by the data
+    /// source's alias, as Couchbase Lite names it).
+    var columnNames: [String] {
+        items.map { item in
+            switch item {
+            case .all: alias
+            case .expression(_, let name): name
+            }
+        }
+    }
+
     /// The statement with `alias.property` read as `property` (the data source's own name
     /// prefixes a path as its alias does).
     func resolvingAlias() -> SelectStatement {
@@ -72,7 +97,7 @@ extension QueryExpression {
                 return .property(PropertyPath(components: Array(path.components.dropFirst())))
             }
             return self
-        case .literal, .missing, .parameter, .meta: return self
+        case .literal, .missing, .parameter, .meta, .variable: return self
         case .not(let e): return .not(r(e))
         case .and(let a, let b): return .and(r(a), r(b))
         case .or(let a, let b): return .or(r(a), r(b))
@@ -85,6 +110,7 @@ extension QueryExpression {
         case .like(let a, let b): return .like(r(a), r(b))
         case .function(let f, let args): return .function(f, args.map(r))
         case .aggregate(let a, let e): return .aggregate(a, e.map(r))
+        case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: r(array), satisfies: r(condition))
         }
     }
 }
@@ -247,6 +273,9 @@ private struct Parser {
     var at = 0
     var depth = 0
     let length: Int
+    /// The variables of the enclosing `ANY`/`EVERY … SATISFIES`, innermost last: inside one, a
+    /// path that starts with a variable's name reads the variable, not the document.
+    var variables: [String] = []
 
     init(_ text: String) throws(SetteeError) {
         guard text.count <= SQLParser.maxLength else {
@@ -355,27 +384,13 @@ private struct Parser {
             advance(); advance(); advance()
             return .all
         }
-        let start = at
         let e = try expression()
         if keyword("AS") { return .expression(e, name: try identifier("a column name")) }
         if case .word(let w) = token, !Self.reserved.contains(w.uppercased()) {
             advance()
             return .expression(e, name: w)
         }
-        return .expression(e, name: Self.columnName(e, tokens: tokens[start ..< at], index: index))
-    }
-
-    /// A column's name when the query gives none: a property's last name, `id` for
-    /// `META().id`, else `$1`, `$2`… (Couchbase Lite's rule).
-    static func columnName(_ e: QueryExpression, tokens: ArraySlice<(Token, Int)>, index: Int) -> String {
-        switch e {
-        case .property(let path):
-            for c in path.components.reversed() { if case .name(let n) = c { return n } }
-        case .meta(let m):
-            return m.rawValue
-        default: break
-        }
-        return "$\(index + 1)"
+        return .expression(e, name: SelectStatement.defaultColumnName(e, index: index))
     }
 
     mutating func identifier(_ what: String) throws(SetteeError) -> String {
@@ -552,6 +567,7 @@ private struct Parser {
             case "NULL": advance(); return .literal(.null)
             case "MISSING": advance(); return .missing
             case "META": return try meta()
+            case "ANY", "EVERY": return try quantified()
             default: break
             }
             if tokens[at + 1].0 == .symbol("(") {
@@ -564,6 +580,35 @@ private struct Parser {
         default:
             throw fail("expected an expression")
         }
+    }
+
+    /// `ANY v IN array SATISFIES condition END`, `EVERY …`, `ANY AND EVERY …`.
+    mutating func quantified() throws(SetteeError) -> QueryExpression {
+        try deeper()
+        defer { depth -= 1 }
+        let q: QueryExpression.Quantifier
+        if keyword("EVERY") {
+            q = .every
+        } else {
+            advance()
+            if keyword("AND") {
+                try expectKeyword("EVERY")
+                q = .anyAndEvery
+            } else {
+                q = .any
+            }
+        }
+        let name = try identifier("a variable name")
+        try expectKeyword("IN")
+        // The array is read outside the variable's scope (`ANY x IN x.list` reads the
+        // document's x).
+        let array = try expression()
+        try expectKeyword("SATISFIES")
+        variables.append(name)
+        defer { variables.removeLast() }
+        let condition = try expression()
+        try expectKeyword("END")
+        return .quantified(q, variable: name, in: array, satisfies: condition)
     }
 
     mutating func meta() throws(SetteeError) -> QueryExpression {
@@ -639,6 +684,9 @@ private struct Parser {
             guard components.count <= PropertyPath.maxComponents else {
                 throw fail("a property path longer than \(PropertyPath.maxComponents) steps")
             }
+        }
+        if case .name(let first)? = components.first, variables.contains(first) {
+            return .variable(first, PropertyPath(components: Array(components.dropFirst())))
         }
         return .property(PropertyPath(components: components))
     }

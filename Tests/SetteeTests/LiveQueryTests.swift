@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+import Synchronization
+import Settee
+
+/// Live queries: the current results first, then only results that differ, after commits
+/// that concern the query; unrelated commits do not run it.
+@Suite struct LiveQueryTests {
+    private func task(_ id: String, list: String, createdAt: Int) -> MutableDocument {
+        MutableDocument(id: id, data: ["type": "task", "list": ["id": .string(list)], "createdAt": .int(Int64(createdAt)), "title": .string(id)])
+    }
+
+    /// Collects what a listener hears.
+    final class Heard: Sendable {
+        let changes = Mutex<[[String]]>([])
+        let errors = Mutex<[String]>([])
+        func wait(for count: Int, timeout: TimeInterval = 60) -> [[String]] {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                let c = changes.withLock { $0 }
+                if c.count >= count { return c }
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+            return changes.withLock { $0 }
+        }
+    }
+
+    @Test func listenersHearTheCurrentResultsThenOnlyDifferences() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        try db.createIndex(ValueIndexConfiguration(["type", "list.id", "createdAt"]), name: "tasks")
+        for i in 0 ..< 5 { try db.saveDocument(task("t\(i)", list: i < 3 ? "l7" : "l8", createdAt: i)) }
+        let query = try db.createQuery("SELECT META().id FROM _ WHERE type = 'task' AND list.id = $list ORDER BY createdAt DESC LIMIT 2")
+        query.parameters = Parameters().setString("l7", forName: "list")
+        let heard = Heard()
+        let token = query.addChangeListener { change in
+            if let e = change.error { heard.errors.withLock { $0.append("\(e)") }; return }
+            let ids = change.results?.allResults().compactMap { $0.string(at: 0) } ?? []
+            heard.changes.withLock { $0.append(ids) }
+        }
+        #expect(heard.wait(for: 1) == [["t2", "t1"]])
+        // Unrelated commits: another list, a document without the properties. Nothing heard.
+        try db.saveDocument(task("t9", list: "l8", createdAt: 100))
+        try db.saveDocument(MutableDocument(id: "other", data: ["x": 1]))
+        // A matching document below the top two: the query runs, the results are the same.
+        try db.saveDocument(task("t-old", list: "l7", createdAt: -5))
+        // A new newest task: heard.
+        try db.saveDocument(task("t-new", list: "l7", createdAt: 50))
+        #expect(heard.wait(for: 2) == [["t2", "t1"], ["t-new", "t2"]])
+        // Deleting a listed document, and moving one out of the list: both heard.
+        try db.deleteDocument(try #require(try db.document(withID: "t-new")))
+        #expect(heard.wait(for: 3).last == ["t2", "t1"])
+        let t2 = try #require(try db.document(withID: "t2")).toMutable()
+        t2["list"] = ["id": "l8"]
+        try db.saveDocument(t2)
+        #expect(heard.wait(for: 4).last == ["t1", "t0"])
+        // New parameters run it again.
+        query.parameters = Parameters().setString("l8", forName: "list")
+        #expect(heard.wait(for: 5).last == ["t9", "t4"])
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(heard.changes.withLock { $0.count } == 5, "a change that did not alter the results was announced")
+        #expect(heard.errors.withLock { $0 }.isEmpty)
+        // After removal nothing more is heard.
+        token.remove()
+        try db.saveDocument(task("t10", list: "l8", createdAt: 1000))
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(heard.changes.withLock { $0.count } == 5)
+    }
+
+    @Test func changesIsAnAsyncSequenceOfResults() async throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        try await db.saveDocument(task("a", list: "l", createdAt: 1))
+        let query = try db.createQuery("SELECT count(*) AS n FROM _ WHERE type = 'task'")
+        var counts: [Int] = []
+        for try await results in query.changes() {
+            counts.append(results.allResults().first?.int(forKey: "n") ?? -1)
+            if counts.count == 3 { break }
+            try await db.saveDocument(task("d\(counts.count)", list: "l", createdAt: counts.count))
+        }
+        #expect(counts == [1, 2, 3])
+        // A query that cannot run ends the sequence with its error.
+        let bad = try db.createQuery("SELECT META().id FROM _ WHERE type = $missing")
+        await #expect(throws: SetteeError.self) {
+            for try await _ in bad.changes() {}
+        }
+    }
+}
