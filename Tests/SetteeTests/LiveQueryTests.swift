@@ -88,3 +88,33 @@ import Settee
         }
     }
 }
+
+/// Query.results(): an AsyncSequence of the rows, streamed when the plan allows.
+@Suite struct QueryResultsTests {
+    @Test func streamsEveryRowAndStopsEarly() async throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        try await db.inBatch { db in
+            for i in 0 ..< 3_000 { try db.saveDocument(MutableDocument(id: String(format: "d%05d", i), data: ["n": .int(Int64(i))])) }
+        }
+        try await db.createIndex(ValueIndexConfiguration(["n"]), name: "n")
+        // Streamed (index order, no sort): every row, in order.
+        let query = try db.createQuery("SELECT n FROM _ WHERE n >= 10 ORDER BY n")
+        var seen: [Int] = []
+        for try await r in query.results() { seen.append(r.int(at: 0)) }
+        #expect(seen == Array(10 ..< 3_000))
+        // Sorted after the scan: the same rows as execute().
+        let sorted = try db.createQuery("SELECT META().id FROM _ WHERE n < 100 ORDER BY META().id DESC")
+        var ids: [String] = []
+        for try await r in sorted.results() { ids.append(r.string(at: 0) ?? "") }
+        #expect(ids == (try sorted.execute().allResults().map { $0.string(at: 0) ?? "" }) && ids.count == 100)
+        // Ending early stops the reader; the database closes normally after.
+        var few = 0
+        for try await _ in query.results() { few += 1; if few == 5 { break } }
+        #expect(few == 5)
+        // Errors surface in the iteration.
+        let bad = try db.createQuery("SELECT n FROM _ WHERE n = $missing")
+        await #expect(throws: SetteeError.self) { for try await _ in bad.results() {} }
+    }
+}

@@ -42,7 +42,13 @@ struct QueryExecutor {
     /// The rows, and the IDs of the documents that matched `WHERE` on the way (every match for
     /// a full read; those read before LIMIT stopped the scan otherwise), which live queries
     /// check commits against.
-    func runCollecting() throws -> (rows: [Row], matched: [String]) {
+    func runCollecting() throws -> (rows: [Row], matched: [String]) { try runCollecting(emit: nil) }
+
+    /// Hands each row to `emit` (until it returns false) as it is found when the plan needs
+    /// no grouping, DISTINCT or sort after the scan; otherwise once they are all known.
+    func stream(_ emit: @escaping (Row) throws -> Bool) throws { _ = try runCollecting(emit: emit) }
+
+    private func runCollecting(emit: ((Row) throws -> Bool)?) throws -> (rows: [Row], matched: [String]) {
         guard statement.source == "_" || statement.source == "_default" || statement.source == database.name else {
             throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _ or the database's name)")
         }
@@ -53,11 +59,12 @@ struct QueryExecutor {
             throw SetteeError(.invalidParameter, "query: HAVING needs GROUP BY")
         }
         // The plan and the rows from one snapshot: an index the plan chose is whole in it.
-        return try database.core.read(snapshot: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit) },
-                                      batch: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit) })
+        return try database.core.read(snapshot: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit, emit: emit) },
+                                      batch: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit, emit: emit) })
     }
 
-    private func run(_ tx: some StoreReading, grouped: Bool, offset: Int, limit: Int?) throws -> (rows: [Row], matched: [String]) {
+    private func run(_ tx: some StoreReading, grouped: Bool, offset: Int, limit: Int?,
+                     emit: ((Row) throws -> Bool)?) throws -> (rows: [Row], matched: [String]) {
         let core = database.core
         do {
             let plan = QueryPlanner.plan(statement, indexes: useIndexes ? try core.readyIndexes(tx) : [])
@@ -66,10 +73,18 @@ struct QueryExecutor {
             var wanted: Int?
             if plan.stopsEarly, let limit { wanted = limit > Int.max - offset ? Int.max : offset + limit }
             var matches: [QueryRow] = []
+            var found = 0
+            let streaming = emit != nil && plan.stopsEarly
             let keep: (QueryRow) throws -> Bool = { row in
                 if let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
-                matches.append(row)
-                return wanted.map { matches.count < $0 } ?? true
+                found += 1
+                if streaming, let emit {
+                    // Rows go out as they are found: nothing is kept.
+                    if found > offset, !(try emit(try project(row, s) { $0 })) { return false }
+                } else {
+                    matches.append(row)
+                }
+                return wanted.map { found < $0 } ?? true
             }
             if wanted != 0 {
                 if let scan = plan.scan {
@@ -79,7 +94,13 @@ struct QueryExecutor {
                     try fullScan(core: core, tx: tx, expiration: s.mentions(.expiration), keep)
                 }
             }
-            return (try finish(matches, statement: s, grouped: grouped, sorted: plan.ordered, offset: offset, limit: limit), matches.map(\.id))
+            if streaming { return ([], []) }
+            let rows = try finish(matches, statement: s, grouped: grouped, sorted: plan.ordered, offset: offset, limit: limit)
+            if let emit {
+                for r in rows where !(try emit(r)) { break }
+                return ([], [])
+            }
+            return (rows, matches.map(\.id))
         }
     }
 
