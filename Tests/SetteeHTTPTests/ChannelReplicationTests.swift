@@ -72,7 +72,8 @@ private final class ChannelServer: Sendable {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: json))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        // A deadline for a hung server, not a timing: a loaded two-core machine can take a while.
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(600))
         let bytes = Array(try await response.body.collect(upTo: 1 << 22).readableBytesView)
         return (Int(response.status.code), bytes.isEmpty ? .null : try JSONValue(parsing: bytes))
     }

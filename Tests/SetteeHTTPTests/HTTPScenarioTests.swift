@@ -197,7 +197,8 @@ struct CountingPeer: ReplicationPeer {
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: json))
-            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+            // A deadline for a hung server, not a timing: a loaded two-core machine can take a while.
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(600))
             let body = try await response.body.collect(upTo: 1 << 20)
             return (Int(response.status.code), try JSONValue(parsing: Array(body.readableBytesView)))
         }
