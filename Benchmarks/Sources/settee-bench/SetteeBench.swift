@@ -28,8 +28,8 @@ struct SetteeBench {
         let root: String
         if let directory = options.directory {
             try Files.createDirectory(directory)
-            for engine in options.engines where !Files.isMissingOrEmpty(directory + "/" + engine.rawValue) {
-                Progress.log("settee-bench: \(directory)/\(engine.rawValue) is not empty; refusing to write over it")
+            for name in options.engines.map(\.rawValue) + ["query"] where !Files.isMissingOrEmpty(directory + "/" + name) {
+                Progress.log("settee-bench: \(directory)/\(name) is not empty; refusing to write over it")
                 exit(2)
             }
             root = directory
@@ -62,6 +62,19 @@ struct SetteeBench {
             }
             // A temporary database is not needed any more; free its disk space for the next engine.
             if options.directory == nil { try Files.remove(directory) }
+        }
+
+        if options.workloads.contains(.query) {
+            let engines = options.engines.filter(QueryBench.engines.contains)
+            if engines.isEmpty {
+                Progress.log("query: not run: it runs on settee-doc and sqlite, and neither was chosen")
+            } else {
+                let directory = root + "/query"
+                try Files.createDirectory(directory)
+                measurements += try QueryBench(documentCount: options.documentCount, seed: options.seed, engines: engines)
+                    .run(in: directory)
+                if options.directory == nil { try Files.remove(directory) }
+            }
         }
 
         let report = Report(machine: Report.describeMachine(), documentCount: options.documentCount,
