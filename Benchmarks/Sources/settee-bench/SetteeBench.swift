@@ -74,7 +74,8 @@ struct SetteeBench {
             } else {
                 let directory = root + "/query"
                 try Files.createDirectory(directory)
-                measurements += try QueryBench(documentCount: options.documentCount, seed: options.seed, engines: engines)
+                measurements += try QueryBench(documentCount: options.documentCount, seed: options.seed, engines: engines,
+                                                   queries: options.queries)
                     .run(in: directory)
                 if options.directory == nil { try Files.remove(directory) }
             }
