@@ -59,7 +59,6 @@ enum Figure: String, CaseIterable {
     case load0Indexes = "load-0-indexes"
     case load0IndexesSpeedup = "load-0-indexes-speedup"
     case load1Index = "load-1-index"
-    case load1IndexSpeedup = "load-1-index-speedup"
     case load2Indexes = "load-2-indexes"
     case load2IndexesSpeedup = "load-2-indexes-speedup"
     case load1IndexCost = "load-1-index-cost"
@@ -77,7 +76,6 @@ enum Figure: String, CaseIterable {
         case .createIndexTasks: .createIndexTasksSpeedup
         case .createIndexCreated: .createIndexCreatedSpeedup
         case .load0Indexes: .load0IndexesSpeedup
-        case .load1Index: .load1IndexSpeedup
         case .load2Indexes: .load2IndexesSpeedup
         default: self
         }
@@ -93,7 +91,7 @@ enum Figure: String, CaseIterable {
         case .createIndexTasks, .createIndexCreated: "s"
         case .load0Indexes, .load1Index, .load2Indexes: "docs/s"
         case .newestTasksSpeedup, .createdRangeSpeedup, .unindexedScanSpeedup, .groupCountSpeedup, .createIndexTasksSpeedup,
-             .createIndexCreatedSpeedup, .load0IndexesSpeedup, .load1IndexSpeedup, .load2IndexesSpeedup, .load1IndexCost,
+             .createIndexCreatedSpeedup, .load0IndexesSpeedup, .load2IndexesSpeedup, .load1IndexCost,
              .load2IndexesCost: Self.ratioUnit
         case .saveDocuments, .asyncPipelined: "docs/s"
         case .commitsNormal, .commitsDuring, .asyncCommits: "commits/s"
