@@ -14,7 +14,6 @@
 /// `createdAt` is an integer, milliseconds since 1970: strictly increasing with `i` (1 s per document
 /// plus 0–999 ms), so `ORDER BY createdAt` has no ties and every engine must return the same rows in
 /// the same order. `priority` is 1…5, `completed` true for 30 % of tasks, `notes` 0–30 vocabulary words.
-/// Bodies are 180–420 bytes of JSON.
 struct TaskGenerator {
     let seed: UInt64
     let count: Int
