@@ -43,7 +43,43 @@ enum Figure: String, CaseIterable {
     /// async-pipelined ÷ the `inBatch` row.
     case pipelinedGain = "pipelined-gain"
 
+    // The `query` group (`QueryBench`): settee-doc and sqlite, each speedup settee-doc's only.
+    case newestTasks = "eq-order-limit"
+    case newestTasksSpeedup = "eq-order-limit-speedup"
+    case createdRange = "range-count"
+    case createdRangeSpeedup = "range-count-speedup"
+    case unindexedScan = "scan-unindexed"
+    case unindexedScanSpeedup = "scan-unindexed-speedup"
+    case groupCount = "group-count"
+    case groupCountSpeedup = "group-count-speedup"
+    case createIndexTasks = "create-index-tasks"
+    case createIndexTasksSpeedup = "create-index-tasks-speedup"
+    case createIndexCreated = "create-index-created"
+    case createIndexCreatedSpeedup = "create-index-created-speedup"
+    case load0Indexes = "load-0-indexes"
+    case load0IndexesSpeedup = "load-0-indexes-speedup"
+    case load1Index = "load-1-index"
+    case load2Indexes = "load-2-indexes"
+    case load2IndexesSpeedup = "load-2-indexes-speedup"
+    case load1IndexCost = "load-1-index-cost"
+    case load2IndexesCost = "load-2-indexes-cost"
+
     static let ratioUnit = "×"
+
+    /// The `query` group's speedup figure of a figure measured on both engines (itself for the others).
+    var speedup: Figure {
+        switch self {
+        case .newestTasks: .newestTasksSpeedup
+        case .createdRange: .createdRangeSpeedup
+        case .unindexedScan: .unindexedScanSpeedup
+        case .groupCount: .groupCountSpeedup
+        case .createIndexTasks: .createIndexTasksSpeedup
+        case .createIndexCreated: .createIndexCreatedSpeedup
+        case .load0Indexes: .load0IndexesSpeedup
+        case .load2Indexes: .load2IndexesSpeedup
+        default: self
+        }
+    }
 
     var unit: String {
         switch self {
@@ -51,6 +87,12 @@ enum Figure: String, CaseIterable {
         case .seconds, .pruneSeconds, .vacuumSeconds: "s"
         case .sizeBefore, .sizeAfter, .freshSize: "bytes"
         case .afterVsFresh, .commitsKept, .getRateKept, .asyncGetKept, .asyncCommitsKept, .pipelinedGain, .executorCommitsKept: Self.ratioUnit
+        case .newestTasks, .createdRange, .unindexedScan, .groupCount: "queries/s"
+        case .createIndexTasks, .createIndexCreated: "s"
+        case .load0Indexes, .load1Index, .load2Indexes: "docs/s"
+        case .newestTasksSpeedup, .createdRangeSpeedup, .unindexedScanSpeedup, .groupCountSpeedup, .createIndexTasksSpeedup,
+             .createIndexCreatedSpeedup, .load0IndexesSpeedup, .load2IndexesSpeedup, .load1IndexCost,
+             .load2IndexesCost: Self.ratioUnit
         case .saveDocuments, .asyncPipelined: "docs/s"
         case .commitsNormal, .commitsDuring, .asyncCommits: "commits/s"
         case .getNormal, .getDuring, .asyncGet: "ns/op"

@@ -175,6 +175,7 @@ final class LMDBEngine: Engine {
         case .expiry, .expiryStall: "n/a: no document expiration"
         case .replicateLocal, .replicateNoop: "n/a: replication is settee-doc only (SetteeReplicator)"
         case .compaction: "not run: settee-doc against SQLite's LiteCore layout only"
+        case .query: "n/a: query runs on settee-doc and sqlite"
         }
     }
 

@@ -3,6 +3,8 @@ struct Options {
     var documentCount = 1_000_000
     var workloads = Set(Workload.allCases)
     var engines: [EngineName] = EngineName.allCases
+    /// The `query` group's queries to check and time (all by default).
+    var queries: [TaskQuery] = TaskQuery.allCases
     var jsonPath: String?
     var seed: UInt64 = 42
     /// Where the databases go; nil: a temporary directory, removed afterwards.
@@ -14,6 +16,8 @@ struct Options {
           --docs N                 documents to load (default 1000000)
           --only WORKLOAD[,...]    run only these: \(Workload.allCases.map(\.rawValue).joined(separator: ", "))
           --engines NAME[,...]     engines, in this order (default \(EngineName.allCases.map(\.rawValue).joined(separator: ",")))
+          --queries NAME[,...]     the query group's queries to check and time (default all:
+                                   \(TaskQuery.allCases.map(\.rawValue).joined(separator: ", ")))
           --json PATH              also write the results as JSON to PATH
           --seed S                 seed of the generated data (default 42)
           --dir PATH               put the databases in PATH/<engine> (kept); default: a temporary
@@ -58,6 +62,14 @@ struct Options {
                 }.reduce(into: Set()) { $0.insert($1) }
             case "--engines":
                 engines = try Self.list(try value(), option: name, Self.engine)
+            case "--queries":
+                queries = try Self.list(try value(), option: name) { text throws(UsageError) in
+                    guard let query = TaskQuery(rawValue: text) else {
+                        throw UsageError(message: "unknown query '\(text)'; queries: "
+                            + TaskQuery.allCases.map(\.rawValue).joined(separator: ", "))
+                    }
+                    return query
+                }
             case "--json":
                 jsonPath = try value()
             case "--seed":

@@ -52,7 +52,7 @@ struct Report {
         }
         lines.append("")
         lines.append("÷ \(references.map(\.rawValue).joined(separator: ", ÷ ")): the row's value divided by that engine's. "
-            + "docs/s, commits/s and MB/s: higher is better;")
+            + "docs/s, commits/s, queries/s and MB/s: higher is better;")
         lines.append("ns/op, bytes, ms and s: lower is better." + (measurements.contains { $0.unit == Figure.ratioUnit }
             ? " \(Figure.ratioUnit): see each figure's target (Benchmarks/README.md)." : ""))
         return lines.joined(separator: "\n") + "\n"
@@ -62,7 +62,9 @@ struct Report {
     /// rest (docs/s, bytes).
     static func format(_ value: Double, unit: String) -> String {
         switch unit {
-        case "ns/op", "commits/s", "MB/s", "ms":
+        case "queries/s" where value < 100:
+            return String(format: "%.2f", value)
+        case "ns/op", "commits/s", "MB/s", "ms", "queries/s":
             let tenths = Int((value * 10).rounded())
             return grouped(tenths / 10) + "." + String(tenths % 10)
         case "s", Figure.ratioUnit:
@@ -114,7 +116,7 @@ struct Report {
             json.name("workload"); json.string(measurement.workload.rawValue)
             if let figure = measurement.figure { json.name("figure"); json.string(figure.rawValue) }
             json.name("engine"); json.string(measurement.engine.rawValue)
-            let scale = ["s", Figure.ratioUnit].contains(measurement.unit) ? 1000.0 : 10.0
+            let scale = ["s", Figure.ratioUnit, "queries/s"].contains(measurement.unit) ? 1000.0 : 10.0
             json.name("value"); json.number((measurement.value * scale).rounded() / scale)
             json.name("unit"); json.string(measurement.unit)
             json.endObject()

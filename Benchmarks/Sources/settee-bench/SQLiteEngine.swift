@@ -317,6 +317,7 @@ final class SQLiteEngine: Engine {
         case .expiry, .expiryStall: "n/a: no document expiration"
         case .replicateLocal, .replicateNoop: "n/a: replication is settee-doc only (SetteeReplicator)"
         case .compaction: "WAL, synchronous=NORMAL; old bodies dropped from extra, then VACUUM"
+        case .query: "json_extract expression indexes on JSON bodies (QueryBench)"
         }
     }
 

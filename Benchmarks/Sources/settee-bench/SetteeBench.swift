@@ -28,8 +28,8 @@ struct SetteeBench {
         let root: String
         if let directory = options.directory {
             try Files.createDirectory(directory)
-            for engine in options.engines where !Files.isMissingOrEmpty(directory + "/" + engine.rawValue) {
-                Progress.log("settee-bench: \(directory)/\(engine.rawValue) is not empty; refusing to write over it")
+            for name in options.engines.map(\.rawValue) + ["query"] where !Files.isMissingOrEmpty(directory + "/" + name) {
+                Progress.log("settee-bench: \(directory)/\(name) is not empty; refusing to write over it")
                 exit(2)
             }
             root = directory
@@ -40,28 +40,45 @@ struct SetteeBench {
             if options.directory == nil { try? Files.remove(root) }
         }
 
-        Progress.log("generating \(options.documentCount) documents (seed \(options.seed))")
-        let watch = Stopwatch()
-        let dataset = Dataset(documentCount: options.documentCount, seed: options.seed,
-                              progress: Progress("generate", total: options.documentCount))
-        Progress.log(String(format: "  %.1f MB of keys, versions and bodies in %.1f s",
-                            Double(dataset.byteCount) / 1e6, watch.elapsedSeconds) + "; databases in " + root)
-
-        let runner = Runner(dataset: dataset, workloads: options.workloads)
-        let documentRunner = DocumentRunner(dataset: dataset, workloads: options.workloads)
         var measurements: [Measurement] = []
-        for engine in options.engines {
-            let directory = root + "/" + engine.rawValue
-            try Files.createDirectory(directory)
-            Progress.log("\(engine.rawValue):")
-            switch engine {
-            case .settee: measurements += try runner.run(SetteeEngine.self, in: directory)
-            case .setteeDoc: measurements += try documentRunner.run(in: directory)
-            case .sqlite: measurements += try runner.run(SQLiteEngine.self, in: directory)
-            case .lmdb: measurements += try runner.run(LMDBEngine.self, in: directory)
+        // The dataset and the per-engine workloads; `query` generates documents of its own.
+        if !options.workloads.subtracting([.query]).isEmpty {
+            Progress.log("generating \(options.documentCount) documents (seed \(options.seed))")
+            let watch = Stopwatch()
+            let dataset = Dataset(documentCount: options.documentCount, seed: options.seed,
+                                  progress: Progress("generate", total: options.documentCount))
+            Progress.log(String(format: "  %.1f MB of keys, versions and bodies in %.1f s",
+                                Double(dataset.byteCount) / 1e6, watch.elapsedSeconds) + "; databases in " + root)
+
+            let runner = Runner(dataset: dataset, workloads: options.workloads)
+            let documentRunner = DocumentRunner(dataset: dataset, workloads: options.workloads)
+            for engine in options.engines {
+                let directory = root + "/" + engine.rawValue
+                try Files.createDirectory(directory)
+                Progress.log("\(engine.rawValue):")
+                switch engine {
+                case .settee: measurements += try runner.run(SetteeEngine.self, in: directory)
+                case .setteeDoc: measurements += try documentRunner.run(in: directory)
+                case .sqlite: measurements += try runner.run(SQLiteEngine.self, in: directory)
+                case .lmdb: measurements += try runner.run(LMDBEngine.self, in: directory)
+                }
+                // A temporary database is not needed any more; free its disk space for the next engine.
+                if options.directory == nil { try Files.remove(directory) }
             }
-            // A temporary database is not needed any more; free its disk space for the next engine.
-            if options.directory == nil { try Files.remove(directory) }
+        }
+
+        if options.workloads.contains(.query) {
+            let engines = options.engines.filter(QueryBench.engines.contains)
+            if engines.isEmpty {
+                Progress.log("query: not run: it runs on settee-doc and sqlite, and neither was chosen")
+            } else {
+                let directory = root + "/query"
+                try Files.createDirectory(directory)
+                measurements += try QueryBench(documentCount: options.documentCount, seed: options.seed, engines: engines,
+                                                   queries: options.queries)
+                    .run(in: directory)
+                if options.directory == nil { try Files.remove(directory) }
+            }
         }
 
         let report = Report(machine: Report.describeMachine(), documentCount: options.documentCount,

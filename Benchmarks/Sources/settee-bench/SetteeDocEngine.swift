@@ -144,6 +144,7 @@ final class SetteeDocEngine: Sendable {
         case .expiry: "ms from the due second until the last purge is heard; sweeper batches of 1000"
         case .expiryStall: "longest saveDocument (fullSync) of a concurrent writer during the purge"
         case .compaction: "db.compact(), autoCompaction off"
+        case .query: "value indexes and SQL++ queries (QueryBench)"
         case .replicateLocal: "Replicator push, one-shot, DatabaseEndpoint; both fullSync; min(N, 100000) docs"
         case .replicateNoop: "push-and-pull one-shot, nothing new, N docs in step; median of 11 runs"
         }

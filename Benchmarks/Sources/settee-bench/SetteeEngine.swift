@@ -107,6 +107,7 @@ final class SetteeEngine: Engine {
         case .expiry, .expiryStall: "n/a: no document expiration (document API only)"
         case .replicateLocal, .replicateNoop: "n/a: replication is settee-doc only (SetteeReplicator)"
         case .compaction: "not run: the storage engine alone keeps no revision history"
+        case .query: "n/a: query runs on settee-doc and sqlite"
         }
     }
 

@@ -18,6 +18,9 @@ enum Workload: String, CaseIterable, Comparable {
     case replicateLocal = "replicate-local"
     /// The same run: a push-and-pull with nothing new between two databases of N documents in step.
     case replicateNoop = "replicate-noop"
+    /// A row group (`QueryBench`): value indexes and SQL++ queries on settee-doc against SQLite with JSON
+    /// bodies and expression indexes, on databases of its own.
+    case query
 
     var unit: String {
         switch self {
@@ -28,12 +31,13 @@ enum Workload: String, CaseIterable, Comparable {
         case .expiry, .expiryStall, .replicateNoop: "ms"
         case .replicateLocal: "docs/s"
         case .compaction: "MB/s"
+        case .query: "queries/s"
         }
     }
 
     /// Whether it needs the bulk-loaded database (every workload but `rev-insert`, `compaction` and `expiry`,
     /// which start empty).
-    var needsLoad: Bool { self != .revInsert && self != .compaction && !isExpiry && !isReplication }
+    var needsLoad: Bool { self != .revInsert && self != .compaction && self != .query && !isExpiry && !isReplication }
 
     /// `replicate-local` and `replicate-noop` are measured by one run, and both reported when either is selected.
     var isReplication: Bool { self == .replicateLocal || self == .replicateNoop }
