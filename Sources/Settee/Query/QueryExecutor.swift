@@ -75,8 +75,8 @@ struct QueryExecutor {
             var matches: [QueryRow] = []
             var found = 0
             let streaming = emit != nil && plan.stopsEarly
-            let keep: (QueryRow) throws -> Bool = { row in
-                if let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
+            let keep: (QueryRow, Bool) throws -> Bool = { row, implied in
+                if !implied, let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
                 found += 1
                 if streaming, let emit {
                     // Rows go out as they are found: nothing is kept.
@@ -88,10 +88,12 @@ struct QueryExecutor {
             }
             if wanted != 0 {
                 if let scan = plan.scan {
-                    try IndexScanner(core: core, tx: tx, scan: scan, parameters: parameters,
-                                     fetch: covering == nil, expiration: s.mentions(.expiration)).run(keep)
+                    var scanner = IndexScanner(core: core, tx: tx, scan: scan, parameters: parameters,
+                                               fetch: covering == nil, expiration: s.mentions(.expiration))
+                    scanner.valuesNeeded = s.readsSlotsBeyondWhere
+                    try scanner.run(keep)
                 } else {
-                    try fullScan(core: core, tx: tx, expiration: s.mentions(.expiration), keep)
+                    try fullScan(core: core, tx: tx, expiration: s.mentions(.expiration)) { try keep($0, false) }
                 }
             }
             if streaming { return ([], []) }
@@ -220,6 +222,18 @@ struct QueryExecutor {
 }
 
 extension SelectStatement {
+    /// Whether a covering statement reads an index value anywhere but in `WHERE`.
+    var readsSlotsBeyondWhere: Bool {
+        var all: [QueryExpression] = groupBy + orderBy.map(\.expression) + [having].compactMap { $0 }
+        for item in items {
+            switch item {
+            case .all: return true
+            case .expression(let e, _): all.append(e)
+            }
+        }
+        return all.contains { $0.contains { if case .property(let p) = $0 { p.isSlot } else { false } } }
+    }
+
     /// Whether any expression of the statement reads `META().property`.
     func mentions(_ property: QueryExpression.MetaProperty) -> Bool {
         var all: [QueryExpression] = groupBy + orderBy.map(\.expression)

@@ -40,9 +40,13 @@ struct QueryPlan: Sendable {
         /// The statement rewritten to read the index's values (slots) instead of the document:
         /// set when the query needs nothing else (a covering query).
         var covering: SelectStatement?
+        /// Every conjunct of `WHERE` is one the ranges express: a row the ranges yield meets it
+        /// without evaluating it (when the equality values are exact keys; ``IndexScanner``
+        /// checks that at run time).
+        var impliesWhere = false
     }
 
-    struct Bound: Sendable {
+    struct Bound: Sendable, Hashable {
         var value: QueryExpression
         var inclusive: Bool
     }
@@ -107,7 +111,20 @@ enum QueryPlanner {
             for c in conjuncts { narrow(&scan, on: e, by: c) }
         }
         if scan.equalities.isEmpty && !scan.hasRange { return nil }
+        scan.impliesWhere = conjuncts.allSatisfy { implied($0, by: scan) }
         return (scan, scan.equalities.count * 4 + (scan.hasRange ? 2 : 0))
+    }
+
+    /// Whether the scan's ranges alone guarantee the conjunct `c`.
+    private static func implied(_ c: QueryExpression, by scan: QueryPlan.IndexScan) -> Bool {
+        if c == scan.index.condition { return true }
+        let exprs = scan.index.expressions
+        for (i, values) in scan.equalities.enumerated() where equality(on: exprs[i], in: [c]) == values { return true }
+        guard scan.equalities.count < exprs.count, scan.lower != nil || scan.upper != nil else { return false }
+        var probe = QueryPlan.IndexScan(index: scan.index, equalities: [])
+        narrow(&probe, on: exprs[scan.equalities.count], by: c)
+        guard !probe.rangeOnly, probe.lower != nil || probe.upper != nil else { return false }
+        return (probe.lower == nil || probe.lower == scan.lower) && (probe.upper == nil || probe.upper == scan.upper)
     }
 
     /// The values a conjunct requires `e` to equal.

@@ -28,12 +28,17 @@ struct IndexScanner<Reader: StoreReading> {
     /// Read each document (else rows hold only the index's values, as slots).
     let fetch: Bool
     let expiration: Bool
+    /// Whether rows need the entries' values when `WHERE` is implied (a select list, grouping
+    /// or ordering reads them); a count does not.
+    var valuesNeeded = true
 
     private var tree: Tree { scan.index.tree }
 
-    /// Calls `body` with each row until it returns false.
-    func run(_ body: (QueryRow) throws -> Bool) throws {
-        let ranges = try self.ranges()
+    /// Calls `body` with each row until it returns false; its second argument says whether
+    /// the row is known to meet `WHERE` (the ranges imply it).
+    func run(_ body: (QueryRow, Bool) throws -> Bool) throws {
+        let (ranges, exact) = try self.ranges()
+        let implied = exact && scan.impliesWhere
         if ranges.isEmpty { return }
         var overflow = try overflowEntries()
         if scan.descending { overflow.reverse() }
@@ -47,7 +52,7 @@ struct IndexScanner<Reader: StoreReading> {
                     if precedes == scan.descending { return true }
                 }
                 next += 1
-                guard try body(try row(id: o.id, values: o.values)) else { return false }
+                guard try body(try row(id: o.id, values: o.values), false) else { return false }
             }
             return true
         }
@@ -64,8 +69,9 @@ struct IndexScanner<Reader: StoreReading> {
                     throw SetteeError(.corrupted, "index \(scan.index.name) holds a malformed key")
                 }
                 guard try flushOverflow(before: (parts.valueKey, parts.documentID)) else { going = false; return false }
-                let values = fetch ? nil : try IndexEntry.values(v, count: scan.index.expressions.count)
-                guard try body(try row(id: Array(parts.documentID), values: values)) else { going = false; return false }
+                // Values are decoded only for what reads them.
+                let values = fetch ? nil : implied && !valuesNeeded ? [] : try IndexEntry.values(v, count: scan.index.expressions.count)
+                guard try body(try row(id: Array(parts.documentID), values: values), implied) else { going = false; return false }
                 return true
             }
             try tx.forEach(in: tree, from: scan.descending ? r.end : r.start, reverse: scan.descending, visit)
@@ -79,8 +85,10 @@ struct IndexScanner<Reader: StoreReading> {
         return a.0.lexicographicallyPrecedes(b.0)
     }
 
-    /// The key ranges to read, [start, end), in ascending order.
-    func ranges() throws -> [(start: [UInt8], end: [UInt8])] {
+    /// The key ranges to read, [start, end), in ascending order, and whether they are exact:
+    /// every equality value is a key only equal values have (not a string, array or object,
+    /// whose keys collation-equal text shares; not an integer past 2^53).
+    func ranges() throws -> (ranges: [(start: [UInt8], end: [UInt8])], exact: Bool) {
         let none = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
         func value(_ e: QueryExpression) throws -> JSONValue? {
             // MISSING and NULL equal nothing and bound nothing: no range.
@@ -88,31 +96,41 @@ struct IndexScanner<Reader: StoreReading> {
             return v
         }
         var prefixes: [[UInt8]] = [[]]
+        var exact = true
         for candidates in scan.equalities {
             var keys = Set<[UInt8]>()
-            for c in candidates { if let v = try value(c) { keys.insert(try JSONCollation.key(v)) } }
+            for c in candidates {
+                guard let v = try value(c) else { continue }
+                switch v {
+                case .bool, .double: break
+                case .int(let n) where n.magnitude <= 1 << 53: break
+                default: exact = false
+                }
+                keys.insert(try JSONCollation.key(v))
+            }
             let sorted = keys.sorted { $0.lexicographicallyPrecedes($1) }
             prefixes = prefixes.flatMap { p in sorted.map { p + $0 } }
-            if prefixes.isEmpty { return [] }
+            if prefixes.isEmpty { return ([], exact) }
         }
         var out: [(start: [UInt8], end: [UInt8])] = []
         for p in prefixes {
             var start = p, end = p + [0xFF]
             if scan.hasRange {
-                // MISSING (0) is never in a range.
-                start = p + [JSONCollation.Tag.null.rawValue]
+                // MISSING is never in a range; NULL only in IS VALUED's and the like (a
+                // comparison with NULL is not true).
+                start = p + [scan.rangeOnly ? JSONCollation.Tag.null.rawValue : JSONCollation.Tag.false.rawValue]
                 if let lo = scan.lower {
-                    guard let v = try value(lo.value) else { return [] }
+                    guard let v = try value(lo.value) else { return ([], exact) }
                     start = p + (try JSONCollation.key(v)) + (lo.inclusive ? [] : [0xFF])
                 }
                 if let hi = scan.upper {
-                    guard let v = try value(hi.value) else { return [] }
+                    guard let v = try value(hi.value) else { return ([], exact) }
                     end = p + (try JSONCollation.key(v)) + (hi.inclusive ? [0xFF] : [])
                 }
             }
             if start.lexicographicallyPrecedes(end) { out.append((start, end)) }
         }
-        return out
+        return (out, exact)
     }
 
     /// The index's overflow entries (rare), sorted by their full value key and document ID.
