@@ -6,7 +6,7 @@ import Foundation
 ///
 /// Rows are filtered by `WHERE`, grouped by `GROUP BY` (or into one group when the select list
 /// holds only aggregates), filtered by `HAVING`, made distinct, sorted by `ORDER BY` in the
-/// collation's order (MISSING before NULL before every value; ties keep document ID order),
+/// collation's order (MISSING before NULL before every value; ties in the order the rows were read: document ID order for a full scan, the index's for an index scan),
 /// then cut by `OFFSET` and `LIMIT`.
 ///
 /// ```swift

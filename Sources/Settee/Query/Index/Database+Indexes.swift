@@ -259,7 +259,7 @@ extension DatabaseCore {
 
     /// Brings every index to a usable state after the open: one whose strings were keyed by
     /// another ICU version is rebuilt, one whose build was interrupted is built again.
-    /// Failures are logged and leave the index unused (not ready), never the open failed.
+    /// A failed build is logged and removes the index (as a failed createIndex does); the open never fails for it.
     func finishIndexes() {
         let current = try? JSONCollation.collatorVersion()
         for index in indexSet.withLock({ $0.indexes }) {
