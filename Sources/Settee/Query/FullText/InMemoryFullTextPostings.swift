@@ -136,7 +136,7 @@ struct InMemoryFullTextPostings: FullTextPostings, Sendable {
             // a copy of the whole list per document.
             let posting = Posting(document: document, positions: positions)
             if let last = postingsByTerm[term]?.last, last.document < document {
-                postingsByTerm[term]!.append(posting)   // documents indexed in order: no search
+                postingsByTerm[term, default: []].append(posting)   // documents indexed in order: no search
             } else {
                 let at = Self.lowerBound(of: document, in: postingsByTerm[term] ?? [])
                 postingsByTerm[term, default: []].insert(posting, at: at)
@@ -161,7 +161,7 @@ struct InMemoryFullTextPostings: FullTextPostings, Sendable {
                 let t = Self.lowerBound(of: term, in: sortedTerms)
                 if t < sortedTerms.count && sortedTerms[t] == term { sortedTerms.remove(at: t) }
             } else {
-                postingsByTerm[term]!.remove(at: at)
+                postingsByTerm[term]?.remove(at: at)
             }
         }
     }

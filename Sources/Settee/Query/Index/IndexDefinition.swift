@@ -140,14 +140,9 @@ struct IndexEntry: Equatable {
     var key: [UInt8]
     var value: [UInt8]
 
-    /// The collation key of the values alone (no document ID).
-    static func valueKey(_ values: [JSONValue?]) throws(SetteeError) -> [UInt8] {
-        var out: [UInt8] = []
-        for v in values {
-            if let v { try JSONCollation.append(v, to: &out) } else { out.append(0) }
-        }
-        return out
-    }
+    /// The collation key of the values alone (no document ID): the same bytes grouping and
+    /// DISTINCT compare (``QueryExecutor/key(_:)``, MISSING as 0).
+    static func valueKey(_ values: [JSONValue?]) throws(SetteeError) -> [UInt8] { try QueryExecutor.key(values) }
 
     init(values: [JSONValue?], documentID: String) throws(SetteeError) {
         let id = Array(documentID.utf8)
