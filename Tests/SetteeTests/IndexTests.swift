@@ -286,6 +286,25 @@ import SetteeCrashKit
         return "at \(i): \(i < a.count ? String(a[i].prefix(120)) : "-") vs \(i < b.count ? String(b[i].prefix(120)) : "-")"
     }
 
+    /// `ORDER BY …, META().id` sorts the IDs in the collation's order, like any string; an index
+    /// holds them in byte order after its values ("B" before "a", "ß" before "é"), so it cannot
+    /// give that order without a sort. (The document crash round found it: seed 8 of
+    /// `crash-harness docs-power-loss`, IDs "🙂-3" and "long-5-…".)
+    @Test func documentIDsAfterTheIndexedValuesAreSortedByTheCollation() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        for id in ["B", "a", "ß-4", "é-1", "🙂-3", "long-5"] { try db.saveDocument(MutableDocument(id: id, data: ["v": 1])) }
+        try db.createIndex(ValueIndexConfiguration(["v"]), name: "v")
+        for order in ["ORDER BY v, META().id", "ORDER BY v DESC, META().id DESC"] {
+            let sql = "SELECT META().id FROM _ WHERE v >= 1 \(order) LIMIT 4"
+            #expect(try db.createQuery(sql).explain().hasPrefix("SCAN INDEX v"))
+            let (indexed, scanned) = try bothWays(db, sql)
+            #expect(indexed == scanned, "\(sql)")
+        }
+        #expect(try ids(db, "SELECT META().id FROM _ WHERE v = 1 ORDER BY v, META().id") == ["🙂-3", "a", "B", "é-1", "long-5", "ß-4"])
+    }
+
     @Test func explainNamesTheIndexTheRangesAndTheWork() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

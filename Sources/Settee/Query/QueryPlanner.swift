@@ -185,8 +185,9 @@ enum QueryPlanner {
             terms.removeFirst()
             j += 1
         }
-        // Past every expression, entries are in document ID order.
-        if terms.first == .meta(.id) && j == exprs.count { terms.removeFirst() }
+        // Past every expression entries are in the byte order of their document IDs, which is
+        // not the order `ORDER BY META().id` sorts them in (the collation's, as any string:
+        // "a" < "B" < "é" < "ß"): a term on META().id left over needs a sort.
         return terms.isEmpty ? desc : nil
     }
 
