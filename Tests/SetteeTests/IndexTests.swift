@@ -1,7 +1,9 @@
 import Foundation
+import Glibc
 import Testing
 import Synchronization
 import SetteeCrashKit
+import SetteeStorage
 @_spi(Replication) @testable import Settee
 
 /// Value indexes: created, replaced and deleted; kept in the same commit as every kind of
@@ -303,6 +305,45 @@ import SetteeCrashKit
             #expect(indexed == scanned, "\(sql)")
         }
         #expect(try ids(db, "SELECT META().id FROM _ WHERE v = 1 ORDER BY v, META().id") == ["🙂-3", "a", "B", "é-1", "long-5", "ß-4"])
+    }
+
+    /// A build cancelled from its progress callback is removed; when the removal fails (an I/O
+    /// error), createIndex throws that failure, not `cancelled`: the index is still in the
+    /// catalog, and the next open finishes building it. (The document power-loss round found it:
+    /// docs-power-loss seed 3, crash point 231.)
+    @Test func aCancelledBuildWhoseRemovalFailsReportsTheFailure() throws {
+        let dir = try TemporaryDirectory()
+        let resolved = try #require(realpath(dir.path, nil))
+        let directory = String(cString: resolved)
+        free(resolved)
+        let base = directory + "/db.settee"
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        let plan = FaultPlan()
+        let simulated = try SimulatedDirectory(path: base, plan: plan, seed: 1)
+        defer { simulated.detach() }
+        var config = DatabaseConfiguration(directory: directory)
+        config.autoCompaction = false
+        let db = try Database(name: "db", config: config, openFile: { (path) throws(StorageError) in try simulated.open(path) })
+        for i in 0 ..< 10 { try db.saveDocument(MutableDocument(id: "d\(i)", data: ["v": .int(Int64(i))])) }
+        let error = #expect(throws: SetteeError.self) {
+            try db.createIndex(ValueIndexConfiguration(["v"]), name: "v") { _ in
+                // The next write of the file, the removal's commit, fails.
+                plan.failWriteAt = plan.operations + 1
+                return false
+            }
+        }
+        #expect(error?.code == .io)
+        #expect(plan.writeFailures == 1)
+        #expect(try db.indexes == ["v"])
+        try? db.close()
+        simulated.detach()
+        // Reopened on the real files, the build is finished.
+        config = DatabaseConfiguration(directory: directory)
+        let again = try Database(name: "db", config: config)
+        defer { try? again.close() }
+        #expect(try again.indexes == ["v"])
+        #expect(try again.createQuery("SELECT META().id FROM _ WHERE v >= 5").explain().hasPrefix("SCAN INDEX v"))
+        #expect(try again.check().isHealthy)
     }
 
     @Test func explainNamesTheIndexTheRangesAndTheWork() throws {

@@ -27,7 +27,8 @@ extension Database {
 
     /// ``createIndex(_:name:)`` with progress: `progress` is called on this thread after each
     /// step of the build and may return false to cancel it (the index is then removed and
-    /// ``SetteeError/Code/cancelled`` thrown).
+    /// ``SetteeError/Code/cancelled`` thrown; if removing it fails, that failure is thrown
+    /// instead, and the next open finishes building the index).
     ///
     /// ```swift
     /// try db.createIndex(ValueIndexConfiguration(["createdAt"]), name: "dates") { p in
@@ -203,7 +204,9 @@ extension DatabaseCore {
             }
         } catch {
             // Leave nothing half-built behind, unless another call replaced the index meanwhile.
-            _ = try? changingIndexes { c in
+            // When that fails too (an I/O error: the database must be reopened, and the open
+            // finishes the build), its error is the one to report: the index is still there.
+            try changingIndexes { c in
                 if c.indexes.contains(where: { $0.name == name && $0.record == start.record }) { try c.removeIndex(name: name) }
             }
             throw error
