@@ -11,7 +11,10 @@ import SetteeStorage
 //   crash-harness docs-power-loss [--crash-points N] [--compaction-share PCT] [--seed S] [--dir PATH]    simulated power loss under the document layer
 //
 // The SIGKILL rounds compact in half their cycles; the power-loss rounds run a compaction at
-// --compaction-share percent of their crash points (default 30; 0 turns it off).
+// --compaction-share percent of their crash points (default 30; 0 turns it off). The document
+// rounds keep value indexes, create, replace and delete them as they go (builds the crash may
+// interrupt), and check after every recovery that each index is what its documents make and
+// answers queries as a full scan does.
 //
 // Every run prints its seed; a failure names the seed and the cycle (crash point, corruption)
 // to replay, and the exit status is non-zero.
@@ -67,7 +70,7 @@ if mode == "docs-child" {
             compaction = DocKillCompaction(mode: mode, every: number("compact-every", 10), auto: number("auto-compact", 0) != 0)
         }
         try DocKillChild.run(directory: dir, name: name, seed: seed, start: number("start", 0), maxDepth: number("max-depth", 20),
-                             compaction: compaction)
+                             compaction: compaction, indexEvery: number("index-every", 0))
     } catch {
         FileHandle.standardError.write(Data("crash-harness docs-child: \(error)\n".utf8))
         exit(1)

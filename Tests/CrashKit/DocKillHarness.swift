@@ -27,6 +27,17 @@ package struct DocKillReport: CustomStringConvertible {
     package var documentsVerified = 0
     package var lost = 0
     package var corruptOpens = 0
+    /// Index changes the children began (``DocIndexes``), those that returned, builds
+    /// cancelled from their progress callback; kills inside a change, inside a creation, and
+    /// creations killed in flight whose index the reopened database had (built at the open);
+    /// indexes, entries and generated queries checked after the recoveries.
+    package var indexChanges = 0
+    package var indexChangesReturned = 0
+    package var indexBuildsCancelled = 0
+    package var killedInIndexChange = 0
+    package var killedInIndexCreation = 0
+    package var interruptedCreationsFound = 0
+    package var indexes = DocIndexes.Checked()
     package var failures: [String] = []
 
     package var description: String {
@@ -40,6 +51,8 @@ package struct DocKillReport: CustomStringConvertible {
         in flight at the kill, kept/dropped: \(inFlightPresent)/\(inFlightAbsent); killed before the database was open: \(killedBeforeOpen)
         documents verified: \(documentsVerified) (\(conflictedVerified) in conflict)
         cycles compacting: \(compactingCycles), compactions finished: \(compactionsFinished), killed inside a compaction: \(killedInCompaction) (after its last progress report: \(killedNearSwap)), log.compact left by the kill and deleted on reopening: \(leftoverNewLogs)
+        index changes begun: \(indexChanges), returned: \(indexChangesReturned) (builds cancelled: \(indexBuildsCancelled)); killed inside one: \(killedInIndexChange) (inside a creation: \(killedInIndexCreation), its index there after reopening: \(interruptedCreationsFound))
+        \(indexes)
         """
     }
 }
@@ -68,9 +81,15 @@ package struct DocKillCompaction: Equatable {
 /// the parent "R" once open, then "B <step>" before each step and "A <step>" once it returned
 /// (committed, durable) or "X <step>" when it aborted, until killed. A compaction says "C" when
 /// it starts, "P" at each progress report (the last comes just before its swap) and "D" once done.
+/// An index change (``DocIndexes``: the base indexes a database lacks, made first; with
+/// `indexEvery`, a change or two after every `indexEvery` steps, wherever those steps run, a
+/// compaction's progress callback included) says "I <name> <definition> <cancels>" when it
+/// starts, "J" when it returned and "K" when its build was cancelled; its build's progress
+/// callback runs the next step. A check of the index that fails says "F <what>" and ends the
+/// child.
 package enum DocKillChild {
     package static func run(directory: String, name: String, seed: UInt64, start: Int, maxDepth: Int,
-                            compaction: DocKillCompaction = DocKillCompaction()) throws {
+                            compaction: DocKillCompaction = DocKillCompaction(), indexEvery: Int = 0) throws {
         var config = DatabaseConfiguration(directory: directory)
         config.maxRevTreeDepth = maxDepth
         if compaction.auto {
@@ -98,12 +117,31 @@ package enum DocKillChild {
             thread.start()
         }
         var i = start
+        var changes = SplitMix(seed: SplitMix.mix(seed ^ 0x1DE7, UInt64(start)))
+        var changing = false
+        func change(_ c: DocIndexes.Change) throws {
+            say(c.message)
+            changing = true
+            defer { changing = false }
+            let outcome: DocIndexes.Outcome
+            do {
+                outcome = try DocIndexes.apply(c, on: db) { try runStep(); return true }
+            } catch let v as DocIndexes.Violation {
+                say("F \(v.description)")
+                throw v
+            }
+            say(outcome == .done ? "J" : "K")
+        }
         func runStep() throws {
             say("B \(i)")
             let outcome = try workload.run(i, on: db)
             say(outcome.committed ? "A \(i)" : "X \(i)")
             i += 1
+            if indexEvery > 0, !changing, (i - start) % indexEvery == 0 {
+                for c in DocIndexes.midRun(present: try db.indexes, &changes) { try change(c) }
+            }
         }
+        for c in DocIndexes.missingBase(present: try db.indexes) { try change(c) }
         while i < start + 1_000_000 {
             try runStep()
             if compaction.mode == .inline, (i - start) % compaction.every == 0 {
@@ -132,15 +170,22 @@ package enum DocKillChild {
 }
 
 /// The parent's side: starts a child running ``DocWorkload`` on a ``Database`` (compacting it
-/// in half the cycles: inline, in the background, automatically), SIGKILLs it at a random moment
+/// in half the cycles: inline, in the background, automatically; changing its indexes as it goes
+/// in half: ``DocIndexes``), SIGKILLs it at a random moment
 /// (during start-up, between operations, just after one began: inside its transaction, its
-/// `fdatasync`, a blob write; just after a compaction's progress report, near its swap), then
+/// `fdatasync`, a blob write; just after a compaction's progress report, near its swap; just
+/// after an index change began: inside its build, with steps running from its progress
+/// callback), then
 /// checks the store (`check()`), reopens the database and compares everything it shows with a
 /// reference database that ran the same steps without crashing or compacting: every acknowledged
 /// step must be there exactly (revision trees, current revisions and bodies, deletions, leaves,
 /// purges, local documents, blobs; which inner revisions keep a body is left to compaction), the
 /// step in flight wholly or not at all, the snapshot must hold together
-/// (``DocSnapshot/problems()``), and no unfinished compaction's log may be left.
+/// (``DocSnapshot/problems()``), no unfinished compaction's log may be left, and the indexes
+/// must be as the changes that returned left them (one killed in flight either way; an
+/// interrupted build finished by the open), whole (`check()` finds no drift, every live
+/// document found through each index with its values) and answer generated queries as a full
+/// scan does.
 package struct DocKillHarness {
     package var seed: UInt64
     package var cycles: Int
@@ -148,6 +193,8 @@ package struct DocKillHarness {
     package var cyclesPerDatabase = 50
     /// The share of cycles (percent) whose child compacts.
     package var compactionShare: UInt64 = 50
+    /// The share of cycles (percent) whose child changes indexes as it goes.
+    package var indexShare: UInt64 = 50
     package var log: (String) -> Void = { print($0) }
 
     package init(seed: UInt64, cycles: Int, directory: String) {
@@ -187,12 +234,22 @@ package struct DocKillHarness {
             compaction.auto = compaction.mode == .none || r.chance(30)
             report.compactingCycles += 1
         }
+        let indexEvery = r.chance(indexShare) ? 2 + Int(r.next(below: 10)) : 0
         let child = try ChildProcess(arguments: [
             "docs-child", "--dir", state.realDirectory, "--name", DocRunState.name, "--seed", String(state.workload.seed),
-            "--start", String(state.nextStep), "--max-depth", String(state.maxDepth),
+            "--start", String(state.nextStep), "--max-depth", String(state.maxDepth), "--index-every", String(indexEvery),
         ] + compaction.arguments)
         var lines: [String] = []
-        if compaction.mode != .none && r.chance(40) {
+        if indexEvery > 0 && r.chance(35) {
+            // Just after an index change began: its creation, its build (steps run from its
+            // progress callback), its being made ready, a deletion.
+            let target = 1 + Int(r.next(below: 3))
+            var begun = 0
+            try child.readLines(until: { if $0.hasPrefix("I ") { begun += 1 }; return begun >= target }, into: &lines, timeoutMs: 20_000)
+            let spin = r.next(below: 3000)
+            let start = DispatchTime.now().uptimeNanoseconds
+            while DispatchTime.now().uptimeNanoseconds - start < spin * 1000 {}
+        } else if compaction.mode != .none && r.chance(40) {
             // Just after a progress report: the rest of the copy, the catch-up, the swap.
             let target = 1 + Int(r.next(below: 3))
             var reports = 0
@@ -221,13 +278,27 @@ package struct DocKillHarness {
         }
         let status = child.kill()
         child.drain(into: &lines)
-        guard status == .killed else { throw DocRunState.Failure(description: "the child writer \(status) before it was killed") }
+        guard status == .killed else {
+            let said = lines.filter { $0.hasPrefix("F ") }.map { ": " + $0.dropFirst(2) }.joined()
+            throw DocRunState.Failure(description: "the child writer \(status) before it was killed\(said)")
+        }
 
         var ready = false
         var candidates: [(step: Int, committed: Bool?)] = []
         var (begunCompactions, done, reportedSinceBegin) = (0, 0, false)
+        var indexChange: DocIndexes.Change?
         for line in lines {
             if line == "R" { ready = true }
+            else if let c = DocIndexes.Change(message: line) {
+                state.indexes.begin(c)
+                indexChange = c
+                report.indexChanges += 1
+            } else if line == "J" || line == "K", let c = indexChange {
+                state.indexes.returned(c, line == "J" ? .done : .cancelled)
+                indexChange = nil
+                report.indexChangesReturned += 1
+                if line == "K" { report.indexBuildsCancelled += 1 }
+            }
             else if line == "C" { begunCompactions += 1; reportedSinceBegin = false }
             else if line == "P" { reportedSinceBegin = true }
             else if line == "D" { done += 1 }
@@ -246,7 +317,16 @@ package struct DocKillHarness {
         let inFlight = candidates.last.flatMap { $0.committed == nil ? $0.step : nil }
         let acknowledged = inFlight == nil ? candidates.count : candidates.count - 1
         let verified = try state.verify(candidates: candidates, acknowledged: acknowledged,
+                                        querySeed: SplitMix.mix(seed, 0x5_0000_0000 + UInt64(cycle)),
                                         corruptOpens: &report.corruptOpens, lost: &report.lost)
+        if let c = indexChange {
+            report.killedInIndexChange += 1
+            if let d = c.definition {
+                report.killedInIndexCreation += 1
+                if state.indexes.possible(c.name) == [d] { report.interruptedCreationsFound += 1 }
+            }
+        }
+        report.indexes.add(verified.indexes)
         for outcome in verified.outcomes.prefix(acknowledged) {
             guard outcome.committed else {
                 report.abortedBatchesVerified += 1

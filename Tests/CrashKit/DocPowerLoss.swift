@@ -34,13 +34,27 @@ package struct DocPowerLossReport: CustomStringConvertible {
     package var blobSavesFailed = 0
     package var blobsVerified = 0
     package var blobFilesChecked = 0
+    /// Index changes (``DocIndexes``) begun, returned, builds cancelled from their progress
+    /// callback, changes the power or an injected fault stopped, those made from a compaction's
+    /// progress callback; what the checks after the recoveries covered.
+    package var indexChanges = 0
+    package var indexChangesReturned = 0
+    package var indexBuildsCancelled = 0
+    package var indexChangesFailed = 0
+    package var indexChangesInCompaction = 0
+    package var crashPointsAimedAtIndexes = 0
+    package var indexes = DocIndexes.Checked()
     package var lost = 0
     package var corruptOpens = 0
     package var failures: [String] = []
 
     package var description: String {
         "crash points: \(crashPoints), acknowledged transactions verified: \(stepsVerified) (\(operationsVerified) document operations), aborted batches verified absent: \(abortedBatchesVerified), in flight kept/dropped: \(inFlightPresent)/\(inFlightAbsent), injected sync failures: \(syncFailures), write failures: \(writeFailures), lost: \(lost), corrupt opens: \(corruptOpens)\n"
-            + blobDetails
+            + blobDetails + "\n" + indexDetails
+    }
+
+    package var indexDetails: String {
+        "index changes begun: \(indexChanges), returned: \(indexChangesReturned) (builds cancelled: \(indexBuildsCancelled)), stopped by the power or an injected fault: \(indexChangesFailed), made inside a compaction: \(indexChangesInCompaction), crash points aimed at an index change: \(crashPointsAimedAtIndexes)\n\(indexes)"
     }
 
     package var blobDetails: String {
@@ -69,6 +83,12 @@ package struct DocPowerLossReport: CustomStringConvertible {
 /// place, and checks it as the SIGKILL round does: `check()`, every acknowledged step exactly,
 /// nothing partly visible, no `log.compact` left.
 ///
+/// Indexes (``DocIndexes``): each crash point first makes the base indexes the database lacks;
+/// at some crash points a change or two follows a step, or runs from the compaction's progress
+/// callback (a tree created while the compaction copies); a build's progress callback runs more
+/// steps, and the power may fail anywhere in it. After the recovery each index must be there or
+/// not as the changes that returned (durably) say, whole, and answer queries as a full scan does.
+///
 /// The blob store's files are in the simulated directory too (`blobs/`, `blobs/tmp/`): the power
 /// may fail at their writes, syncs, renames, directory syncs, deletions and touches, and injected
 /// failures hit them as they hit the log. A save whose blob I/O fails must fail with `io` before it
@@ -87,6 +107,10 @@ package struct DocPowerLossRun {
     package var compactionShare: UInt64 = 30
     /// The share of crash points (percent) whose faults are aimed at the blob store's operations.
     package var blobShare: UInt64 = 20
+    /// The share of crash points (percent) that change indexes after a step.
+    package var indexShare: UInt64 = 35
+    /// The share of those (percent) whose faults are aimed at the first index change.
+    package var indexAimShare: UInt64 = 40
     package var log: (String) -> Void = { print($0) }
 
     package init(seed: UInt64, crashPoints: Int, directory: String) {
@@ -147,6 +171,23 @@ package struct DocPowerLossRun {
             if r.chance(35) { plan.failWriteAtAimed = 1 + Int(r.next(below: 10)) }
         }
         let fileSeed = r.next()
+        // Index changes after step `indexAt`, or from the compaction's progress callback.
+        let indexAt: Int? = r.chance(indexShare) ? Int(r.next(below: 8)) : nil
+        let indexInCompaction = compactAt != nil && r.chance(35)
+        let stepsPerIndexReport = Int(r.next(below: 3))
+        var changes = SplitMix(seed: r.next())
+        // Some of them have the faults aimed at the first index change: the power fails at one
+        // of its first operations (its catalog commit, the build's commit, the steps its progress
+        // callback runs, the commit that makes it ready), after an injected failure now and then.
+        // Left to chance, few faults would land there.
+        var aimAtIndexes: (crash: Int, failSync: Int?, failWrite: Int?)?
+        if crashAtSwap == nil && !aimsAtBlobs && (indexAt != nil || indexInCompaction) && r.chance(indexAimShare) {
+            aimAtIndexes = (1 + Int(r.next(below: 12)), r.chance(15) ? 1 + Int(r.next(below: 6)) : nil,
+                            r.chance(10) ? 1 + Int(r.next(below: 6)) : nil)
+            plan.crashAt = Int.max
+            plan.failSyncAt = nil
+            plan.failWriteAt = nil
+        }
         var config = DatabaseConfiguration(directory: state.realDirectory)
         config.maxRevTreeDepth = state.maxDepth
         config.fullSync = fullSync
@@ -157,11 +198,15 @@ package struct DocPowerLossRun {
         var durableCount = 0
         var inFlight: Int?
         var step = state.nextStep
-        plan.onDurable = { durableCount = returned.count }
+        plan.onDurable = {
+            durableCount = returned.count
+            state.indexes.durable()
+        }
         var injected: Int { plan.syncFailures + plan.writeFailures }
         // Figures the steps add to (the compaction's progress callback runs steps too, so not the
         // report itself).
         var blobSaves = 0, blobSavesFailed = 0
+        var indexChanges = 0, indexReturned = 0, indexCancelled = 0, indexFailed = 0, indexInCompactionMade = 0, aimedAtIndexes = 0
 
         // The files on disk are what the last verification left (or nothing): taken as durable.
         try FileManager.default.createDirectory(atPath: state.realPath, withIntermediateDirectories: true)
@@ -225,14 +270,65 @@ package struct DocPowerLossRun {
                     return false
                 }
             }
+            /// Makes an index change; false when it failed and the round must stop.
+            func change(_ c: DocIndexes.Change) throws -> Bool {
+                if let aim = aimAtIndexes {
+                    aimAtIndexes = nil
+                    plan.crashAt = plan.operations + aim.crash
+                    plan.failSyncAt = aim.failSync.map { plan.operations + $0 }
+                    plan.failWriteAt = aim.failWrite.map { plan.operations + $0 }
+                    aimedAtIndexes += 1
+                }
+                let injectedBefore = injected
+                state.indexes.begin(c)
+                indexChanges += 1
+                var stepStopped = false
+                var stepFailure: (any Error)?
+                do {
+                    let outcome = try DocIndexes.apply(c, on: db) {
+                        for _ in 0..<stepsPerIndexReport where !stepStopped {
+                            do { stepStopped = try !attempt() } catch {
+                                stepFailure = error
+                                stepStopped = true
+                            }
+                        }
+                        return !stepStopped
+                    }
+                    state.indexes.returned(c, outcome, durable: fullSync)
+                    indexReturned += 1
+                    if outcome == .cancelled { indexCancelled += 1 }
+                    return true
+                } catch {
+                    if let stepFailure { throw stepFailure }
+                    if error is DocIndexes.Violation { throw error }
+                    state.indexes.failed(c)
+                    indexFailed += 1
+                    if stepStopped || plan.crashed { return false }
+                    guard injected > injectedBefore || logFailure else {
+                        throw DocRunState.Failure(description: "\(c) failed without an injected fault: \(error)")
+                    }
+                    try expectPoisoned(db)
+                    return false
+                }
+            }
+            // (A failure injected while the database opened: the loop expects it poisoned.)
+            var stopped = false
+            if !plan.crashed && !logFailure {
+                for c in DocIndexes.missingBase(present: try db.indexes) where !stopped { stopped = try !change(c) }
+            }
+            var changedInCompaction = false
             var n = 0
-            while !plan.crashed && step < state.nextStep + 40 {
+            while !stopped && !plan.crashed && step < state.nextStep + 40 {
                 if logFailure {
                     try expectPoisoned(db)
                     break
                 }
                 guard try attempt() else { break }
                 n += 1
+                if n - 1 == indexAt, !plan.crashed, !logFailure {
+                    for c in DocIndexes.midRun(present: try db.indexes, &changes) where !stopped { stopped = try !change(c) }
+                    if stopped { break }
+                }
                 guard n - 1 == compactAt, !plan.crashed, !logFailure else { continue }
                 let injectedBefore = injected
                 report.compactionsBegun += 1
@@ -240,6 +336,19 @@ package struct DocPowerLossRun {
                 var stepStopped = false
                 do {
                     try db.compact { _ in
+                        if indexInCompaction && !changedInCompaction && !stepStopped {
+                            // A tree created and filled while the compaction copies.
+                            changedInCompaction = true
+                            do {
+                                for c in DocIndexes.midRun(present: try db.indexes, &changes) where !stepStopped {
+                                    indexInCompactionMade += 1
+                                    stepStopped = try !change(c)
+                                }
+                            } catch {
+                                stepFailure = error
+                                stepStopped = true
+                            }
+                        }
                         for _ in 0..<stepsPerReport where !stepStopped {
                             do { stepStopped = try !attempt() } catch {
                                 stepFailure = error
@@ -288,6 +397,12 @@ package struct DocPowerLossRun {
         report.syncFailures += plan.syncFailures
         report.writeFailures += plan.writeFailures
         report.blobSaves += blobSaves
+        report.indexChanges += indexChanges
+        report.indexChangesReturned += indexReturned
+        report.indexBuildsCancelled += indexCancelled
+        report.indexChangesFailed += indexFailed
+        report.indexChangesInCompaction += indexInCompactionMade
+        report.crashPointsAimedAtIndexes += aimedAtIndexes
         report.blobSavesFailed += blobSavesFailed
         if let kind = directory.powerFailure(under: "blobs") { report.crashesAtBlobOperations[kind, default: 0] += 1 }
         for kind in directory.injectedFailures(under: "blobs") { report.injectedBlobFailures[kind, default: 0] += 1 }
@@ -297,6 +412,7 @@ package struct DocPowerLossRun {
         // the directory kept. A crash while the database was first created may leave no log (it is
         // renamed into place once durable).
         var tear = SplitMix(seed: r.next())
+        let querySeed = r.next()
         let swapPending = directory.logRenamePending
         let newLog = directory.current["log"]
         let kept = try directory.powerLoss(random: &tear)
@@ -307,8 +423,9 @@ package struct DocPowerLossRun {
         }
         try state.verifyBlobFiles(report: &report)
         let candidates = returned + (inFlight.map { [($0, nil)] } ?? [])
-        let verified = try state.verify(candidates: candidates, acknowledged: acknowledged, fullSync: fullSync,
+        let verified = try state.verify(candidates: candidates, acknowledged: acknowledged, fullSync: fullSync, querySeed: querySeed,
                                         corruptOpens: &report.corruptOpens, lost: &report.lost)
+        report.indexes.add(verified.indexes)
         // Opening the database deleted the temporary files the power failure left.
         let temporary = state.realPath + "/blobs/tmp"
         if let left = try? FileManager.default.contentsOfDirectory(atPath: temporary), !left.isEmpty {

@@ -16,6 +16,9 @@ final class DocRunState {
     /// Every blob a save that returned carried since the last reset, digest to length: each
     /// must be on disk whole after any crash.
     var acknowledgedBlobs: [String: UInt64] = [:]
+    /// What the database's indexes may be (``DocIndexes``): the changes made since the last
+    /// verification, which settled it.
+    var indexes = IndexExpectation()
 
     init(directory: String) {
         realDirectory = directory + "/docs"
@@ -35,6 +38,7 @@ final class DocRunState {
         maxDepth = [3, 5, 20, 100][Int(r.next(below: 4))]
         nextStep = 0
         acknowledgedBlobs = [:]
+        indexes = IndexExpectation()
         var config = DatabaseConfiguration(directory: referenceDirectory)
         config.maxRevTreeDepth = maxDepth
         config.fullSync = false
@@ -57,17 +61,21 @@ final class DocRunState {
         /// The outcomes of the steps it holds, in order.
         var outcomes: [DocStepOutcome]
         var snapshot: DocSnapshot
+        /// What the checks of its indexes covered.
+        var indexes: DocIndexes.Checked
     }
 
     /// Checks the recovered database: the engine's `check()` as the crash left it, the
     /// database reopened, read in full (``DocSnapshot``) and checked (`Database.check()`),
     /// consistent on its own, no unfinished
-    /// compaction's log left, and equal (``DocSnapshot/comparable``) to
+    /// compaction's log left, its indexes as ``indexes`` allows, each whole and serving queries
+    /// as a full scan answers them (``DocIndexes/verify(_:snapshot:expected:seed:)``, queries
+    /// drawn with `querySeed`), and equal (``DocSnapshot/comparable``) to
     /// the reference with the first `j` of `candidates` run, for the smallest `j >= acknowledged`
     /// (the candidates are the steps the crashed run attempted since `nextStep`, in order, with
     /// whether each committed there, nil for the one in flight). The reference is left holding
     /// those `j` steps. Throws ``Failure`` describing what is wrong.
-    func verify(candidates: [(step: Int, committed: Bool?)], acknowledged: Int, fullSync: Bool = true,
+    func verify(candidates: [(step: Int, committed: Bool?)], acknowledged: Int, fullSync: Bool = true, querySeed: UInt64,
                 corruptOpens: inout Int, lost: inout Int) throws -> Verified {
         guard let reference else { throw Failure(description: "no reference database") }
         if let why = Self.checkStore(realPath) {
@@ -86,14 +94,30 @@ final class DocRunState {
         }
         let found: DocSnapshot
         let report: DatabaseCheckReport
+        // The indexes are checked while the database is open; a problem is reported once the
+        // documents are known to be right (a lost document would show in the indexes too).
+        var indexProblem: String?
+        var indexes = DocIndexes.Checked()
         do {
             found = try DocSnapshot(db)
             report = try db.check()
+            if report.isHealthy {
+                do {
+                    indexes = try DocIndexes.verify(db, snapshot: found, expected: &self.indexes, seed: querySeed)
+                } catch let v as DocIndexes.Violation {
+                    indexProblem = v.description
+                }
+            }
             try db.close()
         } catch {
             try? db.close()
             corruptOpens += 1
             throw Failure(description: "reading the reopened database failed: \(error)")
+        }
+        let indexProblems = report.problems.filter { $0.documentID == nil && $0.message.hasPrefix("index ") }
+        guard indexProblems.isEmpty else {
+            throw Failure(description: "the document layer's check finds the indexes drifted: "
+                          + indexProblems.prefix(5).map(\.description).joined(separator: "; "))
         }
         guard report.isHealthy else {
             corruptOpens += 1
@@ -124,7 +148,10 @@ final class DocRunState {
             }
             guard j >= acknowledged else { continue }
             let expected = try DocSnapshot(reference).comparable
-            if expected == found.comparable { return Verified(applied: j, outcomes: outcomes, snapshot: found) }
+            if expected == found.comparable {
+                if let indexProblem { throw Failure(description: indexProblem) }
+                return Verified(applied: j, outcomes: outcomes, snapshot: found, indexes: indexes)
+            }
             if j == acknowledged { atAcknowledged = expected }
         }
         lost += 1

@@ -25,7 +25,8 @@ package struct DocStepOutcome: Equatable {
 /// from empty to 40 KB, so many are stored out of line), deletions, tombstones keeping
 /// properties, purges, `inBatch` batches (some aborted: nothing of them may remain), replicated
 /// revisions with histories that extend, branch and conflict, conflict resolution, local
-/// documents, and small blobs.
+/// documents, and small blobs. Bodies (and half the tombstones) carry the values the rounds'
+/// indexes read (``addIndexedValues(_:_:)``), so every kind of write moves index entries.
 ///
 /// Each step is at most one transaction (a blob file may be written before it, and if writing it
 /// fails, nothing is: the step changes nothing), and what it does
@@ -129,8 +130,11 @@ package struct DocWorkload {
     private func tombstone(_ db: Database, _ r: inout SplitMix, _ index: Int, _ out: inout DocStepOutcome) throws {
         guard let d = try live(db, &r) else { return }
         let m = d.toMutable()
-        m.setData(["worker_id": .int(Int64(r.next(below: 50))), "deleted_at": .string("step \(index)"),
-                   "note": .string(Self.text(&r, length: Int(r.next(below: 700))))])
+        var props: [String: JSONValue] = ["worker_id": .int(Int64(r.next(below: 50))), "deleted_at": .string("step \(index)"),
+                                          "note": .string(Self.text(&r, length: Int(r.next(below: 700))))]
+        // Half keep values the indexes read: a deleted document is in no index all the same.
+        if r.chance(50) { Self.addIndexedValues(&props, &r) }
+        m.setData(props)
         m.isDeletion = true
         try db.saveDocument(m)
         out.operations[.tombstone, default: 0] += 1
@@ -265,7 +269,35 @@ package struct DocWorkload {
                                    "d": .array([.int(-1), .string("x\u{0}y\"z\\")])])
         }
         if r.chance(10) { p["unicode"] = .string("é字🙂 — \u{7f}") }
+        addIndexedValues(&p, &r)
         return p
+    }
+
+    /// The values the rounds' value indexes read (``DocIndexes``), each sometimes missing: a
+    /// `kind` from a handful of strings (some equal under the collation's lower levels only), now
+    /// and then a number, null, an array or a string long enough that its key beside a long
+    /// document ID is over the engine's limit (an overflow entry); a `rank`, mostly a small
+    /// integer; an `active` flag (rarely the number 1, which is not TRUE).
+    static func addIndexedValues(_ p: inout [String: JSONValue], _ r: inout SplitMix) {
+        if !r.chance(8) {
+            switch r.next(below: 100) {
+            case 0..<80: p["kind"] = .string(["task", "note", "event", "Task", "tâsk", "note "][Int(r.next(below: 6))])
+            case 80..<86: p["kind"] = .null
+            case 86..<92: p["kind"] = .int(Int64(r.next(below: 4)))
+            case 92..<96: p["kind"] = .array([.string("task"), .int(Int64(r.next(below: 3)))])
+            default: p["kind"] = .string("long " + text(&r, length: 300 + Int(r.next(below: 700))))
+            }
+        }
+        if !r.chance(10) {
+            switch r.next(below: 100) {
+            case 0..<75: p["rank"] = .int(Int64(r.next(below: 10)))
+            case 75..<85: p["rank"] = .double(Double(r.next(below: 10)) + 0.5)
+            case 85..<90: p["rank"] = .null
+            case 90..<95: p["rank"] = .string(String(r.next(below: 10)))
+            default: p["rank"] = .int(Int64(bitPattern: r.next()))
+            }
+        }
+        if !r.chance(15) { p["active"] = r.chance(8) ? .int(1) : .bool(r.chance(55)) }
     }
 
     static func text(_ r: inout SplitMix, length: Int) -> String {

@@ -37,6 +37,8 @@ import Testing
             let report = run.run()
             #expect(report.failures.isEmpty, "seed \(seed): \(report.failures)")
             #expect(report.crashPoints == 16)
+            // The base indexes are made at the first crash point and checked at every recovery.
+            #expect(report.indexChanges >= 3 && report.indexes.indexes >= 16 && report.indexes.queries > 0, "seed \(seed): \(report.indexDetails)")
         }
     }
 
@@ -346,6 +348,7 @@ import Testing
     @Test func documentKillHarnessShortRound() throws {
         let text = try runCrashHarness(["docs", "--cycles", "8", "--seed", "5"])
         #expect(text.contains("cycles: 8,") && text.contains("lost: 0, corrupt opens: 0"), "\(text)")
+        #expect(text.contains("indexes checked after recovery: ") && !text.contains("indexes checked after recovery: 0 "), "\(text)")
     }
 
     /// Runs the crash-harness built next to the tests with `arguments` and a scratch directory;
