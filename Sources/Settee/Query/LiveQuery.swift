@@ -143,6 +143,7 @@ final class LiveQueryState: Sendable {
     private func changed(_ query: Query, _ change: DatabaseChange) {
         let (live, matched) = state.withLock { ($0.observer != nil, $0.matched) }
         guard live, let (database, statement) = try? query.compiled() else { return }
+        let match = statement.fullTextMatch
         var affected = false
         for c in change.changes {
             if matched.contains(c.documentID) { affected = true; break }
@@ -150,8 +151,14 @@ final class LiveQueryState: Sendable {
             guard let w = statement.whereClause else { affected = true; break }
             // The document as it is now: a failed read counts as a change (the run reports it).
             do {
-                if let row = try database.core.liveRow(id: c.documentID, sequence: c.sequence),
-                   try w.evaluate(row, parameters: query.parameters.values).isTrue {
+                if var row = try database.core.liveRow(id: c.documentID, sequence: c.sequence) {
+                    // A search is answered for this document alone (whether it matches does
+                    // not depend on the others; only its rank does).
+                    if let match, try database.core.fullTextMatches(row, index: match.index, query: match.query,
+                                                                   parameters: query.parameters.values) {
+                        row.fullTextScore = 0
+                    }
+                    guard try w.evaluate(row, parameters: query.parameters.values).isTrue else { continue }
                     affected = true
                     break
                 }
@@ -189,6 +196,21 @@ final class LiveQueryState: Sendable {
 }
 
 extension DatabaseCore {
+    /// Whether one document matches a full-text search of the index `name`, found by indexing
+    /// the document alone in memory with the index's analyzer.
+    func fullTextMatches(_ row: QueryRow, index name: String, query: QueryExpression, parameters: [String: JSONValue]) throws -> Bool {
+        guard let index = indexSet.withLock({ $0.indexes.first { $0.name == name } }), let analyzer = index.analyzer else {
+            throw SetteeError(.invalidParameter, "query: MATCH(\(name), …): no full-text index named \(name)")
+        }
+        guard let fields = try index.textFields(for: row) else { return false }
+        guard case .string(let text)? = try query.evaluate(row, parameters: parameters) else {
+            throw SetteeError(.invalidParameter, "query: the search of MATCH(\(name), …) must be a string")
+        }
+        var postings = InMemoryFullTextPostings(analyzer: analyzer)
+        postings.index(1, fields: fields)
+        return try FullTextEvaluator(query: try FullTextQuery(text, analyzer: analyzer), postings: postings).next() != nil
+    }
+
     /// A changed document's current row for live queries' checks, read once per commit
     /// however many live queries ask (nil when it is deleted or gone).
     func liveRow(id: String, sequence: UInt64) throws -> QueryRow? {

@@ -138,7 +138,7 @@ public class Query: @unchecked Sendable {
     public func explain() throws -> String {
         let (database, s) = try compiled()
         return try database.core.read { tx in
-            QueryPlanner.plan(s, indexes: try database.core.readyIndexes(tx)).explanation(s)
+            try QueryPlanner.plan(s, indexes: try database.core.readyIndexes(tx)).explanation(s)
         }
     }
 

@@ -67,7 +67,9 @@ struct QueryExecutor {
                      emit: ((Row) throws -> Bool)?) throws -> (rows: [Row], matched: [String]) {
         let core = database.core
         do {
-            let plan = QueryPlanner.plan(statement, indexes: useIndexes ? try core.readyIndexes(tx) : [])
+            // Without indexes (tests comparing plans) a MATCH still has its full-text index.
+            let ready = try core.readyIndexes(tx)
+            let plan = try QueryPlanner.plan(statement, indexes: useIndexes ? ready : ready.filter { $0.analyzer != nil })
             let covering = plan.scan?.covering
             let s = covering ?? statement
             var wanted: Int?
@@ -92,6 +94,8 @@ struct QueryExecutor {
                                                fetch: covering == nil, expiration: s.mentions(.expiration))
                     scanner.valuesNeeded = s.readsSlotsBeyondWhere
                     try scanner.run(keep)
+                } else if let fullText = plan.fullText {
+                    try fullTextScan(core: core, tx: tx, scan: fullText, expiration: s.mentions(.expiration)) { try keep($0, false) }
                 } else {
                     try fullScan(core: core, tx: tx, expiration: s.mentions(.expiration)) { try keep($0, false) }
                 }
@@ -114,6 +118,32 @@ struct QueryExecutor {
             var row = try core.queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta)
             if expiration { row.expiration = try core.expiration(tx, key: k) }
             return try body(row)
+        }
+    }
+
+    /// The documents a full-text search matches, in the index's document order, each row
+    /// with its score.
+    private func fullTextScan(core: DatabaseCore, tx: some StoreReading, scan: QueryPlan.FullTextScan, expiration: Bool,
+                              _ body: (QueryRow) throws -> Bool) throws {
+        let name = scan.index.name
+        let none = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
+        guard case .string(let text)? = try scan.query.evaluate(none, parameters: parameters) else {
+            throw SetteeError(.invalidParameter, "query: the search of MATCH(\(name), …) must be a string")
+        }
+        guard let analyzer = scan.index.analyzer else { return }
+        let query = try FullTextQuery(text, analyzer: analyzer)
+        let postings = try StoredFullTextPostings(tx: tx, tree: scan.index.tree, name: name)
+        let evaluator = try FullTextEvaluator(query: query, postings: postings)
+        while let match = try evaluator.next() {
+            let key = try postings.documentID(of: match.document)
+            let id = String(decoding: key, as: UTF8.self)
+            guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else {
+                throw SetteeError(.corrupted, "full-text index \(name) names document \(id), which is not in the database; check(repair: true) rebuilds the index")
+            }
+            var row = try core.queryRow(tx, id: id, meta: meta)
+            row.fullTextScore = match.score
+            if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
+            guard try body(row) else { return }
         }
     }
 
@@ -247,7 +277,8 @@ extension QueryExpression {
     /// The direct subexpressions.
     var children: [QueryExpression] {
         switch self {
-        case .literal, .missing, .property, .parameter, .meta, .variable: []
+        case .literal, .missing, .property, .parameter, .meta, .variable, .rank: []
+        case .match(_, let query): [query]
         case .not(let e), .negate(let e), .test(_, let e): [e]
         case .quantified(_, _, let array, let condition): [array, condition]
         case .and(let a, let b), .or(let a, let b), .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): [a, b]
@@ -297,6 +328,7 @@ extension QueryExpression {
         case .in(let e, let list): return .in(try r(e), try list.map(r))
         case .function(let f, let args): return .function(f, try args.map(r))
         case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: try r(array), satisfies: try r(condition))
+        case .match, .rank: return self
         }
     }
 

@@ -55,6 +55,15 @@ indirect enum QueryExpression: Sendable, Hashable {
     /// A variable bound by an enclosing ``quantified(_:variable:in:satisfies:)``, and a path
     /// into its value (empty for the value itself: `v`, `v.name`, `v[0]`).
     case variable(String, PropertyPath)
+    /// `MATCH(index, query)`: whether the document holds the words of the full-text query
+    /// (a constant or a parameter) in the full-text index. Only a full-text scan of that index
+    /// yields rows, each carrying its score, so on a row it is true when the row has a score
+    /// (``SelectStatement/checkFullText()`` keeps it where that holds: in `WHERE`, outside
+    /// OR and NOT).
+    case match(index: String, query: QueryExpression)
+    /// `RANK(index)`: the row's BM25 score in the index its query's `MATCH` searches (higher
+    /// is more relevant).
+    case rank(index: String)
 
     /// The quantifiers of `… SATISFIES … END`.
     enum Quantifier: String, Sendable, Hashable, CaseIterable {
@@ -120,6 +129,8 @@ struct QueryRow: Sendable {
     /// Seconds since 1970, when the document expires.
     var expiration: Date?
     var properties: [String: JSONValue]
+    /// The row's score when it comes from a full-text scan (what `MATCH` and `RANK` read).
+    var fullTextScore: Double? = nil
 }
 
 extension Optional where Wrapped == JSONValue {
@@ -234,6 +245,10 @@ extension QueryExpression {
             throw SetteeError(.invalidParameter, "\(a.rawValue)() is an aggregate: it needs a group (GROUP BY, or a select list of aggregates only)")
         case .quantified(let q, let name, let source, let condition):
             return try Self.quantified(q, name, try source.evaluate(in: scope), condition, scope)
+        case .match:
+            return .bool(scope.row.fullTextScore != nil)
+        case .rank:
+            return scope.row.fullTextScore.map { .double($0) } ?? .null
         case .variable(let name, let path):
             guard let bound = scope.variables.last(where: { $0.name == name }) else {
                 throw SetteeError(.invalidParameter, "query: the variable \(name) is used outside the ANY or EVERY that binds it")

@@ -18,6 +18,8 @@ import Foundation
 struct QueryPlan: Sendable {
     /// The index scan, or nil for a scan of every document.
     var scan: IndexScan?
+    /// The full-text search of a query with `MATCH` (which no other plan answers).
+    var fullText: FullTextScan?
     /// Whether rows come in `ORDER BY` order (no sort needed).
     var ordered = false
     /// Whether `LIMIT`/`OFFSET` can stop the scan early (rows need no grouping, DISTINCT or
@@ -46,6 +48,14 @@ struct QueryPlan: Sendable {
         var impliesWhere = false
     }
 
+    /// The documents of a full-text index that match a query, in the index's document
+    /// order, each with its score.
+    struct FullTextScan: Sendable {
+        var index: CompiledIndex
+        /// The query text: a constant or a parameter.
+        var query: QueryExpression
+    }
+
     struct Bound: Sendable, Hashable {
         var value: QueryExpression
         var inclusive: Bool
@@ -54,8 +64,22 @@ struct QueryPlan: Sendable {
 
 enum QueryPlanner {
     /// The plan for `statement` (aliases resolved) given the ready indexes.
-    static func plan(_ statement: SelectStatement, indexes: [CompiledIndex]) -> QueryPlan {
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` when the statement's `MATCH` names no
+    ///   ready full-text index.
+    static func plan(_ statement: SelectStatement, indexes: [CompiledIndex]) throws(SetteeError) -> QueryPlan {
         let grouped = statement.isGrouped
+        if let match = statement.fullTextMatch {
+            guard let index = indexes.first(where: { $0.name == match.index && $0.analyzer != nil }) else {
+                let kind = indexes.contains { $0.name == match.index } ? "\(match.index) is a value index, not a full-text index"
+                                                                       : "no full-text index named \(match.index) is ready"
+                throw SetteeError(.invalidParameter, "query: MATCH(\(match.index), …): \(kind)")
+            }
+            var plan = QueryPlan(fullText: .init(index: index, query: match.query))
+            plan.ordered = statement.orderBy.isEmpty
+            plan.stopsEarly = !grouped && !statement.distinct && plan.ordered
+            return plan
+        }
         let conjuncts = statement.whereClause.map(Self.conjuncts) ?? []
         var best: (score: Int, plan: QueryPlan)?
         for index in indexes where index.definition.kind == .value {
@@ -86,7 +110,7 @@ enum QueryPlanner {
     static func isConstant(_ e: QueryExpression) -> Bool {
         !e.contains { x in
             switch x {
-            case .property, .meta, .aggregate, .variable: true
+            case .property, .meta, .aggregate, .variable, .match, .rank: true
             default: false
             }
         }
@@ -261,7 +285,8 @@ extension QueryExpression {
         case .function(let f, let args): return .function(f, args.map(r))
         case .aggregate(let a, let e): return .aggregate(a, e.map(r))
         case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: r(array), satisfies: r(condition))
-        case .variable: return self
+        case .variable, .rank: return self
+        case .match(let index, let query): return .match(index: index, query: r(query))
         }
     }
 }
@@ -294,7 +319,14 @@ extension QueryPlan {
     /// and what happens after.
     func explanation(_ s: SelectStatement) -> String {
         var lines: [String] = []
-        if let scan {
+        if let fullText {
+            var line = "SEARCH FULL-TEXT INDEX \(fullText.index.name) (\(fullText.index.expressions.map(\.sqlText).joined(separator: ", ")))"
+            if let language = fullText.index.definition.text?.language { line += " LANGUAGE \(language)" }
+            if fullText.index.definition.text?.ignoreAccents == true { line += " IGNORING ACCENTS" }
+            lines.append(line)
+            lines.append("  FOR \(fullText.query.sqlText)")
+            lines.append("  FETCH each matching document, with its rank")
+        } else if let scan {
             let names = scan.index.expressions.map(\.sqlText).joined(separator: ", ")
             lines.append("SCAN INDEX \(scan.index.name) (\(names))\(scan.descending ? " BACKWARDS" : "")")
             var parts: [String] = []
@@ -334,6 +366,12 @@ extension QueryPlan {
 }
 
 extension QueryExpression {
+    /// A name as SQL++ text: as it is when it reads as an identifier, else in backticks.
+    static func identifierText(_ n: String) -> String {
+        let plain = n.first.map { $0.isLetter || $0 == "_" } == true && n.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }
+        return plain ? n : "`" + n.replacingOccurrences(of: "`", with: "``") + "`"
+    }
+
     /// The expression as SQL++ text (for ``Query/explain()``): parseable, fully parenthesized.
     var sqlText: String {
         switch self {
@@ -347,9 +385,7 @@ extension QueryExpression {
             if p.isSlot, case .name(let n) = p.components[0] { return "index value \(n.dropFirst())" }
             return p.components.enumerated().map { i, c -> String in
                 switch c {
-                case .name(let n):
-                    let plain = n.first.map { $0.isLetter || $0 == "_" } == true && n.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }
-                    return (i > 0 ? "." : "") + (plain ? n : "`" + n.replacingOccurrences(of: "`", with: "``") + "`")
+                case .name(let n): return (i > 0 ? "." : "") + Self.identifierText(n)
                 case .index(let n): return "[\(n)]"
                 }
             }.joined()
@@ -369,7 +405,56 @@ extension QueryExpression {
         case .aggregate(let a, let e): return "\(a.rawValue)(\(e?.sqlText ?? "*"))"
         case .quantified(let q, let v, let array, let condition):
             return "(\(q.rawValue) \(v) IN \(array.sqlText) SATISFIES \(condition.sqlText) END)"
+        case .match(let index, let query): return "MATCH(\(Self.identifierText(index)), \(query.sqlText))"
+        case .rank(let index): return "RANK(\(Self.identifierText(index)))"
         case .variable(let v, let path): return path.components.isEmpty ? v : "\(v)" + (path.description.hasPrefix("[") ? "" : ".") + path.description
+        }
+    }
+}
+
+extension SelectStatement {
+    /// The statement's `MATCH`: the index it searches and the query text's expression.
+    var fullTextMatch: (index: String, query: QueryExpression)? {
+        for c in whereClause.map(QueryPlanner.conjuncts) ?? [] {
+            if case .match(let index, let query) = c { return (index, query) }
+        }
+        return nil
+    }
+
+    /// Checks where `MATCH` and `RANK` are, as Couchbase Lite does: one `MATCH` at most, in
+    /// `WHERE` at its top level or in an `AND` there (a document outside the index cannot be
+    /// found by a search, so `NOT MATCH` and `MATCH … OR` have no plan), its query text a
+    /// constant or a parameter; `RANK` only of the index `MATCH` searches.
+    func checkFullText() throws(SetteeError) {
+        var all: [QueryExpression] = groupBy + orderBy.map(\.expression) + [whereClause, having, limit, offset].compactMap { $0 }
+        for case .expression(let e, _) in items { all.append(e) }
+        var matches: [(String, QueryExpression)] = []
+        var ranks: [String] = []
+        func visit(_ e: QueryExpression) {
+            switch e {
+            case .match(let index, let query): matches.append((index, query))
+            case .rank(let index): ranks.append(index)
+            default: break
+            }
+            e.children.forEach(visit)
+        }
+        all.forEach(visit)
+        guard !matches.isEmpty || !ranks.isEmpty else { return }
+        let top = whereClause.map(QueryPlanner.conjuncts) ?? []
+        let topMatches = top.filter { if case .match = $0 { true } else { false } }
+        if matches.count > 1 {
+            throw SetteeError(.invalidParameter, "query: one MATCH() per query")
+        }
+        if matches.count > topMatches.count {
+            throw SetteeError(.invalidParameter, "query: MATCH() may only be in WHERE, at its top level or in an AND there (not inside OR, NOT or another expression)")
+        }
+        if let (index, query) = matches.first {
+            guard QueryPlanner.isConstant(query) else {
+                throw SetteeError(.invalidParameter, "query: the search of MATCH(\(index), …) is a string or a parameter, not a document's value")
+            }
+        }
+        for r in ranks where r != matches.first?.0 {
+            throw SetteeError(.invalidParameter, "query: RANK(\(r)) needs MATCH(\(r), …) in WHERE")
         }
     }
 }

@@ -111,6 +111,8 @@ extension QueryExpression {
         case .function(let f, let args): return .function(f, args.map(r))
         case .aggregate(let a, let e): return .aggregate(a, e.map(r))
         case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: r(array), satisfies: r(condition))
+        case .match(let index, let query): return .match(index: index, query: r(query))
+        case .rank: return self
         }
     }
 }
@@ -374,7 +376,9 @@ private struct Parser {
         if keyword("OFFSET") { s.offset = try expression() }
         // Either order, as SQL++ for Mobile accepts.
         if s.limit == nil, keyword("LIMIT") { s.limit = try expression() }
-        return s.resolvingAlias()
+        let resolved = s.resolvingAlias()
+        try resolved.checkFullText()
+        return resolved
     }
 
     mutating func selectItem(index: Int) throws(SetteeError) -> SelectStatement.Item {
@@ -630,6 +634,20 @@ private struct Parser {
         let start = position
         advance()
         try expectSymbol("(")
+        switch name.uppercased() {
+        case "MATCH":
+            let index = try fullTextIndexName()
+            try expectSymbol(",")
+            let query = try expression()
+            try expectSymbol(")")
+            return .match(index: index, query: query)
+        case "RANK":
+            let index = try fullTextIndexName()
+            try expectSymbol(")")
+            return .rank(index: index)
+        default:
+            break
+        }
         if let a = QueryExpression.Aggregate(rawValue: name.lowercased()) {
             if a == .count, symbol("*") {
                 try expectSymbol(")")
@@ -651,6 +669,18 @@ private struct Parser {
             throw SetteeError(.invalidParameter, "query: \(f.rawValue)() takes \(f.arity) argument\(f.arity == 1 ? "" : "s"), not \(args.count), at position \(start)")
         }
         return .function(f, args)
+    }
+
+    /// The index `MATCH` and `RANK` name: an identifier (`text`, `` `my index` ``), after the
+    /// data source's alias if one is written (`t.text`), or a string.
+    mutating func fullTextIndexName() throws(SetteeError) -> String {
+        if case .string(let s) = token {
+            advance()
+            return s
+        }
+        var name = try identifier("a full-text index name")
+        if symbol(".") { name = try identifier("a full-text index name") }
+        return name
     }
 
     /// `a.b[0].c`, with backtick-quoted names for anything else.

@@ -169,6 +169,8 @@ struct BuilderParts: Sendable {
         for o in orderBy { s.orderBy.append(.init(expression: try o.expression.build(&scope), descending: o.descending)) }
         s.limit = try limit?.build(&scope)
         s.offset = try offset?.build(&scope)
-        return s.resolvingAlias()
+        let resolved = s.resolvingAlias()
+        try resolved.checkFullText()
+        return resolved
     }
 }

@@ -62,6 +62,16 @@ struct FullTextAnalyzer: Sendable, Hashable {
     /// ```
     static let fieldPositionGap = 100
 
+    /// The version of the rules that make terms (tokenizer, folding, stop words, stemmer),
+    /// recorded with each full-text index: an index made under other rules is rebuilt when
+    /// the database opens, since its terms would not meet the terms of today's queries.
+    /// Raise it with any change of those rules.
+    ///
+    /// ```swift
+    /// print(FullTextAnalyzer.version)   // 1
+    /// ```
+    static let version: UInt64 = 1
+
     /// The words, before stop words and stemming.
     ///
     /// ```swift

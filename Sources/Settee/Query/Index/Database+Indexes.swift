@@ -109,14 +109,26 @@ extension Database {
         guard !name.isEmpty, name.utf8.count <= 255, !name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             throw SetteeError(.invalidParameter, "index names are 1 to 255 bytes of UTF-8 without control characters")
         }
-        guard let value = config as? ValueIndexConfiguration else {
+        let d: IndexDefinition
+        if let value = config as? ValueIndexConfiguration {
+            guard !value.expressions.isEmpty, value.expressions.count <= 32 else {
+                throw SetteeError(.invalidParameter, "index \(name): a value index has 1 to 32 expressions")
+            }
+            d = IndexDefinition(kind: .value, state: .building, treeName: "", expressions: value.expressions,
+                                condition: value.where, collatorVersion: try JSONCollation.collatorVersion())
+        } else if let text = config as? FullTextIndexConfiguration {
+            guard !text.expressions.isEmpty, text.expressions.count <= 32 else {
+                throw SetteeError(.invalidParameter, "index \(name): a full-text index has 1 to 32 expressions")
+            }
+            if let language = text.language, language.isEmpty || language.utf8.count > 64 {
+                throw SetteeError(.invalidParameter, "index \(name): a language is a code of 1 to 64 bytes (\"english\", \"en\") or nil")
+            }
+            d = IndexDefinition(kind: .fullText, state: .building, treeName: "", expressions: text.expressions,
+                                condition: text.where, collatorVersion: try JSONCollation.collatorVersion(),
+                                text: .init(language: text.language, ignoreAccents: text.ignoreAccents, analyzerVersion: FullTextAnalyzer.version))
+        } else {
             throw SetteeError(.invalidParameter, "index \(name): \(type(of: config)) is not an index configuration Settee knows")
         }
-        guard !value.expressions.isEmpty, value.expressions.count <= 32 else {
-            throw SetteeError(.invalidParameter, "index \(name): a value index has 1 to 32 expressions")
-        }
-        let d = IndexDefinition(kind: .value, state: .building, treeName: "", expressions: value.expressions,
-                                condition: value.where, collatorVersion: try JSONCollation.collatorVersion())
         // Compiled once here so that a bad expression is refused before anything is written.
         for e in d.expressions { _ = try CompiledIndex.compile(e, index: name) }
         if let c = d.condition { _ = try CompiledIndex.compile(c, index: name) }
@@ -220,7 +232,8 @@ extension DatabaseCore {
         var done = 0
         while true {
             if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
-            var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry)] = []
+            // A value index's entry or a full-text index's terms, per document.
+            var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry?, text: FullTextDocumentEntry?)] = []
             var last: [UInt8]?
             var seen = 0
             try read { tx in
@@ -231,9 +244,11 @@ extension DatabaseCore {
                     seen += 1
                     if !meta.flags.contains(.deleted) {
                         done += 1
-                        let id = String(decoding: k, as: UTF8.self)
-                        if let e = try index.entry(for: try queryRow(tx, id: id, meta: meta)) {
-                            batch.append((Array(k), meta.sequence, e))
+                        let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta)
+                        if index.analyzer != nil {
+                            if let t = try index.textEntry(for: row) { batch.append((Array(k), meta.sequence, nil, t)) }
+                        } else if let e = try index.entry(for: row) {
+                            batch.append((Array(k), meta.sequence, e, nil))
                         }
                     }
                     return seen < step
@@ -245,7 +260,10 @@ extension DatabaseCore {
                         throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
                     }
                     for item in batch where try c.meta(item.key)?.sequence == item.sequence {
-                        try c.tx.put(item.entry.key, item.entry.value, in: index.tree)
+                        if let e = item.entry { try c.tx.put(e.key, e.value, in: index.tree) }
+                        if let t = item.text {
+                            try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
+                        }
                     }
                 }
             }
@@ -258,18 +276,21 @@ extension DatabaseCore {
     }
 
     /// Brings every index to a usable state after the open: one whose strings were keyed by
-    /// another ICU version is rebuilt, one whose build was interrupted is built again.
+    /// another ICU version (or, full-text, whose terms were made by another analyzer version)
+    /// is rebuilt, one whose build was interrupted is built again.
     /// A failed build is logged and removes the index (as a failed createIndex does); the open never fails for it.
     func finishIndexes() {
         let current = try? JSONCollation.collatorVersion()
         for index in indexSet.withLock({ $0.indexes }) {
-            let stale = current != nil && index.definition.collatorVersion != current
+            let analyzerChanged = index.definition.text.map { $0.analyzerVersion != FullTextAnalyzer.version } ?? false
+            let stale = (current != nil && index.definition.collatorVersion != current) || analyzerChanged
             guard stale || !index.isReady else { continue }
             do {
                 if stale, let current {
                     var d = index.definition
                     d.state = .building
                     d.collatorVersion = current
+                    d.text?.analyzerVersion = FullTextAnalyzer.version
                     try changingIndexes { c in
                         try c.clearTree(index.tree)
                         try c.tx.put(Array(index.name.utf8), d.encoded(), in: trees.indexCatalog)
@@ -343,17 +364,37 @@ extension Database {
         }
         for index in try core.readyIndexes(tx) {
             var expected: [[UInt8]: [UInt8]] = [:]
-            var unreadable = 0
+            // A full-text index numbers its documents as they come: the records expected are
+            // made with the numbers the index gives, and a document it has no number for is
+            // missing.
+            var numbers: [String: UInt64] = [:]
+            var unnumbered = 0
+            var texts: [(id: String, number: UInt64, entry: FullTextDocumentEntry)] = []
+            let stats = index.analyzer == nil ? FullTextIndexStore.Stats() : try FullTextIndexStore.stats(tx, tree: index.tree)
+            if index.analyzer != nil {
+                try tx.forEach(in: index.tree, from: [FullTextIndexStore.Tag.document.rawValue], reverse: false) { k, v in
+                    guard k.first == FullTextIndexStore.Tag.document.rawValue else { return false }
+                    if let n = FullTextIndexStore.readNumber(v), n < stats.nextNumber {
+                        numbers[String(decoding: k.dropFirst(), as: UTF8.self)] = n
+                    }
+                    return true
+                }
+            }
             try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
                 guard let meta = try? DocMeta(decoding: v), !meta.flags.contains(.deleted) else { return true }
-                do {
-                    let row = try core.queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta)
-                    if let e = try index.entry(for: row) { expected[e.key] = e.value }
-                } catch {
-                    unreadable += 1   // reported with the document by the document checks
+                // A document that cannot be read is reported with the document by the
+                // document checks.
+                let id = String(decoding: k, as: UTF8.self)
+                guard let row = try? core.queryRow(tx, id: id, meta: meta) else { return true }
+                if index.analyzer != nil {
+                    guard let t = try? index.textEntry(for: row) else { return true }
+                    if let n = numbers[id] { texts.append((id, n, t)) } else { unnumbered += 1 }
+                } else if let e = try? index.entry(for: row) {
+                    expected[e.key] = e.value
                 }
                 return true
             }
+            if index.analyzer != nil { expected = FullTextIndexStore.records(of: texts, nextNumber: stats.nextNumber) }
             var stale = 0
             var different = 0
             try tx.forEach(in: index.tree, from: nil, reverse: false) { k, v in
@@ -364,10 +405,15 @@ extension Database {
                 }
                 return true
             }
-            let missing = expected.count
+            let missing = expected.count + unnumbered
             guard missing + stale + different > 0 else { continue }
             var parts: [String] = []
-            if missing > 0 { parts.append("\(missing) document\(missing == 1 ? " is" : "s are") missing from it") }
+            if index.analyzer != nil {
+                if unnumbered > 0 { parts.append("\(unnumbered) document\(unnumbered == 1 ? " is" : "s are") missing from it") }
+                if expected.count > 0 { parts.append("\(expected.count) record\(expected.count == 1 ? " is" : "s are") missing from it") }
+            } else if missing > 0 {
+                parts.append("\(missing) document\(missing == 1 ? " is" : "s are") missing from it")
+            }
             if stale > 0 { parts.append("\(stale) entr\(stale == 1 ? "y matches" : "ies match") no document's current values") }
             if different > 0 { parts.append("\(different) entr\(different == 1 ? "y holds" : "ies hold") other values than the document's") }
             report.problems.append(.init(documentID: nil, message: "index \(index.name): " + parts.joined(separator: ", ")

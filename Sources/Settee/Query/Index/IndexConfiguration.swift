@@ -61,6 +61,70 @@ public struct ValueIndexConfiguration: IndexConfiguration, Hashable {
     }
 }
 
+/// A full-text index, as Couchbase Lite names it: the words of one or more string
+/// expressions of each document, for `MATCH(index, 'query')` in SQL++ and
+/// ``FullTextFunction/match(index:query:)`` in QueryBuilder, ranked by
+/// `RANK(index)` (BM25: higher is more relevant). Kept in the same commit as every change of
+/// a document's current revision, like a value index.
+///
+/// ```swift
+/// try db.createIndex(FullTextIndexConfiguration(["title", "notes"], language: "english"), name: "text")
+/// let q = try db.createQuery("""
+///     SELECT META().id, title FROM _ WHERE MATCH(text, 'buy milk*') ORDER BY RANK(text) DESC LIMIT 20
+///     """)
+/// ```
+///
+/// A document is in the index when at least one expression gives a string (other values are
+/// not indexed) and, for a partial index, its `where` condition is true. Words are split at
+/// what is not a letter or digit and folded (`Formats/indexes.md`): lower case, Unicode
+/// compatibility forms, accents removed with `ignoreAccents`. `language` "english"
+/// (or "en", "en-US"…) adds English stop words and the Porter2 stemmer ("running" finds
+/// "runs"); any other language, and nil, indexes words as they are. Unlike Couchbase Lite,
+/// nil does not mean the device's language: an index must give the same words on every
+/// device that opens the database.
+///
+/// - Note: A value type; safe to share between threads.
+public struct FullTextIndexConfiguration: IndexConfiguration, Hashable {
+    /// The indexed expressions; their words are indexed one after the other (a phrase never
+    /// spans two of them).
+    ///
+    /// ```swift
+    /// print(FullTextIndexConfiguration(["title", "notes"]).expressions)   // ["title", "notes"]
+    /// ```
+    public let expressions: [String]
+    /// The condition a document must meet to be indexed; nil for every document.
+    ///
+    /// ```swift
+    /// let c = FullTextIndexConfiguration(["notes"], where: "type = 'task'")
+    /// print(c.where ?? "every document")
+    /// ```
+    public let `where`: String?
+    /// Whether accents are removed from words and queries ("cafe" finds "café").
+    ///
+    /// ```swift
+    /// print(FullTextIndexConfiguration(["name"], ignoreAccents: true).ignoreAccents)   // true
+    /// ```
+    public let ignoreAccents: Bool
+    /// The language code that chooses stop words and stemming ("english", "en"); nil for none.
+    ///
+    /// ```swift
+    /// print(FullTextIndexConfiguration(["title"], language: "en").language ?? "none")   // en
+    /// ```
+    public let language: String?
+
+    /// A full-text index of `expressions`.
+    ///
+    /// ```swift
+    /// let config = FullTextIndexConfiguration(["title", "notes"], language: "english")
+    /// ```
+    public init(_ expressions: [String], where: String? = nil, ignoreAccents: Bool = false, language: String? = nil) {
+        self.expressions = expressions
+        self.where = `where`
+        self.ignoreAccents = ignoreAccents
+        self.language = language
+    }
+}
+
 /// How far ``Database/createIndex(_:name:progress:)`` has come building a new index over the
 /// documents already in the database.
 ///

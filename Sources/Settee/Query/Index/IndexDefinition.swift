@@ -9,9 +9,21 @@ import Synchronization
 /// | version u8 = 1 | kind u8 (1 value) | state u8 (0 building, 1 ready) | tree string |
 /// | count varint | expression strings … | has-where u8 | [where string] | collator string |
 /// ```
+///
+/// A full-text index (kind 2) goes on with `| has-language u8 | [language string] |
+/// ignore-accents u8 | analyzer version varint |`.
 struct IndexDefinition: Sendable, Hashable {
-    enum Kind: UInt8, Sendable { case value = 1 }
+    enum Kind: UInt8, Sendable { case value = 1, fullText = 2 }
     enum State: UInt8, Sendable { case building = 0, ready = 1 }
+
+    /// How a full-text index turns text into terms.
+    struct TextOptions: Sendable, Hashable {
+        var language: String?
+        var ignoreAccents: Bool
+        /// ``FullTextAnalyzer/version`` when the index was built: another version's terms
+        /// would not meet its queries' terms, so the open rebuilds the index.
+        var analyzerVersion: UInt64
+    }
 
     var kind: Kind
     var state: State
@@ -19,10 +31,12 @@ struct IndexDefinition: Sendable, Hashable {
     var expressions: [String]
     var condition: String?
     var collatorVersion: String
+    /// Set for (and only for) a full-text index.
+    var text: TextOptions?
 
     /// Whether two definitions index the same thing (state and tree aside).
     func sameIndex(as other: IndexDefinition) -> Bool {
-        kind == other.kind && expressions == other.expressions && condition == other.condition
+        kind == other.kind && expressions == other.expressions && condition == other.condition && text == other.text
     }
 
     func encoded() -> [UInt8] {
@@ -40,16 +54,28 @@ struct IndexDefinition: Sendable, Hashable {
             w.u8(0)
         }
         w.string(collatorVersion)
+        if let text {
+            if let language = text.language {
+                w.u8(1)
+                w.string(language)
+            } else {
+                w.u8(0)
+            }
+            w.u8(text.ignoreAccents ? 1 : 0)
+            w.varint(text.analyzerVersion)
+        }
         return w.bytes
     }
 
-    init(kind: Kind, state: State, treeName: String, expressions: [String], condition: String?, collatorVersion: String) {
+    init(kind: Kind, state: State, treeName: String, expressions: [String], condition: String?, collatorVersion: String,
+         text: TextOptions? = nil) {
         self.kind = kind
         self.state = state
         self.treeName = treeName
         self.expressions = expressions
         self.condition = condition
         self.collatorVersion = collatorVersion
+        self.text = text
     }
 
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
@@ -68,8 +94,20 @@ struct IndexDefinition: Sendable, Hashable {
             guard let c = r.string() else { throw bad }
             condition = c
         }
-        guard let collator = r.string(), r.atEnd else { throw bad }
-        self.init(kind: k, state: s, treeName: tree, expressions: expressions, condition: condition, collatorVersion: collator)
+        guard let collator = r.string() else { throw bad }
+        var text: TextOptions?
+        if k == .fullText {
+            guard let hasLanguage = r.u8(), hasLanguage <= 1 else { throw bad }
+            var language: String?
+            if hasLanguage == 1 {
+                guard let l = r.string() else { throw bad }
+                language = l
+            }
+            guard let accents = r.u8(), accents <= 1, let version = r.varint() else { throw bad }
+            text = TextOptions(language: language, ignoreAccents: accents == 1, analyzerVersion: version)
+        }
+        guard r.atEnd else { throw bad }
+        self.init(kind: k, state: s, treeName: tree, expressions: expressions, condition: condition, collatorVersion: collator, text: text)
     }
 }
 
@@ -84,6 +122,8 @@ struct CompiledIndex: Sendable {
     let expressions: [QueryExpression]
     let condition: QueryExpression?
     let tree: Tree
+    /// A full-text index's analyzer; nil for a value index.
+    let analyzer: FullTextAnalyzer?
 
     var isReady: Bool { definition.state == .ready }
 
@@ -96,6 +136,7 @@ struct CompiledIndex: Sendable {
         for e in definition.expressions { compiled.append(try Self.compile(e, index: name)) }
         expressions = compiled
         condition = try definition.condition.map { (c) throws(SetteeError) in try Self.compile(c, index: name) }
+        analyzer = definition.text.map { FullTextAnalyzer(language: $0.language, ignoreAccents: $0.ignoreAccents) }
     }
 
     /// Parses one indexed expression and checks that it depends on the document alone.
@@ -115,8 +156,8 @@ struct CompiledIndex: Sendable {
         return e
     }
 
-    /// The entry of a document, or nil when it has none (its first expression is MISSING, its
-    /// condition does not hold, or it is deleted).
+    /// The entry of a document in a value index, or nil when it has none (its first
+    /// expression is MISSING, its condition does not hold, or it is deleted).
     func entry(for row: QueryRow) throws(SetteeError) -> IndexEntry? {
         if row.isDeleted { return nil }
         if let condition, !(try condition.evaluate(row, parameters: [:])).isTrue { return nil }
@@ -125,6 +166,35 @@ struct CompiledIndex: Sendable {
         for e in expressions { values.append(try e.evaluate(row, parameters: [:])) }
         guard case .some(.some) = values.first else { return nil }
         return try IndexEntry(values: values, documentID: row.id)
+    }
+}
+
+extension CompiledIndex {
+    /// The terms a document gives a full-text index, or nil when it is not in the index
+    /// (deleted, its condition does not hold, or no expression gives a string).
+    func textEntry(for row: QueryRow) throws(SetteeError) -> FullTextDocumentEntry? {
+        guard let analyzer, let fields = try textFields(for: row) else { return nil }
+        return FullTextDocumentEntry(fields: fields, analyzer: analyzer)
+    }
+
+    /// The texts a document gives a full-text index, one per expression ("" for a value that
+    /// is not a string), or nil when it is not in the index.
+    func textFields(for row: QueryRow) throws(SetteeError) -> [String]? {
+        guard analyzer != nil, !row.isDeleted else { return nil }
+        if let condition, !(try condition.evaluate(row, parameters: [:])).isTrue { return nil }
+        var fields: [String] = []
+        var any = false
+        for e in expressions {
+            // A field that is not a string keeps its place (positions stay those of the
+            // expressions' order) but gives no words.
+            if case .string(let s)? = try e.evaluate(row, parameters: [:]) {
+                fields.append(s)
+                any = true
+            } else {
+                fields.append("")
+            }
+        }
+        return any ? fields : nil
     }
 }
 

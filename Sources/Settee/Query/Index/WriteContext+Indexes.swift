@@ -43,6 +43,12 @@ extension WriteContext {
             newRow = QueryRow(id: id, revisionID: winnerID, sequence: sequence, isDeleted: false, expiration: nil, properties: properties)
         }
         for index in indexes {
+            if index.analyzer != nil {
+                let before = try oldRow.flatMap { (r) throws(SetteeError) in try index.textEntry(for: r) }
+                let after = try newRow.flatMap { (r) throws(SetteeError) in try index.textEntry(for: r) }
+                if before != after { try FullTextIndexStore.update(tx, tree: index.tree, id: id, old: before, new: after) }
+                continue
+            }
             let before = try oldRow.flatMap { (r) throws(SetteeError) in try index.entry(for: r) }
             let after = try newRow.flatMap { (r) throws(SetteeError) in try index.entry(for: r) }
             if before == after { continue }
@@ -57,7 +63,11 @@ extension WriteContext {
         guard !indexes.isEmpty, !old.flags.contains(.deleted) else { return }
         let row = try core.queryRow(tx, id: id, meta: old)
         for index in indexes {
-            if let e = try index.entry(for: row) { _ = try tx.delete(e.key, in: index.tree) }
+            if index.analyzer != nil {
+                if let e = try index.textEntry(for: row) { try FullTextIndexStore.update(tx, tree: index.tree, id: id, old: e, new: nil) }
+            } else if let e = try index.entry(for: row) {
+                _ = try tx.delete(e.key, in: index.tree)
+            }
         }
     }
 }
