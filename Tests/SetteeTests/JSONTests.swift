@@ -464,6 +464,41 @@ import Testing
         #expect(try nested.withUnsafeBytes { b in try Swift.Result { () throws(SetteeError) in try JSONParser.scanBody(b) }.get() }.isEmpty == false)
     }
 
+    /// Reading some members of an object gives exactly those members of the full parse, for
+    /// random objects (with whitespace, escapes and nesting) and random sets of keys; damaged
+    /// bytes throw or read something, never crash.
+    @Test func parsingSomeMembersAgreesWithTheFullParse() throws {
+        for seed in [UInt64(20_261_127), UInt64.random(in: 1...UInt64.max)] {
+            print("seed \(seed) (JSONTests.parsingSomeMembersAgreesWithTheFullParse)")
+            var random = SeededGenerator(seed: seed)
+            for round in 0..<400 {
+                var members: [String: JSONValue] = [:]
+                for _ in 0..<random.below(8) { members[random.string()] = random.value(depth: 1) }
+                var bytes = try JSONWriter.bytes(.object(members))
+                if random.below(2) == 0 { bytes = addingWhitespace(bytes) }
+                var keys = Set(members.keys.filter { _ in random.below(2) == 0 })
+                keys.insert(random.string())   // perhaps a key the object lacks
+                let some = try bytes.withUnsafeBytes { b throws(SetteeError) in try JSONParser.parseMembers(b, keys: keys) }
+                #expect(some == members.filter { keys.contains($0.key) }, "seed \(seed), round \(round)")
+                for _ in 0..<4 where !bytes.isEmpty {
+                    var damaged = bytes
+                    let at = random.below(damaged.count)
+                    switch random.below(3) {
+                    case 0: damaged[at] = [0x22, 0x5C, 0x7B, 0x7D, 0x5B, 0x5D, 0x2C, 0x3A][random.below(8)]
+                    case 1: damaged.remove(at: at)
+                    default: damaged = Array(damaged[..<at])
+                    }
+                    _ = damaged.withUnsafeBytes { b in try? JSONParser.parseMembers(b, keys: keys) }
+                }
+            }
+        }
+        #expect(throws: SetteeError.self) { try Array("[1]".utf8).withUnsafeBytes { b throws(SetteeError) in try JSONParser.parseMembers(b, keys: []) } }
+        #expect(throws: SetteeError.self) { try Array("{\"a\": [1, {]}".utf8).withUnsafeBytes { b throws(SetteeError) in try JSONParser.parseMembers(b, keys: ["a"]) } }
+        #expect(throws: SetteeError.self) { try Array("{\"a\": \"x".utf8).withUnsafeBytes { b throws(SetteeError) in try JSONParser.parseMembers(b, keys: []) } }
+        let deep = "{\"a\": " + String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000) + "}"
+        #expect(throws: SetteeError.self) { try Array(deep.utf8).withUnsafeBytes { b throws(SetteeError) in try JSONParser.parseMembers(b, keys: []) } }
+    }
+
     @Test func bodyScanAgreesWithTheParserOnRandomAndDamagedBodies() throws {
         for seed in [UInt64(20_261_122), UInt64.random(in: 1...UInt64.max)] {
             print("seed \(seed) (JSONTests.bodyScanAgreesWithTheParserOnRandomAndDamagedBodies)")

@@ -797,3 +797,112 @@ extension JSONValue {
         }
     }
 }
+
+extension JSONParser {
+    /// The members of a JSON object whose keys are in `keys`, each parsed as ``parse(_:maxDepth:)``
+    /// parses; the values of the others are skipped without being built. A query reads a stored
+    /// body this way when it needs a few properties of a large document.
+    ///
+    /// ```swift
+    /// let some = try JSONParser.parseMembers(body, keys: ["type", "list"])   // ["type": "task", "list": …]
+    /// ```
+    ///
+    /// A skipped value is only followed to its end (strings to their closing quote, containers
+    /// to their matching bracket, depth bounded), not validated: the bodies read this way were
+    /// validated when they were stored. What is returned is parsed in full.
+    ///
+    /// - Throws: ``SetteeError/Code/invalidJSON`` when the bytes are not an object or a value
+    ///   is malformed.
+    static func parseMembers(_ bytes: UnsafeRawBufferPointer, keys: Set<String>) throws(SetteeError) -> [String: JSONValue] {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            throw SetteeError(.invalidJSON, "unexpected end of input at byte 0")
+        }
+        var reader = Reader(base: base.assumingMemoryBound(to: UInt8.self), end: bytes.count, maxDepth: defaultMaxDepth)
+        return try reader.parseMembers(keys: keys)
+    }
+}
+
+extension Reader {
+    mutating func parseMembers(keys: Set<String>) throws(SetteeError) -> [String: JSONValue] {
+        skipWhitespace()
+        guard i < end, p[i] == openBrace else { throw fail(i < end ? "expected an object" : "unexpected end of input") }
+        i += 1
+        var out: [String: JSONValue] = [:]
+        skipWhitespace()
+        if i < end, p[i] == closeBrace {
+            i += 1
+        } else {
+            while true {
+                skipWhitespace()
+                guard i < end, p[i] == quote else { throw fail(i < end ? "expected a string key" : "unexpected end of input") }
+                i += 1
+                let key = try readString()
+                skipWhitespace()
+                guard i < end, p[i] == colon else { throw fail(i < end ? "expected ':'" : "unexpected end of input") }
+                i += 1
+                skipWhitespace()
+                let start = i
+                try skipValue()
+                if keys.contains(key) {
+                    var value = Reader(base: p + start, end: i - start, maxDepth: maxDepth)
+                    out[key] = try value.parseDocument()
+                }
+                skipWhitespace()
+                guard i < end else { throw fail("unexpected end of input") }
+                if p[i] == comma {
+                    i += 1
+                    continue
+                }
+                guard p[i] == closeBrace else { throw fail("expected ',' or '}'") }
+                i += 1
+                break
+            }
+        }
+        skipWhitespace()
+        guard i == end else { throw fail("unexpected character after the value") }
+        return out
+    }
+
+    /// Moves `i` past one value without building or validating it.
+    mutating func skipValue() throws(SetteeError) {
+        guard i < end else { throw fail("unexpected end of input") }
+        let first = p[i]
+        if first != quote && first != openBrace && first != openBracket {
+            // A number or a literal: up to the next delimiter.
+            while i < end {
+                let c = p[i]
+                if c == comma || c == closeBrace || c == closeBracket || c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { break }
+                i += 1
+            }
+            return
+        }
+        var depth = 0
+        repeat {
+            guard i < end else { throw fail("unexpected end of input") }
+            switch p[i] {
+            case quote:
+                i += 1
+                while true {
+                    skipPlainStringBytes()
+                    guard i < end else { throw fail("unterminated string") }
+                    let c = p[i]
+                    if c == quote {
+                        i += 1
+                        break
+                    }
+                    i += c == backslash ? 2 : 1
+                }
+            case openBrace, openBracket:
+                guard depth < maxDepth else { throw fail("nesting deeper than \(maxDepth) levels") }
+                depth += 1
+                i += 1
+            case closeBrace, closeBracket:
+                guard depth > 0 else { throw fail("unexpected character") }
+                depth -= 1
+                i += 1
+            default:
+                i += 1
+            }
+        } while depth > 0
+    }
+}

@@ -72,6 +72,7 @@ struct QueryExecutor {
             let plan = try QueryPlanner.plan(statement, indexes: useIndexes ? ready : ready.filter { $0.analyzer != nil })
             let covering = plan.scan?.covering
             let s = covering ?? statement
+            let keys = s.documentKeys
             var wanted: Int?
             if plan.stopsEarly, let limit { wanted = limit > Int.max - offset ? Int.max : offset + limit }
             var matches: [QueryRow] = []
@@ -93,11 +94,12 @@ struct QueryExecutor {
                     var scanner = IndexScanner(core: core, tx: tx, scan: scan, parameters: parameters,
                                                fetch: covering == nil, expiration: s.mentions(.expiration))
                     scanner.valuesNeeded = s.readsSlotsBeyondWhere
+                    scanner.documentKeys = keys
                     try scanner.run(keep)
                 } else if let fullText = plan.fullText {
-                    try fullTextScan(core: core, tx: tx, scan: fullText, expiration: s.mentions(.expiration)) { try keep($0, false) }
+                    try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: s.mentions(.expiration)) { try keep($0, false) }
                 } else {
-                    try fullScan(core: core, tx: tx, expiration: s.mentions(.expiration)) { try keep($0, false) }
+                    try fullScan(core: core, tx: tx, keys: keys, expiration: s.mentions(.expiration)) { try keep($0, false) }
                 }
             }
             if streaming { return ([], []) }
@@ -111,11 +113,11 @@ struct QueryExecutor {
     }
 
     /// Every live document, in document ID order.
-    private func fullScan(core: DatabaseCore, tx: some StoreReading, expiration: Bool, _ body: (QueryRow) throws -> Bool) throws {
+    private func fullScan(core: DatabaseCore, tx: some StoreReading, keys: Set<String>?, expiration: Bool, _ body: (QueryRow) throws -> Bool) throws {
         try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
             let meta = try DocMeta(decoding: v)
             if meta.flags.contains(.deleted) { return true }
-            var row = try core.queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta)
+            var row = try core.queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: keys)
             if expiration { row.expiration = try core.expiration(tx, key: k) }
             return try body(row)
         }
@@ -123,7 +125,7 @@ struct QueryExecutor {
 
     /// The documents a full-text search matches, in the index's document order, each row
     /// with its score.
-    private func fullTextScan(core: DatabaseCore, tx: some StoreReading, scan: QueryPlan.FullTextScan, expiration: Bool,
+    private func fullTextScan(core: DatabaseCore, tx: some StoreReading, scan: QueryPlan.FullTextScan, keys: Set<String>?, expiration: Bool,
                               _ body: (QueryRow) throws -> Bool) throws {
         let name = scan.index.name
         let none = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
@@ -140,7 +142,7 @@ struct QueryExecutor {
             guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else {
                 throw SetteeError(.corrupted, "full-text index \(name) names document \(id), which is not in the database; check(repair: true) rebuilds the index")
             }
-            var row = try core.queryRow(tx, id: id, meta: meta)
+            var row = try core.queryRow(tx, id: id, meta: meta, keys: keys)
             row.fullTextScore = match.score
             if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
             guard try body(row) else { return }
@@ -359,5 +361,45 @@ extension QueryExpression {
             }
             return best ?? .null
         }
+    }
+}
+
+extension QueryExpression {
+    /// Adds the names of the document's top-level properties the expression reads to `keys`;
+    /// false when it reads the whole document (an empty path).
+    func collectDocumentKeys(into keys: inout Set<String>) -> Bool {
+        var whole = false
+        _ = contains { e in
+            guard case .property(let path) = e else { return false }
+            switch path.components.first {
+            case nil: whole = true
+            case .name(let n)?: keys.insert(n)
+            case .index?: break   // an index into an object: MISSING whatever the body holds
+            }
+            return whole
+        }
+        return !whole
+    }
+
+    /// The top-level properties a set of expressions reads, or nil for the whole document.
+    static func documentKeys(_ expressions: [QueryExpression]) -> Set<String>? {
+        var keys = Set<String>()
+        for e in expressions where !e.collectDocumentKeys(into: &keys) { return nil }
+        return keys
+    }
+}
+
+extension SelectStatement {
+    /// The top-level properties of a document the statement reads, or nil when it needs them
+    /// all (`SELECT *`): a scan parses only these from each stored body.
+    var documentKeys: Set<String>? {
+        var all: [QueryExpression] = groupBy + orderBy.map(\.expression) + [whereClause, having].compactMap { $0 }
+        for item in items {
+            switch item {
+            case .all: return nil
+            case .expression(let e, _): all.append(e)
+            }
+        }
+        return QueryExpression.documentKeys(all)
     }
 }

@@ -244,7 +244,7 @@ extension DatabaseCore {
                     seen += 1
                     if !meta.flags.contains(.deleted) {
                         done += 1
-                        let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta)
+                        let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: index.documentKeys)
                         if index.analyzer != nil {
                             if let t = try index.textEntry(for: row) { batch.append((Array(k), meta.sequence, nil, t)) }
                         } else if let e = try index.entry(for: row) {
@@ -385,7 +385,7 @@ extension Database {
                 // A document that cannot be read is reported with the document by the
                 // document checks.
                 let id = String(decoding: k, as: UTF8.self)
-                guard let row = try? core.queryRow(tx, id: id, meta: meta) else { return true }
+                guard let row = try? core.queryRow(tx, id: id, meta: meta, keys: index.documentKeys) else { return true }
                 if index.analyzer != nil {
                     guard let t = try? index.textEntry(for: row) else { return true }
                     if let n = numbers[id] { texts.append((id, n, t)) } else { unnumbered += 1 }

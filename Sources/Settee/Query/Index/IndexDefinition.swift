@@ -124,6 +124,9 @@ struct CompiledIndex: Sendable {
     let tree: Tree
     /// A full-text index's analyzer; nil for a value index.
     let analyzer: FullTextAnalyzer?
+    /// The top-level properties its expressions and condition read (nil: the whole document):
+    /// all a build or a commit parses of a body for it.
+    let documentKeys: Set<String>?
 
     var isReady: Bool { definition.state == .ready }
 
@@ -137,6 +140,7 @@ struct CompiledIndex: Sendable {
         expressions = compiled
         condition = try definition.condition.map { (c) throws(SetteeError) in try Self.compile(c, index: name) }
         analyzer = definition.text.map { FullTextAnalyzer(language: $0.language, ignoreAccents: $0.ignoreAccents) }
+        documentKeys = QueryExpression.documentKeys(compiled + [condition].compactMap { $0 })
     }
 
     /// Parses one indexed expression and checks that it depends on the document alone.

@@ -31,6 +31,8 @@ struct IndexScanner<Reader: StoreReading> {
     /// Whether rows need the entries' values when `WHERE` is implied (a select list, grouping
     /// or ordering reads them); a count does not.
     var valuesNeeded = true
+    /// The properties a fetched document is parsed for (nil: all).
+    var documentKeys: Set<String>?
 
     private var tree: Tree { scan.index.tree }
 
@@ -154,7 +156,7 @@ struct IndexScanner<Reader: StoreReading> {
             guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else {
                 throw SetteeError(.corrupted, "index \(scan.index.name) names document \(id), which is not in the database; check(repair: true) rebuilds the index")
             }
-            var row = try core.queryRow(tx, id: id, meta: meta)
+            var row = try core.queryRow(tx, id: id, meta: meta, keys: documentKeys)
             if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
             return row
         }

@@ -2,16 +2,18 @@ internal import SetteeStorage
 
 extension DatabaseCore {
     /// A document as queries and indexes see it, read from `tx`: its current revision's
-    /// properties parsed from the stored body.
-    func queryRow(_ tx: some StoreReading, id: String, meta: DocMeta) throws -> QueryRow {
+    /// properties parsed from the stored body (only those named by `keys`, when given: the
+    /// others are skipped, not built).
+    func queryRow(_ tx: some StoreReading, id: String, meta: DocMeta, keys: Set<String>? = nil) throws -> QueryRow {
         QueryRow(id: id, revisionID: meta.revisionID, sequence: meta.sequence, isDeleted: meta.flags.contains(.deleted),
-                 expiration: nil, properties: try properties(tx, bodyRef: meta.bodyRef))
+                 expiration: nil, properties: try properties(tx, bodyRef: meta.bodyRef, keys: keys))
     }
 
-    /// The properties of the body at `bodyRef` (none for ref 0).
-    func properties(_ tx: some StoreReading, bodyRef: UInt64) throws -> [String: JSONValue] {
+    /// The properties of the body at `bodyRef` (none for ref 0); with `keys`, only those.
+    func properties(_ tx: some StoreReading, bodyRef: UInt64, keys: Set<String>? = nil) throws -> [String: JSONValue] {
         if bodyRef == 0 { return [:] }
         return try tx.withValue(at: ValueRef(rawValue: bodyRef)) { b throws(SetteeError) in
+            if let keys { return try JSONParser.parseMembers(b, keys: keys) }
             guard case .object(let o) = try JSONParser.parse(b) else {
                 throw SetteeError(.corrupted, "a stored document body is not a JSON object")
             }
@@ -30,7 +32,8 @@ extension WriteContext {
         guard !indexes.isEmpty else { return }
         let wasLive = old.map { !$0.flags.contains(.deleted) } ?? false
         if let old, old.revisionID == winnerID, wasLive == !winnerDeleted { return }
-        let oldRow = try old.flatMap { o in wasLive ? try core.queryRow(tx, id: id, meta: o) : nil }
+        let keys = Self.documentKeys(indexes)
+        let oldRow = try old.flatMap { o in wasLive ? try core.queryRow(tx, id: id, meta: o, keys: keys) : nil }
         var newRow: QueryRow?
         if !winnerDeleted {
             // A local save's properties are at hand; a replicated body is parsed once.
@@ -38,7 +41,7 @@ extension WriteContext {
             if let p = pendingProperties, p.revisionID == winnerID {
                 properties = p.properties
             } else {
-                properties = try core.properties(tx, bodyRef: winnerBodyRef)
+                properties = try core.properties(tx, bodyRef: winnerBodyRef, keys: keys)
             }
             newRow = QueryRow(id: id, revisionID: winnerID, sequence: sequence, isDeleted: false, expiration: nil, properties: properties)
         }
@@ -57,11 +60,21 @@ extension WriteContext {
         }
     }
 
+    /// The properties any of `indexes` reads (nil: all).
+    static func documentKeys(_ indexes: [CompiledIndex]) -> Set<String>? {
+        var keys = Set<String>()
+        for index in indexes {
+            guard let k = index.documentKeys else { return nil }
+            keys.formUnion(k)
+        }
+        return keys
+    }
+
     /// Removes a purged document's entries.
     func removeFromIndexes(id: String, old: DocMeta) throws {
         let indexes = self.indexes
         guard !indexes.isEmpty, !old.flags.contains(.deleted) else { return }
-        let row = try core.queryRow(tx, id: id, meta: old)
+        let row = try core.queryRow(tx, id: id, meta: old, keys: Self.documentKeys(indexes))
         for index in indexes {
             if index.analyzer != nil {
                 if let e = try index.textEntry(for: row) { try FullTextIndexStore.update(tx, tree: index.tree, id: id, old: e, new: nil) }
