@@ -248,6 +248,7 @@ import SetteeStorage
         func constant() -> String { constants[Int(rng.next() % UInt64(constants.count))] }
         let ops = ["=", "<", "<=", ">", ">="]
         var usedIndex = 0
+        var groupedInOrder = 0
         for _ in 0 ..< 300 {
             let field = ["a", "b"][Int(rng.next() % 2)]
             var conditions: [String] = []
@@ -264,11 +265,21 @@ import SetteeStorage
             let desc = rng.next() % 2 == 0 ? " DESC" : ""
             let order = rng.next() % 3 == 0 ? "" : " ORDER BY \(field)\(desc), META().id\(desc)"
             let limit = order.isEmpty || rng.next() % 2 == 0 ? "" : " LIMIT \(rng.next() % 10) OFFSET \(rng.next() % 3)"
-            let select = ["META().id", "\(field), META().id", "count(*)", "*"][Int(rng.next() % 4)]
-            let sql = "SELECT \(select) FROM _ WHERE \(conditions.joined(separator: " AND "))\(select == "count(*)" ? "" : order + limit)"
+            let select = ["META().id", "\(field), META().id", "count(*)", "*", "grouped"][Int(rng.next() % 5)]
+            var sql = "SELECT \(select) FROM _ WHERE \(conditions.joined(separator: " AND "))\(select == "count(*)" ? "" : order + limit)"
+            if select == "grouped" {
+                // Grouped in index order when the index gives the grouping's order.
+                let by = rng.next() % 3 == 0 ? "k, b" : field
+                sql = "SELECT \(by), count(*), max(i) FROM _ WHERE \(conditions.joined(separator: " AND ")) GROUP BY \(by)"
+            }
             let parameters: [String: JSONValue] = ["p": value() ?? .string("apple")]
             let (indexed, scanned) = try bothWays(db, sql, parameters)
-            if order.isEmpty && select != "count(*)" {
+            if select == "grouped" {
+                // A group's value is one of its rows' (2 or 2.0, "é" composed or not: equal
+                // under the collation), so groups are compared by their collation keys.
+                let (x, y) = (try indexed.map { try QueryExecutor.key($0) }, try scanned.map { try QueryExecutor.key($0) })
+                #expect(x == y, "seed \(seed): \(sql) with \(parameters): \(indexed.count) vs \(scanned.count) groups")
+            } else if order.isEmpty && select != "count(*)" {
                 // Without ORDER BY the order is the plan's: compare as multisets.
                 let key: ([JSONValue?]) -> String = { "\($0)" }
                 let (x, y) = (indexed.map(key).sorted(), scanned.map(key).sorted())
@@ -277,9 +288,12 @@ import SetteeStorage
                 let key: ([JSONValue?]) -> String = { "\($0)" }
                 #expect(indexed == scanned, "seed \(seed): \(sql) with \(parameters): \(indexed.count) vs \(scanned.count) rows, first difference \(Self.firstDifference(indexed.map(key), scanned.map(key)))")
             }
-            if try db.createQuery(sql).explain().hasPrefix("SCAN INDEX") { usedIndex += 1 }
+            let plan = try db.createQuery(sql).explain()
+            if plan.hasPrefix("SCAN INDEX") { usedIndex += 1 }
+            if plan.contains("groups are runs of rows") { groupedInOrder += 1 }
         }
         #expect(usedIndex > 150, "seed \(seed): the planner used an index for only \(usedIndex) of 300 queries")
+        #expect(groupedInOrder > 5, "seed \(seed): only \(groupedInOrder) grouped queries read their groups in index order")
     }
 
     static func firstDifference(_ a: [String], _ b: [String]) -> String {

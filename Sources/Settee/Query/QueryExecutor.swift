@@ -103,7 +103,8 @@ struct QueryExecutor {
                 }
             }
             if streaming { return ([], []) }
-            let rows = try finish(matches, statement: s, grouped: grouped, sorted: plan.ordered, offset: offset, limit: limit)
+            let rows = try finish(matches, statement: s, grouped: grouped, sorted: plan.ordered, groupsInOrder: plan.groupsInOrder,
+                                  offset: offset, limit: limit)
             if let emit {
                 for r in rows where !(try emit(r)) { break }
                 return ([], [])
@@ -150,13 +151,13 @@ struct QueryExecutor {
     }
 
     /// Groups, projects, makes distinct, sorts (unless the rows came sorted) and cuts.
-    private func finish(_ matches: [QueryRow], statement: SelectStatement, grouped: Bool, sorted: Bool,
+    private func finish(_ matches: [QueryRow], statement: SelectStatement, grouped: Bool, sorted: Bool, groupsInOrder: Bool = false,
                         offset: Int, limit: Int?) throws -> [Row] {
         // Each output row with the values it sorts by.
         var out: [(row: Row, sort: [JSONValue?])] = []
         let needsSort = !statement.orderBy.isEmpty && !sorted
         if grouped {
-            for group in try groups(matches, statement) {
+            for group in try groups(matches, statement, inOrder: groupsInOrder) {
                 // Aggregates over no rows still make one row (count 0), read on a row of
                 // nothing but MISSING.
                 let first = group.first ?? QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
@@ -201,9 +202,33 @@ struct QueryExecutor {
     }
 
     /// Rows grouped by the GROUP BY values (MISSING and NULL each a group of their own), in
-    /// collation order of those values.
-    private func groups(_ rows: [QueryRow], _ statement: SelectStatement) throws -> [[QueryRow]] {
+    /// collation order of those values. Rows that come in that order (`inOrder`) are grouped
+    /// as runs: a row with the same values as the previous one joins its group, and collation
+    /// keys are compared only where the values differ.
+    private func groups(_ rows: [QueryRow], _ statement: SelectStatement, inOrder: Bool = false) throws -> [[QueryRow]] {
         if statement.groupBy.isEmpty { return [rows] }
+        if inOrder {
+            var out: [[QueryRow]] = []
+            var last: (values: [JSONValue?], key: [UInt8]?)?
+            for r in rows {
+                let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters, regexes: regexes) }
+                if let l = last, l.values == values {
+                    out[out.count - 1].append(r)
+                    continue
+                }
+                // Values that differ may still be equal under the collation (canonically
+                // equivalent strings): their keys decide.
+                let previous = try last.map { l in try l.key ?? Self.key(l.values) }
+                let key = try Self.key(values)
+                if let previous, previous == key {
+                    out[out.count - 1].append(r)
+                } else {
+                    out.append([r])
+                }
+                last = (values, key)
+            }
+            return out
+        }
         var byKey: [[UInt8]: [QueryRow]] = [:]
         for r in rows {
             let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters, regexes: regexes) }

@@ -25,6 +25,9 @@ struct QueryPlan: Sendable {
     /// Whether `LIMIT`/`OFFSET` can stop the scan early (rows need no grouping, DISTINCT or
     /// sort after it).
     var stopsEarly = false
+    /// Whether rows come in `GROUP BY` order (an index scan whose order is the grouping's):
+    /// each group is a run of rows, found without hashing every row's key.
+    var groupsInOrder = false
 
     struct IndexScan: Sendable {
         var index: CompiledIndex
@@ -95,6 +98,10 @@ enum QueryPlanner {
         }
         var plan = best?.plan ?? QueryPlan()
         if plan.scan == nil { plan.ordered = statement.orderBy.isEmpty }
+        if grouped, !statement.groupBy.isEmpty, let scan = plan.scan,
+           orderedBy(statement.groupBy.map { .init(expression: $0, descending: false) }, scan: scan) == false {
+            plan.groupsInOrder = true
+        }
         if let scan = plan.scan { plan.scan?.covering = covering(statement, index: scan.index) }
         plan.stopsEarly = !grouped && !statement.distinct && (plan.ordered || statement.orderBy.isEmpty)
         return plan
@@ -349,7 +356,8 @@ extension QueryPlan {
         }
         if let w = s.whereClause { lines.append("  FILTER \(w.sqlText)") }
         if s.isGrouped {
-            lines.append("GROUP\(s.groupBy.isEmpty ? " (one group)" : " BY " + s.groupBy.map(\.sqlText).joined(separator: ", "))")
+            lines.append("GROUP\(s.groupBy.isEmpty ? " (one group)" : " BY " + s.groupBy.map(\.sqlText).joined(separator: ", "))"
+                         + (groupsInOrder ? ": in index order, groups are runs of rows" : ""))
             if let h = s.having { lines.append("  HAVING \(h.sqlText)") }
         }
         if s.distinct { lines.append("DISTINCT") }
