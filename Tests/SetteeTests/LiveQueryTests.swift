@@ -68,6 +68,37 @@ import Settee
         #expect(heard.changes.withLock { $0.count } == 5)
     }
 
+    /// Many live queries over one database: a commit reaches the one it concerns, queries
+    /// whose listeners are removed hear nothing more, the others go on.
+    @Test func manyLiveQueriesEachHearTheirOwnCommits() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        try db.createIndex(ValueIndexConfiguration(["type", "list.id", "createdAt"]), name: "tasks")
+        let count = 40
+        let heard = (0 ..< count).map { _ in Heard() }
+        var tokens: [ListenerToken] = []
+        for k in 0 ..< count {
+            let q = try db.createQuery("SELECT META().id FROM _ WHERE type = 'task' AND list.id = $list ORDER BY createdAt DESC LIMIT 2")
+            q.parameters = Parameters().setString("l\(k)", forName: "list")
+            let h = heard[k]
+            tokens.append(q.addChangeListener { change in h.changes.withLock { $0.append(change.results?.allResults().compactMap { $0.string(at: 0) } ?? ["error"]) } })
+        }
+        for k in 0 ..< count { #expect(heard[k].wait(for: 1) == [[]]) }
+        for k in stride(from: 0, to: count, by: 2) { try db.saveDocument(task("t\(k)", list: "l\(k)", createdAt: k)) }
+        for k in stride(from: 0, to: count, by: 2) { #expect(heard[k].wait(for: 2).last == ["t\(k)"]) }
+        // Half the queries stop listening; a commit for each list reaches only the others.
+        for k in 0 ..< count / 2 { tokens[k].remove() }
+        for k in 0 ..< count { try db.saveDocument(task("u\(k)", list: "l\(k)", createdAt: 100 + k)) }
+        for k in count / 2 ..< count { #expect(heard[k].wait(for: k % 2 == 0 ? 3 : 2).last?.first == "u\(k)") }
+        Thread.sleep(forTimeInterval: 0.2)
+        for k in 0 ..< count {
+            let expected = k < count / 2 ? (k % 2 == 0 ? 2 : 1) : (k % 2 == 0 ? 3 : 2)
+            #expect(heard[k].changes.withLock { $0.count } == expected, "query \(k)")
+        }
+        for k in count / 2 ..< count { tokens[k].remove() }
+    }
+
     @Test func changesIsAnAsyncSequenceOfResults() async throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

@@ -63,6 +63,11 @@ enum Figure: String, CaseIterable {
     case load2IndexesSpeedup = "load-2-indexes-speedup"
     case load1IndexCost = "load-1-index-cost"
     case load2IndexesCost = "load-2-indexes-cost"
+    /// settee-doc only (`LiveQueryBench`): a live query's notification after a matching commit.
+    case liveNotifyP50 = "live-notify-p50"
+    case liveNotifyP99 = "live-notify-p99"
+    /// settee-doc only: durable commits' time with 1000 idle live queries ÷ without.
+    case liveIdleCost = "live-1000-idle-cost"
 
     static let ratioUnit = "×"
 
@@ -89,6 +94,8 @@ enum Figure: String, CaseIterable {
         case .afterVsFresh, .commitsKept, .getRateKept, .asyncGetKept, .asyncCommitsKept, .pipelinedGain, .executorCommitsKept: Self.ratioUnit
         case .newestTasks, .createdRange, .unindexedScan, .groupCount: "queries/s"
         case .createIndexTasks, .createIndexCreated: "s"
+        case .liveNotifyP50, .liveNotifyP99: "ms"
+        case .liveIdleCost: Self.ratioUnit
         case .load0Indexes, .load1Index, .load2Indexes: "docs/s"
         case .newestTasksSpeedup, .createdRangeSpeedup, .unindexedScanSpeedup, .groupCountSpeedup, .createIndexTasksSpeedup,
              .createIndexCreatedSpeedup, .load0IndexesSpeedup, .load2IndexesSpeedup, .load1IndexCost,

@@ -14,6 +14,7 @@ import CSQLite3
 ///    each query run again and again for `budget` seconds per engine, in two halves taken in the order
 ///    settee-doc, sqlite, sqlite, settee-doc so that both see the same drift of the machine → queries/s.
 ///    The timed runs check their row counts too.
+/// 3b. settee-doc's live queries (`LiveQueryBench`): notification latency and the cost of idle ones.
 /// 4. *load-1-index*, *load-2-indexes*: the load again into new databases created with the `tasks`
 ///    index, then with both (timed); the index costs are these loads' times ÷ the first load's.
 ///
@@ -117,6 +118,14 @@ final class QueryBench {
             let figure = query.figure
             for (name, rate) in zip(engines, rates) { report(figure, name, rate.value, Self.queryNote(query, name, rate.count)) }
             reportSpeedup(figure, rates.map(\.value), target: query.target, higherIsBetter: true)
+        }
+        // 3b. Live queries (settee-doc only).
+        for (name, side) in zip(engines, sides) {
+            guard let settee = side as? SetteeQueryEngine else { continue }
+            let live = try settee.liveFigures(lists: lists)
+            report(.liveNotifyP50, name, live.p50, "\(live.notifications) matching durable commits, commit's return → listener")
+            report(.liveNotifyP99, name, live.p99, "the same, 99th percentile (target ≤ 5 ms)")
+            report(.liveIdleCost, name, live.idleCost, "durable commits with 1000 idle live queries ÷ without (target ≤ 1.05)")
         }
         for side in sides { try side.close() }
         sides = []

@@ -9,7 +9,7 @@ final class SetteeQueryEngine: QueryEngine {
     typealias Batch = [SetteeDocEngine.NewDocument]
 
     private let engine: SetteeDocEngine
-    private var database: Database { engine.database }
+    var database: Database { engine.database }
     private var queries: [TaskQuery: Query] = [:]
 
     init(directory: String) throws {

@@ -72,6 +72,8 @@ final class DatabaseCore: @unchecked Sendable {
     /// The rows live queries last read for a commit's documents, keyed by the commit's
     /// sequence, so a thousand live queries parse a changed document once.
     let liveRows = Mutex<(sequence: UInt64, rows: [String: QueryRow?])>((0, [:]))
+    /// The live queries, checked against each commit by one listener.
+    let liveQueries = LiveQueryRegistry()
 
     /// Serializes writers. Recursive so that saves inside `Database.inBatch(_:)` on the batch's
     /// thread join the batch's transaction.

@@ -1,0 +1,91 @@
+import Dispatch
+import Synchronization
+@_spi(Replication) import Settee
+
+/// The `query` group's live-query figures, settee-doc only (SQLite has no live queries), on the queried
+/// database with its indexes:
+///
+/// - *live-notify-p50*, *live-notify-p99*: one live query of `eq-order-limit` (a list's 20 newest tasks);
+///   `commits` times, a new newest task of that list is saved (a durable commit) and the clock runs from
+///   `saveDocument`'s return to the listener's call (0 when the listener was called first). The next save
+///   waits for the notification.
+/// - *live-idle-cost*: durable single-document commits of documents no query concerns, timed without live
+///   queries and with `idle` live queries of `eq-order-limit` over as many lists, in the order without,
+///   with, with, without → the time with ÷ the time without.
+///
+/// The documents saved are purged afterwards, so the queries that follow see the loaded data only.
+extension SetteeQueryEngine {
+    struct LiveFigures {
+        var p50: Double
+        var p99: Double
+        var idleCost: Double
+        var notifications: Int
+    }
+
+    func liveFigures(lists: [String], commits: Int = 300, idle: Int = 1000, idleCommits: Int = 200) throws -> LiveFigures {
+        let database = self.database
+        var saved: [String] = []
+        defer { for id in saved { try? database.purgeDocument(withID: id) } }
+
+        // Notification latency.
+        let list = lists[0]
+        let query = try database.createQuery(TaskQuery.newestTasks.sqlPlusPlus)
+        query.parameters = Parameters().setString(list, forName: "list")
+        let heard = DispatchSemaphore(value: 0)
+        let last = Mutex<(at: UInt64, first: String?)>((0, nil))
+        let token = query.addChangeListener { change in
+            let first = change.results?.allResults().first?.string(at: 0)
+            last.withLock { $0 = (DispatchTime.now().uptimeNanoseconds, first) }
+            heard.signal()
+        }
+        defer { token.remove() }
+        guard heard.wait(timeout: .now() + 60) == .success else { throw EngineError("live query: no first results") }
+        var latencies: [Double] = []
+        for i in 0 ..< commits {
+            let id = "live-\(i)"
+            try database.saveDocument(MutableDocument(id: id, data: [
+                "type": "task", "title": "live \(i)", "list": ["id": .string(list)], "createdAt": .int(Int64(4_000_000_000_000 + i)),
+            ]))
+            let committed = DispatchTime.now().uptimeNanoseconds
+            saved.append(id)
+            guard heard.wait(timeout: .now() + 60) == .success else { throw EngineError("live query: commit \(i) was not announced") }
+            let (at, first) = last.withLock { $0 }
+            guard first == id else { throw EngineError("live query: after commit \(i) the first row is \(first ?? "none"), expected \(id)") }
+            latencies.append(Double(at > committed ? at - committed : 0) / 1e6)
+        }
+        latencies.sort()
+        func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)] }
+
+        // Idle live queries' cost on durable commits.
+        var n = 0
+        func commitRun() throws -> UInt64 {
+            let watch = Stopwatch()
+            for _ in 0 ..< idleCommits / 2 {
+                let id = "unrelated-\(n)"
+                n += 1
+                try database.saveDocument(MutableDocument(id: id, data: ["type": "note", "text": .string(id)]))
+                saved.append(id)
+            }
+            return watch.elapsedNanoseconds
+        }
+        var without = try commitRun()
+        var tokens: [ListenerToken] = []
+        var queries: [Query] = []
+        let ready = DispatchSemaphore(value: 0)
+        for k in 0 ..< idle {
+            let q = try database.createQuery(TaskQuery.newestTasks.sqlPlusPlus)
+            q.parameters = Parameters().setString(lists[k % lists.count], forName: "list")
+            tokens.append(q.addChangeListener { _ in ready.signal() })
+            queries.append(q)
+        }
+        for _ in 0 ..< idle {
+            guard ready.wait(timeout: .now() + 120) == .success else { throw EngineError("live queries: first results missing") }
+        }
+        var with = try commitRun()
+        with += try commitRun()
+        for t in tokens { t.remove() }
+        without += try commitRun()
+        return LiveFigures(p50: percentile(0.5), p99: percentile(0.99), idleCost: Double(with) / Double(without),
+                           notifications: latencies.count)
+    }
+}
