@@ -10,8 +10,9 @@ import Synchronization
 ///   `saveDocument`'s return to the listener's call (0 when the listener was called first). The next save
 ///   waits for the notification.
 /// - *live-idle-cost*: durable single-document commits of documents no query concerns, timed without live
-///   queries and with `idle` live queries of `eq-order-limit` over as many lists, in the order without,
-///   with, with, without → the time with ÷ the time without.
+///   queries and with `idle` live queries of `eq-order-limit` over as many lists (listening, their first
+///   results in), in blocks of `idleCommits / 8` in the order without, with, with, without, twice → the
+///   time with ÷ the time without.
 ///
 /// The documents saved are purged afterwards, so the queries that follow see the loaded data only.
 extension SetteeQueryEngine {
@@ -22,7 +23,7 @@ extension SetteeQueryEngine {
         var notifications: Int
     }
 
-    func liveFigures(lists: [String], commits: Int = 300, idle: Int = 1000, idleCommits: Int = 200) throws -> LiveFigures {
+    func liveFigures(lists: [String], commits: Int = 300, idle: Int = 1000, idleCommits: Int = 1000) throws -> LiveFigures {
         let database = self.database
         var saved: [String] = []
         defer { for id in saved { try? database.purgeDocument(withID: id) } }
@@ -56,11 +57,12 @@ extension SetteeQueryEngine {
         latencies.sort()
         func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)] }
 
-        // Idle live queries' cost on durable commits.
+        // Idle live queries' cost on durable commits: blocks of commits without and with the
+        // live queries, in the order without, with, with, without, twice.
         var n = 0
         func commitRun() throws -> UInt64 {
             let watch = Stopwatch()
-            for _ in 0 ..< idleCommits / 2 {
+            for _ in 0 ..< idleCommits / 8 {
                 let id = "unrelated-\(n)"
                 n += 1
                 try database.saveDocument(MutableDocument(id: id, data: ["type": "note", "text": .string(id)]))
@@ -68,23 +70,28 @@ extension SetteeQueryEngine {
             }
             return watch.elapsedNanoseconds
         }
-        var without = try commitRun()
-        var tokens: [ListenerToken] = []
         var queries: [Query] = []
-        let ready = DispatchSemaphore(value: 0)
         for k in 0 ..< idle {
             let q = try database.createQuery(TaskQuery.newestTasks.sqlPlusPlus)
             q.parameters = Parameters().setString(lists[k % lists.count], forName: "list")
-            tokens.append(q.addChangeListener { _ in ready.signal() })
             queries.append(q)
         }
-        for _ in 0 ..< idle {
-            guard ready.wait(timeout: .now() + 120) == .success else { throw EngineError("live queries: first results missing") }
+        func withLiveQueries() throws -> UInt64 {
+            let ready = DispatchSemaphore(value: 0)
+            let tokens = queries.map { q in q.addChangeListener { _ in ready.signal() } }
+            defer { for t in tokens { t.remove() } }
+            for _ in 0 ..< idle {
+                guard ready.wait(timeout: .now() + 120) == .success else { throw EngineError("live queries: first results missing") }
+            }
+            return try commitRun()
         }
-        var with = try commitRun()
-        with += try commitRun()
-        for t in tokens { t.remove() }
-        without += try commitRun()
+        var without: UInt64 = 0, with: UInt64 = 0
+        for _ in 0 ..< 2 {
+            without += try commitRun()
+            with += try withLiveQueries()
+            with += try withLiveQueries()
+            without += try commitRun()
+        }
         return LiveFigures(p50: percentile(0.5), p99: percentile(0.99), idleCost: Double(with) / Double(without),
                            notifications: latencies.count)
     }

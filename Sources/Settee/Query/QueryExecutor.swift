@@ -37,18 +37,18 @@ struct QueryExecutor {
     /// - Throws: ``SetteeError/Code/invalidParameter`` for a parameter not given, an aggregate
     ///   where there is no group, a LIMIT or OFFSET that is not a non-negative integer; a
     ///   document's own error when its stored body cannot be read (never a shorter result).
-    func run() throws -> [Row] { try runCollecting().rows }
+    func run() throws -> [Row] { try runCollecting(emit: nil, collecting: false).rows }
 
     /// The rows, and the IDs of the documents that matched `WHERE` on the way (every match for
     /// a full read; those read before LIMIT stopped the scan otherwise), which live queries
     /// check commits against.
-    func runCollecting() throws -> (rows: [Row], matched: [String]) { try runCollecting(emit: nil) }
+    func runCollecting() throws -> (rows: [Row], matched: [String]) { try runCollecting(emit: nil, collecting: true) }
 
     /// Hands each row to `emit` (until it returns false) as it is found when the plan needs
     /// no grouping, DISTINCT or sort after the scan; otherwise once they are all known.
-    func stream(_ emit: @escaping (Row) throws -> Bool) throws { _ = try runCollecting(emit: emit) }
+    func stream(_ emit: @escaping (Row) throws -> Bool) throws { _ = try runCollecting(emit: emit, collecting: false) }
 
-    private func runCollecting(emit: ((Row) throws -> Bool)?) throws -> (rows: [Row], matched: [String]) {
+    private func runCollecting(emit: ((Row) throws -> Bool)?, collecting: Bool) throws -> (rows: [Row], matched: [String]) {
         guard statement.source == "_" || statement.source == "_default" || statement.source == database.name else {
             throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _ or the database's name)")
         }
@@ -59,12 +59,12 @@ struct QueryExecutor {
             throw SetteeError(.invalidParameter, "query: HAVING needs GROUP BY")
         }
         // The plan and the rows from one snapshot: an index the plan chose is whole in it.
-        return try database.core.read(snapshot: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit, emit: emit) },
-                                      batch: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit, emit: emit) })
+        return try database.core.read(snapshot: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit, emit: emit, collecting: collecting) },
+                                      batch: { tx in try run(tx, grouped: grouped, offset: offset, limit: limit, emit: emit, collecting: collecting) })
     }
 
     private func run(_ tx: some StoreReading, grouped: Bool, offset: Int, limit: Int?,
-                     emit: ((Row) throws -> Bool)?) throws -> (rows: [Row], matched: [String]) {
+                     emit: ((Row) throws -> Bool)?, collecting: Bool) throws -> (rows: [Row], matched: [String]) {
         let core = database.core
         do {
             // Without indexes (tests comparing plans) a MATCH still has its full-text index.
@@ -78,9 +78,13 @@ struct QueryExecutor {
             var matches: [QueryRow] = []
             var found = 0
             let streaming = emit != nil && plan.stopsEarly
+            // `SELECT count(*)` alone: rows are counted, not kept (unless a live query needs
+            // their IDs); an index range that implies WHERE then yields no rows at all.
+            let countOnly = !collecting && s.isCountOnly
             let keep: (QueryRow, Bool) throws -> Bool = { row, implied in
                 if !implied, let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
                 found += 1
+                if countOnly { return true }
                 if streaming, let emit {
                     // Rows go out as they are found: nothing is kept.
                     if found > offset, !(try emit(try project(row, s) { $0 })) { return false }
@@ -95,6 +99,7 @@ struct QueryExecutor {
                                                fetch: covering == nil, expiration: s.mentions(.expiration))
                     scanner.valuesNeeded = s.readsSlotsBeyondWhere
                     scanner.documentKeys = keys
+                    scanner.rowsNeeded = !countOnly
                     try scanner.run(keep)
                 } else if let fullText = plan.fullText {
                     try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: s.mentions(.expiration)) { try keep($0, false) }
@@ -103,6 +108,12 @@ struct QueryExecutor {
                 }
             }
             if streaming { return ([], []) }
+            if countOnly {
+                let row = Row(values: Array(repeating: .int(Int64(found)), count: s.items.count))
+                let rows = offset > 0 || limit == 0 ? [] : [row]
+                if let emit { for r in rows where !(try emit(r)) { break } ; return ([], []) }
+                return (rows, [])
+            }
             let rows = try finish(matches, statement: s, grouped: grouped, sorted: plan.ordered, groupsInOrder: plan.groupsInOrder,
                                   offset: offset, limit: limit)
             if let emit {
@@ -279,6 +290,14 @@ struct QueryExecutor {
 }
 
 extension SelectStatement {
+    /// Whether the statement only counts rows: `SELECT count(*)` (one or more times), no
+    /// grouping, `HAVING` or DISTINCT.
+    var isCountOnly: Bool {
+        groupBy.isEmpty && having == nil && !distinct && !items.isEmpty && items.allSatisfy { item in
+            if case .expression(.aggregate(.count, nil), _) = item { true } else { false }
+        }
+    }
+
     /// Whether a covering statement reads an index value anywhere but in `WHERE`.
     var readsSlotsBeyondWhere: Bool {
         var all: [QueryExpression] = groupBy + orderBy.map(\.expression) + [having].compactMap { $0 }

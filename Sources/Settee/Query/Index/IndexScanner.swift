@@ -33,6 +33,9 @@ struct IndexScanner<Reader: StoreReading> {
     var valuesNeeded = true
     /// The properties a fetched document is parsed for (nil: all).
     var documentKeys: Set<String>?
+    /// Whether rows the ranges imply `WHERE` for are needed at all (a count needs only how
+    /// many there are: it gets one placeholder row each).
+    var rowsNeeded = true
 
     private var tree: Tree { scan.index.tree }
 
@@ -71,6 +74,10 @@ struct IndexScanner<Reader: StoreReading> {
                     throw SetteeError(.corrupted, "index \(scan.index.name) holds a malformed key")
                 }
                 guard try flushOverflow(before: (parts.valueKey, parts.documentID)) else { going = false; return false }
+                if implied && !rowsNeeded && !fetch {
+                    guard try body(Self.placeholder, true) else { going = false; return false }
+                    return true
+                }
                 // Values are decoded only for what reads them.
                 let values = fetch ? nil : implied && !valuesNeeded ? [] : try IndexEntry.values(v, count: scan.index.expressions.count)
                 guard try body(try row(id: Array(parts.documentID), values: values), implied) else { going = false; return false }
@@ -79,6 +86,11 @@ struct IndexScanner<Reader: StoreReading> {
             try tx.forEach(in: tree, from: scan.descending ? r.end : r.start, reverse: scan.descending, visit)
         }
         if going { _ = try flushOverflow(before: nil) }
+    }
+
+    /// The row a count receives for an entry it only counts.
+    private static var placeholder: QueryRow {
+        QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
     }
 
     /// Whether (value key, document ID) `a` sorts before `b`.
