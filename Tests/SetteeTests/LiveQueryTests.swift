@@ -78,11 +78,13 @@ import Settee
         let count = 40
         let heard = (0 ..< count).map { _ in Heard() }
         var tokens: [ListenerToken] = []
+        var queries: [Query] = []
         for k in 0 ..< count {
             let q = try db.createQuery("SELECT META().id FROM _ WHERE type = 'task' AND list.id = $list ORDER BY createdAt DESC LIMIT 2")
             q.parameters = Parameters().setString("l\(k)", forName: "list")
             let h = heard[k]
             tokens.append(q.addChangeListener { change in h.changes.withLock { $0.append(change.results?.allResults().compactMap { $0.string(at: 0) } ?? ["error"]) } })
+            queries.append(q)
         }
         for k in 0 ..< count { #expect(heard[k].wait(for: 1) == [[]]) }
         for k in stride(from: 0, to: count, by: 2) { try db.saveDocument(task("t\(k)", list: "l\(k)", createdAt: k)) }
@@ -96,6 +98,15 @@ import Settee
             let expected = k < count / 2 ? (k % 2 == 0 ? 2 : 1) : (k % 2 == 0 ? 3 : 2)
             #expect(heard[k].changes.withLock { $0.count } == expected, "query \(k)")
         }
+        // New parameters route a query by its new list; deleting a document it lists reaches
+        // it whatever its properties.
+        let k = count / 2
+        queries[k].parameters = Parameters().setString("elsewhere", forName: "list")
+        #expect(heard[k].wait(for: 4).last == [])
+        try db.saveDocument(task("v", list: "elsewhere", createdAt: 500))
+        #expect(heard[k].wait(for: 5).last == ["v"])
+        try db.deleteDocument(try #require(try db.document(withID: "v")))
+        #expect(heard[k].wait(for: 6).last == [])
         for k in count / 2 ..< count { tokens[k].remove() }
     }
 
