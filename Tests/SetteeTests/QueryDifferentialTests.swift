@@ -102,6 +102,13 @@ import Testing
             }
         }
 
+        // Indexes on Settee's side: the planner reads them wherever they serve a query, and
+        // the answers must not change.
+        try db.createIndex(ValueIndexConfiguration(["n"]), name: "n")
+        try db.createIndex(ValueIndexConfiguration(["s", "n"]), name: "s-n")
+        try db.createIndex(ValueIndexConfiguration(["c.d"], where: "f = TRUE"), name: "cd-f")
+        var indexed = 0
+
         var disagreements = 0
         for q in 0 ..< queries where disagreements < 5 {
             let (ours, theirs) = predicate(0)
@@ -111,19 +118,19 @@ import Testing
             case 0:
                 // Numbers ordered, ties by ID; only rows whose n is a number (SQLite's NULL is
                 // both MISSING and NULL, and its strings follow numbers as ours do).
-                settee = try query(db, "SELECT META().id FROM _ WHERE (\(ours)) AND n < '' ORDER BY n DESC, META().id")
+                settee = try query(db, indexed: &indexed, "SELECT META().id FROM _ WHERE (\(ours)) AND n < '' ORDER BY n DESC, META().id")
                 reference = try rows(sqlite, """
                     SELECT id FROM docs WHERE (\(theirs)) AND json_type(body, '$.n') IN ('integer', 'real')
                     ORDER BY json_extract(body, '$.n') DESC, id
                     """)
             case 1:
-                settee = try query(db, "SELECT count(*), count(c.d), sum(c.d), min(c.d), max(c.d) FROM _ WHERE \(ours)")
+                settee = try query(db, indexed: &indexed, "SELECT count(*), count(c.d), sum(c.d), min(c.d), max(c.d) FROM _ WHERE \(ours)")
                 reference = try rows(sqlite, """
                     SELECT count(*), count(json_extract(body, '$.c.d')), sum(json_extract(body, '$.c.d')),
                            min(json_extract(body, '$.c.d')), max(json_extract(body, '$.c.d')) FROM docs WHERE \(theirs)
                     """)
             default:
-                settee = try query(db, "SELECT META().id FROM _ WHERE \(ours) ORDER BY META().id")
+                settee = try query(db, indexed: &indexed, "SELECT META().id FROM _ WHERE \(ours) ORDER BY META().id")
                 reference = try rows(sqlite, "SELECT id FROM docs WHERE \(theirs) ORDER BY id")
             }
             let mine = settee.map { $0.map(Self.text) }
@@ -132,6 +139,7 @@ import Testing
                 Issue.record("seed \(seed), query \(q): \(ours)\n  settee \(mine.prefix(10))\n  sqlite \(reference.prefix(10))")
             }
         }
+        #expect(queries < 100 || indexed > queries / 20, "seed \(seed): only \(indexed) of \(queries) queries read an index")
     }
 
     /// SQLite's text of a value, for comparing results.
@@ -146,8 +154,9 @@ import Testing
         }
     }
 
-    private func query(_ db: Database, _ sql: String) throws -> [[JSONValue?]] {
-        try QueryExecutor(database: db, statement: try SQLParser.parse(sql), parameters: [:]).run().map(\.values)
+    private func query(_ db: Database, indexed: inout Int, _ sql: String) throws -> [[JSONValue?]] {
+        if try db.createQuery(sql).explain().hasPrefix("SCAN INDEX") { indexed += 1 }
+        return try QueryExecutor(database: db, statement: try SQLParser.parse(sql), parameters: [:]).run().map(\.values)
     }
 
     private func exec(_ db: OpaquePointer, _ sql: String) throws {
