@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+import Synchronization
 @_spi(Replication) import Settee
 @testable import SetteeServer
 import SetteeHTTP
@@ -188,6 +189,51 @@ import SetteeHTTP
             #expect(purged["purged"]?.objectValue?["a"] == [.string(arev)])
             #expect(try await c.send(.get, "/db/a").status == .notFound)
             #expect(try await c.send(.get, "/db/d").status == .notFound)
+        }
+    }
+}
+
+/// Requests racing with the deletion of their database get CouchDB's answers (the document's, or
+/// 404 once the database is gone), never a server error.
+@Suite struct RequestsRacingADatabaseDeletionTests {
+    @Test func requestsDuringADeletionAreAnsweredAsForAMissingDatabase() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        for round in 0 ..< 5 {
+            try await server.withClient(admin: true, .router) { a async throws in
+                #expect(try await a.send(.put, "/made").status == .created)
+                try await a.send(.put, "/made/one", json: "{}")
+            }
+            let statuses = try await withThrowingTaskGroup(of: [Int].self) { group in
+                for worker in 0 ..< 4 {
+                    group.addTask {
+                        let seen = Mutex<[Int]>([])
+                        try await server.withClient(admin: true, .live) { c async throws in
+                            for i in 0 ..< 40 {
+                                let requests: [(HTTPRequest.Method, String, String?)] = [
+                                    (.get, "/made/one", nil), (.put, "/made/w\(worker)-\(i)", "{}"),
+                                    (.delete, "/made/_design/x", nil), (.get, "/made/_all_docs", nil), (.get, "/made", nil),
+                                ]
+                                let (method, path, body) = requests[i % requests.count]
+                                let code = Int(try await c.send(method, path, json: body).status.code)
+                                seen.withLock { $0.append(code) }
+                            }
+                        }
+                        return seen.withLock { $0 }
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(5))
+                    try await server.withClient(admin: true, .live) { a async throws in
+                        #expect(try await a.send(.delete, "/made").status == .ok)
+                    }
+                    return []
+                }
+                var all: [Int] = []
+                for try await s in group { all += s }
+                return all
+            }
+            #expect(statuses.allSatisfy { $0 < 500 }, "round \(round): \(statuses.filter { $0 >= 500 })")
         }
     }
 }

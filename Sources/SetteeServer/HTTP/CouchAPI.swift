@@ -47,6 +47,12 @@ struct CouchAPI: HTTPResponder {
             let c = CouchError(HTTPResponse.Status(code: e.status), e.error, e.reason)
             status = c.status
             return c.response
+        } catch let e as SetteeError where e.code == .notOpen && databaseWasDeleted(request) {
+            // The database was deleted while this request was in flight: answered as for a
+            // database that does not exist (CouchDB's answer), not as a server failure.
+            let c = CouchError.notFound("Database does not exist.")
+            status = c.status
+            return c.response
         } catch let e as SetteeError {
             let c = CouchError(e)
             status = c.status
@@ -68,6 +74,13 @@ struct CouchAPI: HTTPResponder {
             server.logger.error("\(request.method) \(request.uri.path): \(error)")
             return CouchError(.internalServerError, "internal_server_error", "\(type(of: error))").response
         }
+    }
+
+    /// Whether the database the request's path names is no longer served.
+    private func databaseWasDeleted(_ request: Request) -> Bool {
+        guard let segment = request.uri.path.split(separator: "/", omittingEmptySubsequences: true).first,
+              let name = String(segment).removingPercentEncoding, !name.hasPrefix("_") else { return false }
+        return server.database(named: name) == nil
     }
 
     /// The `HTTP` log key: method, path, status, duration; never a credential (the query is left
