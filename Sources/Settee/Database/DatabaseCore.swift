@@ -374,6 +374,8 @@ final class WriteContext {
     /// The indexes to maintain, read once per transaction (they change only under the write
     /// lock, outside any transaction).
     lazy var indexes: [CompiledIndex] = core.indexSet.withLock { $0.indexes }
+    /// The properties those indexes read (nil: all), for parsing bodies only that far.
+    lazy var indexedKeys: Set<String>? = Self.documentKeys(indexes)
 
     init(core: DatabaseCore, tx: WriteTransaction) throws {
         self.core = core

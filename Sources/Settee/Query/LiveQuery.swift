@@ -315,7 +315,7 @@ final class LiveQueryRegistry: Sendable {
             if case .property(let p) = a, QueryPlanner.isConstant(b) { (path, constant) = (p, b) }
             else if case .property(let p) = b, QueryPlanner.isConstant(a) { (path, constant) = (p, a) }
             else { continue }
-            let empty = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
+            let empty = QueryRow.empty
             guard case .string(let value)? = try? constant.evaluate(empty, parameters: parameters) else { continue }
             // A parameter usually tells one query from the others (`list.id = $list`).
             let route = Route(path: path, value: value)

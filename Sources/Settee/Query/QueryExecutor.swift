@@ -140,7 +140,7 @@ struct QueryExecutor {
     private func fullTextScan(core: DatabaseCore, tx: some StoreReading, scan: QueryPlan.FullTextScan, keys: Set<String>?, expiration: Bool,
                               _ body: (QueryRow) throws -> Bool) throws {
         let name = scan.index.name
-        let none = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
+        let none = QueryRow.empty
         guard case .string(let text)? = try scan.query.evaluate(none, parameters: parameters) else {
             throw SetteeError(.invalidParameter, "query: the search of MATCH(\(name), …) must be a string")
         }
@@ -171,7 +171,7 @@ struct QueryExecutor {
             for group in try groups(matches, statement, inOrder: groupsInOrder) {
                 // Aggregates over no rows still make one row (count 0), read on a row of
                 // nothing but MISSING.
-                let first = group.first ?? QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
+                let first = group.first ?? QueryRow.empty
                 func resolved(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters, regexes: regexes) }
                 if let having = statement.having, !(try resolved(having).evaluate(first, parameters: parameters, regexes: regexes)).isTrue { continue }
                 let row = try project(first, statement) { try resolved($0) }
@@ -280,7 +280,7 @@ struct QueryExecutor {
     /// LIMIT and OFFSET: constants or parameters holding a non-negative integer.
     private func count(_ e: QueryExpression?, _ what: String) throws -> Int? {
         guard let e else { return nil }
-        let empty = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
+        let empty = QueryRow.empty
         switch try e.evaluate(empty, parameters: parameters) {
         case .int(let n)? where n >= 0: return n > Int64(Int.max) ? Int.max : Int(n)
         case .double(let d)? where d >= 0 && d.rounded() == d: return d >= 9.2e18 ? Int.max : Int(d)

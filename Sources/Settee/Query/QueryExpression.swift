@@ -131,6 +131,9 @@ struct QueryRow: Sendable {
     var properties: [String: JSONValue]
     /// The row's score when it comes from a full-text scan (what `MATCH` and `RANK` read).
     var fullTextScore: Double? = nil
+
+    /// A row of nothing: what constants are evaluated on, and what a count gets per entry.
+    static let empty = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
 }
 
 extension Optional where Wrapped == JSONValue {

@@ -75,7 +75,7 @@ struct IndexScanner<Reader: StoreReading> {
                 }
                 guard try flushOverflow(before: (parts.valueKey, parts.documentID)) else { going = false; return false }
                 if implied && !rowsNeeded && !fetch {
-                    guard try body(Self.placeholder, true) else { going = false; return false }
+                    guard try body(.empty, true) else { going = false; return false }
                     return true
                 }
                 // Values are decoded only for what reads them.
@@ -88,11 +88,6 @@ struct IndexScanner<Reader: StoreReading> {
         if going { _ = try flushOverflow(before: nil) }
     }
 
-    /// The row a count receives for an entry it only counts.
-    private static var placeholder: QueryRow {
-        QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
-    }
-
     /// Whether (value key, document ID) `a` sorts before `b`.
     static func precedes(_ a: (UnsafeRawBufferPointer, UnsafeRawBufferPointer), _ b: (UnsafeRawBufferPointer, UnsafeRawBufferPointer)) -> Bool {
         if a.0.elementsEqual(b.0) { return a.1.lexicographicallyPrecedes(b.1) }
@@ -103,7 +98,7 @@ struct IndexScanner<Reader: StoreReading> {
     /// every equality value is a key only equal values have (not a string, array or object,
     /// whose keys collation-equal text shares; not an integer past 2^53).
     func ranges() throws -> (ranges: [(start: [UInt8], end: [UInt8])], exact: Bool) {
-        let none = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
+        let none = QueryRow.empty
         func value(_ e: QueryExpression) throws -> JSONValue? {
             // MISSING and NULL equal nothing and bound nothing: no range.
             guard let v = try e.evaluate(none, parameters: parameters), v != .null else { return nil }

@@ -32,7 +32,7 @@ extension WriteContext {
         guard !indexes.isEmpty else { return }
         let wasLive = old.map { !$0.flags.contains(.deleted) } ?? false
         if let old, old.revisionID == winnerID, wasLive == !winnerDeleted { return }
-        let keys = Self.documentKeys(indexes)
+        let keys = indexedKeys
         let oldRow = try old.flatMap { o in wasLive ? try core.queryRow(tx, id: id, meta: o, keys: keys) : nil }
         var newRow: QueryRow?
         if !winnerDeleted {
@@ -74,7 +74,7 @@ extension WriteContext {
     func removeFromIndexes(id: String, old: DocMeta) throws {
         let indexes = self.indexes
         guard !indexes.isEmpty, !old.flags.contains(.deleted) else { return }
-        let row = try core.queryRow(tx, id: id, meta: old, keys: Self.documentKeys(indexes))
+        let row = try core.queryRow(tx, id: id, meta: old, keys: indexedKeys)
         for index in indexes {
             if index.analyzer != nil {
                 if let e = try index.textEntry(for: row) { try FullTextIndexStore.update(tx, tree: index.tree, id: id, old: e, new: nil) }
