@@ -48,6 +48,8 @@ import Testing
         (#"{"databases": {"todo": {"revs_limit": 5}}}"#, "databases.todo.revs_limit: 5 is out of range 20…100000"),
         (#"{"databases": {"Todo": {}}}"#, "databases.Todo: invalid database name (lowercase letters, digits and _$()+-/, starting with a letter)"),
         (#"{"databases": {"todo": {"roles": {"r": {"channels": []}}}}}"#, "databases.todo.roles.r.channels: unknown key"),
+        (#"{"changesTimeout": 0}"#, "changesTimeout: 0 is out of range 100…3600000"),
+        (#"{"changesDuration": "1h"}"#, "changesDuration: expected an integer"),
         (#"[1]"#, "expected an object"),
     ])
     func faultsNameTheirPath(_ json: String, _ expected: String) {

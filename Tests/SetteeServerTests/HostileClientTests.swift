@@ -98,6 +98,33 @@ import Testing
             #expect(r.rowIDs == ["d1"], "\(r.text)")
         }
     }
+
+    /// `changesTimeout` bounds how long any feed waits, whatever `timeout` and `heartbeat` ask,
+    /// and `changesDuration` ends a feed kept open by heartbeats: a client cannot hold one of
+    /// the server's feeds past what its operator allows. Each feed ends properly, with its
+    /// `last_seq`.
+    @Test func configuredBoundsEndEveryFeed() async throws {
+        let server = try channelServer(Self.config(extra: #""changesTimeout": 300, "changesDuration": 700, "#))
+        #expect(server.configuration.changesTimeout == 300 && server.configuration.changesDuration == 700)
+        try await withPorts(server) { pub, admin in
+            try await put(admin, "d1", #"{"channels": ["red"]}"#)
+            let max = "9223372036854775807"
+            for (c, who) in [(admin, HTTPFields()), (pub, Self.alice)] {
+                let longpoll = try await c.send(.get, "/db/_changes?feed=longpoll&since=now", headers: who)
+                #expect(longpoll.status == .ok && longpoll.text.contains(#""results":[]"#), "\(longpoll.text)")
+                for path in ["/db/_changes?feed=continuous&since=now&timeout=\(max)",
+                             "/db/_changes?feed=continuous&since=now&heartbeat=1000",
+                             "/db/_changes?feed=continuous&since=now&heartbeat=true&timeout=\(max)",
+                             "/db/_changes?feed=eventsource&since=now&heartbeat=\(max)"] {
+                    let r = try await c.send(.get, path, headers: who)
+                    #expect(r.status == .ok, "\(path): \(r.text)")
+                    if !path.contains("eventsource") {
+                        #expect(r.text.split(separator: "\n").last?.contains(#""last_seq""#) == true, "\(path): \(r.text)")
+                    }
+                }
+            }
+        }
+    }
 }
 
 // MARK: - No leak, no takeover

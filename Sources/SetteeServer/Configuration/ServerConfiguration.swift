@@ -88,6 +88,23 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// config.maxDocumentDepth = 64
     /// ```
     public var maxDocumentDepth: Int = 100
+    /// The longest, in milliseconds, a `_changes` feed waits for a change before it answers
+    /// (CouchDB's `changes_timeout`): a request's `timeout` and `heartbeat` are clamped to it,
+    /// and a request without `timeout` waits the lesser of this and 60 s.
+    ///
+    /// ```swift
+    /// config.changesTimeout = 300_000   // five minutes
+    /// ```
+    public var changesTimeout: Int = 3_600_000
+    /// The longest, in milliseconds, a `continuous` or `eventsource` feed with `heartbeat` stays
+    /// open (CouchDB's `changes_duration`); nil (the default): until the client goes, as
+    /// `heartbeat` asks. A feed that reaches it ends properly, with its `last_seq` line, and a
+    /// replicator reconnects from there.
+    ///
+    /// ```swift
+    /// config.changesDuration = 3_600_000   // every feed reconnects at least hourly
+    /// ```
+    public var changesDuration: Int?
     /// The databases served, by name.
     ///
     /// ```swift
@@ -299,6 +316,8 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "maxIncomingConnections": maxIncomingConnections = try r.int(in: 0 ... 1_000_000)
             case "maxFileDescriptors": maxFileDescriptors = try r.int(in: 64 ... 10_000_000)
             case "maxDocumentDepth": maxDocumentDepth = try r.int(in: 2 ... 200)
+            case "changesTimeout": changesTimeout = try r.int(in: 100 ... 3_600_000)
+            case "changesDuration": changesDuration = try r.int(in: 100 ... 86_400_000)
             case "databases":
                 for (name, dv) in try r.object() {
                     let dr = ConfigReader(dv, path: "databases." + name)

@@ -24,6 +24,8 @@ struct ChangesOptions: Sendable {
     var feed: String
     var heartbeat: Duration?
     var timeout: Duration
+    /// The longest a feed kept open by heartbeats lasts (`changesDuration`); nil: no bound.
+    var duration: Duration?
 }
 
 /// Which rows a filtered feed keeps.
@@ -191,24 +193,23 @@ extension CouchAPI {
         }
         let style = params["style"] ?? "main_only"
         guard style == "main_only" || style == "all_docs" else { throw CouchError.badRequest("Supported `style` values: main_only, all_docs") }
-        // Both bounded before they become durations: a second to an hour (`heartbeat`), at most an
-        // hour (`timeout`).
-        let heartbeat = try integer(q, "heartbeat").map { Duration.milliseconds(min(max(1000, $0), Self.longestWait)) }
-            ?? (params["heartbeat"] == "true" ? .seconds(60) : nil)
-        let timeout = Duration.milliseconds(min(try integer(q, "timeout") ?? 60_000, Self.longestWait))
+        // Both bounded before they become durations, by `changesTimeout` (an hour unless
+        // configured); a heartbeat is at least a second (or the bound, when that is less).
+        let longest = server.configuration.changesTimeout
+        let heartbeat = try (params["heartbeat"] == "true" ? 60_000 : integer(q, "heartbeat"))
+            .map { Duration.milliseconds(min(max(1000, $0), longest)) }
+        let timeout = Duration.milliseconds(min(try integer(q, "timeout") ?? 60_000, longest))
         let options = ChangesOptions(since: since, scope: scope, limit: try integer(q, "limit"), descending: try flag(q, "descending"),
                                      allLeaves: style == "all_docs", includeDocs: try flag(q, "include_docs"),
                                      conflicts: try flag(q, "conflicts"),
                                      attachments: try flag(q, "attachments"), filter: filter, feed: feed,
-                                     heartbeat: heartbeat, timeout: timeout)
+                                     heartbeat: heartbeat, timeout: timeout,
+                                     duration: server.configuration.changesDuration.map { Duration.milliseconds($0) })
         if feed == "normal" || (feed == "longpoll" && options.descending) {
             return try normalFeed(db, options)
         }
         return try streamingFeed(db, options)
     }
-
-    /// The longest a feed waits, in milliseconds, whatever `heartbeat` or `timeout` asks: an hour.
-    static let longestWait = 3_600_000
 
     /// A JSON array of strings (`keys`, `doc_ids`, a revision list), or 400 naming it.
     static func strings(_ v: JSONValue, _ name: String) throws -> [String] {
@@ -398,6 +399,7 @@ extension CouchAPI {
             var written = 0
             let clock = ContinuousClock()
             var deadline = clock.now + o.timeout
+            let end = o.duration.map { clock.now + $0 }
             let stopping = Mutex(registration == nil)
             // The database closing (deleted, or the server stopping) ends the feed as a timeout
             // does: its answer is finished properly, never cut.
@@ -435,7 +437,8 @@ extension CouchAPI {
                     }
                     since = last
                     if let limit = o.limit, written >= limit { break }
-                    let wait = o.heartbeat ?? (deadline - clock.now)
+                    var wait = o.heartbeat ?? (deadline - clock.now)
+                    if let end { wait = min(wait, end - clock.now) }
                     if wait <= .zero { break }
                     if !(await signal.wait(for: wait)) {
                         if o.heartbeat != nil {
