@@ -16,6 +16,9 @@ let package = Package(
         .library(name: "SetteeHTTP", targets: ["SetteeHTTP"]),
         .library(name: "SetteeServer", targets: ["SetteeServer"]),
         .executable(name: "settee", targets: ["settee"]),
+        // Built by the bench's package in CI (scripts/test), so that one release build of the
+        // libraries serves the crash rounds and the bench.
+        .executable(name: "crash-harness", targets: ["crash-harness"]),
     ],
     dependencies: [
         // `swift package generate-documentation` (the DocC catalogs under Sources/*/*.docc).
