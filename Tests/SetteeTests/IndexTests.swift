@@ -75,6 +75,37 @@ import SetteeStorage
                 .contains("SCAN INDEX tasks"))
     }
 
+    /// A query keeps its plan between runs only while the indexes stay the same: one that ran
+    /// on an index that was then deleted, replaced or joined by another runs on what is there
+    /// now, with the same answers.
+    @Test func aKeptPlanFollowsTheIndexes() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        for i in 0 ..< 30 { try db.saveDocument(task("t\(i)", list: "l\(i % 3)", createdAt: i)) }
+        let q = try db.createQuery("SELECT META().id FROM _ WHERE type = 'task' AND list.id = $list ORDER BY createdAt DESC LIMIT 3")
+        q.parameters = Parameters().setString("l1", forName: "list")
+        let expected = ["t28", "t25", "t22"]
+        func run() throws -> [String] { try q.execute().allResults().map { $0.string(at: 0) ?? "?" } }
+        #expect(try run() == expected)
+        try db.createIndex(ValueIndexConfiguration(["type", "list.id", "createdAt"]), name: "tasks")
+        #expect(try run() == expected)
+        try db.deleteIndex(forName: "tasks")
+        #expect(try run() == expected)
+        try db.createIndex(ValueIndexConfiguration(["list.id"]), name: "tasks")
+        #expect(try run() == expected)
+        try db.createIndex(ValueIndexConfiguration(["createdAt"]), name: "created")
+        try db.saveDocument(task("t99", list: "l1", createdAt: 99))
+        #expect(try run() == ["t99", "t28", "t25"])
+        try db.close()
+        let reopened = try openDatabase(dir)
+        defer { try? reopened.close() }
+        let again = try reopened.createQuery("SELECT META().id FROM _ WHERE list.id = 'l1' ORDER BY createdAt DESC LIMIT 1")
+        #expect(try again.execute().allResults().map { $0.string(at: 0) } == ["t99"])
+        try reopened.deleteIndex(forName: "tasks")
+        #expect(try again.execute().allResults().map { $0.string(at: 0) } == ["t99"])
+    }
+
     @Test func everyWriteKeepsTheIndexInTheSameCommit() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

@@ -808,8 +808,9 @@ extension JSONParser {
     /// ```
     ///
     /// A skipped value is only followed to its end (strings to their closing quote, containers
-    /// to their matching bracket, depth bounded), not validated: the bodies read this way were
-    /// validated when they were stored. What is returned is parsed in full.
+    /// to their matching bracket, depth bounded), not validated, and the reading stops once every
+    /// wanted key is found: the bodies read this way were validated when they were stored (so
+    /// they have no duplicate keys). What is returned is parsed in full.
     ///
     /// - Throws: ``SetteeError/Code/invalidJSON`` when the bytes are not an object or a value
     ///   is malformed.
@@ -828,6 +829,11 @@ extension Reader {
         guard i < end, p[i] == openBrace else { throw fail(i < end ? "expected an object" : "unexpected end of input") }
         i += 1
         var out: [String: JSONValue] = [:]
+        out.reserveCapacity(keys.count)
+        // A few wanted keys are matched by their bytes: a skipped member's key is never built
+        // into a String nor hashed.
+        let wanted = keys.count <= 16 ? keys.map { ($0, Array($0.utf8)) } : nil
+        var missing = keys.count
         skipWhitespace()
         if i < end, p[i] == closeBrace {
             i += 1
@@ -836,16 +842,22 @@ extension Reader {
                 skipWhitespace()
                 guard i < end, p[i] == quote else { throw fail(i < end ? "expected a string key" : "unexpected end of input") }
                 i += 1
-                let key = try readString()
+                let keyStart = i
+                _ = try readString(keep: false)
+                let key = try wantedKey(at: keyStart, count: i - 1 - keyStart, keys: keys, wanted: wanted)
                 skipWhitespace()
                 guard i < end, p[i] == colon else { throw fail(i < end ? "expected ':'" : "unexpected end of input") }
                 i += 1
                 skipWhitespace()
                 let start = i
                 try skipValue()
-                if keys.contains(key) {
+                if let key {
                     var value = Reader(base: p + start, end: i - start, maxDepth: maxDepth)
                     out[key] = try value.parseDocument()
+                    // Stored bodies have no duplicate keys (the parser refuses them): once every
+                    // wanted key is found, the rest need not be read.
+                    missing -= 1
+                    if missing == 0 { return out }
                 }
                 skipWhitespace()
                 guard i < end else { throw fail("unexpected end of input") }
@@ -861,6 +873,22 @@ extension Reader {
         skipWhitespace()
         guard i == end else { throw fail("unexpected character after the value") }
         return out
+    }
+
+    /// The wanted key the raw (checked, quote-less) key bytes spell, or nil. Keys with escapes
+    /// are decoded first.
+    private func wantedKey(at start: Int, count: Int, keys: Set<String>, wanted: [(String, [UInt8])]?) throws(SetteeError) -> String? {
+        let raw = UnsafeBufferPointer(start: p + start, count: count)
+        if let wanted, !raw.contains(backslash) {
+            for (key, bytes) in wanted where bytes.count == count && bytes.elementsEqual(raw) {
+                return key
+            }
+            return nil
+        }
+        // The key again, this time built: from its first byte through its closing quote.
+        var again = Reader(base: p + start, end: count + 1, maxDepth: maxDepth)
+        let key = try again.readString()
+        return keys.contains(key) ? key : nil
     }
 
     /// Moves `i` past one value without building or validating it.

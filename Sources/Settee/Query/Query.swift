@@ -23,18 +23,56 @@ extension Database {
     /// `[NOT] BETWEEN`, `[NOT] IN`, `[NOT] LIKE`, `AND OR NOT`, `+ - * / %`,
     /// `ANY | EVERY | ANY AND EVERY v IN array SATISFIES condition END`, and the functions
     /// `lower upper length trim contains abs floor ceil round array_length array_contains
-    /// regexp_like regexp_contains`. ``QueryBuilder`` builds the same queries from Swift values.
-    /// Ordering and `<`, `>` follow CouchDB's collation (`Formats/collation.md`): strings by
-    /// the Unicode Collation Algorithm, values of different types by type.
-    ///
-    /// Every query reads every live document today (no index serves it yet); the result is
-    /// complete and exact either way.
+    /// regexp_like regexp_contains type isarray isboolean isnumber isobject isstring
+    /// ifmissingornull object_names`, `MATCH` and `RANK` of a full-text index. ``QueryBuilder``
+    /// builds the same queries from Swift values. Ordering and `<`, `>` follow CouchDB's
+    /// collation (`Formats/collation.md`): strings by the Unicode Collation Algorithm, values of
+    /// different types by type. The planner reads an index where one serves the query
+    /// (``Query/explain()``); the answer is the same either way.
     ///
     /// - Throws: ``SetteeError/Code/invalidParameter`` naming the position where the text stops
     ///   making sense, ``SetteeError/Code/notOpen``.
     public func createQuery(_ text: String) throws -> Query {
         try checkOpen()
         return Query(database: self, statement: try SQLParser.parse(text))
+    }
+}
+
+extension Database {
+    /// Compiles a CouchDB Mango query (what `_find` takes: `selector`, and optionally `sort`,
+    /// `fields`, `limit`, `skip`) to the same plan as SQL++: indexes serve it as they serve
+    /// SQL++.
+    ///
+    /// ```swift
+    /// let query = try db.createQuery(mango: """
+    ///     {"selector": {"type": "task", "createdAt": {"$gt": 1700000000}},
+    ///      "sort": [{"createdAt": "desc"}], "limit": 20}
+    ///     """)
+    /// for result in try query.execute() { print(result.string(forKey: "_id") ?? "") }
+    /// ```
+    ///
+    /// Each result has the columns `_id` and `_rev` (the document's ID and current revision),
+    /// then one per `fields` entry (named by it), or without `fields` the whole document (the
+    /// column `_`). Without `limit` every match is returned (`_find` over HTTP defaults to 25).
+    /// The selector language is CouchDB 3's: `$eq $ne $gt $gte $lt $lte $exists $type $in $nin
+    /// $size $mod $regex $beginsWith $all $elemMatch $allMatch $keyMapMatch $and $or $nor $not`,
+    /// implicit `$and` and `$eq`, dotted field names (`\.` is a dot within a name), matched
+    /// as CouchDB matches them (`Formats/http-api.md`, "Mango"): a condition on a field a
+    /// document lacks is false, comparisons follow the collation across types, and sorting by
+    /// a field keeps only documents that have it.
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` naming what is wrong (text that is not
+    ///   JSON, an unknown operator or member, an argument of the wrong kind, mixed sort
+    ///   directions); ``SetteeError/Code/notOpen``.
+    public func createQuery(mango json: String) throws -> Query {
+        try checkOpen()
+        let value: JSONValue
+        do {
+            value = try JSONValue(parsing: json)
+        } catch {
+            throw SetteeError(.invalidParameter, "mango: not JSON: \(error.message)")
+        }
+        return Query(database: self, statement: try MangoCompiler.statement(value))
     }
 }
 
@@ -63,6 +101,8 @@ public class Query: @unchecked Sendable {
     private let state = Mutex(Parameters())
     /// Listeners and last results when the query is live.
     let live = LiveQueryState()
+    /// The plan of the last run, reused while the indexes stay the same.
+    let plans = PlanCache()
 
     init(database: Database, statement: SelectStatement) {
         self.database = database
@@ -142,6 +182,22 @@ public class Query: @unchecked Sendable {
         }
     }
 
+    /// The name of the index the query would read now, or nil when it would read every
+    /// document: ``explain()``'s first line, for a program.
+    ///
+    /// ```swift
+    /// if try query.indexUsed() == nil { print("no index serves this query") }
+    /// ```
+    ///
+    /// - Throws: as ``explain()``.
+    public func indexUsed() throws -> String? {
+        let (database, s) = try compiled()
+        return try database.core.read { tx in
+            let plan = try QueryPlanner.plan(s, indexes: try database.core.readyIndexes(tx))
+            return plan.scan?.index.name ?? plan.fullText?.index.name
+        }
+    }
+
     /// Runs the query and returns every result. Every failure surfaces here, so a result set
     /// is never silently short.
     ///
@@ -157,7 +213,8 @@ public class Query: @unchecked Sendable {
     ///   ``SetteeError/Code/notOpen``.
     public func execute() throws -> ResultSet {
         let (database, statement) = try compiled()
-        let executor = QueryExecutor(database: database, statement: statement, parameters: parameters.values)
+        var executor = QueryExecutor(database: database, statement: statement, parameters: parameters.values)
+        executor.plans = plans
         let columns = self.columns
         return ResultSet(results: try executor.run().map { Result(columns: columns, values: $0.values) })
     }

@@ -1,4 +1,6 @@
 import Foundation
+import Synchronization
+internal import SetteeStorage
 
 /// Runs a ``SelectStatement`` over a database by reading every live document (a full scan:
 /// the plan every query has when no index serves it, and the reference the index plans are
@@ -23,6 +25,8 @@ struct QueryExecutor {
     var useIndexes = true
     /// Patterns compiled once per execution, not once per document.
     let regexes = RegexCache()
+    /// The plan of an earlier run, kept by the ``Query`` while its ready indexes stay the same.
+    var plans: PlanCache?
 
     /// One result row: a value (or MISSING) per column of the select list.
     struct Row: Sendable, Equatable {
@@ -69,10 +73,16 @@ struct QueryExecutor {
         do {
             // Without indexes (tests comparing plans) a MATCH still has its full-text index.
             let ready = try core.readyIndexes(tx)
-            let plan = try QueryPlanner.plan(statement, indexes: useIndexes ? ready : ready.filter { $0.analyzer != nil })
+            let prepared = try plans?.cached(ready, useIndexes: useIndexes) ?? { () throws -> PreparedPlan in
+                let plan = try QueryPlanner.plan(statement, indexes: useIndexes ? ready : ready.filter { $0.analyzer != nil })
+                let prepared = PreparedPlan(plan: plan, statement: plan.scan?.covering ?? statement)
+                plans?.keep(prepared, for: ready, useIndexes: useIndexes)
+                return prepared
+            }()
+            let plan = prepared.plan
             let covering = plan.scan?.covering
-            let s = covering ?? statement
-            let keys = s.documentKeys
+            let s = prepared.statement
+            let keys = prepared.documentKeys
             var wanted: Int?
             if plan.stopsEarly, let limit { wanted = limit > Int.max - offset ? Int.max : offset + limit }
             var matches: [QueryRow] = []
@@ -80,7 +90,7 @@ struct QueryExecutor {
             let streaming = emit != nil && plan.stopsEarly
             // `SELECT count(*)` alone: rows are counted, not kept (unless a live query needs
             // their IDs); an index range that implies WHERE then yields no rows at all.
-            let countOnly = !collecting && s.isCountOnly
+            let countOnly = !collecting && prepared.isCountOnly
             let keep: (QueryRow, Bool) throws -> Bool = { row, implied in
                 if !implied, let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
                 found += 1
@@ -96,15 +106,15 @@ struct QueryExecutor {
             if wanted != 0 {
                 if let scan = plan.scan {
                     var scanner = IndexScanner(core: core, tx: tx, scan: scan, parameters: parameters,
-                                               fetch: covering == nil, expiration: s.mentions(.expiration))
-                    scanner.valuesNeeded = s.readsSlotsBeyondWhere
+                                               fetch: covering == nil, expiration: prepared.readsExpiration)
+                    scanner.valuesNeeded = prepared.readsSlotsBeyondWhere
                     scanner.documentKeys = keys
                     scanner.rowsNeeded = !countOnly
                     try scanner.run(keep)
                 } else if let fullText = plan.fullText {
-                    try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: s.mentions(.expiration)) { try keep($0, false) }
+                    try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false) }
                 } else {
-                    try fullScan(core: core, tx: tx, keys: keys, expiration: s.mentions(.expiration)) { try keep($0, false) }
+                    try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false) }
                 }
             }
             if streaming { return ([], []) }
@@ -445,5 +455,59 @@ extension SelectStatement {
             }
         }
         return QueryExpression.documentKeys(all)
+    }
+}
+
+/// A plan with what running it needs to know of the statement it runs (the covering form when
+/// the index covers the query), worked out once.
+struct PreparedPlan: Sendable {
+    let plan: QueryPlan
+    let statement: SelectStatement
+    let documentKeys: Set<String>?
+    let readsExpiration: Bool
+    let readsSlotsBeyondWhere: Bool
+    let isCountOnly: Bool
+
+    init(plan: QueryPlan, statement: SelectStatement) {
+        self.plan = plan
+        self.statement = statement
+        documentKeys = statement.documentKeys
+        readsExpiration = statement.mentions(.expiration)
+        readsSlotsBeyondWhere = statement.readsSlotsBeyondWhere
+        isCountOnly = statement.isCountOnly
+    }
+}
+
+/// A query's last plan, reused while the snapshot's ready indexes are the ones it was made
+/// for: planning costs more than reading the twenty rows of a typical indexed query.
+///
+/// ```swift
+/// executor.plans = query.plans
+/// ```
+///
+/// - Note: Thread-safe: a query run on several threads at once shares it.
+final class PlanCache: Sendable {
+    private struct Entry {
+        let indexes: [(name: String, record: [UInt8], tree: Tree)]
+        let useIndexes: Bool
+        let prepared: PreparedPlan
+    }
+
+    private let entry = Mutex<Entry?>(nil)
+
+    init() {}
+
+    /// The kept plan, when it was made for these indexes (by name, catalog record and tree:
+    /// the engine's trees are those of the store the database has open now).
+    func cached(_ indexes: [CompiledIndex], useIndexes: Bool) -> PreparedPlan? {
+        entry.withLock { e in
+            guard let e, e.useIndexes == useIndexes, e.indexes.count == indexes.count,
+                  zip(e.indexes, indexes).allSatisfy({ $0.name == $1.name && $0.record == $1.record && $0.tree == $1.tree }) else { return nil }
+            return e.prepared
+        }
+    }
+
+    func keep(_ prepared: PreparedPlan, for indexes: [CompiledIndex], useIndexes: Bool) {
+        entry.withLock { $0 = Entry(indexes: indexes.map { ($0.name, $0.record, $0.tree) }, useIndexes: useIndexes, prepared: prepared) }
     }
 }

@@ -109,11 +109,19 @@ indirect enum QueryExpression: Sendable, Hashable {
         /// Whether a regular expression matches somewhere in a string (Couchbase Lite's
         /// `REGEXP_LIKE` searches as `REGEXP_CONTAINS` does: anchor with `^…$` for the whole).
         case regexpLike = "regexp_like", regexpContains = "regexp_contains"
+        /// `TYPE(x)`: `"null"`, `"boolean"`, `"number"`, `"string"`, `"array"` or `"object"`.
+        case type
+        /// Type tests: TRUE or FALSE (MISSING for MISSING).
+        case isArray = "isarray", isBoolean = "isboolean", isNumber = "isnumber", isObject = "isobject", isString = "isstring"
+        /// `IFMISSINGORNULL(a, b)`: `a` unless it is MISSING or NULL, else `b`.
+        case ifMissingOrNull = "ifmissingornull"
+        /// `OBJECT_NAMES(o)`: an object's property names, in the collation's order.
+        case objectNames = "object_names"
 
         /// How many arguments the function takes.
         var arity: Int {
             switch self {
-            case .contains, .arrayContains, .regexpLike, .regexpContains: 2
+            case .contains, .arrayContains, .regexpLike, .regexpContains, .ifMissingOrNull: 2
             default: 1
             }
         }
@@ -243,6 +251,15 @@ extension QueryExpression {
             var values: [JSONValue?] = []
             for a in args { values.append(try a.evaluate(in: scope)) }
             if f == .regexpLike || f == .regexpContains { return try Self.regexpContains(values, regexes: scope.regexes) }
+            if f == .ifMissingOrNull {
+                if let first = values[0], first != JSONValue.null { return first }
+                return values[1]
+            }
+            if f == .objectNames, case .object(let o)? = values[0] {
+                var keys: [(text: String, key: [UInt8])] = []
+                for k in o.keys { keys.append((k, try JSONCollation.key(.string(k)))) }
+                return .array(keys.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map { .string($0.text) })
+            }
             return Self.call(f, values)
         case .aggregate(let a, _):
             throw SetteeError(.invalidParameter, "\(a.rawValue)() is an aggregate: it needs a group (GROUP BY, or a select list of aggregates only)")
@@ -445,11 +462,29 @@ extension QueryExpression {
         case (.floor, .double(let d)): return integral(d.rounded(.down))
         case (.ceil, .double(let d)): return integral(d.rounded(.up))
         case (.round, .double(let d)): return integral(d.rounded(.toNearestOrAwayFromZero))
+        case (.type, let v): return .string(typeName(v))
+        case (.isArray, let v): return .bool(typeName(v) == "array")
+        case (.isBoolean, let v): return .bool(typeName(v) == "boolean")
+        case (.isNumber, let v): return .bool(typeName(v) == "number")
+        case (.isObject, let v): return .bool(typeName(v) == "object")
+        case (.isString, let v): return .bool(typeName(v) == "string")
         case (.arrayLength, .array(let a)): return .int(Int64(a.count))
         case (.arrayContains, .array(let a)):
             if values[1] == .null { return .null }
             return .bool(a.contains { equal($0, values[1]) })
         default: return .null
+        }
+    }
+
+    /// A value's type as `TYPE()` names it.
+    static func typeName(_ v: JSONValue) -> String {
+        switch v {
+        case .null: "null"
+        case .bool: "boolean"
+        case .int, .double: "number"
+        case .string: "string"
+        case .array: "array"
+        case .object: "object"
         }
     }
 

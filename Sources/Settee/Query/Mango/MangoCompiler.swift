@@ -1,0 +1,367 @@
+import Foundation
+
+/// Compiles CouchDB's Mango queries (the body of `_find`: `selector`, `sort`, `fields`,
+/// `limit`, `skip`) to the statement SQL++ and QueryBuilder compile to, so that one planner and
+/// one key order answer all three.
+///
+/// A selector matches as CouchDB 3 matches (`Formats/http-api.md`, "Mango"): a condition on a
+/// field the document lacks is false (except `$exists: false`); `$eq` and the order operators
+/// compare in the collation's order, across types (`null` sorts first, so `{"$lt": 5}` matches
+/// `null`); `$in`, `$nin` and `$all` look inside an array field; `$not` and `$nor` are pushed
+/// down to the fields as CouchDB normalizes them. Sorting by a field keeps only documents that
+/// have it (as a CouchDB sort, which reads an index holding the field, does).
+///
+/// ```swift
+/// let statement = try MangoCompiler.statement(JSONValue(parsing: #"{"selector": {"type": "task"}}"#))
+/// ```
+enum MangoCompiler {
+    /// The members a query may have. `_find`'s others (`bookmark`, `use_index`, `r`,
+    /// `conflicts`, `update`, `stable`, `execution_stats`) belong to the server.
+    static let members: Set<String> = ["selector", "sort", "fields", "limit", "skip"]
+
+    /// The deepest nesting of operators compiled (a bound for hostile selectors).
+    static let maxDepth = 64
+
+    static func statement(_ query: JSONValue) throws(SetteeError) -> SelectStatement {
+        guard case .object(let q) = query else { throw fail("a Mango query is a JSON object") }
+        for key in q.keys where !members.contains(key) {
+            throw fail("unknown member \(key) (a Mango query has \(members.sorted().joined(separator: ", ")))")
+        }
+        guard let selector = q["selector"] else { throw fail("missing required key: selector") }
+        var compiler = Compiler()
+        var condition = try compiler.selector(selector, base: .document, negated: false, depth: 0)
+        var s = SelectStatement()
+        s.items = [.expression(.meta(.id), name: "_id"), .expression(.meta(.revisionID), name: "_rev")]
+        if let fields = q["fields"] {
+            guard case .array(let list) = fields else { throw fail("fields must be an array of field names") }
+            for f in list {
+                guard case .string(let name) = f else { throw fail("fields must be an array of field names") }
+                s.items.append(.expression(.property(try path(name)), name: name))
+            }
+        } else {
+            s.items.append(.all)
+        }
+        if let sort = q["sort"] {
+            let orderings = try self.sort(sort)
+            for o in orderings {
+                // CouchDB sorts by reading an index that holds the field: documents without it
+                // are not in the answer.
+                condition = .and(condition, .test(.isNotMissing, o.expression))
+            }
+            s.orderBy = orderings
+        }
+        s.whereClause = condition
+        s.limit = try count(q["limit"], "limit")
+        s.offset = try count(q["skip"], "skip")
+        return s
+    }
+
+    /// `sort`: field names, or `{"field": "asc" | "desc"}`, all in one direction.
+    static func sort(_ value: JSONValue) throws(SetteeError) -> [SelectStatement.Ordering] {
+        guard case .array(let list) = value else { throw fail("sort must be an array") }
+        var out: [SelectStatement.Ordering] = []
+        for item in list {
+            switch item {
+            case .string(let name):
+                out.append(.init(expression: .property(try path(name)), descending: false))
+            case .object(let o) where o.count == 1:
+                let (name, direction) = o.first!
+                guard case .string(let d) = direction, d == "asc" || d == "desc" else {
+                    throw fail("sort direction of \(name) must be \"asc\" or \"desc\"")
+                }
+                out.append(.init(expression: .property(try path(name)), descending: d == "desc"))
+            default:
+                throw fail("each sort entry is a field name or {\"field\": \"asc\" | \"desc\"}")
+            }
+        }
+        if Set(out.map(\.descending)).count > 1 { throw fail("sorts currently only support a single direction for all fields") }
+        return out
+    }
+
+    /// A Mango field name as a path: dots separate names, `\.` is a dot inside one.
+    static func path(_ field: String) throws(SetteeError) -> PropertyPath {
+        var components: [PropertyPath.Component] = []
+        var name = ""
+        var escaped = false
+        for ch in field {
+            if escaped {
+                name.append(ch)
+                escaped = false
+            } else if ch == "\\" {
+                escaped = true
+            } else if ch == "." {
+                guard !name.isEmpty else { throw fail("invalid field name \(field): an empty name") }
+                components.append(.name(name))
+                name = ""
+            } else {
+                name.append(ch)
+            }
+        }
+        guard !name.isEmpty, !escaped else { throw fail("invalid field name \(field): an empty name or a dangling \\") }
+        guard !field.unicodeScalars.contains("\u{0}") else { throw fail("invalid field name: a NUL character") }
+        components.append(.name(name))
+        guard components.count <= PropertyPath.maxComponents else { throw fail("field name \(field) has too many parts") }
+        return PropertyPath(components: components)
+    }
+
+    private static func count(_ value: JSONValue?, _ name: String) throws(SetteeError) -> QueryExpression? {
+        guard let value else { return nil }
+        guard case .int(let n) = value, n >= 0 else { throw fail("\(name) must be a non-negative integer") }
+        return .literal(.int(n))
+    }
+
+    static func fail(_ message: String) -> SetteeError { SetteeError(.invalidParameter, "mango: " + message) }
+
+    /// What a field's conditions apply to: the document, or the element (or key) an
+    /// `$elemMatch`, `$allMatch` or `$keyMapMatch` is looking at.
+    enum Base {
+        case document
+        case variable(String)
+
+        func value(_ path: PropertyPath) -> QueryExpression {
+            switch self {
+            case .document: .property(path)
+            case .variable(let v): .variable(v, path)
+            }
+        }
+    }
+
+    private struct Compiler {
+        var variables = 0
+
+        mutating func fresh() -> String {
+            variables += 1
+            return "mango\(variables)"
+        }
+
+        /// A selector: an object whose members all hold (an empty one matches everything).
+        /// `negated` compiles its negation the way CouchDB normalizes one: pushed down to the
+        /// fields (De Morgan; `$lt` becomes `$gte`, `$in` `$nin`, `$exists: true` `false`, and
+        /// so on), so a field the document lacks fails a negated condition too.
+        mutating func selector(_ value: JSONValue, base: Base, negated: Bool, depth: Int) throws(SetteeError) -> QueryExpression {
+            guard depth < MangoCompiler.maxDepth else { throw fail("a selector nested more than \(MangoCompiler.maxDepth) levels") }
+            guard case .object(let members) = value else { throw fail("a selector is a JSON object, not \(value.jsonTextOrType)") }
+            var parts: [QueryExpression] = []
+            // A sorted order makes the compiled statement (and its plan) the same every time.
+            for key in members.keys.sorted() {
+                let v = members[key]!
+                if key.hasPrefix("$") {
+                    parts.append(try combination(key, v, base: base, negated: negated, depth: depth))
+                } else {
+                    parts.append(try field(MangoCompiler.path(key), v, base: base, negated: negated, depth: depth))
+                }
+            }
+            return negated ? disjunction(parts) : conjunction(parts)
+        }
+
+        func conjunction(_ parts: [QueryExpression]) -> QueryExpression {
+            guard var out = parts.first else { return .literal(.bool(true)) }
+            for p in parts.dropFirst() { out = .and(out, p) }
+            return out
+        }
+
+        /// As CouchDB: an empty `$or` matches everything.
+        func disjunction(_ parts: [QueryExpression]) -> QueryExpression {
+            guard var out = parts.first else { return .literal(.bool(true)) }
+            for p in parts.dropFirst() { out = .or(out, p) }
+            return out
+        }
+
+        /// TRUE where `e` is TRUE, FALSE everywhere else (MISSING and NULL included): what a
+        /// negation negates.
+        func truth(_ e: QueryExpression) -> QueryExpression {
+            .compare(.equal, .function(.ifMissingOrNull, [e, .literal(.bool(false))]), .literal(.bool(true)))
+        }
+
+        /// `$and`, `$or`, `$nor` (arrays of selectors) and `$not` (a selector).
+        mutating func combination(_ op: String, _ v: JSONValue, base: Base, negated: Bool, depth: Int) throws(SetteeError) -> QueryExpression {
+            switch op {
+            case "$and", "$or", "$nor":
+                guard case .array(let list) = v else { throw fail("\(op) takes an array of selectors") }
+                // $nor is $and of the negations.
+                let inner = op == "$nor" ? !negated : negated
+                var parts: [QueryExpression] = []
+                for s in list { parts.append(try selector(s, base: base, negated: inner, depth: depth + 1)) }
+                let all = (op == "$and" || op == "$nor") != negated
+                return all ? conjunction(parts) : disjunction(parts)
+            case "$not":
+                return try selector(v, base: base, negated: !negated, depth: depth + 1)
+            default:
+                throw fail("unknown operator \(op) where a field or $and, $or, $nor, $not was expected")
+            }
+        }
+
+        /// A field's condition: an object of operators, an object of sub-fields (`{"a": {"b":
+        /// 1}}` is `a.b` equal to 1), or a value it must equal.
+        mutating func field(_ path: PropertyPath, _ v: JSONValue, base: Base, negated: Bool, depth: Int) throws(SetteeError) -> QueryExpression {
+            guard depth < MangoCompiler.maxDepth else { throw fail("a selector nested more than \(MangoCompiler.maxDepth) levels") }
+            guard case .object(let members) = v, !members.isEmpty else {
+                return try condition("$eq", v, path: path, base: base, negated: negated, depth: depth)
+            }
+            let operators = members.keys.filter { $0.hasPrefix("$") }
+            var parts: [QueryExpression] = []
+            if operators.isEmpty {
+                for key in members.keys.sorted() {
+                    let sub = try MangoCompiler.path(key)
+                    parts.append(try field(PropertyPath(components: path.components + sub.components), members[key]!, base: base,
+                                           negated: negated, depth: depth + 1))
+                }
+            } else {
+                guard operators.count == members.count else { throw fail("a field's condition mixes operators and field names") }
+                for op in operators.sorted() {
+                    parts.append(try condition(op, members[op]!, path: path, base: base, negated: negated, depth: depth))
+                }
+            }
+            return negated ? disjunction(parts) : conjunction(parts)
+        }
+
+        /// The operators a negation turns into another (CouchDB's normalization).
+        static let opposites: [String: String] = ["$lt": "$gte", "$gte": "$lt", "$lte": "$gt", "$gt": "$lte",
+                                                   "$eq": "$ne", "$ne": "$eq", "$in": "$nin", "$nin": "$in"]
+
+        /// One operator on one field.
+        mutating func condition(_ op: String, _ arg: JSONValue, path: PropertyPath, base: Base, negated: Bool, depth: Int) throws(SetteeError) -> QueryExpression {
+            let value = base.value(path)
+            let present = QueryExpression.test(.isNotMissing, value)
+            if negated {
+                if let opposite = Self.opposites[op] { return try condition(opposite, arg, path: path, base: base, negated: false, depth: depth) }
+                switch op {
+                case "$exists":
+                    guard case .bool(let b) = arg else { throw fail("$exists takes true or false") }
+                    return try condition(op, .bool(!b), path: path, base: base, negated: false, depth: depth)
+                case "$not":
+                    return try field(path, arg, base: base, negated: false, depth: depth + 1)
+                case "$and", "$or", "$nor":
+                    break
+                default:
+                    // What has no opposite is negated on a field the document has.
+                    return .and(present, .not(truth(try condition(op, arg, path: path, base: base, negated: false, depth: depth))))
+                }
+            }
+            switch op {
+            case "$eq":
+                return arg == .null ? .test(.isNull, value) : .compare(.equal, value, .literal(arg))
+            case "$ne":
+                return arg == .null ? .test(.isValued, value) : .or(.test(.isNull, value), .compare(.notEqual, value, .literal(arg)))
+            case "$gt":
+                return arg == .null ? .test(.isValued, value) : .compare(.greater, value, .literal(arg))
+            case "$gte":
+                return arg == .null ? present : .compare(.greaterOrEqual, value, .literal(arg))
+            case "$lt":
+                // NULL sorts before every other value.
+                return arg == .null ? .literal(.bool(false)) : .or(.test(.isNull, value), .compare(.less, value, .literal(arg)))
+            case "$lte":
+                return arg == .null ? .test(.isNull, value) : .or(.test(.isNull, value), .compare(.lessOrEqual, value, .literal(arg)))
+            case "$exists":
+                guard case .bool(let b) = arg else { throw fail("$exists takes true or false") }
+                return .test(b ? .isNotMissing : .isMissing, value)
+            case "$type":
+                guard case .string(let t) = arg, ["null", "boolean", "number", "string", "array", "object"].contains(t) else {
+                    throw fail("$type takes one of \"null\", \"boolean\", \"number\", \"string\", \"array\", \"object\"")
+                }
+                return .compare(.equal, .function(.type, [value]), .literal(.string(t)))
+            case "$in":
+                return try inList(arg, value, op: op)
+            case "$nin":
+                return .and(present, .not(truth(try inList(arg, value, op: op))))
+            case "$size":
+                guard case .int(let n) = arg, n >= 0 else { throw fail("$size takes a non-negative integer") }
+                return .compare(.equal, .function(.arrayLength, [value]), .literal(.int(n)))
+            case "$mod":
+                guard case .array(let a) = arg, a.count == 2, case .int(let divisor) = a[0], case .int(let remainder) = a[1] else {
+                    throw fail("$mod takes [divisor, remainder], two integers")
+                }
+                guard divisor != 0 else { throw fail("$mod: the divisor must not be 0") }
+                // An integer field only, as CouchDB: a whole value, not one with a fraction.
+                return .and(.compare(.equal, .function(.round, [value]), value),
+                            .compare(.equal, .arithmetic(.modulo, value, .literal(.int(divisor))), .literal(.int(remainder))))
+            case "$regex":
+                guard case .string = arg else { throw fail("$regex takes a string") }
+                return .function(.regexpContains, [value, .literal(arg)])
+            case "$beginsWith":
+                guard case .string(let prefix) = arg else { throw fail("$beginsWith takes a string") }
+                var pattern = ""
+                for ch in prefix {
+                    if ch == "%" || ch == "_" || ch == "\\" { pattern.append("\\") }
+                    pattern.append(ch)
+                }
+                return .like(value, .literal(.string(pattern + "%")))
+            case "$all":
+                guard case .array(let wanted) = arg else { throw fail("$all takes an array") }
+                if wanted.isEmpty { return .literal(.bool(false)) }
+                let isArray = QueryExpression.compare(.equal, .function(.isArray, [value]), .literal(.bool(true)))
+                var parts: [QueryExpression] = [isArray]
+                for w in wanted {
+                    if w == .null {
+                        let v = fresh()
+                        parts.append(.quantified(.any, variable: v, in: value, satisfies: .test(.isNull, .variable(v, PropertyPath(components: [])))))
+                    } else {
+                        parts.append(.function(.arrayContains, [value, .literal(w)]))
+                    }
+                }
+                let all = conjunction(parts)
+                // `{"$all": [[…]]}` also matches the array itself.
+                if wanted.count == 1, case .array = wanted[0] { return .or(all, .compare(.equal, value, .literal(wanted[0]))) }
+                return all
+            case "$elemMatch", "$allMatch":
+                let v = fresh()
+                let inner = try selectorOrConditions(arg, base: .variable(v), depth: depth + 1)
+                return .quantified(op == "$elemMatch" ? .any : .anyAndEvery, variable: v, in: value, satisfies: inner)
+            case "$keyMapMatch":
+                let v = fresh()
+                let inner = try selectorOrConditions(arg, base: .variable(v), depth: depth + 1)
+                return .quantified(.any, variable: v, in: .function(.objectNames, [value]), satisfies: inner)
+            case "$not":
+                return try field(path, arg, base: base, negated: true, depth: depth + 1)
+            case "$and", "$or", "$nor":
+                guard case .array(let list) = arg else { throw fail("\(op) takes an array") }
+                let inner = op == "$nor" ? !negated : negated
+                var parts: [QueryExpression] = []
+                for c in list { parts.append(try field(path, c, base: base, negated: inner, depth: depth + 1)) }
+                let all = (op == "$and" || op == "$nor") != negated
+                return all ? conjunction(parts) : disjunction(parts)
+            case "$text":
+                throw fail("$text needs a text index, which this server does not have")
+            default:
+                throw fail("unknown operator \(op)")
+            }
+        }
+
+        /// What `$elemMatch` and the like take: a selector on the element's fields, or
+        /// operators on the element itself (`{"$gt": 3}`).
+        mutating func selectorOrConditions(_ arg: JSONValue, base: Base, depth: Int) throws(SetteeError) -> QueryExpression {
+            guard case .object(let members) = arg else { throw fail("$elemMatch, $allMatch and $keyMapMatch take a selector") }
+            let combinations: Set<String> = ["$and", "$or", "$nor", "$not"]
+            if !members.isEmpty, members.keys.allSatisfy({ $0.hasPrefix("$") && !combinations.contains($0) }) {
+                return try field(PropertyPath(components: []), arg, base: base, negated: false, depth: depth)
+            }
+            return try selector(arg, base: base, negated: false, depth: depth)
+        }
+
+        /// `$in`: the field, or (when it is an array) one of its elements, equals one of the
+        /// values.
+        mutating func inList(_ arg: JSONValue, _ value: QueryExpression, op: String) throws(SetteeError) -> QueryExpression {
+            guard case .array(let list) = arg else { throw fail("\(op) takes an array") }
+            func matches(_ e: QueryExpression) -> QueryExpression {
+                var parts: [QueryExpression] = []
+                if list.contains(.null) { parts.append(.test(.isNull, e)) }
+                let others = list.filter { $0 != .null }
+                if !others.isEmpty { parts.append(.in(e, others.map { .literal($0) })) }
+                // An empty list matches nothing (where an empty `$or` matches everything).
+                return parts.isEmpty ? .literal(.bool(false)) : disjunction(parts)
+            }
+            let v = fresh()
+            let element = QueryExpression.variable(v, PropertyPath(components: []))
+            let notArray = QueryExpression.compare(.equal, .function(.isArray, [value]), .literal(.bool(false)))
+            return .or(.and(notArray, matches(value)), .quantified(.any, variable: v, in: value, satisfies: matches(element)))
+        }
+    }
+}
+
+extension JSONValue {
+    /// A short description for an error: the value's JSON when short, else its type.
+    fileprivate var jsonTextOrType: String {
+        if let t = try? jsonText(), t.count <= 40 { return t }
+        return QueryExpression.typeName(self)
+    }
+}
