@@ -832,7 +832,7 @@ extension Reader {
         out.reserveCapacity(keys.count)
         // A few wanted keys are matched by their bytes: a skipped member's key is never built
         // into a String nor hashed.
-        let wanted = keys.count <= 16 ? keys.map { ($0, Array($0.utf8)) } : nil
+        let byBytes = keys.count <= 16
         var missing = keys.count
         skipWhitespace()
         if i < end, p[i] == closeBrace {
@@ -844,20 +844,19 @@ extension Reader {
                 i += 1
                 let keyStart = i
                 _ = try readString(keep: false)
-                let key = try wantedKey(at: keyStart, count: i - 1 - keyStart, keys: keys, wanted: wanted)
+                let key = try wantedKey(at: keyStart, count: i - 1 - keyStart, keys: keys, byBytes: byBytes)
                 skipWhitespace()
                 guard i < end, p[i] == colon else { throw fail(i < end ? "expected ':'" : "unexpected end of input") }
                 i += 1
                 skipWhitespace()
-                let start = i
-                try skipValue()
                 if let key {
-                    var value = Reader(base: p + start, end: i - start, maxDepth: maxDepth)
-                    out[key] = try value.parseDocument()
+                    out[key] = try memberValue()
                     // Stored bodies have no duplicate keys (the parser refuses them): once every
                     // wanted key is found, the rest need not be read.
                     missing -= 1
                     if missing == 0 { return out }
+                } else {
+                    try skipValue()
                 }
                 skipWhitespace()
                 guard i < end else { throw fail("unexpected end of input") }
@@ -875,12 +874,39 @@ extension Reader {
         return out
     }
 
+    /// One member's value, parsed in full: a scalar directly, a container by a reader of its
+    /// own bytes (``parseDocument()``, which checks it whole).
+    private mutating func memberValue() throws(SetteeError) -> JSONValue {
+        guard i < end else { throw fail("unexpected end of input") }
+        switch p[i] {
+        case quote:
+            i += 1
+            return .string(try readString())
+        case UInt8(ascii: "t"):
+            try readLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try readLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try readLiteral("null")
+            return .null
+        case minus, zero ... nine:
+            return try readNumber()
+        default:
+            let start = i
+            try skipValue()
+            var value = Reader(base: p + start, end: i - start, maxDepth: maxDepth)
+            return try value.parseDocument()
+        }
+    }
+
     /// The wanted key the raw (checked, quote-less) key bytes spell, or nil. Keys with escapes
     /// are decoded first.
-    private func wantedKey(at start: Int, count: Int, keys: Set<String>, wanted: [(String, [UInt8])]?) throws(SetteeError) -> String? {
+    private func wantedKey(at start: Int, count: Int, keys: Set<String>, byBytes: Bool) throws(SetteeError) -> String? {
         let raw = UnsafeBufferPointer(start: p + start, count: count)
-        if let wanted, !raw.contains(backslash) {
-            for (key, bytes) in wanted where bytes.count == count && bytes.elementsEqual(raw) {
+        if byBytes, !raw.contains(backslash) {
+            for key in keys where key.utf8.count == count && key.utf8.elementsEqual(raw) {
                 return key
             }
             return nil
