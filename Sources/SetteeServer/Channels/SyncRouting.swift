@@ -66,13 +66,20 @@ extension ServedDatabase {
         database.setRouter { input in try routing.route(input, database: name) }
         let token = database.addChangeListener { [weak self] change in
             guard let self else { return }
-            for id in change.documentIDs where id.hasPrefix("_design/") { self.reloadDesign(id) }
+            let designs = change.documentIDs.filter { $0.hasPrefix("_design/") }
+            for id in designs { self.reloadDesign(id) }
+            // Mango indexes follow their design documents however those were written
+            // (`_index`, a PUT, replication); building one may take a while, so not here.
+            if !designs.isEmpty { Task.detached { [weak self] in try? await self?.syncMangoIndexes() } }
         }
         routing.listenerSet(token)
         var options = AllDocumentsOptions()
         options.prefix = "_design/"
         let cursor = try database.allDocuments(options)
         while let doc = try cursor.next() { reloadDesign(doc.id) }
+        // Library indexes persist; this mends any drift from design documents changed while
+        // the database was not served.
+        Task.detached { [weak self] in try? await self?.syncMangoIndexes() }
     }
 
     /// Compiles (again) the functions of one design document; a function that does not compile

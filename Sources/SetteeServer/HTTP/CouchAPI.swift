@@ -145,6 +145,9 @@ struct CouchAPI: HTTPResponder {
         try requireUser(call, db)
         switch rest[0] {
         case "_all_docs": return try await allDocs(&call, db)
+        case "_find": try allow(method, [.post]); return try await find(&call, db)
+        case "_explain": try allow(method, [.post]); return try await explain(&call, db)
+        case "_index": return try await index(&call, db, rest)
         case "_bulk_docs": try allow(method, [.post]); return try await bulkDocs(&call, db)
         case "_bulk_get": try allow(method, [.post]); return try await bulkGet(&call, db)
         case "_changes": try allow(method, [.get, .post, .head]); return try await changes(&call, db)

@@ -36,7 +36,7 @@ enum MangoCompiler {
             guard case .array(let list) = fields else { throw fail("fields must be an array of field names") }
             for f in list {
                 guard case .string(let name) = f else { throw fail("fields must be an array of field names") }
-                s.items.append(.expression(.property(try path(name)), name: name))
+                s.items.append(.expression(documentValue(try path(name)), name: name))
             }
         } else {
             s.items.append(.all)
@@ -63,13 +63,13 @@ enum MangoCompiler {
         for item in list {
             switch item {
             case .string(let name):
-                out.append(.init(expression: .property(try path(name)), descending: false))
+                out.append(.init(expression: documentValue(try path(name)), descending: false))
             case .object(let o) where o.count == 1:
                 let (name, direction) = o.first!
                 guard case .string(let d) = direction, d == "asc" || d == "desc" else {
                     throw fail("sort direction of \(name) must be \"asc\" or \"desc\"")
                 }
-                out.append(.init(expression: .property(try path(name)), descending: d == "desc"))
+                out.append(.init(expression: documentValue(try path(name)), descending: d == "desc"))
             default:
                 throw fail("each sort entry is a field name or {\"field\": \"asc\" | \"desc\"}")
             }
@@ -104,6 +104,16 @@ enum MangoCompiler {
         return PropertyPath(components: components)
     }
 
+    /// A field of the document: `_id` and `_rev` are its ID and current revision, as in
+    /// CouchDB's documents.
+    static func documentValue(_ path: PropertyPath) -> QueryExpression {
+        if path.components.count == 1, case .name(let n) = path.components[0] {
+            if n == "_id" { return .meta(.id) }
+            if n == "_rev" { return .meta(.revisionID) }
+        }
+        return .property(path)
+    }
+
     private static func count(_ value: JSONValue?, _ name: String) throws(SetteeError) -> QueryExpression? {
         guard let value else { return nil }
         guard case .int(let n) = value, n >= 0 else { throw fail("\(name) must be a non-negative integer") }
@@ -120,7 +130,7 @@ enum MangoCompiler {
 
         func value(_ path: PropertyPath) -> QueryExpression {
             switch self {
-            case .document: .property(path)
+            case .document: MangoCompiler.documentValue(path)
             case .variable(let v): .variable(v, path)
             }
         }

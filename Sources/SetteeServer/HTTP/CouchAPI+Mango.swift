@@ -1,0 +1,469 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+@_spi(Replication) import Settee
+
+/// CouchDB's Mango: `_find`, `_explain` and `_index`, on the library's Mango queries and value
+/// indexes (one planner, one key order). An index defined here is what CouchDB makes of one: a
+/// design document with `"language": "query"` (replicated, listed in `_design_docs`), and the
+/// library index `_design/<ddoc>/<name>` over its fields, which the server keeps in step with the
+/// design documents (at start, and whenever one changes, however it was written).
+extension CouchAPI {
+    /// `_find`'s members; those the library does not take are the server's.
+    static let findMembers: Set<String> = ["selector", "limit", "skip", "sort", "fields", "use_index", "bookmark", "conflicts",
+                                           "r", "update", "stable", "stale", "execution_stats", "allow_fallback", "partition"]
+
+    /// What `_find` and `_explain` were asked, checked.
+    struct FindRequest {
+        var selector: JSONValue
+        var limit = 25
+        var skip = 0
+        var sort: JSONValue?
+        var fields: [String]?
+        var useIndex: (ddoc: String, name: String?)?
+        var bookmark: Int?
+        var conflicts = false
+        var executionStats = false
+        var allowFallback = true
+        var body: [String: JSONValue]
+
+        init(_ body: [String: JSONValue]) throws {
+            self.body = body
+            for key in body.keys where !CouchAPI.findMembers.contains(key) {
+                throw CouchError.badRequest("Invalid key \(key) for find request")
+            }
+            guard let selector = body["selector"] else { throw CouchError.badRequest("Missing required key: selector") }
+            guard case .object = selector else { throw CouchError(.badRequest, "invalid_selector_json", "Selector must be a JSON object") }
+            self.selector = selector
+            func count(_ name: String) throws -> Int? {
+                guard let v = body[name] else { return nil }
+                guard case .int(let n) = v, n >= 0, n <= Int64(Int32.max) else {
+                    throw CouchError.badRequest("\(name) must be a non-negative integer")
+                }
+                return Int(n)
+            }
+            func flag(_ name: String) throws -> Bool? {
+                guard let v = body[name] else { return nil }
+                guard case .bool(let b) = v else { throw CouchError.badRequest("\(name) must be true or false") }
+                return b
+            }
+            limit = try count("limit") ?? 25
+            skip = try count("skip") ?? 0
+            sort = body["sort"]
+            if let f = body["fields"] {
+                guard case .array(let list) = f else { throw CouchError.badRequest("fields must be an array of field names") }
+                fields = try list.map { v in
+                    guard case .string(let s) = v else { throw CouchError.badRequest("fields must be an array of field names") }
+                    return s
+                }
+            }
+            switch body["use_index"] {
+            case nil: break
+            case .string(let s)?: if !s.isEmpty { useIndex = (CouchAPI.designID(s), nil) }
+            case .array(let a)? where a.isEmpty: break
+            case .array(let a)? where a.count <= 2:
+                guard case .string(let d) = a[0] else { throw CouchError.badRequest("use_index must be a string or [ddoc, name]") }
+                var name: String?
+                if a.count == 2 {
+                    guard case .string(let n) = a[1] else { throw CouchError.badRequest("use_index must be a string or [ddoc, name]") }
+                    name = n
+                }
+                useIndex = (CouchAPI.designID(d), name)
+            default: throw CouchError.badRequest("use_index must be a string or [ddoc, name]")
+            }
+            switch body["bookmark"] {
+            case nil, .string("nil")?: break
+            case .string(let b)?:
+                guard let offset = CouchAPI.offset(ofBookmark: b) else {
+                    throw CouchError(.badRequest, "invalid_bookmark", "Invalid bookmark value: \"\(b)\"")
+                }
+                bookmark = offset
+            default: throw CouchError(.badRequest, "invalid_bookmark", "Invalid bookmark value")
+            }
+            conflicts = try flag("conflicts") ?? false
+            executionStats = try flag("execution_stats") ?? false
+            allowFallback = try flag("allow_fallback") ?? true
+        }
+
+        /// Where the page starts among the matches.
+        var offset: Int { (bookmark ?? 0) + skip }
+    }
+
+    /// `_design/name` for a design document named with or without its prefix.
+    static func designID(_ name: String) -> String { name.hasPrefix("_design/") ? name : "_design/" + name }
+
+    /// A bookmark is where the next page starts among the matches, opaque to clients.
+    static func bookmark(offset: Int) -> String {
+        Data("settee:\(offset)".utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
+    }
+
+    static func offset(ofBookmark b: String) -> Int? {
+        guard b.utf8.count <= 64 else { return nil }
+        var text = b
+        while text.utf8.count % 4 != 0 { text += "=" }
+        guard let data = Data(base64Encoded: text), let s = String(data: data, encoding: .utf8), s.hasPrefix("settee:"),
+              let n = Int(s.dropFirst(7)), n >= 0, n <= Int(Int32.max) else { return nil }
+        return n
+    }
+
+    /// The library query for a request: its selector (and the partial index's, when
+    /// `use_index` names one), design documents left out as CouchDB leaves them out, the sort;
+    /// `skip` and `limit` too when every match may be read.
+    func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, readsAll: Bool) throws -> Query {
+        var parts: [JSONValue] = [r.selector, ["_id": ["$not": ["$beginsWith": "_design/"]]]]
+        if let use = r.useIndex, let name = use.name, let partial = try mangoIndexes(db).first(where: { $0.ddoc == use.ddoc && $0.name == name })?.partial {
+            parts.append(partial)
+        }
+        var q: [String: JSONValue] = ["selector": ["$and": .array(parts)]]
+        if let sort = r.sort { q["sort"] = sort }
+        if readsAll {
+            q["skip"] = .int(Int64(r.offset))
+            q["limit"] = .int(Int64(r.limit))
+        }
+        do {
+            return try db.database.createQuery(mango: try JSONValue.object(q).jsonText())
+        } catch let e as SetteeError where e.code == .invalidParameter {
+            let reason = e.message.hasPrefix("mango: ") ? String(e.message.dropFirst(7)) : e.message
+            throw CouchError(.badRequest, reason.contains("selector") ? "invalid_selector" : "bad_request", reason)
+        }
+    }
+
+    /// The index a query reads, as `_index` lists it, or the special `_all_docs`.
+    func describeIndex(_ db: ServedDatabase, libraryName: String?) throws -> (json: JSONValue, id: (ddoc: String, name: String)?) {
+        if let libraryName, let m = try mangoIndexes(db).first(where: { $0.libraryName == libraryName }) {
+            return (m.json, (m.ddoc, m.name))
+        }
+        return (Self.allDocsIndex, nil)
+    }
+
+    static let allDocsIndex: JSONValue = ["ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]]]
+
+    /// The warning CouchDB gives with the answer, or the error when `use_index` may not be
+    /// passed over.
+    func warning(_ r: FindRequest, used: (ddoc: String, name: String)?) throws -> String? {
+        if let use = r.useIndex, used.map({ $0.ddoc != use.ddoc || (use.name != nil && $0.name != use.name) }) ?? true {
+            let named = use.name.map { "\(use.ddoc), \($0)" } ?? use.ddoc
+            guard r.allowFallback else {
+                throw CouchError(.badRequest, "no_usable_index", "\(named) was not used because it does not contain a valid index for this query.")
+            }
+            return "\(named) was not used because it does not contain a valid index for this query."
+                + (used == nil ? "\nNo matching index found, create an index to optimize query time." : "")
+        }
+        return used == nil ? "No matching index found, create an index to optimize query time." : nil
+    }
+
+    /// `POST /{db}/_find`.
+    func find(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        let started = ContinuousClock.now
+        let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db)))
+        let reader = try Reader(db, call.principal)
+        let query = try libraryQuery(db, r, readsAll: reader.readsAll)
+        let used = try describeIndex(db, libraryName: query.indexUsed()).id
+        let warning = try warning(r, used: used)
+        var docs: [JSONValue] = []
+        var examined = 0
+        var matched = 0
+        do {
+            // A user reads the matches it may read: skipped and counted among those only.
+            for try await result in query.results() {
+                guard let id = result.string(forKey: "_id") else { continue }
+                examined += 1
+                guard try reader.readsAll || reader.readability(of: id, revision: nil) == .readable else { continue }
+                matched += 1
+                if !reader.readsAll && matched <= r.offset { continue }
+                guard let doc = try await db.database.document(withID: id), !doc.isDeleted else { continue }
+                var json = try documentJSON(doc, db, reader: reader, conflicts: r.conflicts)
+                if let fields = r.fields { json = Self.project(json, fields) }
+                docs.append(json)
+                if docs.count >= r.limit { break }
+            }
+        } catch let e as SetteeError where e.code == .invalidParameter {
+            throw CouchError(.badRequest, "bad_request", e.message)
+        }
+        var out: [String: JSONValue] = ["docs": .array(docs),
+                                        "bookmark": .string(docs.isEmpty ? "nil" : Self.bookmark(offset: r.offset + docs.count))]
+        if let warning { out["warning"] = .string(warning) }
+        if r.executionStats {
+            let ms = Double((ContinuousClock.now - started).components.attoseconds / 1_000_000_000_000) / 1000
+                + Double((ContinuousClock.now - started).components.seconds) * 1000
+            out["execution_stats"] = ["total_keys_examined": 0, "total_docs_examined": .int(Int64(examined)),
+                                      "total_quorum_docs_examined": 0, "results_returned": .int(Int64(docs.count)),
+                                      "execution_time_ms": .double(ms)]
+        }
+        return try jsonResponse(.object(out))
+    }
+
+    /// `POST /{db}/_explain`: the index `_find` would read, and how.
+    func explain(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db)))
+        let reader = try Reader(db, call.principal)
+        let query = try libraryQuery(db, r, readsAll: reader.readsAll)
+        let plan = try query.explain()
+        let (index, _) = try describeIndex(db, libraryName: query.indexUsed())
+        let fields: JSONValue = r.fields.map { .array($0.map(JSONValue.string)) } ?? "all_fields"
+        var opts: [String: JSONValue] = ["use_index": .array([]), "bookmark": .string(r.bookmark.map { Self.bookmark(offset: $0) } ?? "nil"),
+                                         "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "sort": r.sort ?? .object([:]),
+                                         "fields": fields, "r": 1, "conflicts": .bool(r.conflicts), "stable": false, "update": true,
+                                         "stale": false, "execution_stats": .bool(r.executionStats), "allow_fallback": .bool(r.allowFallback)]
+        if let use = r.useIndex { opts["use_index"] = .array([.string(use.ddoc)] + (use.name.map { [.string($0)] } ?? [])) }
+        let out: JSONValue = ["dbname": .string(db.name), "index": index, "partitioned": false, "selector": r.selector, "opts": .object(opts),
+                              "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "fields": fields,
+                              "mrargs": ["include_docs": true, "view_type": "map", "reduce": false, "conflicts": .bool(r.conflicts),
+                                         "direction": plan.contains("BACKWARDS") ? "rev" : "fwd", "stable": false, "update": true],
+                              "covering": false, "plan": .string(plan)]
+        return try jsonResponse(out)
+    }
+
+    /// A document as `_find` returns it: `_id`, `_rev`, properties, attachment stubs,
+    /// `_conflicts` when asked (those the reader may know of).
+    func documentJSON(_ doc: Document, _ db: ServedDatabase, reader: Reader, conflicts: Bool) throws -> JSONValue {
+        guard let rev = doc.revisionID else { return .null }
+        var o = doc.toDictionary()
+        if let e = doc.bodyError { throw e }
+        if case .object(let stored)? = o["_attachments"] { o["_attachments"] = try wireAttachments(stored, db, inlineAfter: nil) }
+        o["_id"] = .string(doc.id)
+        o["_rev"] = .string(rev)
+        if conflicts, let tree = try db.database.revisionTree(withID: doc.id) {
+            let visible = try reader.revisionFilter(of: doc.id)
+            let others = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && !$0.isDeleted && $0.revisionID != rev && visible($0.revisionID) }
+            if !others.isEmpty { o["_conflicts"] = .array(others.map { .string($0.revisionID) }) }
+        }
+        return .object(o)
+    }
+
+    /// `fields`: only the named fields (dotted names nest), as CouchDB returns them.
+    static func project(_ doc: JSONValue, _ fields: [String]) -> JSONValue {
+        guard case .object(let o) = doc else { return doc }
+        var out: [String: JSONValue] = [:]
+        for f in fields {
+            let parts = f.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            var value: JSONValue? = .object(o)
+            for p in parts { if case .object(let d)? = value { value = d[p] } else { value = nil } }
+            guard let value else { continue }
+            out = insert(value, at: parts[...], into: out)
+        }
+        return .object(out)
+    }
+
+    private static func insert(_ value: JSONValue, at path: ArraySlice<String>, into o: [String: JSONValue]) -> [String: JSONValue] {
+        var o = o
+        guard let first = path.first else { return o }
+        if path.count == 1 {
+            o[first] = value
+        } else {
+            var inner: [String: JSONValue] = [:]
+            if case .object(let existing)? = o[first] { inner = existing }
+            o[first] = .object(insert(value, at: path.dropFirst(), into: inner))
+        }
+        return o
+    }
+
+    // MARK: - Indexes
+
+    /// One Mango index, as its design document defines it.
+    struct MangoIndex {
+        var ddoc: String
+        var name: String
+        var fields: [(field: String, descending: Bool)]
+        var partial: JSONValue?
+
+        var libraryName: String { "\(ddoc)/\(name)" }
+
+        var json: JSONValue {
+            var def: [String: JSONValue] = ["fields": .array(fields.map { .object([$0.field: .string($0.descending ? "desc" : "asc")]) })]
+            if let partial { def["partial_filter_selector"] = partial }
+            return ["ddoc": .string(ddoc), "name": .string(name), "type": "json", "partitioned": false, "def": .object(def)]
+        }
+
+        /// The library index's expressions: each field's path, every name quoted.
+        var expressions: [String] {
+            fields.map { f in
+                MangoIndex.names(of: f.field).map { "`" + $0.replacingOccurrences(of: "`", with: "``") + "`" }.joined(separator: ".")
+            }
+        }
+
+        /// A Mango field's names: dots separate them, `\.` is a dot within one.
+        static func names(of field: String) -> [String] {
+            var out: [String] = []
+            var name = ""
+            var escaped = false
+            for ch in field {
+                if escaped { name.append(ch); escaped = false } else if ch == "\\" { escaped = true } else if ch == "." { out.append(name); name = "" } else { name.append(ch) }
+            }
+            out.append(name)
+            return out
+        }
+    }
+
+    /// An index definition's `fields`: names, or `{"name": "asc" | "desc"}`, in one direction.
+    static func indexFields(_ value: JSONValue?) throws -> [(field: String, descending: Bool)] {
+        guard case .array(let list)? = value, !list.isEmpty, list.count <= 32 else {
+            throw CouchError(.badRequest, "invalid_index_fields_definition", "Index fields must be a non-empty array of field names or {\"field\": \"asc\" | \"desc\"}")
+        }
+        var out: [(field: String, descending: Bool)] = []
+        for item in list {
+            switch item {
+            case .string(let f): out.append((f, false))
+            case .object(let o) where o.count == 1:
+                guard case .string(let d) = o.first!.value, d == "asc" || d == "desc" else {
+                    throw CouchError(.badRequest, "invalid_index_fields_definition", "Index field directions are \"asc\" or \"desc\"")
+                }
+                out.append((o.first!.key, d == "desc"))
+            default:
+                throw CouchError(.badRequest, "invalid_index_fields_definition", "Index fields must be a non-empty array of field names or {\"field\": \"asc\" | \"desc\"}")
+            }
+        }
+        for f in out where f.field.isEmpty || MangoIndex.names(of: f.field).contains(where: \.isEmpty) || f.field.utf8.count > 1024 {
+            throw CouchError(.badRequest, "invalid_index_fields_definition", "Invalid field name \"\(f.field)\"")
+        }
+        if Set(out.map(\.descending)).count > 1 {
+            throw CouchError(.badRequest, "invalid_index_fields_definition", "Index fields must all sort in one direction")
+        }
+        return out
+    }
+
+    /// The Mango indexes of the database's `"language": "query"` design documents, in
+    /// design-document then name order.
+    func mangoIndexes(_ db: ServedDatabase) throws -> [MangoIndex] {
+        try db.mangoIndexes()
+    }
+
+    /// `GET|POST /{db}/_index`, `DELETE /{db}/_index/{ddoc}/json/{name}`.
+    func index(_ call: inout Call, _ db: ServedDatabase, _ rest: [String]) async throws -> Response {
+        let method = call.request.method
+        if rest.count > 1 {
+            try allow(method, [.delete])
+            try requireAdmin(call)
+            // `{ddoc}/json/{name}`, the ddoc with or without `_design/`.
+            var parts = Array(rest.dropFirst())
+            if parts.first == "_design", parts.count == 4 { parts = ["_design/" + parts[1]] + parts.dropFirst(2) }
+            guard parts.count == 3, parts[1] == "json" else { throw CouchError.notFound("Index not found") }
+            return try await deleteIndex(db, ddoc: Self.designID(parts[0]), name: parts[2])
+        }
+        try allow(method, [.get, .head, .post])
+        if method == .post {
+            try requireAdmin(call)
+            return try await createIndex(&call, db)
+        }
+        let list = try mangoIndexes(db).map(\.json)
+        return try jsonResponse(["total_rows": .int(Int64(list.count + 1)), "indexes": .array([Self.allDocsIndex] + list)])
+    }
+
+    private func createIndex(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        for key in body.keys where !["index", "ddoc", "name", "type", "partitioned"].contains(key) {
+            throw CouchError.badRequest("Invalid key \(key) for an index")
+        }
+        guard case .object(let def)? = body["index"] else { throw CouchError.badRequest("Missing required key: index") }
+        for key in def.keys where !["fields", "partial_filter_selector"].contains(key) {
+            throw CouchError(.badRequest, "invalid_index", "Invalid key \(key) in the index definition")
+        }
+        let fields = try Self.indexFields(def["fields"])
+        let partial = def["partial_filter_selector"]
+        if let partial {
+            guard case .object = partial else { throw CouchError(.badRequest, "invalid_selector", "partial_filter_selector must be a selector") }
+            // Checked by compiling it, as a query would.
+            do { _ = try db.database.createQuery(mango: try JSONValue.object(["selector": partial]).jsonText()) } catch let e as SetteeError {
+                throw CouchError(.badRequest, "invalid_selector", e.message)
+            }
+        }
+        switch body["type"] {
+        case nil, .string("json")?: break
+        case .string(let t)?: throw CouchError(.badRequest, "invalid_index", "Index type \(t) is not supported: this server has json indexes only")
+        default: throw CouchError(.badRequest, "invalid_index", "type must be a string")
+        }
+        if case .bool(true)? = body["partitioned"] { throw CouchError(.badRequest, "invalid_index", "Partitioned indexes are not supported") }
+        let index = try JSONValue.object(def).jsonText()
+        let digest = Insecure.SHA1.hash(data: Data(index.utf8)).map { String(format: "%02x", $0) }.joined()
+        func text(_ key: String) throws -> String? {
+            guard let v = body[key] else { return nil }
+            guard case .string(let s) = v, !s.isEmpty, s.utf8.count <= 200, !s.contains("/") || s.hasPrefix("_design/") else {
+                throw CouchError(.badRequest, "invalid_index", "\(key) must be a non-empty name")
+            }
+            return s
+        }
+        let ddoc = Self.designID(try text("ddoc") ?? digest)
+        let name = try text("name") ?? digest
+        let mango = MangoIndex(ddoc: ddoc, name: name, fields: fields, partial: partial)
+        let view: JSONValue = ["map": ["fields": .object(Dictionary(uniqueKeysWithValues: fields.map { ($0.field, JSONValue.string($0.descending ? "desc" : "asc")) })),
+                                       "partial_filter_selector": partial ?? .object([:])],
+                               "reduce": "_count", "options": ["def": mango.json.objectValue?["def"] ?? .null]]
+        let result = try await db.write(as: .admin) { database -> String in
+            let existing = try database.document(withID: ddoc)
+            var props = existing?.toDictionary() ?? [:]
+            if existing != nil, props["language"] != .string("query") {
+                throw CouchError(.badRequest, "invalid_index", "\(ddoc) is not a design document of Mango indexes (its language is not \"query\")")
+            }
+            var views = props["views"]?.objectValue ?? [:]
+            if views[name] == view { return "exists" }
+            views[name] = view
+            props["language"] = "query"
+            props["views"] = .object(views)
+            let doc = existing.map { $0.toMutable() } ?? MutableDocument(id: ddoc)
+            doc.setData(props)
+            try database.saveDocument(doc)
+            return "created"
+        }
+        try await db.syncMangoIndexes()
+        return try jsonResponse(["result": .string(result), "id": .string(ddoc), "name": .string(name)])
+    }
+
+    private func deleteIndex(_ db: ServedDatabase, ddoc: String, name: String) async throws -> Response {
+        try await db.write(as: .admin) { database in
+            guard let existing = try database.document(withID: ddoc), existing.toDictionary()["language"] == .string("query"),
+                  var views = existing.toDictionary()["views"]?.objectValue, views[name] != nil else {
+                throw CouchError.notFound("Index not found")
+            }
+            views[name] = nil
+            if views.isEmpty {
+                try database.deleteDocument(existing)
+            } else {
+                let doc = existing.toMutable()
+                doc.setValue(.object(views), forKey: "views")
+                try database.saveDocument(doc)
+            }
+        }
+        try await db.syncMangoIndexes()
+        return try jsonResponse(["ok": true])
+    }
+}
+
+extension ServedDatabase {
+    /// The Mango indexes the database's design documents define.
+    func mangoIndexes() throws -> [CouchAPI.MangoIndex] {
+        var options = AllDocumentsOptions()
+        options.prefix = "_design/"
+        let cursor = try database.allDocuments(options)
+        var out: [CouchAPI.MangoIndex] = []
+        while let doc = try cursor.next() {
+            let props = doc.toDictionary()
+            guard props["language"] == .string("query"), case .object(let views)? = props["views"] else { continue }
+            for (name, v) in views.sorted(by: { $0.key < $1.key }) {
+                guard case .object(let view) = v, case .object(let options)? = view["options"], case .object(let def)? = options["def"],
+                      let fields = try? CouchAPI.indexFields(def["fields"]) else { continue }
+                var partial = def["partial_filter_selector"]
+                if case .object(let o)? = partial, o.isEmpty { partial = nil }
+                out.append(CouchAPI.MangoIndex(ddoc: doc.id, name: name, fields: fields, partial: partial))
+            }
+        }
+        return out
+    }
+
+    /// Makes the library's `_design/…` indexes those the design documents define: creates
+    /// (or, changed, replaces) each, deletes those no design document defines any more. Run at
+    /// start, after `_index` writes, and when a design document changes however it was written.
+    func syncMangoIndexes() async throws {
+        let database = self.database
+        let wanted = try mangoIndexes()
+        try await Task.detached {
+            for index in wanted {
+                try database.createIndex(ValueIndexConfiguration(index.expressions), name: index.libraryName)
+            }
+            let names = Set(wanted.map(\.libraryName))
+            for existing in try database.indexes where existing.hasPrefix("_design/") && !names.contains(existing) {
+                try database.deleteIndex(forName: existing)
+            }
+        }.value
+    }
+}
