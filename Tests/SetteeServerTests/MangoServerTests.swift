@@ -204,7 +204,8 @@ import Testing
             }
             // A partial index named by use_index restricts the answer to what it holds.
             let partial = #"{"index": {"fields": ["n"], "partial_filter_selector": {"color": "red"}}, "ddoc": "p", "name": "reds"}"#
-            #expect(try await admin.send(.post, "/db/_index", json: partial)["result"] == "created")
+            let made = try await admin.send(.post, "/db/_index", json: partial)
+            #expect(made["result"] == "created", "\(made.text)")
             let reds = try await find(admin, #"{"selector": {"n": {"$gt": 5}}, "use_index": ["p", "reds"], "limit": 100}"#)
             #expect(Set(ids(reds)) == ["task6", "task8", "task10"], "\(reds.text)")
             // An index that cannot serve: a warning, or with allow_fallback false an error.
@@ -213,6 +214,25 @@ import Testing
             #expect(warned.status == .ok && warned["warning"]?.stringValue?.contains("_design/nothing") == true, "\(warned.text)")
             let refused = try await find(admin, #"{"selector": {"type": "note"}, "use_index": "_design/nothing", "allow_fallback": false}"#)
             #expect(refused.status == .badRequest && refused["error"] == "no_usable_index")
+        }
+    }
+
+    /// `_design_docs`: the design documents, with `_all_docs`'s options, for any user.
+    @Test func designDocsListsTheDesignDocuments() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { pub, admin in
+            try await seed(admin)
+            #expect(try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}, "ddoc": "idx"}"#).status == .ok)
+            for (c, h) in [(admin, HTTPFields()), (pub, Self.alice)] {
+                let r = try await c.send(.get, "/db/_design_docs?include_docs=true", headers: h)
+                #expect(r.rowIDs == ["_design/app", "_design/idx"] && r["total_rows"] == 2, "\(r.text)")
+                #expect(r.rows.last?["doc"]?["language"] == "query")
+            }
+            let limited = try await admin.send(.get, "/db/_design_docs?descending=true&limit=1")
+            #expect(limited.rowIDs == ["_design/idx"])
+            let keyed = try await admin.send(.post, "/db/_design_docs", json: #"{"keys": ["_design/app"]}"#)
+            #expect(keyed.rowIDs == ["_design/app"], "\(keyed.text)")
         }
     }
 

@@ -32,6 +32,11 @@ import Testing
         "/_replicate": ["POST"],
         "/{db}": ["GET", "HEAD", "PUT", "DELETE", "POST"],
         "/{db}/_all_docs": ["GET", "HEAD", "POST"],
+        "/{db}/_design_docs": ["GET", "HEAD", "POST"],
+        "/{db}/_find": ["POST"],
+        "/{db}/_explain": ["POST"],
+        "/{db}/_index": ["GET", "HEAD", "POST"],
+        "/{db}/_index/{ddoc}/json/{name}": ["DELETE"],
         "/{db}/_bulk_docs": ["POST"],
         "/{db}/_bulk_get": ["POST"],
         "/{db}/_changes": ["GET", "HEAD", "POST"],
@@ -69,7 +74,7 @@ import Testing
     static let notServed = [
         "/_active_tasks", "/_scheduler/jobs", "/_dbs_info", "/_db_updates", "/_membership",
         "/_node/_local/_config", "/_config", "/_users", "/_utils", "/_expvar",
-        "/db/_find", "/db/_index", "/db/_explain", "/db/_security", "/db/_design_docs", "/db/_local_docs",
+        "/db/_security", "/db/_local_docs",
         "/db/_view_cleanup", "/db/_shards", "/db/_purged_infos_limit", "/db/_online", "/db/_offline",
         "/db/_raw/doc1", "/db/_dump/x", "/db/_config", "/db/_blipsync", "/db/_bulk_docs_by_channel",
     ]
@@ -204,7 +209,9 @@ import Testing
         switch (op.method, op.path) {
         case ("POST", "/_session"), ("POST", "/{db}/_session"): return ("", json, #"{"name":"alice","password":"pw"}"#)
         case ("POST", "/{db}"): return ("", json, #"{"made":"by post"}"#)
-        case ("POST", "/{db}/_all_docs"): return ("", json, #"{"keys":["doc1","nope"]}"#)
+        case ("POST", "/{db}/_all_docs"), ("POST", "/{db}/_design_docs"): return ("", json, #"{"keys":["doc1","nope"]}"#)
+        case ("POST", "/{db}/_find"), ("POST", "/{db}/_explain"): return ("", json, #"{"selector":{"v":{"$gt":0}},"limit":5}"#)
+        case ("POST", "/{db}/_index"): return ("", json, #"{"index":{"fields":["v"]},"ddoc":"idx","name":"v"}"#)
         case ("POST", "/{db}/_bulk_docs"): return ("", json, #"{"docs":[{"_id":"bulk1","v":1}]}"#)
         case ("POST", "/{db}/_bulk_get"): return ("?revs=true", json, #"{"docs":[{"id":"doc1"},{"id":"nope","rev":"1-x"}]}"#)
         case ("POST", "/{db}/_changes"): return ("?style=all_docs", json, #"{"doc_ids":["doc1"]}"#)

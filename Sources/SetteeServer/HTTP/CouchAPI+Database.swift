@@ -91,7 +91,8 @@ extension CouchAPI {
 
     // MARK: - _all_docs
 
-    func allDocs(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+    /// `_all_docs`, or with `prefix` `_design_docs` (the design documents, with the same options).
+    func allDocs(_ call: inout Call, _ db: ServedDatabase, prefix: String? = nil) async throws -> Response {
         try allow(call.request.method, [.get, .head, .post])
         var keys: [String]?
         var params = call.query
@@ -148,6 +149,7 @@ extension CouchAPI {
             options.descending = descending
             options.skip = skip
             options.limit = limit
+            options.prefix = prefix
             func key(_ names: [String]) throws -> String? {
                 for n in names {
                     if let v = try jsonParameter(query, n) {
@@ -176,7 +178,15 @@ extension CouchAPI {
         }
         // A user who reads only some channels gets the rows it may read as its total, as Sync
         // Gateway does: the database's count would tell it how much it cannot see.
-        let total = reader.readsAll ? Int64(try database.count) : Int64(rows.count)
+        var total = reader.readsAll ? Int64(try database.count) : Int64(rows.count)
+        if let prefix {
+            // Design documents are few: counted, for every reader (they are in no channel).
+            var options = AllDocumentsOptions()
+            options.prefix = prefix
+            let cursor = try database.allDocuments(options)
+            total = 0
+            while try cursor.next() != nil { total += 1 }
+        }
         var result: [String: JSONValue] = [
             "total_rows": .int(total),
             "offset": .int(Int64(skip)),

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import HTTPTypes
 import Hummingbird
 @_spi(Replication) import Settee
@@ -431,7 +432,9 @@ extension CouchAPI {
 
 extension ServedDatabase {
     /// The Mango indexes the database's design documents define.
-    func mangoIndexes() throws -> [CouchAPI.MangoIndex] {
+    func mangoIndexes() throws -> [CouchAPI.MangoIndex] { try Self.mangoIndexes(of: database) }
+
+    static func mangoIndexes(of database: Database) throws -> [CouchAPI.MangoIndex] {
         var options = AllDocumentsOptions()
         options.prefix = "_design/"
         let cursor = try database.allDocuments(options)
@@ -450,20 +453,36 @@ extension ServedDatabase {
         return out
     }
 
+    /// One synchronization after another per database: two at once would build the same index
+    /// twice.
+    private static let mangoSyncs = Mutex<[ObjectIdentifier: Task<Void, any Error>]>([:])
+
     /// Makes the library's `_design/…` indexes those the design documents define: creates
     /// (or, changed, replaces) each, deletes those no design document defines any more. Run at
     /// start, after `_index` writes, and when a design document changes however it was written.
     func syncMangoIndexes() async throws {
         let database = self.database
-        let wanted = try mangoIndexes()
-        try await Task.detached {
-            for index in wanted {
-                try database.createIndex(ValueIndexConfiguration(index.expressions), name: index.libraryName)
+        let key = ObjectIdentifier(database)
+        let task = Self.mangoSyncs.withLock { tasks in
+            let previous = tasks[key]
+            let next = Task.detached {
+                _ = await previous?.result
+                let wanted = try Self.mangoIndexes(of: database)
+                for index in wanted {
+                    try await database.createIndex(ValueIndexConfiguration(index.expressions), name: index.libraryName)
+                }
+                let names = Set(wanted.map(\.libraryName))
+                for existing in try database.indexes where existing.hasPrefix("_design/") && !names.contains(existing) {
+                    try database.deleteIndex(forName: existing)
+                }
             }
-            let names = Set(wanted.map(\.libraryName))
-            for existing in try database.indexes where existing.hasPrefix("_design/") && !names.contains(existing) {
-                try database.deleteIndex(forName: existing)
-            }
-        }.value
+            tasks[key] = next
+            return next
+        }
+        defer {
+            // The last one forgets itself, so a closed database leaves nothing behind.
+            Self.mangoSyncs.withLock { tasks in if tasks[key] == task { tasks[key] = nil } }
+        }
+        try await task.value
     }
 }
