@@ -336,6 +336,21 @@ def run(settee, screenshots):
         status, plain = server.request("GET", "/todo/plain")
         check(plain["_rev"].startswith("2-"), "the preview saved nothing")
 
+        # The Queries tab: an index made over HTTP is listed; a Mango query shows its plan and documents.
+        status, _ = server.request("POST", "/todo/_index", {"index": {"fields": ["title"]}, "ddoc": "ui", "name": "by-title"})
+        check(status == 200, "a Mango index is made")
+        b.load(server.url("/_admin/db/todo/query"), "query")
+        check(any("by-title" in r.text for r in b.css("#indexes tbody tr")), "the Queries tab lists the index")
+        box = d.find_element(By.CSS_SELECTOR, '#query textarea[name="query"]')
+        box.clear()
+        box.send_keys('{"selector": {"title": {"$gt": "A"}}, "sort": ["title"]}')
+        d.find_element(By.CSS_SELECTOR, "#query button").click()
+        b.wait("the query answers", lambda: len(b.css("#query-result")) == 1)
+        check("SCAN INDEX _design/ui/by-title" in b.css("#query-plan")[0].text, "the plan names the index")
+        check(any("plain" in r.text for r in b.css("#query-docs tbody tr")), "the matching document is shown")
+        b.no_console_errors("query")
+        b.shot("query")
+
         # A form without the token is refused.
         status, _ = server.request("POST", "/_admin/db/todo/doc/conflicted/resolve", b"winner=2-bbbb", "application/x-www-form-urlencoded")
         check(status == 403, "a resolution without the form token is refused")

@@ -86,6 +86,40 @@ import Testing
         }
     }
 
+    /// The Queries tab lists the Mango indexes and runs a query with its plan; hostile text
+    /// stays text; the form needs its token.
+    @Test func theQueriesTabListsIndexesAndRunsAMangoQuery() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(admin: true) { a async throws in
+            let id = HTML.segment(Self.hostileID)
+            #expect(try await a.send(.put, "/db/\(id)", json: #"{"kind": "<i>x</i>", "n": 1}"#).status == .created)
+            #expect(try await a.send(.put, "/db/plain", json: #"{"kind": "plain", "n": 2}"#).status == .created)
+            let made = try await a.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}, "ddoc": "<b>d", "name": "by-n"}"#)
+            #expect(made.status == .ok, "\(made.text)")
+            let page = try await a.send(.get, "/_admin/db/db/query")
+            #expect(page.status == .ok && page.text.contains("by-n") && page.text.contains("_design/&lt;b&gt;d"), "\(page.text)")
+            #expect(!page.text.contains("<b>d"))
+            let token = try Self.token(in: page.text)
+            let formType: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+            let query = #"{"selector": {"n": {"$gte": 1}}, "sort": ["n"]}"#
+            let refused = try await a.execute(uri: "/_admin/db/db/query", method: .post, headers: formType,
+                                              body: ByteBuffer(string: Self.form([("query", query)])))
+            #expect(refused.status == .forbidden)
+            let ran = try await a.execute(uri: "/_admin/db/db/query", method: .post, headers: formType,
+                                          body: ByteBuffer(string: Self.form([("token", token), ("query", query)])))
+            #expect(ran.status == .ok)
+            let text = String(buffer: ran.body)
+            #expect(text.contains("SCAN INDEX _design/&lt;b&gt;d/by-n"), "\(text)")
+            #expect(text.contains("&lt;i&gt;x&lt;/i&gt;") && !text.contains("<i>x</i>") && !text.contains("<script>alert"))
+            let hostile = text.range(of: "&lt;script&gt;")!.lowerBound, plain = text.range(of: ">plain<")!.lowerBound
+            #expect(hostile < plain, "sorted by n")
+            let bad = try await a.execute(uri: "/_admin/db/db/query", method: .post, headers: formType,
+                                          body: ByteBuffer(string: Self.form([("token", token), ("query", #"{"selector": {"n": {"$bogus": 1}}}"#)])))
+            #expect(bad.status == .ok && String(buffer: bad.body).contains("unknown operator $bogus"))
+        }
+    }
+
     @Test func unknownPagesAndThePublicPort() async throws {
         let server = try makeServer()
         defer { try? server.close() }

@@ -67,6 +67,7 @@ import Testing
         "/_admin/db/{db}/users": ["GET", "HEAD"],
         "/_admin/db/{db}/channels/{channel}": ["GET", "HEAD"],
         "/_admin/db/{db}/sync": ["GET", "HEAD", "POST"],
+        "/_admin/db/{db}/query": ["GET", "HEAD", "POST"],
     ]
 
     /// CouchDB and Sync Gateway endpoints the server does not serve: each must be a routing miss.

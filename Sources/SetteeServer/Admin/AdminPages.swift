@@ -39,7 +39,7 @@ struct AdminPages {
         case "db" where rest.count >= 2:
             let sub = Array(rest.dropFirst(2))
             let resolving = sub.count == 3 && sub[0] == "doc" && sub[2] == "resolve"
-            let previewing = sub == ["sync"]
+            let previewing = sub == ["sync"] || sub == ["query"]
             if resolving && method != .post { throw CouchError.methodNotAllowed("POST") }
             if previewing && !reading && method != .post { throw CouchError.methodNotAllowed("GET,HEAD,POST") }
             guard let db = server.database(named: rest[1]) else { return notFound("No database \(rest[1]).") }
@@ -51,6 +51,7 @@ struct AdminPages {
             case ("users", 1): return try await page { try usersPage(db) }
             case ("channels", 2): return try await page { try channelPage(call, db, channel: sub[1]) }
             case ("sync", 1): return try await syncPage(&call, db)
+            case ("query", 1): return try await queryPage(&call, db)
             default: break
             }
         default: break
@@ -119,6 +120,7 @@ struct AdminPages {
         h.link(base, "Documents", class: "current")
         h.link(base + "/users", "Users and roles")
         h.link(base + "/sync", "Sync function")
+        h.link(base + "/query", "Queries")
         h.raw("</nav>")
         h.raw("<form id=\"filter\" method=\"get\" action=\"\(HTML.escape(base))\"><label>ID prefix <input type=\"search\" name=\"prefix\" value=\"")
         h.text(prefix ?? "")
@@ -326,6 +328,7 @@ struct AdminPages {
         h.link(base, "Documents")
         h.link(base + "/users", "Users and roles", class: "current")
         h.link(base + "/sync", "Sync function")
+        h.link(base + "/query", "Queries")
         h.raw("</nav><h2>Users</h2><table id=\"users\"><thead><tr><th>User</th><th>State</th><th>Admin channels</th><th>Roles</th><th>Reads (computed)</th></tr></thead><tbody>")
         for name in db.users.userNames {
             guard let user = db.users.user(named: name) else { continue }
@@ -401,6 +404,7 @@ struct AdminPages {
         h.link(base, "Documents")
         h.link(base + "/users", "Users and roles")
         h.link(base + "/sync", "Sync function", class: "current")
+        h.link(base + "/query", "Queries")
         h.raw("</nav><h2>Configured</h2><pre id=\"sync-source\" class=\"code\">")
         h.text(configured)
         h.raw("</pre><h2>Preview</h2><p>Runs the function below on a document's current revision (as an admin writes it; the parent revision as <code>oldDoc</code> when its body is kept). Nothing is saved.</p>")
@@ -413,6 +417,83 @@ struct AdminPages {
         h.raw("</textarea></label><button type=\"submit\">Preview</button></form>")
         if let result { h.raw(result.output) }
         return page(title: "Sync function — \(db.name)", crumbs: [(db.name, base), ("sync function", nil)], body: h.output)
+    }
+
+    /// The database's Mango indexes, and a Mango query run with its `_explain`: what `_find`
+    /// would answer the admin port.
+    private func queryPage(_ call: inout CouchAPI.Call, _ db: ServedDatabase) async throws -> Response {
+        var text = #"{"selector": {}, "limit": 20}"#
+        var result: HTML?
+        if call.request.method == .post {
+            let form = try await checkedForm(&call)
+            text = form["query"] ?? text
+            result = try await runQuery(db, text)
+        }
+        let base = HTML.path("_admin", "db", db.name)
+        var h = HTML()
+        h.raw("<h1>Queries</h1><nav class=\"tabs\">")
+        h.link(base, "Documents")
+        h.link(base + "/users", "Users and roles")
+        h.link(base + "/sync", "Sync function")
+        h.link(base + "/query", "Queries", class: "current")
+        h.raw("</nav><h2>Indexes</h2><table id=\"indexes\"><thead><tr><th>Design document</th><th>Name</th><th>Fields</th><th>Partial selector</th></tr></thead><tbody>")
+        let indexes = try db.mangoIndexes()
+        for index in indexes {
+            h.raw("<tr><td>")
+            h.text(index.ddoc)
+            h.raw("</td><td>")
+            h.text(index.name)
+            h.raw("</td><td>")
+            h.text(index.fields.map { $0.field + ($0.descending ? " desc" : "") }.joined(separator: ", "))
+            h.raw("</td><td>")
+            h.text((try? index.partial?.jsonText()) ?? "")
+            h.raw("</td></tr>")
+        }
+        if indexes.isEmpty { h.raw("<tr><td colspan=\"4\" class=\"empty\">No Mango index: <code>POST /{db}/_index</code> makes one.</td></tr>") }
+        h.raw("</tbody></table><h2>Mango query</h2>")
+        h.raw("<form id=\"query\" method=\"post\" action=\"\(HTML.escape(base + "/query"))\">")
+        h.raw("<input type=\"hidden\" name=\"token\" value=\"\(HTML.escape(server.adminFormToken))\">")
+        h.raw("<label class=\"block\">What <code>_find</code> takes<textarea name=\"query\" rows=\"8\" spellcheck=\"false\">")
+        h.text(text)
+        h.raw("</textarea></label><button type=\"submit\">Run</button></form>")
+        if let result { h.raw(result.output) }
+        return page(title: "Queries — \(db.name)", crumbs: [(db.name, base), ("queries", nil)], body: h.output)
+    }
+
+    /// Runs a Mango query as the admin port's `_find` and `_explain` would.
+    private func runQuery(_ db: ServedDatabase, _ text: String) async throws -> HTML {
+        var h = HTML()
+        h.raw("<section id=\"query-result\">")
+        defer { h.raw("</section>") }
+        let api = CouchAPI(server: server, isAdmin: true)
+        do {
+            guard case .object(let body) = try JSONValue(parsing: text) else { throw CouchError.badRequest("a Mango query is a JSON object") }
+            let request = try CouchAPI.FindRequest(body)
+            let query = try api.libraryQuery(db, request, readsAll: true)
+            h.raw("<h3>Plan</h3><pre id=\"query-plan\" class=\"code\">")
+            h.text(try query.explain())
+            h.raw("</pre><h3>Documents</h3><table id=\"query-docs\"><thead><tr><th>ID</th><th>Document</th></tr></thead><tbody>")
+            var count = 0
+            for result in try query.execute() {
+                guard let id = result.string(forKey: "_id") else { continue }
+                count += 1
+                h.raw("<tr><td>")
+                h.link(HTML.path("_admin", "db", db.name, "doc", id), id)
+                h.raw("</td><td><code>")
+                var doc = result.dictionary(forKey: "_") ?? [:]
+                if let fields = request.fields { doc = CouchAPI.project(.object(doc), fields).objectValue ?? [:] }
+                h.text((try? JSONValue.object(doc).jsonText()) ?? "")
+                h.raw("</code></td></tr>")
+            }
+            if count == 0 { h.raw("<tr><td colspan=\"2\" class=\"empty\">No match.</td></tr>") }
+            h.raw("</tbody></table>")
+        } catch {
+            let e = CouchError(answering: error)
+            h.raw("<p class=\"error\" id=\"query-error\">")
+            h.text(e.reason)
+            h.raw("</p>")
+        }
+        return h
     }
 
     /// Runs `source` on a document, as the sync function would, and shows what it gave.
