@@ -285,6 +285,13 @@ import SetteeCrashKit
         // Sorting by a field keeps only documents that have it: doc4 has no n.
         let all = try db.createQuery(mango: #"{"selector": {"type": "task"}, "sort": ["n"]}"#).execute().allResults()
         #expect(all.count == 9 && !all.contains { $0.string(forKey: "_id") == "doc4" })
+        // $keyMapMatch: a key of the object matches.
+        let keyed = try db.createQuery(mango: #"{"selector": {"meta": {"$keyMapMatch": {"$eq": "owner"}}, "n": {"$lt": 2}}}"#)
+        #expect(try keyed.execute().allResults().compactMap { $0.string(forKey: "_id") }.sorted() == ["doc0", "doc1"])
+        let none = try db.createQuery(mango: #"{"selector": {"meta": {"$keyMapMatch": {"$regex": "^x"}}}}"#)
+        #expect(try none.execute().allResults().isEmpty)
+        let ids = try db.createQuery(mango: #"{"selector": {"_id": {"$gt": "doc18"}}, "sort": [{"_id": "desc"}]}"#)
+        #expect(try ids.execute().allResults().compactMap { $0.string(forKey: "_id") } == ["doc9", "doc8", "doc7", "doc6", "doc5", "doc4", "doc3", "doc2", "doc19"])
         // Without fields, the whole document.
         let whole = try db.createQuery(mango: #"{"selector": {"n": 3}}"#).execute().allResults()
         #expect(whole.first?.dictionary(forKey: "_")?["type"] == .string("note"))

@@ -114,20 +114,7 @@ extension CouchAPI {
         // A user sees only the documents it may read (design documents included).
         let reader = try Reader(db, call.principal)
         func readable(_ id: String) throws -> Bool { try reader.readability(of: id, revision: nil) == .readable }
-        func docJSON(_ doc: Document) throws -> JSONValue {
-            guard let rev = doc.revisionID else { return .null }
-            var o = doc.toDictionary()
-            if let e = doc.bodyError { throw e }
-            if case .object(let stored)? = o["_attachments"] { o["_attachments"] = try wireAttachments(stored, db, inlineAfter: nil) }
-            o["_id"] = .string(doc.id)
-            o["_rev"] = .string(rev)
-            if conflicts, let tree = try database.revisionTree(withID: doc.id) {
-                let visible = try reader.revisionFilter(of: doc.id)
-                let others = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && !$0.isDeleted && $0.revisionID != rev && visible($0.revisionID) }
-                if !others.isEmpty { o["_conflicts"] = .array(others.map { .string($0.revisionID) }) }
-            }
-            return .object(o)
-        }
+        func docJSON(_ doc: Document) throws -> JSONValue { try documentJSON(doc, db, reader: reader, conflicts: conflicts) }
         if let keys {
             for key in keys.dropFirst(skip).prefix(limit ?? .max) {
                 guard let tree = try await database.revisionTree(withID: key), try readable(key) else {

@@ -216,8 +216,8 @@ extension CouchAPI {
         return try jsonResponse(out)
     }
 
-    /// A document as `_find` returns it: `_id`, `_rev`, properties, attachment stubs,
-    /// `_conflicts` when asked (those the reader may know of).
+    /// A document as `_find` and `include_docs` return it: `_id`, `_rev`, properties,
+    /// attachment stubs, `_conflicts` when asked (those the reader may know of).
     func documentJSON(_ doc: Document, _ db: ServedDatabase, reader: Reader, conflicts: Bool) throws -> JSONValue {
         guard let rev = doc.revisionID else { return .null }
         var o = doc.toDictionary()
