@@ -307,10 +307,10 @@ extension CouchAPI {
             switch item {
             case .string(let f): out.append((f, false))
             case .object(let o) where o.count == 1:
-                guard case .string(let d) = o.first!.value, d == "asc" || d == "desc" else {
+                guard let (field, direction) = o.first, case .string(let d) = direction, d == "asc" || d == "desc" else {
                     throw CouchError(.badRequest, "invalid_index_fields_definition", "Index field directions are \"asc\" or \"desc\"")
                 }
-                out.append((o.first!.key, d == "desc"))
+                out.append((field, d == "desc"))
             default:
                 throw CouchError(.badRequest, "invalid_index_fields_definition", "Index fields must be a non-empty array of field names or {\"field\": \"asc\" | \"desc\"}")
             }

@@ -65,9 +65,8 @@ enum MangoCompiler {
             case .string(let name):
                 out.append(.init(expression: documentValue(try path(name)), descending: false))
             case .object(let o) where o.count == 1:
-                let (name, direction) = o.first!
-                guard case .string(let d) = direction, d == "asc" || d == "desc" else {
-                    throw fail("sort direction of \(name) must be \"asc\" or \"desc\"")
+                guard let (name, direction) = o.first, case .string(let d) = direction, d == "asc" || d == "desc" else {
+                    throw fail("sort direction of \(o.keys.first ?? "") must be \"asc\" or \"desc\"")
                 }
                 out.append(.init(expression: documentValue(try path(name)), descending: d == "desc"))
             default:
@@ -153,8 +152,7 @@ enum MangoCompiler {
             guard case .object(let members) = value else { throw fail("a selector is a JSON object, not \(value.jsonTextOrType)") }
             var parts: [QueryExpression] = []
             // A sorted order makes the compiled statement (and its plan) the same every time.
-            for key in members.keys.sorted() {
-                let v = members[key]!
+            for (key, v) in members.sorted(by: { $0.key < $1.key }) {
                 if key.hasPrefix("$") {
                     parts.append(try combination(key, v, base: base, negated: negated, depth: depth))
                 } else {
@@ -211,15 +209,15 @@ enum MangoCompiler {
             let operators = members.keys.filter { $0.hasPrefix("$") }
             var parts: [QueryExpression] = []
             if operators.isEmpty {
-                for key in members.keys.sorted() {
-                    let sub = try MangoCompiler.path(key)
-                    parts.append(try field(PropertyPath(components: path.components + sub.components), members[key]!, base: base,
+                for (key, sub) in members.sorted(by: { $0.key < $1.key }) {
+                    let subPath = try MangoCompiler.path(key)
+                    parts.append(try field(PropertyPath(components: path.components + subPath.components), sub, base: base,
                                            negated: negated, depth: depth + 1))
                 }
             } else {
                 guard operators.count == members.count else { throw fail("a field's condition mixes operators and field names") }
-                for op in operators.sorted() {
-                    parts.append(try condition(op, members[op]!, path: path, base: base, negated: negated, depth: depth))
+                for (op, arg) in members.sorted(by: { $0.key < $1.key }) {
+                    parts.append(try condition(op, arg, path: path, base: base, negated: negated, depth: depth))
                 }
             }
             return negated ? disjunction(parts) : conjunction(parts)
