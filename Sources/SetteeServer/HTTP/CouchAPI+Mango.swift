@@ -169,8 +169,9 @@ extension CouchAPI {
             // A user reads the matches it may read: skipped and counted among those only.
             for try await result in query.results() {
                 guard let id = result.string(forKey: "_id") else { continue }
-                examined += 1
+                // A user's statistics count only what it may read: nothing leaks through them.
                 guard try reader.readsAll || reader.readability(of: id, revision: nil) == .readable else { continue }
+                examined += 1
                 matched += 1
                 if !reader.readsAll && matched <= r.offset { continue }
                 guard let doc = try await db.database.document(withID: id), !doc.isDeleted else { continue }
