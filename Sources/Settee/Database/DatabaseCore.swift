@@ -69,6 +69,9 @@ final class DatabaseCore: @unchecked Sendable {
     /// The indexes writers maintain; replaced only with the write lock held, once the catalog
     /// change committed.
     let indexSet = Mutex(IndexSet())
+    /// The map functions the application gave (``MapIndexConfiguration``), by index name,
+    /// for as long as this process has the database open.
+    let mapFunctions = Mutex<[String: (version: String, map: MapIndexConfiguration.Map)]>([:])
     /// The rows live queries last read for a commit's documents, keyed by the commit's
     /// sequence, so a thousand live queries parse a changed document once.
     let liveRows = Mutex<(sequence: UInt64, rows: [String: QueryRow?])>((0, [:]))
@@ -145,7 +148,7 @@ final class DatabaseCore: @unchecked Sendable {
             self.uuid = uuid
             self.store = store
             self.blobs = try BlobStore(directory: path + "/blobs")
-            let loaded = try translating { try store.read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog) } }
+            let loaded = try translating { try store.read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog, maps: [:]) } }
             indexSet.withLock { $0 = loaded }
         } catch {
             try? store.close()

@@ -255,3 +255,19 @@ enum JSONCollation {
         deinit { swift_ucol_close(handle) }
     }
 }
+
+extension JSONValue {
+    /// The order of two values in CouchDB's collation (`Formats/collation.md`): the order of
+    /// index keys, `ORDER BY` and view rows. `1` and `1.0` are equal here.
+    ///
+    /// ```swift
+    /// try JSONValue.collationOrder("a", "B")     // .orderedAscending
+    /// try JSONValue.collationOrder(1, 1.0)       // .orderedSame
+    /// try JSONValue.collationOrder(nil, false)   // .orderedAscending: null sorts first
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/unavailable`` when ICU's collator cannot be opened.
+    public static func collationOrder(_ a: JSONValue, _ b: JSONValue) throws -> ComparisonResult {
+        try JSONCollation.compare(a, b)
+    }
+}

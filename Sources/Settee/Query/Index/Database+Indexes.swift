@@ -67,6 +67,10 @@ extension Database {
     private func createAnyIndex(_ config: any IndexConfiguration, name: String, progress: (IndexBuildProgress) -> Bool) throws {
         try checkOpen()
         let definition = try Self.definition(of: config, name: name)
+        if let map = config as? MapIndexConfiguration {
+            // Given before the catalog changes, so that the reload attaches it.
+            core.mapFunctions.withLock { $0[name] = (map.version, map.map) }
+        }
         let needsBuild = try core.changingIndexes { c -> Bool in try c.defineIndex(name: name, definition: definition) }
         if needsBuild { try core.buildIndex(name: name, progress: progress) }
     }
@@ -82,6 +86,7 @@ extension Database {
     public func deleteIndex(forName name: String) throws {
         try checkOpen()
         try core.changingIndexes { c in try c.removeIndex(name: name) }
+        core.mapFunctions.withLock { _ = $0.removeValue(forKey: name) }
     }
 
     /// The names of the database's indexes, in name order (an index still being built is
@@ -126,6 +131,12 @@ extension Database {
             d = IndexDefinition(kind: .fullText, state: .building, treeName: "", expressions: text.expressions,
                                 condition: text.where, collatorVersion: try JSONCollation.collatorVersion(),
                                 text: .init(language: text.language, ignoreAccents: text.ignoreAccents, analyzerVersion: FullTextAnalyzer.version))
+        } else if let map = config as? MapIndexConfiguration {
+            guard !map.version.isEmpty, map.version.utf8.count <= 1 << 20 else {
+                throw SetteeError(.invalidParameter, "index \(name): a map index's version is 1 byte to 1 MiB of text")
+            }
+            return IndexDefinition(kind: .map, state: .building, treeName: "", expressions: [map.version], condition: nil,
+                                   collatorVersion: try JSONCollation.collatorVersion())
         } else {
             throw SetteeError(.invalidParameter, "index \(name): \(type(of: config)) is not an index configuration Settee knows")
         }
@@ -140,7 +151,8 @@ extension DatabaseCore {
     /// The indexes of the catalog in `tx`, compiled; one that cannot be read is left out of
     /// maintenance and planning (``Database/check(repair:)`` reports it) rather than failing
     /// the open.
-    static func loadIndexes(_ tx: some StoreReading, catalog: Tree) throws -> IndexSet {
+    static func loadIndexes(_ tx: some StoreReading, catalog: Tree,
+                            maps: [String: (version: String, map: MapIndexConfiguration.Map)]) throws -> IndexSet {
         var set = IndexSet()
         try tx.forEach(in: catalog, from: nil, reverse: false) { k, v in
             let name = String(decoding: k, as: UTF8.self)
@@ -149,7 +161,10 @@ extension DatabaseCore {
                 guard let tree = tx.tree(named: d.treeName) else {
                     throw SetteeError(.corrupted, "its tree \(d.treeName) is missing")
                 }
-                set.indexes.append(try CompiledIndex(name: name, definition: d, tree: tree))
+                // A map index gets its function only when the version it was built with is the
+                // one the application gave.
+                let map = maps[name].flatMap { d.kind == .map && d.expressions == [$0.version] ? $0.map : nil }
+                set.indexes.append(try CompiledIndex(name: name, definition: d, tree: tree, map: map))
             } catch {
                 set.broken[name] = "\(error)"
             }
@@ -190,7 +205,8 @@ extension DatabaseCore {
         writeLock.lock()
         defer { writeLock.unlock() }
         let r = try writeHoldingLock(body)
-        let loaded = try read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog) }
+        let maps = mapFunctions.withLock { $0 }
+        let loaded = try read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog, maps: maps) }
         indexSet.withLock { $0 = loaded }
         return r
     }
@@ -234,6 +250,7 @@ extension DatabaseCore {
             if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
             // A value index's entry or a full-text index's terms, per document.
             var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry?, text: FullTextDocumentEntry?)] = []
+            var mapped: [(key: [UInt8], sequence: UInt64, rows: [MapIndexStore.Row])] = []
             var last: [UInt8]?
             var seen = 0
             try read { tx in
@@ -245,7 +262,10 @@ extension DatabaseCore {
                     if !meta.flags.contains(.deleted) {
                         done += 1
                         let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: index.documentKeys)
-                        if index.analyzer != nil {
+                        if index.isMap {
+                            let rows = MapIndexStore.rows(of: index, row: row)
+                            if !rows.isEmpty { mapped.append((Array(k), meta.sequence, rows)) }
+                        } else if index.analyzer != nil {
                             if let t = try index.textEntry(for: row) { batch.append((Array(k), meta.sequence, nil, t)) }
                         } else if let e = try index.entry(for: row) {
                             batch.append((Array(k), meta.sequence, e, nil))
@@ -254,7 +274,7 @@ extension DatabaseCore {
                     return seen < step
                 }
             }
-            if !batch.isEmpty {
+            if !batch.isEmpty || !mapped.isEmpty {
                 try write { c in
                     guard c.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
                         throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
@@ -264,6 +284,9 @@ extension DatabaseCore {
                         if let t = item.text {
                             try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
                         }
+                    }
+                    for item in mapped where try c.meta(item.key)?.sequence == item.sequence {
+                        try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows)
                     }
                 }
             }
@@ -285,6 +308,23 @@ extension DatabaseCore {
             let analyzerChanged = index.definition.text.map { $0.analyzerVersion != FullTextAnalyzer.version } ?? false
             let stale = (current != nil && index.definition.collatorVersion != current) || analyzerChanged
             guard stale || !index.isReady else { continue }
+            // A map index is built when the application gives its function again
+            // (``Database/createIndex(_:name:)``); until then a stale one is only emptied.
+            if index.isMap && index.map == nil {
+                guard stale, let current else { continue }
+                var d = index.definition
+                d.state = .building
+                d.collatorVersion = current
+                do {
+                    try changingIndexes { c in
+                        try c.clearTree(index.tree)
+                        try c.tx.put(Array(index.name.utf8), d.encoded(), in: trees.indexCatalog)
+                    }
+                } catch {
+                    Self.logger.error("index \(index.name) could not be emptied for rebuilding: \(error)")
+                }
+                continue
+            }
             do {
                 if stale, let current {
                     var d = index.definition
@@ -362,7 +402,9 @@ extension Database {
             report.problems.append(.init(documentID: nil, message: "index \(name) cannot be read (\(reason)); delete it and create it again",
                                          isRepairable: false))
         }
-        for index in try core.readyIndexes(tx) {
+        // A map index's entries are what the application's function made: there is nothing
+        // to compare them with here.
+        for index in try core.readyIndexes(tx) where !index.isMap {
             var expected: [[UInt8]: [UInt8]] = [:]
             // A full-text index numbers its documents as they come: the records expected are
             // made with the numbers the index gives, and a document it has no number for is

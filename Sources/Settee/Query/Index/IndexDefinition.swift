@@ -11,9 +11,10 @@ import Synchronization
 /// ```
 ///
 /// A full-text index (kind 2) goes on with `| has-language u8 | [language string] |
-/// ignore-accents u8 | analyzer version varint |`.
+/// ignore-accents u8 | analyzer version varint |`. A map index (kind 3) has one expression:
+/// its version (the application's map function is not stored).
 struct IndexDefinition: Sendable, Hashable {
-    enum Kind: UInt8, Sendable { case value = 1, fullText = 2 }
+    enum Kind: UInt8, Sendable { case value = 1, fullText = 2, map = 3 }
     enum State: UInt8, Sendable { case building = 0, ready = 1 }
 
     /// How a full-text index turns text into terms.
@@ -127,14 +128,26 @@ struct CompiledIndex: Sendable {
     /// The top-level properties its expressions and condition read (nil: the whole document):
     /// all a build or a commit parses of a body for it.
     let documentKeys: Set<String>?
+    /// A map index's function, when the application has given it in this process (nil: the
+    /// index is detached, and a write marks it for rebuilding).
+    let map: MapIndexConfiguration.Map?
 
     var isReady: Bool { definition.state == .ready }
+    var isMap: Bool { definition.kind == .map }
 
-    init(name: String, definition: IndexDefinition, tree: Tree) throws(SetteeError) {
+    init(name: String, definition: IndexDefinition, tree: Tree, map: MapIndexConfiguration.Map? = nil) throws(SetteeError) {
         self.name = name
         self.definition = definition
         self.record = definition.encoded()
         self.tree = tree
+        self.map = map
+        if definition.kind == .map {
+            expressions = []
+            condition = nil
+            analyzer = nil
+            documentKeys = nil
+            return
+        }
         var compiled: [QueryExpression] = []
         for e in definition.expressions { compiled.append(try Self.compile(e, index: name)) }
         expressions = compiled

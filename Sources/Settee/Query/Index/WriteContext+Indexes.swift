@@ -46,6 +46,10 @@ extension WriteContext {
             newRow = QueryRow(id: id, revisionID: winnerID, sequence: sequence, isDeleted: false, expiration: nil, properties: properties)
         }
         for index in indexes {
+            if index.isMap {
+                try updateMapIndex(index, id: id, row: newRow)
+                continue
+            }
             if index.analyzer != nil {
                 let before = try oldRow.flatMap { (r) throws(SetteeError) in try index.textEntry(for: r) }
                 let after = try newRow.flatMap { (r) throws(SetteeError) in try index.textEntry(for: r) }
@@ -76,11 +80,37 @@ extension WriteContext {
         guard !indexes.isEmpty, !old.flags.contains(.deleted) else { return }
         let row = try core.queryRow(tx, id: id, meta: old, keys: indexedKeys)
         for index in indexes {
+            if index.isMap {
+                try updateMapIndex(index, id: id, row: nil)
+                continue
+            }
             if index.analyzer != nil {
                 if let e = try index.textEntry(for: row) { try FullTextIndexStore.update(tx, tree: index.tree, id: id, old: e, new: nil) }
             } else if let e = try index.entry(for: row) {
                 _ = try tx.delete(e.key, in: index.tree)
             }
         }
+    }
+}
+
+extension WriteContext {
+    /// Replaces a document's rows in a map index by what its function makes of `row` (none
+    /// for nil: deleted or purged). A detached index (its function not given in this process)
+    /// cannot be kept whole: it is marked for rebuilding in this commit, and stays out of
+    /// queries until ``Database/createIndex(_:name:)`` gives the function again.
+    func updateMapIndex(_ index: CompiledIndex, id: String, row: QueryRow?) throws {
+        guard index.map != nil else {
+            let key = Array(index.name.utf8)
+            let state = try tx.withValue(forKey: key, in: core.trees.indexCatalog) { b in try IndexDefinition(decoding: b).state }
+            if state == .ready {
+                var d = index.definition
+                d.state = .building
+                try tx.put(key, d.encoded(), in: core.trees.indexCatalog)
+                DatabaseCore.logger.warning("map index \(index.name) was written to before its function was given: it will be rebuilt")
+            }
+            return
+        }
+        let rows = row.map { MapIndexStore.rows(of: index, row: $0) } ?? []
+        try MapIndexStore.replace(tx, tree: index.tree, id: id, with: rows)
     }
 }

@@ -1,0 +1,212 @@
+import Foundation
+import Testing
+import Synchronization
+@testable import Settee
+
+/// Map indexes: rows made by an application function, kept in the commit of every write,
+/// read by key ranges in collation order; detached and re-attached across opens.
+@Suite struct MapIndexTests {
+    /// Emits `[type, n]` → title, and a second row keyed by each tag.
+    static let byType = MapIndexConfiguration(version: "1") { doc in
+        guard case .string(let type)? = doc.properties["type"] else { return [] }
+        var rows = [MapIndexEmission(key: [.string(type), doc.properties["n"] ?? nil], value: doc.properties["title"] ?? nil)]
+        if case .array(let tags)? = doc.properties["tags"] {
+            for t in tags { rows.append(MapIndexEmission(key: t, value: 1)) }
+        }
+        return rows
+    }
+
+    private func doc(_ id: String, _ type: String, _ n: Int, tags: [String] = []) -> MutableDocument {
+        MutableDocument(id: id, data: ["type": .string(type), "n": .int(Int64(n)), "title": .string("t-\(id)"),
+                                       "tags": .array(tags.map(JSONValue.string))])
+    }
+
+    private func rows(_ db: Database, _ name: String = "by-type", _ ranges: [MapIndexRange] = [MapIndexRange()],
+                      descending: Bool = false) throws -> [MapIndexRow] {
+        var out: [MapIndexRow] = []
+        try db.mapIndexRows(name, ranges: ranges, descending: descending) { out.append($0); return true }
+        return out
+    }
+
+    @Test func rowsFollowEveryWrite() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        try db.saveDocument(doc("a", "task", 2, tags: ["x", "y"]))
+        try db.saveDocument(doc("b", "task", 1))
+        try db.saveDocument(doc("c", "list", 5, tags: ["x"]))
+        try db.createIndex(Self.byType, name: "by-type")
+        #expect(try db.indexes == ["by-type"])
+        // Strings sort before arrays; equal keys by document ID.
+        #expect(try rows(db).map { "\($0.key)|\($0.documentID)" }
+                == ["\"x\"|a", "\"x\"|c", "\"y\"|a", "[\"list\",5]|c", "[\"task\",1]|b", "[\"task\",2]|a"])
+        #expect(try db.mapIndexInfo(forName: "by-type") == MapIndexInfo(version: "1", isReady: true, isAttached: true, rowCount: 6))
+        #expect(try rows(db, "by-type", [.key("x")]).map(\.documentID) == ["a", "c"])
+        #expect(try rows(db, "by-type", [.key("x")], descending: true).map(\.documentID) == ["c", "a"])
+        #expect(try rows(db, "by-type", [.key(["task", 1])]).map(\.value) == ["t-b"])
+
+        // An update moves its rows, a delete and a purge remove them, a batch does both.
+        let a = try #require(try db.document(withID: "a")).toMutable()
+        a["tags"] = ["z"]
+        try db.saveDocument(a)
+        #expect(try rows(db, "by-type", [.key("x")]).map(\.documentID) == ["c"])
+        #expect(try rows(db, "by-type", [.key("z")]).map(\.documentID) == ["a"])
+        try db.deleteDocument(try #require(try db.document(withID: "c")))
+        try db.purgeDocument(withID: "b")
+        #expect(try rows(db).map(\.documentID) == ["a", "a"])
+        try db.inBatch {
+            try db.saveDocument(doc("d", "task", 0))
+            try db.saveDocument(doc("e", "note", 0))
+        }
+        #expect(try rows(db).map(\.documentID) == ["a", "e", "d", "a"])
+        #expect(try db.mapIndexInfo(forName: "by-type")?.rowCount == 4)
+
+        // Ranges: start/end with document IDs, exclusive ends, descending.
+        var r = MapIndexRange()
+        r.startKey = ["task"]
+        r.endKey = ["task", [:]]
+        #expect(try rows(db, "by-type", [r]).map(\.documentID) == ["d", "a"])
+        #expect(try rows(db, "by-type", [MapIndexRange.key("nothing")]).isEmpty)
+        var desc = MapIndexRange()
+        desc.startKey = ["task", [:]]
+        desc.endKey = ["task", 0]
+        desc.inclusiveEnd = false
+        #expect(try rows(db, "by-type", [desc], descending: true).map(\.documentID) == ["a"])
+
+        // Misuse.
+        #expect { try rows(db, "nothing") } throws: { ($0 as? SetteeError)?.code == .notFound }
+        try db.createIndex(ValueIndexConfiguration(["type"]), name: "values")
+        #expect { try db.mapIndexInfo(forName: "values") } throws: { ($0 as? SetteeError)?.code == .invalidParameter }
+        #expect { try db.createIndex(MapIndexConfiguration(version: "") { _ in [] }, name: "m") } throws: { _ in true }
+        // The same version again keeps the rows; deleting removes them.
+        try db.createIndex(Self.byType, name: "by-type")
+        #expect(try rows(db).count == 4)
+        try db.deleteIndex(forName: "by-type")
+        #expect(try db.mapIndexInfo(forName: "by-type") == nil)
+    }
+
+    @Test func aDocumentWhoseFunctionThrowsHasNoRows() throws {
+        struct Refused: Error {}
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        try db.createIndex(MapIndexConfiguration(version: "1") { doc in
+            if doc.id.hasPrefix("bad") { throw Refused() }
+            return [MapIndexEmission(key: .string(doc.id), value: nil),
+                    MapIndexEmission(key: .string(String(repeating: "k", count: 10_000)), value: nil)]
+        }, name: "m")
+        try db.saveDocument(MutableDocument(id: "bad1"))
+        try db.saveDocument(MutableDocument(id: "good"))
+        // The over-long key is left out, the write goes on.
+        #expect(try rows(db, "m").map(\.documentID) == ["good"])
+        #expect(try db.document(withID: "bad1") != nil)
+    }
+
+    @Test func aDetachedIndexIsRebuiltWhenItsFunctionComesBack() throws {
+        let dir = try TemporaryDirectory()
+        do {
+            let db = try openDatabase(dir)
+            for i in 0 ..< 50 { try db.saveDocument(doc("d\(i)", "task", i)) }
+            try db.createIndex(Self.byType, name: "by-type")
+            try db.close()
+        }
+        do {
+            // Given again before any write: the rows are kept and stay whole.
+            let db = try openDatabase(dir)
+            #expect(try db.mapIndexInfo(forName: "by-type")?.isAttached == false)
+            #expect(try rows(db).count == 50)
+            try db.createIndex(Self.byType, name: "by-type")
+            try db.saveDocument(doc("new", "task", 100))
+            #expect(try rows(db).count == 51)
+            try db.close()
+        }
+        do {
+            // Written to first: the index leaves the queries until its function is given.
+            let db = try openDatabase(dir)
+            try db.saveDocument(doc("later", "task", 200))
+            #expect(try db.mapIndexInfo(forName: "by-type")?.isReady == false)
+            #expect { try rows(db) } throws: { ($0 as? SetteeError)?.code == .busy }
+            try db.createIndex(Self.byType, name: "by-type")
+            #expect(try rows(db).count == 52)
+            // Another version rebuilds it with the new function.
+            try db.createIndex(MapIndexConfiguration(version: "2") { d in [MapIndexEmission(key: .string(d.id), value: 2)] }, name: "by-type")
+            #expect(try rows(db).count == 52)
+            #expect(try rows(db).allSatisfy { $0.value == 2 && $0.key == .string($0.documentID) })
+            try db.close()
+        }
+    }
+
+    @Test func randomizedAgainstAReference() throws {
+        let seed = UInt64(ProcessInfo.processInfo.environment["SETTEE_MAP_SEED"] ?? "") ?? UInt64.random(in: 0 ... UInt64(UInt32.max))
+        print("MapIndexTests.randomizedAgainstAReference seed \(seed) (SETTEE_MAP_SEED)")
+        var rng = SplitMix(seed)
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        let keys: [JSONValue] = [nil, false, true, 0, 1, 1.5, -3, "a", "B", "b", "é", ["a"], ["a", 1], ["a", 2], ["b"], [:], ["k": 1]]
+        func pick() -> JSONValue { keys[Int(rng.next() % UInt64(keys.count))] }
+        let config = MapIndexConfiguration(version: "r") { d in
+            guard case .array(let ks)? = d.properties["ks"] else { return [] }
+            return ks.map { MapIndexEmission(key: $0, value: .string(d.id)) }
+        }
+        // Half the documents before the build, half after.
+        var model: [String: [JSONValue]] = [:]
+        func write(_ i: Int) throws {
+            let id = "d\(rng.next() % 40)"
+            if rng.next() % 5 == 0, let d = try db.document(withID: id), !d.isDeleted {
+                try db.deleteDocument(d)
+                model[id] = nil
+                return
+            }
+            let ks = (0 ..< Int(rng.next() % 3)).map { _ in pick() }
+            let m = try db.document(withID: id)?.toMutable() ?? MutableDocument(id: id)
+            m["ks"] = .array(ks)
+            try db.saveDocument(m)
+            model[id] = ks
+        }
+        for i in 0 ..< 100 { try write(i) }
+        try db.createIndex(config, name: "r")
+        for i in 0 ..< 100 { try write(i) }
+        var expected: [(key: JSONValue, id: String)] = []
+        for (id, ks) in model { for k in ks { expected.append((k, id)) } }
+        expected.sort { a, b in
+            let c = (try? JSONValue.collationOrder(a.key, b.key)) ?? .orderedSame
+            return c != .orderedSame ? c == .orderedAscending : Array(a.id.utf8).lexicographicallyPrecedes(Array(b.id.utf8))
+        }
+        let all = try rows(db, "r")
+        #expect(all.map(\.documentID) == expected.map(\.id), "seed \(seed)")
+        for _ in 0 ..< 60 {
+            let (lo, hi) = (pick(), pick())
+            let descending = rng.next() % 2 == 0
+            let inclusive = rng.next() % 2 == 0
+            var range = MapIndexRange()
+            range.startKey = lo
+            range.endKey = hi
+            range.inclusiveEnd = inclusive
+            let got = try rows(db, "r", [range], descending: descending).map(\.documentID)
+            let ordered = descending ? Array(expected.reversed()) : expected
+            let want = ordered.filter { e in
+                let s = (try? JSONValue.collationOrder(e.key, lo)) ?? .orderedSame
+                let t = (try? JSONValue.collationOrder(e.key, hi)) ?? .orderedSame
+                let afterStart = descending ? s != .orderedDescending : s != .orderedAscending
+                let beforeEnd = descending ? (inclusive ? t != .orderedAscending : t == .orderedDescending)
+                                           : (inclusive ? t != .orderedDescending : t == .orderedAscending)
+                return afterStart && beforeEnd
+            }.map(\.id)
+            #expect(got == want, "seed \(seed): \(lo) … \(hi) descending \(descending) inclusive \(inclusive)")
+        }
+    }
+}
+
+/// A small deterministic generator for seeded tests.
+private struct SplitMix {
+    var state: UInt64
+    init(_ seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
