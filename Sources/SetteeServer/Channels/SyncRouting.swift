@@ -77,6 +77,8 @@ extension ServedDatabase {
         options.prefix = "_design/"
         let cursor = try database.allDocuments(options)
         while let doc = try cursor.next() { reloadDesign(doc.id) }
+        // Before any write, so that writes keep the views whole rather than mark them stale.
+        attachViews()
         // Library indexes persist; this mends any drift from design documents changed while
         // the database was not served.
         Task.detached { [weak self] in try? await self?.syncMangoIndexes() }
@@ -141,6 +143,8 @@ extension RoutingState {
         -> (validate: ValidateFunction?, filters: [String: FilterFunction]) {
         var validate: ValidateFunction?
         var filters: [String: FilterFunction] = [:]
+        // Views are compiled where they run (the library's map indexes); a write only checks them.
+        if strict { try ViewDefinition.check(properties, id: id, engine: engine) }
         if let v = properties["validate_doc_update"] {
             if case .string(let source) = v {
                 do {

@@ -459,8 +459,10 @@ extension ServedDatabase {
     private static let mangoSyncs = Mutex<[ObjectIdentifier: Task<Void, any Error>]>([:])
 
     /// Makes the library's `_design/…` indexes those the design documents define: creates
-    /// (or, changed, replaces) each, deletes those no design document defines any more. Run at
-    /// start, after `_index` writes, and when a design document changes however it was written.
+    /// (or, changed, replaces) each, deletes those no design document defines any more; the
+    /// same for views (``syncViewIndexes()``). Run at start, after `_index` writes, when a
+    /// design document changes however it was written, and before a view is read whose index
+    /// is not whole.
     func syncMangoIndexes() async throws {
         let database = self.database
         let key = ObjectIdentifier(database)
@@ -476,6 +478,7 @@ extension ServedDatabase {
                 for existing in try database.indexes where existing.hasPrefix("_design/") && !names.contains(existing) {
                     try database.deleteIndex(forName: existing)
                 }
+                try await self.syncViewIndexes()
             }
             tasks[key] = next
             return next

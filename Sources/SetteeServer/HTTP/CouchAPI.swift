@@ -181,21 +181,38 @@ struct CouchAPI: HTTPResponder {
         case "_local":
             guard rest.count == 2 else { throw CouchError.notFound() }
             return try await localDocument(&call, db, id: rest[1])
+        case "_view_cleanup":
+            try allow(method, [.post])
+            try requireAdmin(call)
+            return try await viewCleanup(db)
         case "_design":
             guard rest.count >= 2 else { throw CouchError.notFound() }
             let id = "_design/" + rest[1]
             if rest.count == 2 { return try await document(&call, db, id: id) }
-            return try await attachment(&call, db, id: id, name: rest.dropFirst(2).joined(separator: "/"))
+            return try await designPath(&call, db, id: id, rest: Array(rest.dropFirst(2)))
         case let id where id.hasPrefix("_design/"):
             // `_design%2Fname`: the ID decoded from one segment.
             if rest.count == 1 { return try await document(&call, db, id: id) }
-            return try await attachment(&call, db, id: id, name: rest.dropFirst().joined(separator: "/"))
+            return try await designPath(&call, db, id: id, rest: Array(rest.dropFirst()))
         default:
             if rest[0].hasPrefix("_") {
                 throw CouchError.badRequest("Only reserved document ids may start with underscore.")
             }
             if rest.count == 1 { return try await document(&call, db, id: rest[0]) }
             return try await attachment(&call, db, id: rest[0], name: rest.dropFirst().joined(separator: "/"))
+        }
+    }
+
+    /// What follows a design document's ID: `_view/{view}`, `_info`, or an attachment's name.
+    private func designPath(_ call: inout Call, _ db: ServedDatabase, id: String, rest: [String]) async throws -> Response {
+        switch rest[0] {
+        case "_view":
+            guard rest.count == 2 else { throw CouchError.notFound("missing_named_view") }
+            return try await view(&call, db, ddoc: id, name: rest[1])
+        case "_info" where rest.count == 1:
+            return try await designInfo(call, db, ddoc: id)
+        default:
+            return try await attachment(&call, db, id: id, name: rest.joined(separator: "/"))
         }
     }
 

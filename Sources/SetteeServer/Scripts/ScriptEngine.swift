@@ -163,6 +163,9 @@ final class ScriptSource: Sendable {
         case sync
         /// A plain function of JSON arguments (filters, `validate_doc_update`).
         case plain
+        /// A view's `map` or `reduce`: compiled after ``ViewFunctions/prelude`` (`emit`, `sum`,
+        /// `log`), called through its runner.
+        case view
     }
 
     let id: UInt64
@@ -294,9 +297,10 @@ final class ScriptVM {
         #endif
         // Owns the context from here on: an error below releases it.
         let realm = ScriptRealm(context: context)
-        if script.kind == .sync {
+        if script.kind == .sync || script.kind == .view {
             // Our own code: an exception here is a bug, reported like any other.
-            let runner = try evaluate(SyncFunction.prelude, name: "sync function helpers", in: realm.context)
+            let runner = try evaluate(script.kind == .sync ? SyncFunction.prelude : ViewFunctions.prelude,
+                                      name: script.kind == .sync ? "sync function helpers" : "view helpers", in: realm.context)
             guard let runner = JSValueToObject(context, runner, nil), JSObjectIsFunction(context, runner) else {
                 throw ScriptError(.exception("the sync function helpers did not load"), "sync function helpers: did not load")
             }

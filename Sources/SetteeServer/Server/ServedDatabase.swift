@@ -30,6 +30,13 @@ final class ServedDatabase: Sendable {
     let accessCache = Mutex<[String: (grants: UInt64, principals: UInt64, access: UserAccess)]>([:])
     /// The sync function, design documents' functions and who is writing (see SyncRouting.swift).
     let routing: RoutingState
+    /// Views' compiled map functions by library index name, with the version they make
+    /// (ServedDatabase+Views.swift).
+    let viewMaps = Mutex<[String: (version: String, map: ViewMapFunction)]>([:])
+    /// Documents each view's map function failed on since the server started, by library name.
+    let viewErrors = Mutex<[String: Int]>([:])
+    /// Views' JavaScript reduce functions, compiled, by source.
+    let viewReduces = Mutex<[String: ViewReduceFunction]>([:])
 
     init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool,
          routing: RoutingState) {

@@ -1,0 +1,447 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Settee
+
+/// CouchDB views: `GET/POST /{db}/_design/{ddoc}/_view/{view}`, `GET /{db}/_design/{ddoc}/_info`
+/// and `POST /{db}/_view_cleanup`, on the library's map indexes (ServedDatabase+Views.swift).
+extension CouchAPI {
+    /// A view request's options, as CouchDB reads them.
+    struct ViewOptions {
+        var keys: [JSONValue]?
+        var key: JSONValue?
+        var startKey: JSONValue?
+        var endKey: JSONValue?
+        var startDocID: String?
+        var endDocID: String?
+        var inclusiveEnd = true
+        var descending = false
+        var limit: Int?
+        var skip = 0
+        var group = false
+        var groupLevel: Int?
+        var reduce: Bool?
+        var includeDocs = false
+        var conflicts = false
+        var updateSeq = false
+
+        static let jsonValued: Set<String> = ["key", "keys", "startkey", "start_key", "endkey", "end_key"]
+
+        init(_ call: Call, api: CouchAPI) throws {
+            func json(_ names: String...) throws -> JSONValue? {
+                for n in names {
+                    guard let text = call.query[n] else { continue }
+                    do {
+                        return try JSONValue(parsing: text)
+                    } catch {
+                        throw CouchError(.badRequest, "query_parse_error", "Invalid JSON value for \(n): \(text)")
+                    }
+                }
+                return nil
+            }
+            func text(_ names: String...) -> String? { names.lazy.compactMap { call.query[$0] }.first }
+            key = try json("key")
+            if let k = try json("keys") {
+                guard case .array(let list) = k else { throw CouchError(.badRequest, "query_parse_error", "`keys` must be an array") }
+                keys = list
+            }
+            startKey = try json("startkey", "start_key")
+            endKey = try json("endkey", "end_key")
+            startDocID = text("startkey_docid", "start_key_doc_id")
+            endDocID = text("endkey_docid", "end_key_doc_id")
+            inclusiveEnd = try api.flag(call, "inclusive_end", default: true)
+            descending = try api.flag(call, "descending")
+            limit = try api.integer(call, "limit")
+            skip = try api.integer(call, "skip") ?? 0
+            group = try api.flag(call, "group")
+            groupLevel = try api.integer(call, "group_level")
+            if call.query["reduce"] != nil { reduce = try api.flag(call, "reduce") }
+            includeDocs = try api.flag(call, "include_docs")
+            conflicts = try api.flag(call, "conflicts")
+            updateSeq = try api.flag(call, "update_seq")
+            // Accepted and checked; every view is whole after each commit, so all ask the same.
+            if let u = call.query["update"], !["true", "false", "lazy"].contains(u) {
+                throw CouchError(.badRequest, "query_parse_error", "Invalid value for `update`: \(u)")
+            }
+            if let s = call.query["stale"], !["ok", "update_after", "false"].contains(s) {
+                throw CouchError(.badRequest, "query_parse_error", "Invalid value for `stale`: \(s)")
+            }
+            _ = try api.flag(call, "stable")
+            _ = try api.flag(call, "sorted", default: true)
+            if keys != nil && (key != nil || startKey != nil || endKey != nil) {
+                throw CouchError(.badRequest, "query_parse_error", "`keys` is incompatible with `key`, `start_key` and `end_key`")
+            }
+        }
+
+        /// The slices of the index to read, in order.
+        func ranges() throws -> [MapIndexRange] {
+            if let keys {
+                return keys.map { k in
+                    var r = MapIndexRange.key(k)
+                    r.startDocumentID = startDocID
+                    r.endDocumentID = endDocID
+                    return r
+                }
+            }
+            var r = MapIndexRange()
+            r.startKey = key ?? startKey
+            r.endKey = key ?? endKey
+            r.startDocumentID = startDocID
+            r.endDocumentID = endDocID
+            r.inclusiveEnd = key != nil || inclusiveEnd
+            if key == nil, let s = startKey, let e = endKey {
+                let order = try JSONValue.collationOrder(s, e)
+                if order == (descending ? .orderedAscending : .orderedDescending) {
+                    throw CouchError(.badRequest, "query_parse_error",
+                                     "No rows can match your key range, reverse your start_key and end_key or set descending=\(!descending)")
+                }
+            }
+            return [r]
+        }
+    }
+
+    /// `GET/POST /{db}/_design/{ddoc}/_view/{view}`.
+    func view(_ call: inout Call, _ db: ServedDatabase, ddoc: String, name: String) async throws -> Response {
+        try allow(call.request.method, [.get, .head, .post])
+        var params = call.query
+        if call.request.method == .post {
+            let body = try await jsonBody(&call, limit: bodyLimit(db))
+            // The query string wins over the body, as in CouchDB.
+            var fromBody: [String: String] = [:]
+            try Self.bodyOptions(body, into: &fromBody, except: [], jsonValued: { ViewOptions.jsonValued.contains($0) })
+            params = fromBody.merging(params) { _, query in query }
+        }
+        let query = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
+        let options = try ViewOptions(query, api: self)
+        let view = try await readyView(db, ddoc: ddoc, name: name)
+        let reducing: Bool
+        if let r = options.reduce, r {
+            guard view.reduce != nil else { throw CouchError(.badRequest, "query_parse_error", "Reduce is invalid for map-only views.") }
+            reducing = true
+        } else {
+            reducing = options.reduce == nil && view.reduce != nil
+        }
+        if !reducing && (options.group || options.groupLevel != nil) && view.reduce == nil {
+            throw CouchError(.badRequest, "query_parse_error", "Invalid use of grouping on a map view.")
+        }
+        if reducing && options.includeDocs {
+            throw CouchError(.badRequest, "query_parse_error", "`include_docs` is invalid for reduce")
+        }
+        if reducing && options.keys != nil && !options.group && options.groupLevel == nil {
+            throw CouchError(.badRequest, "query_parse_error", "Multi-key fetches for reduce views must use `group=true`")
+        }
+        let reader = try Reader(db, call.principal)
+        var out: [String: JSONValue]
+        do {
+            if reducing, let reduce = view.reduce {
+                out = ["rows": .array(try reducedRows(db, view, reduce: reduce, options: options, reader: reader))]
+            } else {
+                out = try mapRows(db, view, options: options, reader: reader)
+            }
+        } catch let e as SetteeError where e.code == .busy {
+            throw CouchError(.serviceUnavailable, "index_building", "The view's index is being rebuilt; try again shortly")
+        }
+        if options.updateSeq { out["update_seq"] = .int(Int64(try db.database.lastSequence)) }
+        return try jsonResponse(.object(out))
+    }
+
+    /// The view's definition, once its library index is whole (built or rebuilt first when
+    /// its design document changed and the rebuild has not finished).
+    func readyView(_ db: ServedDatabase, ddoc: String, name: String) async throws -> ViewDefinition {
+        let id = Self.designID(ddoc)
+        guard let doc = try await db.database.document(withID: id), !doc.isDeleted else {
+            throw CouchError.notFound("missing")
+        }
+        guard let view = ViewDefinition.views(in: doc.toDictionary(), id: id).first(where: { $0.name == name }) else {
+            throw CouchError.notFound("missing_named_view")
+        }
+        do {
+            _ = try db.mapConfiguration(view)
+        } catch {
+            throw CouchError(.badRequest, "compilation_error", "\(error)")
+        }
+        func whole() throws -> Bool {
+            guard let info = try db.database.mapIndexInfo(forName: view.libraryName) else { return false }
+            return info.version == view.version && info.isReady && info.isAttached
+        }
+        if try !whole() {
+            try await db.syncMangoIndexes()
+            guard try whole() else { throw CouchError(.serviceUnavailable, "index_building", "The view's index could not be built") }
+        }
+        return view
+    }
+
+    /// Map rows: `{"total_rows", "offset", "rows": [{"id", "key", "value"[, "doc"]}]}`.
+    private func mapRows(_ db: ServedDatabase, _ view: ViewDefinition, options: ViewOptions, reader: Reader) throws -> [String: JSONValue] {
+        var picked: [MapIndexRow] = []
+        var skipped = 0
+        let limit = options.limit ?? .max
+        if limit > 0 {
+            try db.database.mapIndexRows(view.libraryName, ranges: try options.ranges(), descending: options.descending) { row in
+                guard try reader.readsAll || reader.readability(of: row.documentID, revision: nil) == .readable else { return true }
+                if skipped < options.skip {
+                    skipped += 1
+                    return true
+                }
+                picked.append(row)
+                return picked.count < limit
+            }
+        }
+        var rows: [JSONValue] = []
+        rows.reserveCapacity(picked.count)
+        for row in picked {
+            var o: [String: JSONValue] = ["id": .string(row.documentID), "key": row.key, "value": row.value]
+            if options.includeDocs {
+                // A value `{"_id": …}` names the document to include (CouchDB's linked documents).
+                var target = row.documentID
+                if case .object(let v) = row.value, case .string(let linked)? = v["_id"] { target = linked }
+                Self.include(into: &o) {
+                    guard try reader.readability(of: target, revision: nil) == .readable,
+                          let doc = try db.database.document(withID: target), !doc.isDeleted else { return .null }
+                    return try documentJSON(doc, db, reader: reader, conflicts: options.conflicts)
+                }
+            }
+            rows.append(.object(o))
+        }
+        // A user's total counts what it was given (as `_all_docs` does): the view's count
+        // would tell it how many rows it cannot read.
+        let total = reader.readsAll ? (try db.database.mapIndexInfo(forName: view.libraryName)?.rowCount ?? 0) : skipped + rows.count
+        return ["total_rows": .int(Int64(total)), "offset": .int(Int64(options.skip)), "rows": .array(rows)]
+    }
+
+    /// Reduced rows: one for the whole range, or one per group (`group`, `group_level`).
+    private func reducedRows(_ db: ServedDatabase, _ view: ViewDefinition, reduce: String, options: ViewOptions,
+                             reader: Reader) throws -> [JSONValue] {
+        let reducer = try ViewReducer(reduce, view: view, db: db)
+        let grouping: Int? = options.groupLevel ?? (options.group ? Int.max : nil)
+        func groupKey(_ key: JSONValue) -> JSONValue {
+            guard let level = grouping else { return .null }
+            if level == Int.max { return key }
+            if case .array(let a) = key { return .array(Array(a.prefix(level))) }
+            return key
+        }
+        var out: [JSONValue] = []
+        var skipped = 0
+        let limit = options.limit ?? .max
+        var current: (key: JSONValue, accumulator: ViewReducer.Accumulator)?
+        func close() throws -> Bool {
+            guard let c = current else { return true }
+            current = nil
+            if skipped < options.skip {
+                skipped += 1
+                return true
+            }
+            out.append(["key": c.key, "value": try c.accumulator.finish()])
+            return out.count < limit
+        }
+        guard limit > 0 else { return [] }
+        var going = true
+        try db.database.mapIndexRows(view.libraryName, ranges: try options.ranges(), descending: options.descending) { row in
+            guard try reader.readsAll || reader.readability(of: row.documentID, revision: nil) == .readable else { return true }
+            let key = groupKey(row.key)
+            if let c = current, try JSONValue.collationOrder(c.key, key) != .orderedSame {
+                going = try close()
+                if !going { return false }
+            }
+            if current == nil { current = (key, reducer.accumulator()) }
+            try current?.accumulator.add(key: row.key, id: row.documentID, value: row.value)
+            return true
+        }
+        if going { _ = try close() }
+        return out
+    }
+
+    /// `GET /{db}/_design/{ddoc}/_info`.
+    func designInfo(_ call: Call, _ db: ServedDatabase, ddoc: String) async throws -> Response {
+        try allow(call.request.method, [.get, .head])
+        let id = Self.designID(ddoc)
+        guard let doc = try await db.database.document(withID: id), !doc.isDeleted else { throw CouchError.notFound("missing") }
+        let views = ViewDefinition.views(in: doc.toDictionary(), id: id)
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        var detail: [String: JSONValue] = [:]
+        var building = false
+        let errors = db.viewErrors.withLock { $0 }
+        for v in views {
+            for b in (v.version + "\u{0}" + (v.reduce ?? "")).utf8 {
+                hash = (hash ^ UInt64(b)) &* 0x100_0000_01B3
+            }
+            let info = try db.database.mapIndexInfo(forName: v.libraryName)
+            let ready = info.map { $0.isReady && $0.version == v.version } ?? false
+            building = building || !ready
+            detail[v.name] = ["rows": .int(Int64(info?.rowCount ?? 0)), "ready": .bool(ready),
+                              "map_errors": .int(Int64(errors[v.libraryName] ?? 0))]
+        }
+        let name = String(id.dropFirst("_design/".count))
+        let index: JSONValue = ["signature": .string(String(hash, radix: 16)), "language": "javascript",
+                                "update_seq": .int(Int64(try db.database.lastSequence)), "purge_seq": 0,
+                                "updater_running": .bool(building), "compact_running": false, "waiting_clients": 0,
+                                "waiting_commit": false, "views": .object(detail)]
+        return try jsonResponse(["name": .string(name), "view_index": index])
+    }
+
+    /// `POST /{db}/_view_cleanup`: removes the indexes of views no design document defines.
+    func viewCleanup(_ db: ServedDatabase) async throws -> Response {
+        try await db.syncMangoIndexes()
+        return try jsonResponse(["ok": true], status: .accepted)
+    }
+}
+
+/// A view's reduce: one of CouchDB's built-ins, computed natively as rows come, or a
+/// JavaScript function, called on blocks of rows and then, when there were several, on
+/// their results (`rereduce`).
+struct ViewReducer {
+    enum Kind { case count, sum, stats, distinct, javascript(ViewReduceFunction) }
+    let kind: Kind
+
+    /// Rows per call of a JavaScript reduce; the results of several calls are rereduced.
+    static let block = 256
+
+    init(_ source: String, view: ViewDefinition, db: ServedDatabase) throws {
+        switch source.trimmingCharacters(in: .whitespacesAndNewlines) {
+        case "_count": kind = .count
+        case "_sum": kind = .sum
+        case "_stats": kind = .stats
+        case "_approx_count_distinct": kind = .distinct
+        case let s where s.hasPrefix("_"):
+            throw CouchError(.badRequest, "query_parse_error", "Unknown built-in reduce \(s)")
+        default:
+            let cached = db.viewReduces.withLock { $0[source] }
+            if let cached {
+                kind = .javascript(cached)
+            } else {
+                do {
+                    let f = try ViewReduceFunction(name: "\(view.ddoc) view \(view.name) reduce", source: source, engine: db.routing.engine)
+                    db.viewReduces.withLock { $0[source] = f }
+                    kind = .javascript(f)
+                } catch {
+                    throw CouchError(.badRequest, "compilation_error", "\(error)")
+                }
+            }
+        }
+    }
+
+    func accumulator() -> Accumulator { Accumulator(kind) }
+
+    final class Accumulator {
+        let kind: Kind
+        var count: Int64 = 0
+        var total: JSONValue?
+        var distinct = Set<JSONValue>()
+        var keys: [JSONValue] = []
+        var values: [JSONValue] = []
+        var partials: [JSONValue] = []
+
+        init(_ kind: Kind) { self.kind = kind }
+
+        func add(key: JSONValue, id: String, value: JSONValue) throws {
+            count += 1
+            switch kind {
+            case .count: break
+            case .sum: total = try total.map { try Self.sum($0, value) } ?? Self.checkedSummand(value)
+            case .stats:
+                let s = try Self.stats(of: value)
+                total = try total.map { try Self.combineStats($0, s) } ?? s
+            case .distinct: distinct.insert(Self.normalized(key))
+            case .javascript(let f):
+                keys.append([key, .string(id)])
+                values.append(value)
+                if values.count >= ViewReducer.block { try flush(f) }
+            }
+        }
+
+        private func flush(_ f: ViewReduceFunction) throws {
+            partials.append(try f.run(keys: .array(keys), values: values, rereduce: false))
+            keys.removeAll(keepingCapacity: true)
+            values.removeAll(keepingCapacity: true)
+            if partials.count >= ViewReducer.block { partials = [try f.run(keys: .null, values: partials, rereduce: true)] }
+        }
+
+        func finish() throws -> JSONValue {
+            switch kind {
+            case .count: return .int(count)
+            case .sum: return total ?? 0
+            case .stats: return total ?? ["sum": 0, "count": 0, "min": 0, "max": 0, "sumsqr": 0]
+            case .distinct: return .int(Int64(distinct.count))
+            case .javascript(let f):
+                if !values.isEmpty || partials.isEmpty { try flush(f) }
+                return partials.count == 1 ? partials[0] : try f.run(keys: .null, values: partials, rereduce: true)
+            }
+        }
+
+        static func reduceError(_ what: String) -> CouchError {
+            CouchError(.badRequest, "builtin_reduce_error", what)
+        }
+
+        /// Numbers compare and hash as numbers (`1` and `1.0` are one key).
+        static func normalized(_ v: JSONValue) -> JSONValue {
+            switch v {
+            case .int(let i): return .double(Double(i))
+            case .array(let a): return .array(a.map(normalized))
+            case .object(let o): return .object(o.mapValues(normalized))
+            default: return v
+            }
+        }
+
+        static func checkedSummand(_ v: JSONValue) throws -> JSONValue {
+            switch v {
+            case .int, .double: return v
+            case .array(let a): return .array(try a.map(checkedSummand))
+            case .object(let o): return .object(try o.mapValues(checkedSummand))
+            default: throw reduceError("The _sum function requires that map values be numbers, arrays of numbers, or objects. Got: \(v)")
+            }
+        }
+
+        static func sum(_ a: JSONValue, _ b: JSONValue) throws -> JSONValue {
+            switch (a, b) {
+            case (.int(let x), .int(let y)):
+                let (s, overflow) = x.addingReportingOverflow(y)
+                return overflow ? .double(Double(x) + Double(y)) : .int(s)
+            case (.int, .double), (.double, .int), (.double, .double):
+                return .double((a.doubleValue ?? 0) + (b.doubleValue ?? 0))
+            case (.array(let x), .array(let y)):
+                var out: [JSONValue] = []
+                for i in 0 ..< max(x.count, y.count) {
+                    if i < x.count && i < y.count { out.append(try sum(x[i], y[i])) } else { out.append(try checkedSummand(i < x.count ? x[i] : y[i])) }
+                }
+                return .array(out)
+            case (.object(var x), .object(let y)):
+                for (k, v) in y { x[k] = try x[k].map { try sum($0, v) } ?? checkedSummand(v) }
+                return .object(x)
+            default:
+                throw reduceError("The _sum function requires that map values be numbers, arrays of numbers, or objects; values of different kinds cannot be summed")
+            }
+        }
+
+        static func stats(of v: JSONValue) throws -> JSONValue {
+            switch v {
+            case .int(let i):
+                let (square, overflow) = i.multipliedReportingOverflow(by: i)
+                return ["sum": v, "count": 1, "min": v, "max": v, "sumsqr": overflow ? .double(Double(i) * Double(i)) : .int(square)]
+            case .double(let d):
+                return ["sum": v, "count": 1, "min": v, "max": v, "sumsqr": .double(d * d)]
+            case .object(let o) where o["sum"] != nil && o["count"] != nil:
+                return v
+            case .array(let a):
+                return .array(try a.map(stats(of:)))
+            default:
+                throw reduceError("The _stats function requires that map values be numbers or arrays of numbers, not \(v)")
+            }
+        }
+
+        static func combineStats(_ a: JSONValue, _ b: JSONValue) throws -> JSONValue {
+            switch (a, b) {
+            case (.array(let x), .array(let y)) where x.count == y.count:
+                return .array(try zip(x, y).map { try combineStats($0, $1) })
+            case (.object(let x), .object(let y)):
+                func n(_ o: [String: JSONValue], _ k: String) -> JSONValue { o[k] ?? 0 }
+                func lesser(_ p: JSONValue, _ q: JSONValue) -> JSONValue { (p.doubleValue ?? 0) <= (q.doubleValue ?? 0) ? p : q }
+                func greater(_ p: JSONValue, _ q: JSONValue) -> JSONValue { (p.doubleValue ?? 0) >= (q.doubleValue ?? 0) ? p : q }
+                return ["sum": try sum(n(x, "sum"), n(y, "sum")), "count": try sum(n(x, "count"), n(y, "count")),
+                        "min": lesser(n(x, "min"), n(y, "min")), "max": greater(n(x, "max"), n(y, "max")),
+                        "sumsqr": try sum(n(x, "sumsqr"), n(y, "sumsqr"))]
+            default:
+                throw reduceError("The _stats function requires that map values be all numbers or all arrays of numbers of one length")
+            }
+        }
+    }
+}
