@@ -185,3 +185,33 @@ import Testing
         }
     }
 }
+
+/// `_local_docs`: each caller lists its own local documents, with `_all_docs`' options.
+@Suite struct LocalDocsServerTests {
+    @Test func eachCallerListsItsOwnLocalDocuments() async throws {
+        let server = try channelServer(ViewServerTests.config)
+        defer { try? server.close() }
+        try await withPorts(server) { pub, admin in
+            for id in ["a", "b", "c"] {
+                #expect(try await admin.send(.put, "/db/_local/\(id)", json: #"{"n": "\#(id)"}"#).status == .created)
+            }
+            #expect(try await pub.send(.put, "/db/_local/mine", json: #"{"n": 1}"#, headers: ViewServerTests.alice).status == .created)
+            let all = try await admin.send(.get, "/db/_local_docs")
+            #expect(all.rowIDs == ["_local/a", "_local/b", "_local/c"], "\(all.text)")
+            #expect(all["total_rows"] == .null && all["offset"] == .null)
+            #expect(all.rows.first?["value"]?["rev"] == "0-1")
+            let some = try await admin.send(.get, "/db/_local_docs?descending=true&include_docs=true&limit=2&startkey=" + q("\"_local/b\""))
+            #expect(some.rowIDs == ["_local/b", "_local/a"] && some.rows.first?["doc"]?["n"] == "b", "\(some.text)")
+            let exclusive = try await admin.send(.get, "/db/_local_docs?endkey=" + q("\"_local/b\"") + "&inclusive_end=false")
+            #expect(exclusive.rowIDs == ["_local/a"])
+            let byKeys = try await admin.send(.post, "/db/_local_docs", json: #"{"keys": ["_local/c", "_local/zz"]}"#)
+            #expect(byKeys.rows == [["id": "_local/c", "key": "_local/c", "value": ["rev": "0-1"]], ["key": "_local/zz", "error": "not_found"]])
+            // A user sees its own only, and never the administrator's or another user's.
+            let mine = try await pub.send(.get, "/db/_local_docs?include_docs=true", headers: ViewServerTests.alice)
+            #expect(mine.rowIDs == ["_local/mine"] && mine.rows.first?["doc"]?["n"] == 1, "\(mine.text)")
+            let theirs = try await pub.send(.post, "/db/_local_docs", json: #"{"keys": ["_local/a"]}"#, headers: ViewServerTests.alice)
+            #expect(theirs.rows == [["key": "_local/a", "error": "not_found"]])
+            #expect(try await pub.send(.get, "/db/_local_docs?descending=true", headers: ViewServerTests.alice).rowIDs == ["_local/mine"])
+        }
+    }
+}

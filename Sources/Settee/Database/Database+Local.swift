@@ -75,6 +75,42 @@ extension Database {
         }
     }
 
+    /// Visits local documents in ID order (UTF-8 bytes; descending when asked), from the first
+    /// whose ID (without `_local/`) is at or after `start` (at or before it when descending);
+    /// `body` gets each ID with its `_local/` prefix, its revision, and its properties when
+    /// `includeProperties` is set, and returns false to stop.
+    ///
+    /// ```swift
+    /// try db.forEachLocalDocument(from: "checkpoint-", includeProperties: false) { id, rev, _ in
+    ///     guard id.hasPrefix("_local/checkpoint-") else { return false }
+    ///     print(id, rev)
+    ///     return true
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/corrupted`` for a damaged local document;
+    ///   ``SetteeError/Code/notOpen``; what `body` throws.
+    @_spi(Replication)
+    public func forEachLocalDocument(from start: String? = nil, descending: Bool = false, includeProperties: Bool,
+                                     _ body: (_ id: String, _ revisionID: String, _ properties: [String: JSONValue]?) throws -> Bool) throws {
+        try checkOpen()
+        let from = start.map { s in Array((s.hasPrefix("_local/") ? String(s.dropFirst(7)) : s).utf8) }
+        try core.read { tx in
+            try tx.forEach(in: core.trees.local, from: from, reverse: descending) { k, v in
+                var r = ByteReader(v)
+                guard let n = r.varint() else { throw SetteeError(.corrupted, "a local document is malformed") }
+                var properties: [String: JSONValue]?
+                if includeProperties {
+                    guard case .object(let o) = try JSONParser.parse(r.rest()) else {
+                        throw SetteeError(.corrupted, "a local document is malformed")
+                    }
+                    properties = o
+                }
+                return try body("_local/" + String(decoding: k, as: UTF8.self), "0-\(n)", properties)
+            }
+        }
+    }
+
     static func localKey(_ id: String) throws(SetteeError) -> [UInt8] {
         let bare = id.hasPrefix("_local/") ? String(id.dropFirst(7)) : id
         let key = Array(bare.utf8)

@@ -183,6 +183,93 @@ extension CouchAPI {
         return try jsonResponse(.object(result))
     }
 
+    // MARK: - _local_docs
+
+    /// `_local_docs` (GET and POST, `_all_docs`' options): the local documents of whoever asks
+    /// (on the public port a user's own; the server's records never), with `total_rows` and
+    /// `offset` null, as CouchDB 3 answers.
+    func localDocs(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        try allow(call.request.method, [.get, .head, .post])
+        var params = call.query
+        var keys: [String]?
+        if call.request.method == .post {
+            let body = try await jsonBody(&call, limit: bodyLimit(db))
+            var fromBody: [String: String] = [:]
+            try Self.bodyOptions(body, into: &fromBody, except: ["keys"], jsonValued: { $0.hasSuffix("key") })
+            params = fromBody.merging(params) { _, query in query }
+            if let v = body["keys"] { keys = try Self.strings(v, "keys") }
+        }
+        let query = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
+        if keys == nil, let k = try jsonParameter(query, "keys") { keys = try Self.strings(k, "keys") }
+        func key(_ names: String...) throws -> String? {
+            for n in names {
+                if let v = try jsonParameter(query, n) {
+                    guard case .string(let s) = v else { throw CouchError(.badRequest, "query_parse_error", "\(n) must be a JSON string") }
+                    return s.hasPrefix("_local/") ? String(s.dropFirst(7)) : s
+                }
+            }
+            return nil
+        }
+        let includeDocs = try flag(query, "include_docs")
+        let descending = try flag(query, "descending")
+        let limit = try integer(query, "limit") ?? .max
+        let skip = try integer(query, "skip") ?? 0
+        let only = try key("key")
+        let start = try only ?? key("startkey", "start_key")
+        let end = try only ?? key("endkey", "end_key")
+        let inclusiveEnd = try only != nil || flag(query, "inclusive_end", default: true)
+        // Stored IDs: the admin port's as named, a user's under its own prefix.
+        let ownPrefix = PrincipalRecords.localID("", of: call.principal)
+        func stored(_ id: String) -> String { PrincipalRecords.localID(id, of: call.principal) }
+        func shown(_ storedID: String) -> String? {
+            guard storedID.hasPrefix(ownPrefix) else { return nil }
+            let id = String(storedID.dropFirst(ownPrefix.count))
+            if ownPrefix.isEmpty && (id.hasPrefix(PrincipalRecords.prefix) || id.hasPrefix(PrincipalRecords.userLocalPrefix)) { return nil }
+            return id
+        }
+        func row(_ id: String, _ rev: String, _ properties: [String: JSONValue]?) -> JSONValue {
+            var o: [String: JSONValue] = ["id": .string("_local/" + id), "key": .string("_local/" + id), "value": ["rev": .string(rev)]]
+            if var p = properties {
+                p["_id"] = .string("_local/" + id)
+                p["_rev"] = .string(rev)
+                o["doc"] = .object(p)
+            }
+            return .object(o)
+        }
+        var rows: [JSONValue] = []
+        let database = db.database
+        if let keys {
+            for k in keys.dropFirst(skip).prefix(limit) {
+                let id = k.hasPrefix("_local/") ? String(k.dropFirst(7)) : k
+                guard shown(stored(id)) != nil, let (properties, rev) = try database.localDocumentWithRevision(withID: stored(id)) else {
+                    rows.append(["key": .string(k), "error": "not_found"])
+                    continue
+                }
+                rows.append(row(id, rev, includeDocs ? properties : nil))
+            }
+        } else if limit > 0 {
+            var skipped = 0
+            // Without a start, a user's listing starts at its own prefix (descending: just past it).
+            let from: String? = start.map(stored) ?? (ownPrefix.isEmpty ? nil : (descending ? ownPrefix + "\u{10FFFF}" : ownPrefix))
+            try database.forEachLocalDocument(from: from, descending: descending, includeProperties: includeDocs) { full, rev, properties in
+                let storedID = String(full.dropFirst(7))
+                guard storedID.hasPrefix(ownPrefix) else { return false }
+                guard let id = shown(storedID) else { return true }
+                if let end {
+                    let past = descending ? id.utf8.lexicographicallyPrecedes(end.utf8) : end.utf8.lexicographicallyPrecedes(id.utf8)
+                    if past || (!inclusiveEnd && id == end) { return false }
+                }
+                if skipped < skip {
+                    skipped += 1
+                    return true
+                }
+                rows.append(row(id, rev, properties))
+                return rows.count < limit
+            }
+        }
+        return try jsonResponse(["total_rows": nil, "offset": nil, "rows": .array(rows)])
+    }
+
     // MARK: - _bulk_docs
 
     func bulkDocs(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {

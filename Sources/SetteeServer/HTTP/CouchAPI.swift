@@ -146,6 +146,7 @@ struct CouchAPI: HTTPResponder {
         switch rest[0] {
         case "_all_docs": return try await allDocs(&call, db)
         case "_design_docs": return try await allDocs(&call, db, prefix: "_design/")
+        case "_local_docs": return try await localDocs(&call, db)
         case "_find": try allow(method, [.post]); return try await find(&call, db)
         case "_explain": try allow(method, [.post]); return try await explain(&call, db)
         case "_index": return try await index(&call, db, rest)
