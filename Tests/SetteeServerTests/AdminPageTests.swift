@@ -120,6 +120,44 @@ import Testing
         }
     }
 
+    /// The Queries tab gives each Mango index and each view its size and state, from the
+    /// library indexes behind them; a view's name stays text.
+    @Test func theQueriesTabListsIndexesAndViewsWithTheirSize() async throws {
+        let server = try channelServer(#"{"databases": {"db": {"server": "walrus:"}}}"#)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            let made = try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}, "ddoc": "mango", "name": "by-n"}"#)
+            #expect(made.status == .ok, "\(made.text)")
+            try await put(admin, "_design/app", #"""
+                {"views": {
+                  "by_type": {"map": "function (doc) { if (doc.type) emit(doc.type, 1); }", "reduce": "_count"},
+                  "<b>x</b>": {"map": "function (doc) { if (doc.n !== undefined) emit(doc.n, null); }"}
+                }}
+                """#)
+            for i in 0 ..< 3 { try await put(admin, "n\(i)", #"{"type": "task", "n": \#(i)}"#) }
+            try await put(admin, "plain", #"{"type": "note"}"#)
+            // A view's index is built after its design document is written: a query waits for it.
+            for name in ["by_type", "<b>x</b>"] {
+                let r = try await admin.send(.get, "/db/_design/app/_view/" + HTML.segment(name))
+                #expect(r.status == .ok, "\(name): \(r.text)")
+            }
+            let page = try await admin.send(.get, "/_admin/db/db/query")
+            #expect(page.status == .ok)
+            let html = page.text
+            func table(_ id: String) throws -> String {
+                let start = try #require(html.range(of: #"<table id="\#(id)">"#)).upperBound
+                return String(html[start ..< (try #require(html[start...].range(of: "</table>"))).lowerBound])
+            }
+            // Three documents have `n`.
+            let indexes = try table("indexes")
+            #expect(indexes.contains(#"<td>_design/mango</td><td>by-n</td><td>n</td><td></td><td class="entries num">3</td><td class="state">ready</td>"#), "\(indexes)")
+            let views = try table("views")
+            #expect(views.contains(#"<td>_design/app</td><td>by_type</td><td class="reduce">_count</td><td class="rows num">4</td><td class="state">ready</td><td class="errors num">0</td>"#), "\(views)")
+            #expect(views.contains(#"<td>_design/app</td><td>&lt;b&gt;x&lt;/b&gt;</td><td class="reduce">—</td><td class="rows num">3</td><td class="state">ready</td><td class="errors num">0</td>"#), "\(views)")
+            #expect(!html.contains("<b>x</b>"))
+        }
+    }
+
     @Test func unknownPagesAndThePublicPort() async throws {
         let server = try makeServer()
         defer { try? server.close() }

@@ -33,6 +33,10 @@ import Testing
         "/{db}": ["GET", "HEAD", "PUT", "DELETE", "POST"],
         "/{db}/_all_docs": ["GET", "HEAD", "POST"],
         "/{db}/_design_docs": ["GET", "HEAD", "POST"],
+        "/{db}/_local_docs": ["GET", "HEAD", "POST"],
+        "/{db}/_design/{ddoc}/_view/{view}": ["GET", "HEAD", "POST"],
+        "/{db}/_design/{ddoc}/_info": ["GET", "HEAD"],
+        "/{db}/_view_cleanup": ["POST"],
         "/{db}/_find": ["POST"],
         "/{db}/_explain": ["POST"],
         "/{db}/_index": ["GET", "HEAD", "POST"],
@@ -75,8 +79,7 @@ import Testing
     static let notServed = [
         "/_active_tasks", "/_scheduler/jobs", "/_dbs_info", "/_db_updates", "/_membership",
         "/_node/_local/_config", "/_config", "/_users", "/_utils", "/_expvar",
-        "/db/_security", "/db/_local_docs",
-        "/db/_view_cleanup", "/db/_shards", "/db/_purged_infos_limit", "/db/_online", "/db/_offline",
+        "/db/_security", "/db/_shards", "/db/_purged_infos_limit", "/db/_online", "/db/_offline",
         "/db/_raw/doc1", "/db/_dump/x", "/db/_config", "/db/_blipsync", "/db/_bulk_docs_by_channel",
     ]
 
@@ -179,7 +182,8 @@ import Testing
         try await server.withClient(admin: true) { a async throws in
             let att = #""_attachments":{"att.txt":{"content_type":"text/plain","data":"aGVsbG8="}}"#
             let doc = try await a.send(.put, "/db/doc1", json: #"{"v":1,\#(att)}"#)
-            let ddoc = try await a.send(.put, "/db/_design/app", json: #"{"language":"javascript",\#(att)}"#)
+            let views = #""views":{"v":{"map":"function (doc) { emit(doc.v, null); }","reduce":"_count"}}"#
+            let ddoc = try await a.send(.put, "/db/_design/app", json: #"{"language":"javascript",\#(views),\#(att)}"#)
             try #require(try await a.send(.put, "/db/_local/cp", json: #"{"x":1}"#).status == .created)
             try #require(try await a.send(.put, "/db/_role/moderator", json: #"{"admin_channels":["m"]}"#).status == .created)
             let session = try await a.send(.post, "/db/_session", json: #"{"name":"alice"}"#)
@@ -197,6 +201,7 @@ import Testing
             .replacingOccurrences(of: "{ddoc}", with: "app")
             .replacingOccurrences(of: "{attname}", with: "att.txt")
             .replacingOccurrences(of: "{localid}", with: "cp")
+            .replacingOccurrences(of: "{view}", with: "v")
             .replacingOccurrences(of: "{sessionid}", with: f.session)
             .replacingOccurrences(of: "{asset}", with: "admin.css")
             .replacingOccurrences(of: "{channel}", with: "red")
@@ -213,6 +218,10 @@ import Testing
         case ("POST", "/{db}/_all_docs"), ("POST", "/{db}/_design_docs"): return ("", json, #"{"keys":["doc1","nope"]}"#)
         case ("POST", "/{db}/_find"), ("POST", "/{db}/_explain"): return ("", json, #"{"selector":{"v":{"$gt":0}},"limit":5}"#)
         case ("POST", "/{db}/_index"): return ("", json, #"{"index":{"fields":["v"]},"ddoc":"idx","name":"v"}"#)
+        case ("POST", "/{db}/_local_docs"): return ("", json, #"{"keys":["_local/cp","_local/nope"]}"#)
+        case ("POST", "/{db}/_design/{ddoc}/_view/{view}"): return ("?group=true", json, #"{"keys":[1,2]}"#)
+        case ("GET", "/{db}/_design/{ddoc}/_view/{view}"): return ("?reduce=false&include_docs=true&update_seq=true", [:], nil)
+        case ("POST", "/{db}/_view_cleanup"): return ("", json, "{}")
         case ("POST", "/{db}/_bulk_docs"): return ("", json, #"{"docs":[{"_id":"bulk1","v":1}]}"#)
         case ("POST", "/{db}/_bulk_get"): return ("?revs=true", json, #"{"docs":[{"id":"doc1"},{"id":"nope","rev":"1-x"}]}"#)
         case ("POST", "/{db}/_changes"): return ("?style=all_docs", json, #"{"doc_ids":["doc1"]}"#)

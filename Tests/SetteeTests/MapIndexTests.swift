@@ -76,6 +76,9 @@ import Synchronization
         // Misuse.
         #expect { try rows(db, "nothing") } throws: { ($0 as? SetteeError)?.code == .notFound }
         try db.createIndex(ValueIndexConfiguration(["type"]), name: "values")
+        #expect(try db.indexInfo(forName: "values") == IndexInfo(name: "values", kind: .value, isReady: true, entryCount: 3))
+        #expect(try db.indexInfo(forName: "by-type") == IndexInfo(name: "by-type", kind: .map, isReady: true, entryCount: 4))
+        #expect(try db.indexInfo(forName: "none") == nil)
         #expect { try db.mapIndexInfo(forName: "values") } throws: { ($0 as? SetteeError)?.code == .invalidParameter }
         #expect { try db.createIndex(MapIndexConfiguration(version: "") { _ in [] }, name: "m") } throws: { _ in true }
         // The same version again keeps the rows; deleting removes them.

@@ -419,8 +419,8 @@ struct AdminPages {
         return page(title: "Sync function — \(db.name)", crumbs: [(db.name, base), ("sync function", nil)], body: h.output)
     }
 
-    /// The database's Mango indexes, and a Mango query run with its `_explain`: what `_find`
-    /// would answer the admin port.
+    /// The database's Mango indexes and views with their size and state, and a Mango query run
+    /// with its `_explain`: what `_find` would answer the admin port.
     private func queryPage(_ call: inout CouchAPI.Call, _ db: ServedDatabase) async throws -> Response {
         var text = #"{"selector": {}, "limit": 20}"#
         var result: HTML?
@@ -436,7 +436,7 @@ struct AdminPages {
         h.link(base + "/users", "Users and roles")
         h.link(base + "/sync", "Sync function")
         h.link(base + "/query", "Queries", class: "current")
-        h.raw("</nav><h2>Indexes</h2><table id=\"indexes\"><thead><tr><th>Design document</th><th>Name</th><th>Fields</th><th>Partial selector</th></tr></thead><tbody>")
+        h.raw("</nav><h2>Indexes</h2><table id=\"indexes\"><thead><tr><th>Design document</th><th>Name</th><th>Fields</th><th>Partial selector</th><th class=\"num\">Entries</th><th>State</th></tr></thead><tbody>")
         let indexes = try db.mangoIndexes()
         for index in indexes {
             h.raw("<tr><td>")
@@ -447,10 +447,17 @@ struct AdminPages {
             h.text(index.fields.map { $0.field + ($0.descending ? " desc" : "") }.joined(separator: ", "))
             h.raw("</td><td>")
             h.text((try? index.partial?.jsonText()) ?? "")
-            h.raw("</td></tr>")
+            // The library index behind it: absent until the design document's sync has made it.
+            if let info = try db.database.indexInfo(forName: index.libraryName) {
+                h.raw("</td><td class=\"entries num\">\(info.entryCount)</td><td class=\"state\">\(info.isReady ? "ready" : "building")</td></tr>")
+            } else {
+                h.raw("</td><td class=\"entries num\">—</td><td class=\"state\">not built</td></tr>")
+            }
         }
-        if indexes.isEmpty { h.raw("<tr><td colspan=\"4\" class=\"empty\">No Mango index: <code>POST /{db}/_index</code> makes one.</td></tr>") }
-        h.raw("</tbody></table><h2>Mango query</h2>")
+        if indexes.isEmpty { h.raw("<tr><td colspan=\"6\" class=\"empty\">No Mango index: <code>POST /{db}/_index</code> makes one.</td></tr>") }
+        h.raw("</tbody></table>")
+        try viewTable(&h, db)
+        h.raw("<h2>Mango query</h2>")
         h.raw("<form id=\"query\" method=\"post\" action=\"\(HTML.escape(base + "/query"))\">")
         h.raw("<input type=\"hidden\" name=\"token\" value=\"\(HTML.escape(server.adminFormToken))\">")
         h.raw("<label class=\"block\">What <code>_find</code> takes<textarea name=\"query\" rows=\"8\" spellcheck=\"false\">")
@@ -458,6 +465,37 @@ struct AdminPages {
         h.raw("</textarea></label><button type=\"submit\">Run</button></form>")
         if let result { h.raw(result.output) }
         return page(title: "Queries — \(db.name)", crumbs: [(db.name, base), ("queries", nil)], body: h.output)
+    }
+
+    /// The views of every design document, with the rows, state and map errors of each one's
+    /// library index: what `_design/{ddoc}/_info` tells, for all design documents at once.
+    private func viewTable(_ h: inout HTML, _ db: ServedDatabase) throws {
+        h.raw("<h2>Views</h2><table id=\"views\"><thead><tr><th>Design document</th><th>View</th><th>Reduce</th><th class=\"num\">Rows</th><th>State</th><th class=\"num\">Map errors</th></tr></thead><tbody>")
+        let views = try ServedDatabase.viewDefinitions(of: db.database)
+        for view in views {
+            let info = try db.database.mapIndexInfo(forName: view.libraryName)
+            // Rows made by an older map function are not the view's: it is being rebuilt.
+            let ready = info.map { $0.version == view.version && $0.isReady } ?? false
+            let errors = db.viewErrors.withLock { $0[view.libraryName] ?? 0 }
+            h.raw("<tr><td>")
+            h.text(view.ddoc)
+            h.raw("</td><td>")
+            h.text(view.name)
+            h.raw("</td><td class=\"reduce\">")
+            h.text(Self.reduceLabel(view.reduce))
+            h.raw("</td><td class=\"rows num\">\(info?.rowCount ?? 0)</td><td class=\"state\">\(ready ? "ready" : "building")</td>")
+            h.raw("<td class=\"errors num\">\(errors)</td></tr>")
+        }
+        if views.isEmpty { h.raw("<tr><td colspan=\"6\" class=\"empty\">No view: a design document's <code>views</code> define them.</td></tr>") }
+        h.raw("</tbody></table>")
+    }
+
+    /// A view's reduce in a table cell: a built-in by its name, a JavaScript function (often
+    /// long) by its language only.
+    private static func reduceLabel(_ reduce: String?) -> String {
+        guard let reduce else { return "—" }
+        let trimmed = reduce.trimmingCharacters(in: .whitespacesAndNewlines)
+        return trimmed.hasPrefix("_") ? trimmed : "JavaScript"
     }
 
     /// Runs a Mango query as the admin port's `_find` and `_explain` would.

@@ -479,3 +479,88 @@ extension DatabaseCore {
         try buildIndex(name: name) { _ in true }
     }
 }
+
+/// What ``Database/indexInfo(forName:)`` tells of an index: its kind, whether it is whole, and
+/// its size.
+///
+/// ```swift
+/// if let info = try db.indexInfo(forName: "tasks") { print(info.kind, info.entryCount) }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+public struct IndexInfo: Sendable, Hashable {
+    /// The kinds of index.
+    ///
+    /// ```swift
+    /// if info.kind == .map { … }
+    /// ```
+    public enum Kind: String, Sendable, Hashable {
+        /// ``ValueIndexConfiguration``.
+        case value
+        /// ``FullTextIndexConfiguration``.
+        case fullText
+        /// ``MapIndexConfiguration``.
+        case map
+    }
+
+    /// The index's name.
+    ///
+    /// ```swift
+    /// print(info.name)
+    /// ```
+    public let name: String
+    /// What it indexes.
+    ///
+    /// ```swift
+    /// print(info.kind.rawValue)   // "value"
+    /// ```
+    public let kind: Kind
+    /// Whether it is whole and serves queries (false while it is built).
+    ///
+    /// ```swift
+    /// if !info.isReady { print("building") }
+    /// ```
+    public let isReady: Bool
+    /// Its entries: one per indexed document for a value index, one per row for a map index,
+    /// the stored records (terms and documents) for a full-text index.
+    ///
+    /// ```swift
+    /// print("\(info.entryCount) entries")
+    /// ```
+    public let entryCount: Int
+}
+
+extension Database {
+    /// The kind, state and size of the index `name`; nil when there is none.
+    ///
+    /// ```swift
+    /// for name in try db.indexes {
+    ///     if let info = try db.indexInfo(forName: name) { print(name, info.kind, info.entryCount) }
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/corrupted`` for an unreadable catalog record;
+    ///   ``SetteeError/Code/notOpen``.
+    public func indexInfo(forName name: String) throws -> IndexInfo? {
+        try checkOpen()
+        return try core.read { tx -> IndexInfo? in
+            guard let d = try tx.withValue(forKey: Array(name.utf8), in: core.trees.indexCatalog, { b in try IndexDefinition(decoding: b) })
+            else { return nil }
+            let tree = tx.tree(named: d.treeName)
+            let kind: IndexInfo.Kind
+            let entries: Int
+            switch d.kind {
+            case .value:
+                kind = .value
+                entries = try tree.map { try tx.count(in: $0) } ?? 0
+            case .fullText:
+                kind = .fullText
+                entries = try tree.map { try tx.count(in: $0) } ?? 0
+            case .map:
+                kind = .map
+                entries = try tree.map { try MapIndexStore.rowCount(tx, tree: $0) } ?? 0
+            }
+            return IndexInfo(name: name, kind: kind, isReady: d.state == .ready, entryCount: entries)
+        }
+    }
+}

@@ -29,7 +29,7 @@ internal import SetteeStorage
 /// and, while an index is built, on the building thread. It sees the current revision of each
 /// live document; deleted documents have no rows. When it throws, the document has no rows
 /// in the index and the error is logged (swift-log, label `settee`); the write goes on. A key
-/// whose encoding is longer than a stored key may be (about 4 KB) is left out and logged.
+/// whose entry would be longer than a stored key may be (1,024 bytes with the document ID) is left out and logged.
 ///
 /// - Note: A value type; safe to share between threads. `map` is called from any thread.
 public struct MapIndexConfiguration: IndexConfiguration {
