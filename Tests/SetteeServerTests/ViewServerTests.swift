@@ -162,6 +162,34 @@ import Testing
         }
     }
 
+    /// On disk across a restart: the server gives the views' functions back before any write,
+    /// so the rows are kept (not rebuilt) and the next writes keep them.
+    @Test func viewsSurviveARestartWithoutARebuild() async throws {
+        let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm/" : NSTemporaryDirectory()
+        let directory = base + "settee-views-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let config = #"{"databases": {"db": {"server": "\#(directory)", "users": {"GUEST": {"disabled": true}}}}}"#
+        do {
+            let server = try channelServer(config)
+            defer { try? server.close() }
+            try await withPorts(server) { _, admin in
+                try await seed(admin)
+                #expect(try await view(admin, "plain")["total_rows"] == 14)
+            }
+        }
+        let server = try channelServer(config)
+        defer { try? server.close() }
+        let database = try #require(server.database(named: "db")).database
+        let name = try #require(try database.indexes.first { $0.hasSuffix("/plain") })
+        let info = try #require(try database.mapIndexInfo(forName: name))
+        #expect(info.isReady && info.isAttached && info.rowCount == 14, "\(info)")
+        try await withPorts(server) { _, admin in
+            try await put(admin, "after", #"{"type": "memo", "n": 5}"#)
+            let rows = try await view(admin, "plain", "key=" + q(#"["memo", 5]"#))
+            #expect(rows.rowIDs == ["after"] && rows["total_rows"] == 15, "\(rows.text)")
+        }
+    }
+
     @Test func aUserSeesAndReducesOnlyWhatItMayRead() async throws {
         let server = try channelServer(Self.config)
         defer { try? server.close() }

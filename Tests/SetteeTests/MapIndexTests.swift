@@ -80,7 +80,7 @@ import Synchronization
         #expect(try db.indexInfo(forName: "by-type") == IndexInfo(name: "by-type", kind: .map, isReady: true, entryCount: 4))
         #expect(try db.indexInfo(forName: "none") == nil)
         #expect { try db.mapIndexInfo(forName: "values") } throws: { ($0 as? SetteeError)?.code == .invalidParameter }
-        #expect { try db.createIndex(MapIndexConfiguration(version: "") { _ in [] }, name: "m") } throws: { _ in true }
+        #expect { try db.createIndex(MapIndexConfiguration(version: "", map: { _ in [] }), name: "m") } throws: { _ in true }
         // The same version again keeps the rows; deleting removes them.
         try db.createIndex(Self.byType, name: "by-type")
         #expect(try rows(db).count == 4)
@@ -103,6 +103,37 @@ import Synchronization
         // The over-long key is left out, the write goes on.
         #expect(try rows(db, "m").map(\.documentID) == ["good"])
         #expect(try db.document(withID: "bad1") != nil)
+    }
+
+    /// A function that takes many documents is called once per 256 of a commit or a build
+    /// step; when a call throws, each document is given to it alone.
+    @Test func aBatchFunctionIsCalledPerBlockOfDocuments() throws {
+        struct Refused: Error {}
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        for i in 0 ..< 300 { try db.saveDocument(MutableDocument(id: String(format: "b%03d", i), data: ["n": .int(Int64(i))])) }
+        let calls = Atomic<Int>(0)
+        let config = MapIndexConfiguration(version: "1", mapBatch: { docs in
+            calls.add(1, ordering: .relaxed)
+            if docs.contains(where: { $0.id == "bad" }) { throw Refused() }
+            return docs.map { [MapIndexEmission(key: $0.properties["n"] ?? nil, value: nil)] }
+        })
+        try db.createIndex(config, name: "b")
+        // The build: 300 documents, one step, two calls.
+        #expect(calls.load(ordering: .relaxed) == 2)
+        #expect(try rows(db, "b").count == 300)
+        calls.store(0, ordering: .relaxed)
+        try db.inBatch {
+            for i in 300 ..< 600 { try db.saveDocument(MutableDocument(id: "c\(i)", data: ["n": .int(Int64(i))])) }
+            try db.saveDocument(MutableDocument(id: "bad", data: ["n": 1]))
+        }
+        // 301 documents in one commit: two calls; the one with "bad" throws, and its
+        // documents are mapped alone (all but "bad" get their rows).
+        let made = calls.load(ordering: .relaxed)
+        #expect(made >= 3 && made <= 2 + 256, "\(made) calls")
+        #expect(try rows(db, "b").count == 600)
+        #expect(try rows(db, "b").allSatisfy { $0.documentID != "bad" })
     }
 
     @Test func aDetachedIndexIsRebuiltWhenItsFunctionComesBack() throws {

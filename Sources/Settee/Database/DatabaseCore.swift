@@ -71,7 +71,7 @@ final class DatabaseCore: @unchecked Sendable {
     let indexSet = Mutex(IndexSet())
     /// The map functions the application gave (``MapIndexConfiguration``), by index name,
     /// for as long as this process has the database open.
-    let mapFunctions = Mutex<[String: (version: String, map: MapIndexConfiguration.Map)]>([:])
+    let mapFunctions = Mutex<[String: MapIndexConfiguration]>([:])
     /// The rows live queries last read for a commit's documents, keyed by the commit's
     /// sequence, so a thousand live queries parse a changed document once.
     let liveRows = Mutex<(sequence: UInt64, rows: [String: QueryRow?])>((0, [:]))
@@ -379,6 +379,10 @@ final class WriteContext {
     lazy var indexes: [CompiledIndex] = core.indexSet.withLock { $0.indexes }
     /// The properties those indexes read (nil: all), for parsing bodies only that far.
     lazy var indexedKeys: Set<String>? = Self.documentKeys(indexes)
+    /// Documents whose map-index rows this transaction must make before it commits, by index
+    /// (nil: no rows, deleted or purged): made together, so a function that takes many
+    /// documents at once is called once per 256.
+    var pendingMaps: [String: (index: CompiledIndex, documents: [String: QueryRow?])] = [:]
 
     init(core: DatabaseCore, tx: WriteTransaction) throws {
         self.core = core
@@ -402,6 +406,7 @@ final class WriteContext {
     }
 
     func flush() throws {
+        try flushMapIndexes()
         guard metaDirty else { return }
         // This commit's operations (and the counters' own, about 64 bytes) are dead once the
         // next checkpoint has written the trees.

@@ -31,6 +31,23 @@ enum ViewFunctions {
             Object.defineProperty(global, name, { value: helpers[name], writable: false, enumerable: false, configurable: false });
         }
         return function run(fn, mode, a, b, c) {
+            if (mode === "maps") {
+                // Many documents in one call: each document's rows, or {error} when it threw.
+                var all = [];
+                for (var i = 0; i < a.length; i++) {
+                    var mine = [];
+                    rows = mine;
+                    try {
+                        fn(a[i]);
+                        all[all.length] = mine;
+                    } catch (e) {
+                        all[all.length] = { error: String(e && e.message !== undefined ? e.message : e) };
+                    } finally {
+                        rows = null;
+                    }
+                }
+                return all;
+            }
             if (mode !== "map") return fn(a, b, c);
             var out = [];
             rows = out;
@@ -49,7 +66,7 @@ enum ViewFunctions {
 ///
 /// Immutable; safe to share between threads (each run takes a VM of its own).
 struct ViewMapFunction: Sendable {
-    private let script: ScriptSource
+    fileprivate let script: ScriptSource
 
     var source: String { script.source }
 
@@ -69,6 +86,29 @@ struct ViewMapFunction: Sendable {
         return rows.map { row in
             guard case .array(let pair) = row, pair.count == 2 else { return MapIndexEmission(key: nil, value: nil) }
             return MapIndexEmission(key: pair[0], value: pair[1])
+        }
+    }
+}
+
+extension ViewMapFunction {
+    /// The rows the function emits for each of `docs` (a JSON array of documents), in one call:
+    /// per document its rows, or the message of what it threw.
+    func run(docs: String, count: Int) throws(ScriptError) -> [Swift.Result<[MapIndexEmission], ScriptError>] {
+        let text = try script.call(json: ["\"maps\"", docs], labels: ["mode", "docs"]) { vm, realm, result throws(ScriptError) in
+            try vm.jsonText(of: result, in: realm, name: script.name)
+        }
+        guard case .array(let all) = try? JSONValue(parsing: text), all.count == count else {
+            throw ScriptError(.badResult("emitted rows are not JSON"), "\(script.name): the emitted rows are not JSON")
+        }
+        return all.map { item in
+            guard case .array(let rows) = item else {
+                let message = item["error"]?.stringValue ?? "the function threw"
+                return .failure(ScriptError(.exception(message), "\(script.name): \(message)"))
+            }
+            return .success(rows.map { row in
+                guard case .array(let pair) = row, pair.count == 2 else { return MapIndexEmission(key: nil, value: nil) }
+                return MapIndexEmission(key: pair[0], value: pair[1])
+            })
         }
     }
 }

@@ -69,7 +69,7 @@ extension Database {
         let definition = try Self.definition(of: config, name: name)
         if let map = config as? MapIndexConfiguration {
             // Given before the catalog changes, so that the reload attaches it.
-            core.mapFunctions.withLock { $0[name] = (map.version, map.map) }
+            core.mapFunctions.withLock { $0[name] = map }
         }
         let needsBuild = try core.changingIndexes { c -> Bool in try c.defineIndex(name: name, definition: definition) }
         if needsBuild { try core.buildIndex(name: name, progress: progress) }
@@ -151,8 +151,7 @@ extension DatabaseCore {
     /// The indexes of the catalog in `tx`, compiled; one that cannot be read is left out of
     /// maintenance and planning (``Database/check(repair:)`` reports it) rather than failing
     /// the open.
-    static func loadIndexes(_ tx: some StoreReading, catalog: Tree,
-                            maps: [String: (version: String, map: MapIndexConfiguration.Map)]) throws -> IndexSet {
+    static func loadIndexes(_ tx: some StoreReading, catalog: Tree, maps: [String: MapIndexConfiguration]) throws -> IndexSet {
         var set = IndexSet()
         try tx.forEach(in: catalog, from: nil, reverse: false) { k, v in
             let name = String(decoding: k, as: UTF8.self)
@@ -163,7 +162,7 @@ extension DatabaseCore {
                 }
                 // A map index gets its function only when the version it was built with is the
                 // one the application gave.
-                let map = maps[name].flatMap { d.kind == .map && d.expressions == [$0.version] ? $0.map : nil }
+                let map = maps[name].flatMap { d.kind == .map && d.expressions == [$0.version] ? $0 : nil }
                 set.indexes.append(try CompiledIndex(name: name, definition: d, tree: tree, map: map))
             } catch {
                 set.broken[name] = "\(error)"
@@ -250,7 +249,7 @@ extension DatabaseCore {
             if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
             // A value index's entry or a full-text index's terms, per document.
             var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry?, text: FullTextDocumentEntry?)] = []
-            var mapped: [(key: [UInt8], sequence: UInt64, rows: [MapIndexStore.Row])] = []
+            var toMap: [(key: [UInt8], sequence: UInt64, row: QueryRow)] = []
             var last: [UInt8]?
             var seen = 0
             try read { tx in
@@ -263,8 +262,7 @@ extension DatabaseCore {
                         done += 1
                         let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: index.documentKeys)
                         if index.isMap {
-                            let rows = MapIndexStore.rows(of: index, row: row)
-                            if !rows.isEmpty { mapped.append((Array(k), meta.sequence, rows)) }
+                            toMap.append((Array(k), meta.sequence, row))
                         } else if index.analyzer != nil {
                             if let t = try index.textEntry(for: row) { batch.append((Array(k), meta.sequence, nil, t)) }
                         } else if let e = try index.entry(for: row) {
@@ -274,6 +272,9 @@ extension DatabaseCore {
                     return seen < step
                 }
             }
+            // Outside the snapshot: the function may take a while.
+            let made = MapIndexStore.rows(of: index, rows: toMap.map(\.row))
+            let mapped = zip(toMap, made).filter { !$0.1.isEmpty }.map { (key: $0.0.key, sequence: $0.0.sequence, rows: $0.1) }
             if !batch.isEmpty || !mapped.isEmpty {
                 try write { c in
                     guard c.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {

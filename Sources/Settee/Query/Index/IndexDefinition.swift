@@ -130,12 +130,12 @@ struct CompiledIndex: Sendable {
     let documentKeys: Set<String>?
     /// A map index's function, when the application has given it in this process (nil: the
     /// index is detached, and a write marks it for rebuilding).
-    let map: MapIndexConfiguration.Map?
+    let map: MapIndexConfiguration?
 
     var isReady: Bool { definition.state == .ready }
     var isMap: Bool { definition.kind == .map }
 
-    init(name: String, definition: IndexDefinition, tree: Tree, map: MapIndexConfiguration.Map? = nil) throws(SetteeError) {
+    init(name: String, definition: IndexDefinition, tree: Tree, map: MapIndexConfiguration? = nil) throws(SetteeError) {
         self.name = name
         self.definition = definition
         self.record = definition.encoded()

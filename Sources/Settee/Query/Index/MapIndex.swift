@@ -46,12 +46,22 @@ public struct MapIndexConfiguration: IndexConfiguration {
     /// print(MapIndexConfiguration(version: "2") { _ in [] }.version)   // 2
     /// ```
     public let version: String
+    /// What a function given many documents at once returns: one list of rows per document,
+    /// in the order given.
+    ///
+    /// ```swift
+    /// let batch: MapIndexConfiguration.Batch = { docs in docs.map { [MapIndexEmission(key: .string($0.id), value: nil)] } }
+    /// ```
+    public typealias Batch = @Sendable ([MapIndexDocument]) throws -> [[MapIndexEmission]]
+
     /// The function that makes a document's rows.
     ///
     /// ```swift
     /// let rows = try config.map(MapIndexDocument(id: "a", revisionID: "1-x", properties: [:]))
     /// ```
     public let map: Map
+    /// The function given many documents at once, when the configuration was made with one.
+    let batch: Batch?
 
     /// A map index made by `map`, named `version`.
     ///
@@ -63,6 +73,30 @@ public struct MapIndexConfiguration: IndexConfiguration {
     public init(version: String, map: @escaping Map) {
         self.version = version
         self.map = map
+        self.batch = nil
+    }
+
+    /// A map index made by a function that takes many documents at once (up to 256; the
+    /// documents of a commit, or of a step of a build), for a function whose every call costs
+    /// something of its own (a call into another language runtime). It returns one list of rows
+    /// per document, in order. When it throws, or returns another number of lists, each
+    /// document of the call is given to it alone, so that only those it throws on have no rows.
+    ///
+    /// ```swift
+    /// let config = MapIndexConfiguration(version: "1", mapBatch: { docs in
+    ///     docs.map { doc in [MapIndexEmission(key: doc.properties["type"] ?? nil, value: 1)] }
+    /// })
+    /// ```
+    public init(version: String, mapBatch: @escaping Batch) {
+        self.version = version
+        self.batch = mapBatch
+        self.map = { doc in
+            let rows = try mapBatch([doc])
+            guard rows.count == 1 else {
+                throw SetteeError(.invalidParameter, "a batch map function returned \(rows.count) lists of rows for 1 document")
+            }
+            return rows[0]
+        }
     }
 }
 
@@ -361,16 +395,54 @@ enum MapIndexStore {
         var value: [UInt8]
     }
 
-    /// The rows `index`'s function makes of `row` (none when it throws: logged).
-    static func rows(of index: CompiledIndex, row: QueryRow) -> [Row] {
-        guard let map = index.map, !row.isDeleted else { return [] }
-        let emitted: [MapIndexEmission]
-        do {
-            emitted = try map(MapIndexDocument(id: row.id, revisionID: row.revisionID, properties: row.properties))
-        } catch {
-            DatabaseCore.logger.warning("map index \(index.name): document \(row.id): \(error)")
-            return []
+    /// Documents per call of a batch function.
+    static let batchSize = 256
+
+    /// The rows `index`'s function makes of each of `rows` (none for a document it throws on:
+    /// logged), in order; a batch function gets them 256 at a time.
+    static func rows(of index: CompiledIndex, rows: [QueryRow]) -> [[Row]] {
+        guard let config = index.map else { return rows.map { _ in [] } }
+        func one(_ row: QueryRow) -> [MapIndexEmission] {
+            if row.isDeleted { return [] }
+            do {
+                return try config.map(MapIndexDocument(id: row.id, revisionID: row.revisionID, properties: row.properties))
+            } catch {
+                DatabaseCore.logger.warning("map index \(index.name): document \(row.id): \(error)")
+                return []
+            }
         }
+        var out: [[Row]] = []
+        out.reserveCapacity(rows.count)
+        guard let batch = config.batch else {
+            for row in rows { out.append(encode(one(row), of: row, index: index)) }
+            return out
+        }
+        var start = 0
+        while start < rows.count {
+            let chunk = rows[start ..< min(start + batchSize, rows.count)].filter { !$0.isDeleted }
+            start += batchSize
+            var emitted: [[MapIndexEmission]]
+            do {
+                emitted = try batch(chunk.map { MapIndexDocument(id: $0.id, revisionID: $0.revisionID, properties: $0.properties) })
+                if emitted.count != chunk.count {
+                    throw SetteeError(.invalidParameter, "a batch map function returned \(emitted.count) lists of rows for \(chunk.count) documents")
+                }
+            } catch {
+                DatabaseCore.logger.warning("map index \(index.name): a call for \(chunk.count) documents failed (\(error)); each is mapped alone")
+                emitted = chunk.map(one)
+            }
+            var byID: [String: [Row]] = [:]
+            for (row, e) in zip(chunk, emitted) { byID[row.id] = encode(e, of: row, index: index) }
+            out.append(contentsOf: rows[(start - batchSize) ..< min(start, rows.count)].map { byID[$0.id] ?? [] })
+        }
+        return out
+    }
+
+    /// The rows `index`'s function makes of `row`.
+    static func rows(of index: CompiledIndex, row: QueryRow) -> [Row] { rows(of: index, rows: [row])[0] }
+
+    /// The stored rows of what a document emitted.
+    private static func encode(_ emitted: [MapIndexEmission], of row: QueryRow, index: CompiledIndex) -> [Row] {
         let id = Array(row.id.utf8)
         var out: [Row] = []
         out.reserveCapacity(emitted.count)

@@ -110,7 +110,23 @@ extension WriteContext {
             }
             return
         }
-        let rows = row.map { MapIndexStore.rows(of: index, row: $0) } ?? []
-        try MapIndexStore.replace(tx, tree: index.tree, id: id, with: rows)
+        // Made when the transaction commits (``flushMapIndexes()``), with the commit's other documents.
+        if pendingMaps[index.name] == nil { pendingMaps[index.name] = (index, [:]) }
+        pendingMaps[index.name]?.documents.updateValue(row, forKey: id)
+    }
+
+    /// Makes and writes the rows of the documents this transaction changed, index by index.
+    func flushMapIndexes() throws {
+        guard !pendingMaps.isEmpty else { return }
+        let pending = pendingMaps
+        pendingMaps = [:]
+        for (_, p) in pending {
+            let ids = Array(p.documents.keys)
+            let live = ids.compactMap { id in p.documents[id] ?? nil }
+            let made = MapIndexStore.rows(of: p.index, rows: live)
+            var rowsByID: [String: [MapIndexStore.Row]] = [:]
+            for (row, rows) in zip(live, made) { rowsByID[row.id] = rows }
+            for id in ids { try MapIndexStore.replace(tx, tree: p.index.tree, id: id, with: rowsByID[id] ?? []) }
+        }
     }
 }
