@@ -25,8 +25,10 @@ internal import SetteeStorage
 /// until the function is given again. Change `version` whenever the function changes what it
 /// emits.
 ///
-/// The function runs in the writing thread's commit (keep it short and free of side effects)
-/// and, while an index is built, on the building thread. It sees the current revision of each
+/// The function runs in the writing thread's commit (keep it short and free of side effects),
+/// once for the transaction's documents together (so a read inside ``Database/inBatch(_:)``
+/// does not see the rows of the batch's own documents until it commits), and, while an index
+/// is built, on the building thread. It sees the current revision of each
 /// live document; deleted documents have no rows. When it throws, the document has no rows
 /// in the index and the error is logged (swift-log, label `settee`); the write goes on. A key
 /// whose entry would be longer than a stored key may be (1,024 bytes with the document ID) is left out and logged.
