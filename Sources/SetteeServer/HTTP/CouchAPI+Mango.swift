@@ -138,6 +138,16 @@ extension CouchAPI {
         return (Self.allDocsIndex, nil)
     }
 
+    /// The design document and name of the Mango index a library index serves (its name is
+    /// made of them, so what is remembered never goes stale); nil for none.
+    func usedIndex(_ db: ServedDatabase, libraryName: String?) throws -> (ddoc: String, name: String)? {
+        guard let libraryName else { return nil }
+        if let known = db.mangoNames.withLock({ $0[libraryName] }) { return known }
+        guard let m = try mangoIndexes(db).first(where: { $0.libraryName == libraryName }) else { return nil }
+        db.mangoNames.withLock { $0[libraryName] = (m.ddoc, m.name) }
+        return (m.ddoc, m.name)
+    }
+
     static let allDocsIndex: JSONValue = ["ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]]]
 
     /// The warning CouchDB gives with the answer, or the error when `use_index` may not be
@@ -160,7 +170,7 @@ extension CouchAPI {
         let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db)))
         let reader = try Reader(db, call.principal)
         let query = try libraryQuery(db, r, readsAll: reader.readsAll)
-        let used = try describeIndex(db, libraryName: query.indexUsed()).id
+        let used = try usedIndex(db, libraryName: query.indexUsed())
         let warning = try warning(r, used: used)
         var docs: [JSONValue] = []
         var examined = 0
@@ -174,8 +184,17 @@ extension CouchAPI {
                 examined += 1
                 matched += 1
                 if !reader.readsAll && matched <= r.offset { continue }
-                guard let doc = try await db.database.document(withID: id), !doc.isDeleted else { continue }
-                var json = try documentJSON(doc, db, reader: reader, conflicts: r.conflicts)
+                var json: JSONValue
+                if !r.conflicts, case .object(var o)? = result.value(at: 2), o["_attachments"] == nil, let rev = result.string(forKey: "_rev") {
+                    // The query read the document: its properties are the answer (attachments'
+                    // stubs and conflicts need the stored document).
+                    o["_id"] = .string(id)
+                    o["_rev"] = .string(rev)
+                    json = .object(o)
+                } else {
+                    guard let doc = try await db.database.document(withID: id), !doc.isDeleted else { continue }
+                    json = try documentJSON(doc, db, reader: reader, conflicts: r.conflicts)
+                }
                 if let fields = r.fields { json = Self.project(json, fields) }
                 docs.append(json)
                 if docs.count >= r.limit { break }

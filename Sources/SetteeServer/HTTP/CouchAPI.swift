@@ -226,6 +226,8 @@ struct CouchAPI: HTTPResponder {
     /// Splits a raw path into percent-decoded segments; `//` and a trailing `/` add nothing.
     static func segments(_ raw: String) throws -> [String] {
         try raw.split(separator: "/", omittingEmptySubsequences: true).map { part in
+            // Most segments hold no escape: Foundation's decoding is slow to find that out.
+            if !part.utf8.contains(UInt8(ascii: "%")) { return String(part) }
             guard let decoded = String(part).removingPercentEncoding else {
                 throw CouchError.badRequest("the path is not valid percent-encoded UTF-8")
             }
@@ -240,6 +242,7 @@ struct CouchAPI: HTTPResponder {
         for pair in raw.split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             func decode(_ s: Substring) throws -> String {
+                if !s.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) { return String(s) }
                 guard let d = s.replacingOccurrences(of: "+", with: " ").removingPercentEncoding else {
                     throw CouchError.badRequest("a query parameter is not valid percent-encoded UTF-8")
                 }

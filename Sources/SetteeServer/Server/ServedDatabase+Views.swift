@@ -9,20 +9,28 @@ struct ViewDefinition: Sendable, Equatable {
     let name: String
     let map: String
     let reduce: String?
-
     /// The library's map index holding the view's rows: `_view/<ddoc>/<view>`, each part with
     /// `%` and `/` percent-encoded so that no two views share a name.
-    var libraryName: String { Self.libraryPrefix + Self.escape(String(ddoc.dropFirst("_design/".count))) + "/" + Self.escape(name) }
-
+    let libraryName: String
     /// What the rows are made with: a changed map function makes another version, and the
     /// index is rebuilt.
-    var version: String { "javascript\n" + map }
+    let version: String
+
+    init(ddoc: String, name: String, map: String, reduce: String?) {
+        self.ddoc = ddoc
+        self.name = name
+        self.map = map
+        self.reduce = reduce
+        libraryName = Self.libraryPrefix + Self.escape(String(ddoc.dropFirst("_design/".count))) + "/" + Self.escape(name)
+        version = "javascript\n" + map
+    }
 
     static let libraryPrefix = "_view/"
     static let builtinReduces: Set<String> = ["_count", "_sum", "_stats", "_approx_count_distinct"]
 
     static func escape(_ s: String) -> String {
-        s.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F")
+        guard s.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "/") }) else { return s }
+        return s.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F")
     }
 
     /// The views of a design document's properties (none unless its language is JavaScript).

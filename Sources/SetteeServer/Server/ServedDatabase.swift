@@ -35,6 +35,8 @@ final class ServedDatabase: Sendable {
     let viewMaps = Mutex<[String: (version: String, map: ViewMapFunction)]>([:])
     /// Documents each view's map function failed on since the server started, by library name.
     let viewErrors = Mutex<[String: Int]>([:])
+    /// The Mango index (design document, name) behind each library index `_find` used.
+    let mangoNames = Mutex<[String: (ddoc: String, name: String)]>([:])
     /// Views' JavaScript reduce functions, compiled, by source.
     let viewReduces = Mutex<[String: ViewReduceFunction]>([:])
 
