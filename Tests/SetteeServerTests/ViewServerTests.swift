@@ -10,13 +10,9 @@ import Testing
 /// CouchDB's documentation, built-in and JavaScript reduces with rereduce, views kept in the
 /// commit of each write, and a user restricted by channels.
 @Suite struct ViewServerTests {
-    static let config = """
-        {"databases": {"db": {"server": "walrus:",
-          "users": {"GUEST": {"disabled": true},
-                    "alice": {"password": "pw", "admin_channels": ["red"]}},
-          "sync": `function(doc) { channel(doc.color); }`}}}
-        """
-    static let alice = basic("alice", "pw")
+    /// The Mango tests' server: `alice` reads the `red` channel (the sync function routes by `color`).
+    static let config = MangoServerTests.config
+    static let alice = MangoServerTests.alice
 
     static let design = #"""
         {"views": {

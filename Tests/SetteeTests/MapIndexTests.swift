@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import Synchronization
+import SetteeCrashKit
 @testable import Settee
 
 /// Map indexes: rows made by an application function, kept in the commit of every write,
@@ -173,7 +174,7 @@ import Synchronization
     @Test func randomizedAgainstAReference() throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["SETTEE_MAP_SEED"] ?? "") ?? UInt64.random(in: 0 ... UInt64(UInt32.max))
         print("MapIndexTests.randomizedAgainstAReference seed \(seed) (SETTEE_MAP_SEED)")
-        var rng = SplitMix(seed)
+        var rng = SplitMix(seed: seed)
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
         defer { try? db.close() }
@@ -229,18 +230,5 @@ import Synchronization
             }.map(\.id)
             #expect(got == want, "seed \(seed): \(lo) … \(hi) descending \(descending) inclusive \(inclusive)")
         }
-    }
-}
-
-/// A small deterministic generator for seeded tests.
-private struct SplitMix {
-    var state: UInt64
-    init(_ seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

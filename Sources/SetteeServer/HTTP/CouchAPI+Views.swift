@@ -113,7 +113,7 @@ extension CouchAPI {
         }
         let query = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
         let options = try ViewOptions(query, api: self)
-        let view = try await readyView(db, ddoc: ddoc, name: name)
+        let (view, rowCount) = try await readyView(db, ddoc: ddoc, name: name)
         let reducing: Bool
         if let r = options.reduce, r {
             guard view.reduce != nil else { throw CouchError(.badRequest, "query_parse_error", "Reduce is invalid for map-only views.") }
@@ -136,7 +136,7 @@ extension CouchAPI {
             if reducing, let reduce = view.reduce {
                 out = ["rows": .array(try reducedRows(db, view, reduce: reduce, options: options, reader: reader))]
             } else {
-                out = try mapRows(db, view, options: options, reader: reader)
+                out = try mapRows(db, view, rowCount: rowCount, options: options, reader: reader)
             }
         } catch let e as SetteeError where e.code == .busy {
             throw CouchError(.serviceUnavailable, "index_building", "The view's index is being rebuilt; try again shortly")
@@ -145,9 +145,9 @@ extension CouchAPI {
         return try jsonResponse(.object(out))
     }
 
-    /// The view's definition, once its library index is whole (built or rebuilt first when
-    /// its design document changed and the rebuild has not finished).
-    func readyView(_ db: ServedDatabase, ddoc: String, name: String) async throws -> ViewDefinition {
+    /// The view's definition and its rows, once its library index is whole (built or rebuilt
+    /// first when its design document changed and the rebuild has not finished).
+    func readyView(_ db: ServedDatabase, ddoc: String, name: String) async throws -> (view: ViewDefinition, rows: Int) {
         let id = Self.designID(ddoc)
         guard let doc = try await db.database.document(withID: id), !doc.isDeleted else {
             throw CouchError.notFound("missing")
@@ -160,19 +160,20 @@ extension CouchAPI {
         } catch {
             throw CouchError(.badRequest, "compilation_error", "\(error)")
         }
-        func whole() throws -> Bool {
-            guard let info = try db.database.mapIndexInfo(forName: view.libraryName) else { return false }
-            return info.version == view.version && info.isReady && info.isAttached
+        func whole() throws -> Int? {
+            guard let info = try db.database.mapIndexInfo(forName: view.libraryName),
+                  info.version == view.version && info.isReady && info.isAttached else { return nil }
+            return info.rowCount
         }
-        if try !whole() {
-            try await db.syncMangoIndexes()
-            guard try whole() else { throw CouchError(.serviceUnavailable, "index_building", "The view's index could not be built") }
-        }
-        return view
+        if let rows = try whole() { return (view, rows) }
+        try await db.syncMangoIndexes()
+        guard let rows = try whole() else { throw CouchError(.serviceUnavailable, "index_building", "The view's index could not be built") }
+        return (view, rows)
     }
 
     /// Map rows: `{"total_rows", "offset", "rows": [{"id", "key", "value"[, "doc"]}]}`.
-    private func mapRows(_ db: ServedDatabase, _ view: ViewDefinition, options: ViewOptions, reader: Reader) throws -> [String: JSONValue] {
+    private func mapRows(_ db: ServedDatabase, _ view: ViewDefinition, rowCount: Int, options: ViewOptions,
+                         reader: Reader) throws -> [String: JSONValue] {
         var picked: [MapIndexRow] = []
         var skipped = 0
         let limit = options.limit ?? .max
@@ -205,7 +206,7 @@ extension CouchAPI {
         }
         // A user's total counts what it was given (as `_all_docs` does): the view's count
         // would tell it how many rows it cannot read.
-        let total = reader.readsAll ? (try db.database.mapIndexInfo(forName: view.libraryName)?.rowCount ?? 0) : skipped + rows.count
+        let total = reader.readsAll ? rowCount : skipped + rows.count
         return ["total_rows": .int(Int64(total)), "offset": .int(Int64(options.skip)), "rows": .array(rows)]
     }
 

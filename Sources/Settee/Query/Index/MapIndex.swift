@@ -478,8 +478,9 @@ enum MapIndexStore {
         let documentKey = [documentTag] + Array(id.utf8)
         var removed = 0
         if let old = try tx.value(forKey: documentKey, in: tree) {
+            guard let keys = decodeKeys(old) else { throw SetteeError(.corrupted, "a map index's document entry is malformed") }
             // Unchanged rows are left as they are: most writes do not move a document's rows.
-            if let keys = decodeKeys(old), keys.count == rows.count, zip(keys, rows).allSatisfy({ $0 == $1.key }) {
+            if keys.count == rows.count, zip(keys, rows).allSatisfy({ $0 == $1.key }) {
                 var same = true
                 for r in rows where try tx.value(forKey: r.key, in: tree) != r.value {
                     same = false
@@ -487,7 +488,6 @@ enum MapIndexStore {
                 }
                 if same { return }
             }
-            guard let keys = decodeKeys(old) else { throw SetteeError(.corrupted, "a map index's document entry is malformed") }
             for k in keys where try tx.delete(k, in: tree) { removed += 1 }
         }
         var list = ByteWriter(capacity: rows.count * 32)
