@@ -203,6 +203,9 @@ import Testing
             let linked = try await view(pub, "linked", "include_docs=true", headers: Self.alice)
             #expect(linked.rows.map { $0["doc"] } == [["_id": "task0", "_rev": linked.rows.first?["doc"]?["_rev"] ?? nil,
                                                         "type": "task", "n": 0, "color": "red", "tags": ["t0", "all"], "date": [2026, 1, 1]]])
+            // `_info` tells it no row counts: they count documents it cannot read.
+            let info = try await pub.send(.get, "/db/_design/app/_info", headers: Self.alice)
+            #expect(info.status == .ok && info["view_index"]?["views"]?["plain"] == ["ready": true], "\(info.text)")
             // Design documents and cleanup are the administrator's.
             #expect(try await pub.send(.put, "/db/_design/mine", json: #"{"views": {}}"#, headers: Self.alice).status == .forbidden)
             #expect(try await pub.send(.post, "/db/_view_cleanup", json: "{}", headers: Self.alice).status == .forbidden)

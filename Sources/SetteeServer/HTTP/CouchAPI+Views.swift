@@ -262,6 +262,9 @@ extension CouchAPI {
         var detail: [String: JSONValue] = [:]
         var building = false
         let errors = db.viewErrors.withLock { $0 }
+        // A user is not told how many rows (or failing documents) there are: most may be of
+        // documents it cannot read.
+        let readsAll = try Reader(db, call.principal).readsAll
         for v in views {
             for b in (v.version + "\u{0}" + (v.reduce ?? "")).utf8 {
                 hash = (hash ^ UInt64(b)) &* 0x100_0000_01B3
@@ -269,8 +272,8 @@ extension CouchAPI {
             let info = try db.database.mapIndexInfo(forName: v.libraryName)
             let ready = info.map { $0.isReady && $0.version == v.version } ?? false
             building = building || !ready
-            detail[v.name] = ["rows": .int(Int64(info?.rowCount ?? 0)), "ready": .bool(ready),
-                              "map_errors": .int(Int64(errors[v.libraryName] ?? 0))]
+            detail[v.name] = readsAll ? ["rows": .int(Int64(info?.rowCount ?? 0)), "ready": .bool(ready),
+                                         "map_errors": .int(Int64(errors[v.libraryName] ?? 0))] : ["ready": .bool(ready)]
         }
         let name = String(id.dropFirst("_design/".count))
         let index: JSONValue = ["signature": .string(String(hash, radix: 16)), "language": "javascript",
