@@ -698,7 +698,7 @@ extension HostileClientTests {
             }
             // A malformed chunked body.
             for chunks in ["zz\r\n{}\r\n0\r\n\r\n", "2\r\n{}XX\r\n0\r\n\r\n"] {
-                let reply = try Self.exchange(port: port, "PUT /db/chunky HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks)
+                let reply = try await Self.exchange(port: port, "PUT /db/chunky HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks)
                 #expect(reply.hasPrefix("HTTP/1.1 400"), "\(reply.prefix(120))")
             }
             // PUT /{db}: the body is a value, read as the database's keys.
@@ -712,8 +712,17 @@ extension HostileClientTests {
     }
 
     /// One raw HTTP exchange on loopback: what the server sent back before closing or 3 s.
-    static func exchange(port: Int, _ request: String) throws -> String {
-        let fd = try loopbackSocket(port: port)
+    /// Sends `request` on a socket of its own and reads the reply's head. The blocking calls
+    /// run on a thread of their own: on the concurrency pool (two threads on a two-core
+    /// machine) they could hold up the very server they wait for.
+    static func exchange(port: Int, _ request: String) async throws -> String {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<String, any Error>) in
+            Thread { c.resume(with: Swift.Result { try blockingExchange(port: port, request) }) }.start()
+        }
+    }
+
+    private static func blockingExchange(port: Int, _ request: String) throws -> String {
+        let fd = try loopbackSocket(port: port, timeout: 30)
         defer { close(fd) }
         let bytes = Array(request.utf8)
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }

@@ -162,6 +162,19 @@ import Testing
             #expect(all["execution_stats"]?["results_returned"] == 7 && all["execution_stats"]?["total_docs_examined"] == 7, "\(all.text)")
             let skipped = try await find(pub, #"{"selector": {"type": "task"}, "sort": ["n"], "skip": 2, "limit": 2}"#, headers: Self.alice)
             #expect(ids(skipped) == ["task4", "task6"], "\(skipped.text)")
+            // With an index (kept by channel) alice's query reads her channel's entries only,
+            // and follows a document out of her channel and another into it.
+            #expect(try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}, "ddoc": "by-n", "name": "n"}"#).status == .ok)
+            let byN = #"{"selector": {"n": {"$gte": 3}}, "sort": ["n"], "limit": 3}"#
+            #expect(ids(try await find(pub, byN, headers: Self.alice)) == ["task4", "task6", "task8"])
+            let plan = try await pub.send(.post, "/db/_explain", json: byN, headers: Self.alice)
+            #expect(plan["plan"]?.stringValue?.contains("BY CHANNEL: the index's entries of '!', 'red' only") == true, "\(plan.text)")
+            #expect(try await admin.send(.post, "/db/_explain", json: byN)["plan"]?.stringValue?.contains("CHANNEL") == false)
+            let six = try await admin.send(.get, "/db/task6")
+            try await put(admin, "task6", #"{"_rev": "\#(six["_rev"]?.stringValue ?? "")", "type": "task", "n": 6, "color": "blue"}"#)
+            let five = try await admin.send(.get, "/db/task5")
+            try await put(admin, "task5", #"{"_rev": "\#(five["_rev"]?.stringValue ?? "")", "type": "task", "n": 5, "color": "red"}"#)
+            #expect(ids(try await find(pub, byN, headers: Self.alice)) == ["task4", "task5", "task8"])
             #expect(try await pub.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}}"#, headers: Self.alice).status == .forbidden)
             #expect(try await pub.send(.delete, "/db/_index/x/json/y", headers: Self.alice).status == .forbidden)
             #expect(try await pub.send(.get, "/db/_index", headers: Self.alice).status == .ok)

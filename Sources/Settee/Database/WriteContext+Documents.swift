@@ -175,8 +175,10 @@ extension WriteContext {
         let meta = DocMeta(flags: flags, sequence: seq, revisionID: winner.id,
                            bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
         try tx.put(key, meta.encoded(), in: trees.byID)
-        try updateIndexes(id: id, old: old, winnerID: winner.id, winnerDeleted: winner.deleted, winnerBodyRef: meta.bodyRef, sequence: seq)
+        // Routing first: the indexes kept by channel need the channels it leaves the document in.
         let routing = try updateRouting(id: id, key: key, tree: tree, winner: w, flags: flags, seq: seq, oldSequence: old?.sequence)
+        try updateIndexes(id: id, old: old, winnerID: winner.id, winnerDeleted: winner.deleted, winnerBodyRef: meta.bodyRef, sequence: seq,
+                          channels: documentChannels)
         if let old { try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence) }
         try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(routing: routing),
                    in: trees.bySequence)
@@ -214,7 +216,7 @@ extension WriteContext {
         let routing = try RoutingRecord.load(tx, trees, key: key, sequence: old.sequence)
         try addDead(old.treeRef)
         try addDead(old.bodyRef)
-        try removeFromIndexes(id: id, old: old)
+        try removeFromIndexes(id: id, old: old, channels: routing?.record.applied.channels ?? [])
         try tx.delete(key, in: trees.byID)
         try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence)
         if old.flags.contains(.conflicted) { try tx.delete(key, in: trees.conflicts) }

@@ -208,8 +208,7 @@ final class LiveQueryState: Sendable {
         let change: QueryChange
         do {
             let (database, statement) = try query.compiled()
-            var executor = QueryExecutor(database: database, statement: statement, parameters: query.parameters.values)
-            executor.plans = query.plans
+            let executor = query.executor(database, statement)
             let (rows, matched) = try executor.runCollecting()
             let values = rows.map(\.values)
             let results = rows.map { Result(columns: query.columns, values: $0.values) }

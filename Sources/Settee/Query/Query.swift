@@ -128,6 +128,37 @@ public class Query: @unchecked Sendable {
         }
     }
 
+    /// The channels the query reads, or nil (the default) for every document: with a set,
+    /// only documents whose current revision the router put in at least one of them
+    /// (``Database/setRouter(_:)``; a document never routed is in none). An index kept by
+    /// channel (``ValueIndexConfiguration/byChannel``) serves such a query from those channels'
+    /// entries alone; any other plan checks each row's routing.
+    ///
+    /// ```swift
+    /// let q = try db.createQuery("SELECT META().id, title FROM _ WHERE type = 'task' ORDER BY createdAt LIMIT 20")
+    /// q.channels = ["list-7", "shared"]
+    /// for result in try q.execute() { print(result.string(forKey: "id") ?? "") }
+    /// ```
+    ///
+    /// An empty set reads nothing.
+    public var channels: Set<String>? {
+        get { channelState.withLock { $0 } }
+        set {
+            channelState.withLock { $0 = newValue }
+            live.parametersChanged(self)
+        }
+    }
+
+    private let channelState = Mutex<Set<String>?>(nil)
+
+    /// An executor of the statement with the query's parameters, channels and plan cache.
+    func executor(_ database: Database, _ statement: SelectStatement) -> QueryExecutor {
+        var executor = QueryExecutor(database: database, statement: statement, parameters: parameters.values)
+        executor.channels = channels
+        executor.plans = plans
+        return executor
+    }
+
     /// The names of the result's columns: an `AS` name, a property's last name, `id` (and so on)
     /// for `META()` properties, the data source's alias for `*`, else `$1`, `$2`… by position.
     /// Empty for a built query that ``execute()`` would refuse.
@@ -177,8 +208,17 @@ public class Query: @unchecked Sendable {
     ///   catalog cannot be read.
     public func explain() throws -> String {
         let (database, s) = try compiled()
+        let channels = self.channels
         return try database.core.read { tx in
-            try QueryPlanner.plan(s, indexes: try database.core.readyIndexes(tx)).explanation(s)
+            let plan = try QueryPlanner.plan(s, indexes: try database.core.readyIndexes(tx))
+            var text = plan.explanation(s)
+            if let channels {
+                let names = channels.sorted().map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ")
+                text += plan.scan?.index.definition.byChannel == true
+                    ? "\nBY CHANNEL: the index's entries of \(names) only, merged"
+                    : "\nCHANNELS: each row's routing checked against \(names)"
+            }
+            return text
         }
     }
 
@@ -213,8 +253,7 @@ public class Query: @unchecked Sendable {
     ///   ``SetteeError/Code/notOpen``.
     public func execute() throws -> ResultSet {
         let (database, statement) = try compiled()
-        var executor = QueryExecutor(database: database, statement: statement, parameters: parameters.values)
-        executor.plans = plans
+        let executor = executor(database, statement)
         let columns = self.columns
         return ResultSet(results: try executor.run().map { Result(columns: columns, values: $0.values) })
     }

@@ -27,6 +27,8 @@ struct QueryExecutor {
     let regexes = RegexCache()
     /// The plan of an earlier run, kept by the ``Query`` while its ready indexes stay the same.
     var plans: PlanCache?
+    /// ``Query/channels``: only documents currently routed to one of these (nil: all).
+    var channels: Set<String>?
 
     /// One result row: a value (or MISSING) per column of the select list.
     struct Row: Sendable, Equatable {
@@ -91,8 +93,13 @@ struct QueryExecutor {
             // `SELECT count(*)` alone: rows are counted, not kept (unless a live query needs
             // their IDs); an index range that implies WHERE then yields no rows at all.
             let countOnly = !collecting && prepared.isCountOnly
+            // With channels, an index kept by channel yields only their documents; any other
+            // plan checks each row's routing.
+            let byChannel = channels != nil && plan.scan?.index.definition.byChannel == true
+            let routed = byChannel ? nil : channels
             let keep: (QueryRow, Bool) throws -> Bool = { row, implied in
                 if !implied, let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
+                if let routed, !(try core.isRouted(tx, documentID: row.id, toAnyOf: routed)) { return true }
                 found += 1
                 if countOnly { return true }
                 if streaming, let emit {
@@ -109,7 +116,8 @@ struct QueryExecutor {
                                                fetch: covering == nil, expiration: prepared.readsExpiration)
                     scanner.valuesNeeded = prepared.readsSlotsBeyondWhere
                     scanner.documentKeys = keys
-                    scanner.rowsNeeded = !countOnly
+                    scanner.rowsNeeded = !countOnly || routed != nil
+                    if byChannel { scanner.channels = channels }
                     try scanner.run(keep)
                 } else if let fullText = plan.fullText {
                     try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false) }

@@ -107,8 +107,7 @@ final class RowBuffer: Sendable {
         do {
             let (database, statement) = try query.compiled()
             let columns = query.columns
-            var executor = QueryExecutor(database: database, statement: statement, parameters: query.parameters.values)
-            executor.plans = query.plans
+            let executor = query.executor(database, statement)
             try executor.stream { [self] row in
                 space.lock()
                 while state.withLock({ $0.buffer.count >= Self.capacity && !$0.cancelled }) { space.wait() }

@@ -281,6 +281,7 @@ extension WriteContext {
                        oldSequence: UInt64?) throws -> RevisionRouting? {
         let pending = pendingRouting.flatMap { $0.key == key ? $0 : nil }
         pendingRouting = nil
+        documentChannels = ([], [])
         let loaded = try oldSequence == nil ? nil : RoutingRecord.load(tx, trees, key: key, sequence: oldSequence)
         guard pending != nil || loaded != nil || core.router != nil else { return nil }
         var record = loaded?.record ?? RoutingRecord()
@@ -301,8 +302,10 @@ extension WriteContext {
         // A winner the router never saw (saved before a router was set) keeps what was applied.
         let routing = record.leaves[winnerID] ?? record.applied
         record.keepInnerChannels(dropped: dropped, current: routing.channels, tree: tree)
+        let before = loaded?.record.applied.channels ?? []
         try apply(routing, to: &record, id: id, key: key, rev: winnerID, flags: flags, seq: seq)
         try store(record, key: key, winner: winnerID, sequence: seq, stored: loaded?.stored ?? false)
+        documentChannels = (before, record.applied.channels)
         return record.applied.isEmpty ? nil : record.applied
     }
 

@@ -34,6 +34,9 @@ struct Reader: Sendable {
 
     var readsAll: Bool { access == nil }
 
+    /// The channels whose current documents the user may read (nil: every document).
+    var channels: Set<String>? { access.map { Set($0.channels.keys) } }
+
     /// Whether the user may read revision `revision` of a document (the current one when nil).
     func readability(of id: String, revision: String?) throws -> ServedDatabase.Readability {
         guard let access, !id.hasPrefix("_design/") else { return .readable }

@@ -170,6 +170,9 @@ extension CouchAPI {
         let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db)))
         let reader = try Reader(db, call.principal)
         let query = try libraryQuery(db, r, readsAll: reader.readsAll)
+        // A user's query reads the documents of its channels, from their entries alone: its
+        // cost follows what it may read, not the database's size.
+        query.channels = reader.channels
         let used = try usedIndex(db, libraryName: query.indexUsed())
         let warning = try warning(r, used: used)
         var docs: [JSONValue] = []
@@ -220,6 +223,7 @@ extension CouchAPI {
         let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db)))
         let reader = try Reader(db, call.principal)
         let query = try libraryQuery(db, r, readsAll: reader.readsAll)
+        query.channels = reader.channels
         let plan = try query.explain()
         let (index, _) = try describeIndex(db, libraryName: query.indexUsed())
         let fields: JSONValue = r.fields.map { .array($0.map(JSONValue.string)) } ?? "all_fields"
@@ -491,7 +495,8 @@ extension ServedDatabase {
                 _ = await previous?.result
                 let wanted = try Self.mangoIndexes(of: database)
                 for index in wanted {
-                    try await database.createIndex(ValueIndexConfiguration(index.expressions), name: index.libraryName)
+                    // Kept by channel: a user's `_find` reads only its channels' entries.
+                    try await database.createIndex(ValueIndexConfiguration(index.expressions, byChannel: true), name: index.libraryName)
                 }
                 let names = Set(wanted.map(\.libraryName))
                 for existing in try database.indexes where existing.hasPrefix("_design/") && !names.contains(existing) {

@@ -119,8 +119,10 @@ extension Database {
             guard !value.expressions.isEmpty, value.expressions.count <= 32 else {
                 throw SetteeError(.invalidParameter, "index \(name): a value index has 1 to 32 expressions")
             }
-            d = IndexDefinition(kind: .value, state: .building, treeName: "", expressions: value.expressions,
-                                condition: value.where, collatorVersion: try JSONCollation.collatorVersion())
+            var v = IndexDefinition(kind: .value, state: .building, treeName: "", expressions: value.expressions,
+                                    condition: value.where, collatorVersion: try JSONCollation.collatorVersion())
+            v.byChannel = value.byChannel
+            d = v
         } else if let text = config as? FullTextIndexConfiguration {
             guard !text.expressions.isEmpty, text.expressions.count <= 32 else {
                 throw SetteeError(.invalidParameter, "index \(name): a full-text index has 1 to 32 expressions")
@@ -248,7 +250,7 @@ extension DatabaseCore {
         while true {
             if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
             // A value index's entry or a full-text index's terms, per document.
-            var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry?, text: FullTextDocumentEntry?)] = []
+            var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry?, text: FullTextDocumentEntry?, byChannel: [[UInt8]: [UInt8]])] = []
             var toMap: [(key: [UInt8], sequence: UInt64, row: QueryRow)] = []
             var last: [UInt8]?
             var seen = 0
@@ -264,9 +266,14 @@ extension DatabaseCore {
                         if index.isMap {
                             toMap.append((Array(k), meta.sequence, row))
                         } else if index.analyzer != nil {
-                            if let t = try index.textEntry(for: row) { batch.append((Array(k), meta.sequence, nil, t)) }
+                            if let t = try index.textEntry(for: row) { batch.append((Array(k), meta.sequence, nil, t, [:])) }
                         } else if let e = try index.entry(for: row) {
-                            batch.append((Array(k), meta.sequence, e, nil))
+                            var records: [[UInt8]: [UInt8]] = [:]
+                            if index.definition.byChannel {
+                                let channels = try RoutingRecord.load(tx, trees, key: Array(k), sequence: meta.sequence)?.record.applied.channels ?? []
+                                records = IndexEntry.channelRecords(e, id: row.id, channels: channels)
+                            }
+                            batch.append((Array(k), meta.sequence, e, nil, records))
                         }
                     }
                     return seen < step
@@ -282,6 +289,7 @@ extension DatabaseCore {
                     }
                     for item in batch where try c.meta(item.key)?.sequence == item.sequence {
                         if let e = item.entry { try c.tx.put(e.key, e.value, in: index.tree) }
+                        for (k, v) in item.byChannel { try c.tx.put(k, v, in: index.tree) }
                         if let t = item.text {
                             try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
                         }
@@ -434,6 +442,11 @@ extension Database {
                     if let n = numbers[id] { texts.append((id, n, t)) } else { unnumbered += 1 }
                 } else if let e = try? index.entry(for: row) {
                     expected[e.key] = e.value
+                    if index.definition.byChannel {
+                        // Routing that cannot be read is reported by the routing checks.
+                        let channels = (try? RoutingRecord.load(tx, core.trees, key: Array(k), sequence: meta.sequence))??.record.applied.channels ?? []
+                        expected.merge(IndexEntry.channelRecords(e, id: id, channels: channels)) { a, _ in a }
+                    }
                 }
                 return true
             }

@@ -49,15 +49,31 @@ public struct ValueIndexConfiguration: IndexConfiguration, Hashable {
     /// print(c.where ?? "every document")
     /// ```
     public let `where`: String?
+    /// Whether the index also keeps each entry under every channel of its document (as the
+    /// router routed the current revision: ``Database/setRouter(_:)``), so that a query
+    /// restricted to a few channels (``Query/channels``) reads only their entries instead of
+    /// every entry and the routing of each.
+    ///
+    /// ```swift
+    /// try db.createIndex(ValueIndexConfiguration(["createdAt"], byChannel: true), name: "dates")
+    /// let q = try db.createQuery("SELECT META().id FROM _ WHERE createdAt >= $from ORDER BY createdAt LIMIT 20")
+    /// q.channels = ["list-7"]   // reads list-7's entries only
+    /// ```
+    ///
+    /// Such an index costs one more entry per channel of each document, written in the same
+    /// commit; queries without channels read it as any other.
+    public let byChannel: Bool
 
-    /// An index of `expressions`, optionally only of documents meeting `where`.
+    /// An index of `expressions`, optionally only of documents meeting `where`, and with
+    /// `byChannel` also kept per channel.
     ///
     /// ```swift
     /// let config = ValueIndexConfiguration(["type", "list.id"])
     /// ```
-    public init(_ expressions: [String], where: String? = nil) {
+    public init(_ expressions: [String], where: String? = nil, byChannel: Bool = false) {
         self.expressions = expressions
         self.where = `where`
+        self.byChannel = byChannel
     }
 }
 

@@ -12,7 +12,8 @@ import Synchronization
 ///
 /// A full-text index (kind 2) goes on with `| has-language u8 | [language string] |
 /// ignore-accents u8 | analyzer version varint |`. A map index (kind 3) has one expression:
-/// its version (the application's map function is not stored).
+/// its version (the application's map function is not stored). A value index kept by channel
+/// ends with one more byte, 1 (written only then, so other definitions keep their bytes).
 struct IndexDefinition: Sendable, Hashable {
     enum Kind: UInt8, Sendable { case value = 1, fullText = 2, map = 3 }
     enum State: UInt8, Sendable { case building = 0, ready = 1 }
@@ -34,10 +35,13 @@ struct IndexDefinition: Sendable, Hashable {
     var collatorVersion: String
     /// Set for (and only for) a full-text index.
     var text: TextOptions?
+    /// A value index whose entries are also kept under each channel of their document.
+    var byChannel = false
 
     /// Whether two definitions index the same thing (state and tree aside).
     func sameIndex(as other: IndexDefinition) -> Bool {
         kind == other.kind && expressions == other.expressions && condition == other.condition && text == other.text
+            && byChannel == other.byChannel
     }
 
     func encoded() -> [UInt8] {
@@ -65,6 +69,7 @@ struct IndexDefinition: Sendable, Hashable {
             w.u8(text.ignoreAccents ? 1 : 0)
             w.varint(text.analyzerVersion)
         }
+        if byChannel { w.u8(1) }
         return w.bytes
     }
 
@@ -107,8 +112,14 @@ struct IndexDefinition: Sendable, Hashable {
             guard let accents = r.u8(), accents <= 1, let version = r.varint() else { throw bad }
             text = TextOptions(language: language, ignoreAccents: accents == 1, analyzerVersion: version)
         }
+        var byChannel = false
+        if k == .value, !r.atEnd {
+            guard r.u8() == 1 else { throw bad }
+            byChannel = true
+        }
         guard r.atEnd else { throw bad }
         self.init(kind: k, state: s, treeName: tree, expressions: expressions, condition: condition, collatorVersion: collator, text: text)
+        self.byChannel = byChannel
     }
 }
 
@@ -282,4 +293,41 @@ struct IndexSet: Sendable {
     var indexes: [CompiledIndex] = []
     /// Indexes whose definition cannot be read, with why (reported by the check).
     var broken: [String: String] = [:]
+}
+
+/// The records a value index kept by channel (``IndexDefinition/byChannel``) holds beside its
+/// entries (Formats/indexes.md, "Entries by channel"): each entry again under every channel of
+/// its document, key `FF 01 ‖ channel ‖ 00 ‖ entry key`, the entry's value; so a scan of one
+/// channel reads that channel's entries in the index's order. A document whose entry is an
+/// overflow one, or whose key with a channel would be over the engine's limit, is listed
+/// instead once, under `FF 00 ‖ document ID` with the entry's value, and a channel scan reads
+/// those few and checks each one's routing. Keys starting with FF sort after every value key
+/// (whose first byte is a collation tag), so the index's own ranges never reach them.
+extension IndexEntry {
+    static let channelTag: [UInt8] = [0xFF, 0x01]
+    static let channelOverflowTag: [UInt8] = [0xFF, 0x00]
+
+    /// Where one channel's records start.
+    static func channelPrefix(_ channel: String) -> [UInt8] { channelTag + Array(channel.utf8) + [0] }
+
+    /// Whether a stored key is a by-channel record (of either form).
+    static func isChannelRecord(_ key: UnsafeRawBufferPointer) -> Bool { key.first == 0xFF }
+
+    /// The by-channel records of a document's entry in `channels` (none without an entry or
+    /// without channels).
+    static func channelRecords(_ entry: IndexEntry?, id: String, channels: Set<String>) -> [[UInt8]: [UInt8]] {
+        guard let entry, !channels.isEmpty else { return [:] }
+        if entry.key.first != 0 {
+            var out: [[UInt8]: [UInt8]] = [:]
+            out.reserveCapacity(channels.count)
+            var fits = true
+            for c in channels {
+                let k = channelPrefix(c) + entry.key
+                guard k.count <= StoreConfiguration.maxKeyLength else { fits = false; break }
+                out[k] = entry.value
+            }
+            if fits { return out }
+        }
+        return [channelOverflowTag + Array(id.utf8): entry.value]
+    }
 }

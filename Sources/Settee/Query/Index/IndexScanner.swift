@@ -2,6 +2,16 @@ import Foundation
 internal import SetteeStorage
 
 extension DatabaseCore {
+    /// Whether the current revision of document `id` is routed to at least one of `channels`,
+    /// in the snapshot `tx` reads.
+    func isRouted(_ tx: some StoreReading, documentID id: String, toAnyOf channels: Set<String>) throws -> Bool {
+        guard !channels.isEmpty else { return false }
+        let key = Array(id.utf8)
+        guard let meta = try meta(tx, id: key),
+              let routing = try RoutingRecord.load(tx, trees, key: key, sequence: meta.sequence) else { return false }
+        return !routing.record.applied.channels.isDisjoint(with: channels)
+    }
+
     /// A document's expiration as queries see it (`META().expiration`), read in `tx`.
     func expiration(_ tx: some StoreReading, key: UnsafeRawBufferPointer) throws -> Date? {
         try tx.withValue(forKey: key, in: trees.expiryByID) { b throws(SetteeError) in try ExpiryRecord(decoding: b) }?
@@ -37,11 +47,21 @@ struct IndexScanner<Reader: StoreReading> {
     /// many there are: it gets one placeholder row each).
     var rowsNeeded = true
 
+    /// Only the entries of these channels (``Query/channels``), read from an index kept by
+    /// channel; nil for every entry.
+    var channels: Set<String>?
+
     private var tree: Tree { scan.index.tree }
 
     /// Calls `body` with each row until it returns false; its second argument says whether
     /// the row is known to meet `WHERE` (the ranges imply it).
     func run(_ body: (QueryRow, Bool) throws -> Bool) throws {
+        if let channels {
+            guard scan.index.definition.byChannel else {
+                throw SetteeError(.invalidParameter, "index \(scan.index.name) is not kept by channel")
+            }
+            return try runByChannel(channels.sorted(), body)
+        }
         let (ranges, exact) = try self.ranges()
         let implied = exact && scan.impliesWhere
         if ranges.isEmpty { return }
@@ -86,6 +106,134 @@ struct IndexScanner<Reader: StoreReading> {
             try tx.forEach(in: tree, from: scan.descending ? r.end : r.start, reverse: scan.descending, visit)
         }
         if going { _ = try flushOverflow(before: nil) }
+    }
+
+    /// One channel's entries in one range, read a slice at a time (the engine's iteration
+    /// calls back; a merge of several channels needs to pull).
+    private struct ChannelStream {
+        let prefix: [UInt8]
+        let lower: [UInt8]
+        let upper: [UInt8]
+        var buffer: [(key: [UInt8], value: [UInt8])] = []
+        var position = 0
+        /// The full key of the last entry read (the next slice starts after it).
+        var resume: [UInt8]?
+        var exhausted = false
+
+        init(channel: String, range: (start: [UInt8], end: [UInt8])) {
+            prefix = IndexEntry.channelPrefix(channel)
+            lower = prefix + range.start
+            upper = prefix + range.end
+        }
+
+        /// The next entry (its key without the channel prefix), reading a slice when needed.
+        mutating func head(_ tx: Reader, _ tree: Tree, descending: Bool) throws -> (key: [UInt8], value: [UInt8])? {
+            if position < buffer.count { return buffer[position] }
+            if exhausted { return nil }
+            buffer.removeAll(keepingCapacity: true)
+            position = 0
+            let slice = 64
+            var ended = false
+            let (lower, upper, resume, prefixCount) = (self.lower, self.upper, self.resume, prefix.count)
+            var read: [(key: [UInt8], value: [UInt8])] = []
+            var lastKey: [UInt8]?
+            try tx.forEach(in: tree, from: resume ?? (descending ? upper : lower), reverse: descending) { k, v in
+                if let resume, k.elementsEqual(resume) { return true }
+                if descending {
+                    if !k.lexicographicallyPrecedes(upper) { return true }
+                    if k.lexicographicallyPrecedes(lower) { ended = true; return false }
+                } else if !k.lexicographicallyPrecedes(upper) {
+                    ended = true
+                    return false
+                }
+                read.append((Array(k[prefixCount...]), Array(v)))
+                if read.count == slice { lastKey = Array(k); return false }
+                return true
+            }
+            buffer = read
+            self.resume = lastKey
+            exhausted = ended || lastKey == nil
+            return buffer.first
+        }
+
+        mutating func pop() { position += 1 }
+    }
+
+    /// The rows of the channels' entries: each range read in every channel, the channels'
+    /// entries merged in the index's order (a document in several of them once), and the
+    /// index's listed documents (``IndexEntry/channelOverflowTag``) of those channels placed
+    /// where their values sort.
+    private func runByChannel(_ channels: [String], _ body: (QueryRow, Bool) throws -> Bool) throws {
+        let (ranges, exact) = try self.ranges()
+        let implied = exact && scan.impliesWhere
+        if ranges.isEmpty || channels.isEmpty { return }
+        var listed = try listedEntries(Set(channels))
+        if scan.descending { listed.reverse() }
+        var next = 0
+        func flushListed(before key: (valueKey: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer)?) throws -> Bool {
+            while next < listed.count {
+                let o = listed[next]
+                if let key {
+                    let precedes = o.valueKey.withUnsafeBytes { v in o.id.withUnsafeBytes { i in Self.precedes((v, i), key) } }
+                    if precedes == scan.descending { return true }
+                }
+                next += 1
+                guard try body(try row(id: o.id, values: o.values), false) else { return false }
+            }
+            return true
+        }
+        for r in (scan.descending ? ranges.reversed() : ranges) {
+            var streams = channels.map { ChannelStream(channel: $0, range: r) }
+            var last: [UInt8]?
+            while true {
+                var best: (index: Int, key: [UInt8], value: [UInt8])?
+                for i in streams.indices {
+                    guard let head = try streams[i].head(tx, tree, descending: scan.descending) else { continue }
+                    if let b = best {
+                        let before = scan.descending ? b.key.lexicographicallyPrecedes(head.key) : head.key.lexicographicallyPrecedes(b.key)
+                        if before { best = (i, head.key, head.value) }
+                    } else {
+                        best = (i, head.key, head.value)
+                    }
+                }
+                guard let b = best else { break }
+                streams[b.index].pop()
+                // A document in two of the channels has the same entry in both.
+                if let last, last == b.key { continue }
+                last = b.key
+                let going = try b.key.withUnsafeBytes { k in
+                    try b.value.withUnsafeBytes { v in
+                        guard let parts = IndexEntry.split(k), !IndexEntry.isOverflow(k) else {
+                            throw SetteeError(.corrupted, "index \(scan.index.name) holds a malformed by-channel key")
+                        }
+                        guard try flushListed(before: (parts.valueKey, parts.documentID)) else { return false }
+                        if implied && !rowsNeeded && !fetch { return try body(.empty, true) }
+                        let values = fetch ? nil : implied && !valuesNeeded ? [] : try IndexEntry.values(v, count: scan.index.expressions.count)
+                        return try body(try row(id: Array(parts.documentID), values: values), implied)
+                    }
+                }
+                if !going { return }
+            }
+        }
+        _ = try flushListed(before: nil)
+    }
+
+    /// The documents an index kept by channel lists instead of keying them per channel, those
+    /// routed to one of `channels`, sorted by value key and document ID.
+    private func listedEntries(_ channels: Set<String>) throws -> [(valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)] {
+        var out: [(valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)] = []
+        let tag = IndexEntry.channelOverflowTag
+        try tx.forEach(in: tree, from: tag, reverse: false) { k, v in
+            guard k.count > tag.count, k.starts(with: tag) else { return false }
+            let id = Array(k[tag.count...])
+            guard try core.isRouted(tx, documentID: String(decoding: id, as: UTF8.self), toAnyOf: channels) else { return true }
+            let values = try IndexEntry.values(v, count: scan.index.expressions.count)
+            out.append((try IndexEntry.valueKey(values), id, fetch ? nil : values))
+            return true
+        }
+        return out.sorted { a, b in
+            a.valueKey == b.valueKey ? a.id.lexicographicallyPrecedes(b.id) : a.valueKey.lexicographicallyPrecedes(b.valueKey)
+        }
     }
 
     /// Whether (value key, document ID) `a` sorts before `b`.

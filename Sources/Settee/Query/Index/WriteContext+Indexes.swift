@@ -27,11 +27,15 @@ extension WriteContext {
     /// in the commit that makes the change (so a query never sees one without the other).
     /// Costs nothing when the database has no index, or when the current revision stays the
     /// same (a losing branch was added).
-    func updateIndexes(id: String, old: DocMeta?, winnerID: String, winnerDeleted: Bool, winnerBodyRef: UInt64, sequence: UInt64) throws {
+    /// `channels`: the document's channels before and after this commit (its routing).
+    func updateIndexes(id: String, old: DocMeta?, winnerID: String, winnerDeleted: Bool, winnerBodyRef: UInt64, sequence: UInt64,
+                       channels: (old: Set<String>, new: Set<String>)) throws {
         let indexes = self.indexes
         guard !indexes.isEmpty else { return }
         let wasLive = old.map { !$0.flags.contains(.deleted) } ?? false
-        if let old, old.revisionID == winnerID, wasLive == !winnerDeleted { return }
+        // The same revision stays current: only the entries kept by channel can move (rerouted).
+        let sameRevision = old.map { $0.revisionID == winnerID && wasLive == !winnerDeleted } ?? false
+        if sameRevision && (channels.old == channels.new || !indexes.contains(where: \.definition.byChannel)) { return }
         let keys = indexedKeys
         let oldRow = try old.flatMap { o in wasLive ? try core.queryRow(tx, id: id, meta: o, keys: keys) : nil }
         var newRow: QueryRow?
@@ -46,6 +50,7 @@ extension WriteContext {
             newRow = QueryRow(id: id, revisionID: winnerID, sequence: sequence, isDeleted: false, expiration: nil, properties: properties)
         }
         for index in indexes {
+            if sameRevision && !index.definition.byChannel { continue }
             if index.isMap {
                 try updateMapIndex(index, id: id, row: newRow)
                 continue
@@ -58,10 +63,21 @@ extension WriteContext {
             }
             let before = try oldRow.flatMap { (r) throws(SetteeError) in try index.entry(for: r) }
             let after = try newRow.flatMap { (r) throws(SetteeError) in try index.entry(for: r) }
+            if index.definition.byChannel {
+                try updateChannelRecords(index, id: id, old: IndexEntry.channelRecords(before, id: id, channels: channels.old),
+                                         new: IndexEntry.channelRecords(after, id: id, channels: channels.new))
+            }
             if before == after { continue }
             if let before, before.key != after?.key { _ = try tx.delete(before.key, in: index.tree) }
             if let after { try tx.put(after.key, after.value, in: index.tree) }
         }
+    }
+
+    /// Replaces a document's by-channel records: removes those it no longer has, writes those
+    /// that are new or changed.
+    func updateChannelRecords(_ index: CompiledIndex, id: String, old: [[UInt8]: [UInt8]], new: [[UInt8]: [UInt8]]) throws {
+        for k in old.keys where new[k] == nil { _ = try tx.delete(k, in: index.tree) }
+        for (k, v) in new where old[k] != v { try tx.put(k, v, in: index.tree) }
     }
 
     /// The properties any of `indexes` reads (nil: all).
@@ -74,8 +90,8 @@ extension WriteContext {
         return keys
     }
 
-    /// Removes a purged document's entries.
-    func removeFromIndexes(id: String, old: DocMeta) throws {
+    /// Removes a purged document's entries (`channels`: those it was in).
+    func removeFromIndexes(id: String, old: DocMeta, channels: Set<String>) throws {
         let indexes = self.indexes
         guard !indexes.isEmpty, !old.flags.contains(.deleted) else { return }
         let row = try core.queryRow(tx, id: id, meta: old, keys: indexedKeys)
@@ -88,6 +104,9 @@ extension WriteContext {
                 if let e = try index.textEntry(for: row) { try FullTextIndexStore.update(tx, tree: index.tree, id: id, old: e, new: nil) }
             } else if let e = try index.entry(for: row) {
                 _ = try tx.delete(e.key, in: index.tree)
+                if index.definition.byChannel {
+                    try updateChannelRecords(index, id: id, old: IndexEntry.channelRecords(e, id: id, channels: channels), new: [:])
+                }
             }
         }
     }
