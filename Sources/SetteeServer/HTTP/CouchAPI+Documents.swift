@@ -110,16 +110,22 @@ extension CouchAPI {
         guard let doc = try database.document(withID: id), let rev = doc.revisionID else { return nil }
         let etag = "\"\(rev)\""
         if call.request.headers[.ifNoneMatch] == etag { return Response(status: .notModified, headers: [.eTag: etag]) }
-        let json = try doc.storedJSON
+        guard var out = try Self.spliced(try doc.storedJSON, id: id, rev: rev) else { return nil }
+        out.append(0x0A)
+        return Response(status: .ok, headers: [.contentType: "application/json", .eTag: etag],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: out)))
+    }
+
+    /// A document's stored JSON with `_id` and `_rev` spliced in front of its members (no parse,
+    /// no rewrite); nil when it has attachments, whose stubs the wire form rewrites.
+    static func spliced(_ json: [UInt8], id: String, rev: String) throws -> [UInt8]? {
         guard json.count >= 2, json.first == UInt8(ascii: "{"),
               Multipart.find(Array("\"_attachments\"".utf8), in: json, from: 0) == nil else { return nil }
         var out = try JSONValue.object(["_id": .string(id), "_rev": .string(rev)]).jsonBytes()
         out.removeLast()   // the closing brace: the stored members follow
         if json.count > 2 { out.append(UInt8(ascii: ",")) }
         out.append(contentsOf: json.dropFirst())
-        out.append(0x0A)
-        return Response(status: .ok, headers: [.contentType: "application/json", .eTag: etag],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: out)))
+        return out
     }
 
     /// Which attachments go inline: all with `attachments=true`, those added after the newest

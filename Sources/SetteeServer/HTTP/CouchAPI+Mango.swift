@@ -110,17 +110,24 @@ extension CouchAPI {
 
     /// The library query for a request: its selector (and the partial index's, when
     /// `use_index` names one), design documents left out as CouchDB leaves them out, the sort;
-    /// `skip` and `limit` too when every match may be read.
-    func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, readsAll: Bool) throws -> Query {
+    /// `skip` and `limit` too when every match may be read. A user's query is restricted to
+    /// its channels, so nearly every match is one it may read: it reads up to the end of the
+    /// page (`skip` is counted by the server among the matches that pass its check), never
+    /// ahead of it.
+    func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, readsAll: Bool, idsOnly: Bool = false) throws -> Query {
         var parts: [JSONValue] = [r.selector, ["_id": ["$not": ["$beginsWith": "_design/"]]]]
         if let use = r.useIndex, let name = use.name, let partial = try mangoIndexes(db).first(where: { $0.ddoc == use.ddoc && $0.name == name })?.partial {
             parts.append(partial)
         }
         var q: [String: JSONValue] = ["selector": ["$and": .array(parts)]]
         if let sort = r.sort { q["sort"] = sort }
+        // `_id` and `_rev` only: the documents are read as stored.
+        if idsOnly { q["fields"] = ["_id"] }
         if readsAll {
             q["skip"] = .int(Int64(r.offset))
             q["limit"] = .int(Int64(r.limit))
+        } else {
+            q["limit"] = .int(Int64(r.offset) + Int64(r.limit))
         }
         do {
             return try db.database.createQuery(mango: try JSONValue.object(q).jsonText())
@@ -164,49 +171,67 @@ extension CouchAPI {
         return used == nil ? "No matching index found, create an index to optimize query time." : nil
     }
 
+    /// The largest page (`skip` and `limit`) a `_find` reads at once rather than streamed.
+    static let pageReadAtOnce = 500
+
     /// `POST /{db}/_find`.
     func find(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         let started = ContinuousClock.now
         let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db)))
         let reader = try Reader(db, call.principal)
-        let query = try libraryQuery(db, r, readsAll: reader.readsAll)
+        // Whole documents go out as stored (no parse, no rewrite) unless fields or conflicts
+        // are asked for.
+        let asStored = r.fields == nil && !r.conflicts
+        let query = try libraryQuery(db, r, readsAll: reader.readsAll, idsOnly: asStored)
         // A user's query reads the documents of its channels, from their entries alone: its
         // cost follows what it may read, not the database's size.
         query.channels = reader.channels
         let used = try usedIndex(db, libraryName: query.indexUsed())
         let warning = try warning(r, used: used)
-        var docs: [JSONValue] = []
+        var docs: [[UInt8]] = []
         var examined = 0
         var matched = 0
+        // One match: false once the page is full.
+        func take(_ result: Result) async throws -> Bool {
+            guard let id = result.string(forKey: "_id") else { return true }
+            // A user's statistics count only what it may read: nothing leaks through them.
+            guard try reader.readsAll || reader.readability(of: id, revision: nil) == .readable else { return true }
+            examined += 1
+            matched += 1
+            if !reader.readsAll && matched <= r.offset { return true }
+            if asStored, let rev = result.string(forKey: "_rev") {
+                guard let found = try foundDocument(db, id: id, revision: rev, reader: reader) else { return true }
+                docs.append(found)
+                return docs.count < r.limit
+            }
+            var json: JSONValue
+            if !r.conflicts, case .object(var o)? = result.value(at: 2), o["_attachments"] == nil, let rev = result.string(forKey: "_rev") {
+                // The query read the document: its properties are the answer (attachments'
+                // stubs and conflicts need the stored document).
+                o["_id"] = .string(id)
+                o["_rev"] = .string(rev)
+                json = .object(o)
+            } else {
+                guard let doc = try await db.database.document(withID: id), !doc.isDeleted else { return true }
+                json = try documentJSON(doc, db, reader: reader, conflicts: r.conflicts)
+            }
+            if let fields = r.fields { json = Self.project(json, fields) }
+            docs.append(try json.responseBytes())
+            return docs.count < r.limit
+        }
         do {
-            // A user reads the matches it may read: skipped and counted among those only.
-            for try await result in query.results() {
-                guard let id = result.string(forKey: "_id") else { continue }
-                // A user's statistics count only what it may read: nothing leaks through them.
-                guard try reader.readsAll || reader.readability(of: id, revision: nil) == .readable else { continue }
-                examined += 1
-                matched += 1
-                if !reader.readsAll && matched <= r.offset { continue }
-                var json: JSONValue
-                if !r.conflicts, case .object(var o)? = result.value(at: 2), o["_attachments"] == nil, let rev = result.string(forKey: "_rev") {
-                    // The query read the document: its properties are the answer (attachments'
-                    // stubs and conflicts need the stored document).
-                    o["_id"] = .string(id)
-                    o["_rev"] = .string(rev)
-                    json = .object(o)
-                } else {
-                    guard let doc = try await db.database.document(withID: id), !doc.isDeleted else { continue }
-                    json = try documentJSON(doc, db, reader: reader, conflicts: r.conflicts)
-                }
-                if let fields = r.fields { json = Self.project(json, fields) }
-                docs.append(json)
-                if docs.count >= r.limit { break }
+            // A user reads the matches it may read: skipped and counted among those only. The
+            // library reads no further than the page (its limit); a page of a few hundred is
+            // read on this thread, a larger one streams from a reading thread of its own.
+            if r.offset + r.limit <= Self.pageReadAtOnce {
+                for result in try query.execute() where !(try await take(result)) { break }
+            } else {
+                for try await result in query.results() where !(try await take(result)) { break }
             }
         } catch let e as SetteeError where e.code == .invalidParameter {
             throw CouchError(.badRequest, "bad_request", e.message)
         }
-        var out: [String: JSONValue] = ["docs": .array(docs),
-                                        "bookmark": .string(docs.isEmpty ? "nil" : Self.bookmark(offset: r.offset + docs.count))]
+        var out: [String: JSONValue] = ["bookmark": .string(docs.isEmpty ? "nil" : Self.bookmark(offset: r.offset + docs.count))]
         if let warning { out["warning"] = .string(warning) }
         if r.executionStats {
             let ms = Double((ContinuousClock.now - started).components.attoseconds / 1_000_000_000_000) / 1000
@@ -215,7 +240,33 @@ extension CouchAPI {
                                       "total_quorum_docs_examined": 0, "results_returned": .int(Int64(docs.count)),
                                       "execution_time_ms": .double(ms)]
         }
-        return try jsonResponse(.object(out))
+        // `{"docs": [...], ` and then the other members.
+        var body = Array(#"{"docs":["#.utf8)
+        for (i, d) in docs.enumerated() {
+            if i > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(contentsOf: d)
+        }
+        body.append(contentsOf: Array("],".utf8))
+        body.append(contentsOf: try JSONValue.object(out).responseBytes().dropFirst())
+        body.append(0x0A)
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// A document `_find` matched at revision `revision`, as its answer gives it: the stored
+    /// JSON with `_id` and `_rev` spliced in, or, with attachments, as ``documentJSON(_:_:reader:conflicts:)``
+    /// makes it. A document changed since the query's snapshot is given at the revision the
+    /// query matched (kept until a compaction), when the user may read that one; nil when it
+    /// is gone.
+    func foundDocument(_ db: ServedDatabase, id: String, revision: String, reader: Reader) throws -> [UInt8]? {
+        guard var doc = try db.database.document(withID: id) else { return nil }
+        if doc.revisionID != revision {
+            guard try reader.readability(of: id, revision: revision) == .readable,
+                  let matched = try db.database.document(withID: id, revisionID: revision) else { return nil }
+            doc = matched
+        }
+        if doc.isDeleted { return nil }
+        if let bytes = try Self.spliced(try doc.storedJSON, id: id, rev: revision) { return bytes }
+        return try documentJSON(doc, db, reader: reader, conflicts: false).responseBytes()
     }
 
     /// `POST /{db}/_explain`: the index `_find` would read, and how.
