@@ -233,7 +233,11 @@ public class Query: @unchecked Sendable {
     public func indexUsed() throws -> String? {
         let (database, s) = try compiled()
         return try database.core.read { tx in
-            let plan = try QueryPlanner.plan(s, indexes: try database.core.readyIndexes(tx))
+            // Planned once: the next execute() with the same indexes reuses the plan.
+            let ready = try database.core.readyIndexes(tx)
+            if let known = plans.cached(ready, useIndexes: true) { return known.plan.scan?.index.name ?? known.plan.fullText?.index.name }
+            let plan = try QueryPlanner.plan(s, indexes: ready)
+            plans.keep(PreparedPlan(plan: plan, statement: plan.scan?.covering ?? s), for: ready, useIndexes: true)
             return plan.scan?.index.name ?? plan.fullText?.index.name
         }
     }

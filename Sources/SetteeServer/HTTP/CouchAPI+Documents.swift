@@ -119,13 +119,26 @@ extension CouchAPI {
     /// A document's stored JSON with `_id` and `_rev` spliced in front of its members (no parse,
     /// no rewrite); nil when it has attachments, whose stubs the wire form rewrites.
     static func spliced(_ json: [UInt8], id: String, rev: String) throws -> [UInt8]? {
-        guard json.count >= 2, json.first == UInt8(ascii: "{"),
-              Multipart.find(Array("\"_attachments\"".utf8), in: json, from: 0) == nil else { return nil }
+        guard json.count >= 2, json.first == UInt8(ascii: "{"), !mentionsAttachments(json) else { return nil }
         var out = try JSONValue.object(["_id": .string(id), "_rev": .string(rev)]).jsonBytes()
         out.removeLast()   // the closing brace: the stored members follow
         if json.count > 2 { out.append(UInt8(ascii: ",")) }
         out.append(contentsOf: json.dropFirst())
         return out
+    }
+
+    /// Whether `"_attachments"` occurs anywhere in `json` (a cheap, conservative test: a nested
+    /// or quoted one counts too, and only costs the parsed path).
+    static func mentionsAttachments(_ json: [UInt8]) -> Bool {
+        let key = Array("_attachments\"".utf8)
+        return json.withUnsafeBufferPointer { b in
+            var i = 1
+            while i + key.count <= b.count {
+                if b[i] == UInt8(ascii: "_"), b[i - 1] == UInt8(ascii: "\""), b[i ..< i + key.count].elementsEqual(key) { return true }
+                i += 1
+            }
+            return false
+        }
     }
 
     /// Which attachments go inline: all with `attachments=true`, those added after the newest
