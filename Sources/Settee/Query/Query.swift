@@ -72,6 +72,17 @@ extension Database {
         } catch {
             throw SetteeError(.invalidParameter, "mango: not JSON: \(error.message)")
         }
+        return try createQuery(mango: value)
+    }
+
+    /// ``createQuery(mango:)`` for a query already parsed (the sync server's `_find`, which has
+    /// its request body as a value).
+    ///
+    /// ```swift
+    /// let q = try db.createQuery(mango: ["selector": ["type": "task"], "limit": 20] as JSONValue)
+    /// ```
+    @_spi(Replication) public func createQuery(mango value: JSONValue) throws -> Query {
+        try checkOpen()
         return Query(database: self, statement: try MangoCompiler.statement(value))
     }
 }
@@ -240,6 +251,17 @@ public class Query: @unchecked Sendable {
             plans.keep(PreparedPlan(plan: plan, statement: plan.scan?.covering ?? s), for: ready, useIndexes: true)
             return plan.scan?.index.name ?? plan.fullText?.index.name
         }
+    }
+
+    /// The name of the index the last ``execute()`` read: `.some(nil)` when it read every
+    /// document, nil before any run. What ``indexUsed()`` says, without planning again.
+    ///
+    /// ```swift
+    /// let results = try query.execute()
+    /// if case .some(nil) = query.indexOfLastRun { print("read every document") }
+    /// ```
+    @_spi(Replication) public var indexOfLastRun: String?? {
+        plans.last.map { $0.plan.scan?.index.name ?? $0.plan.fullText?.index.name }
     }
 
     /// Runs the query and returns every result. Every failure surfaces here, so a result set

@@ -515,6 +515,9 @@ final class PlanCache: Sendable {
         }
     }
 
+    /// The plan kept last, whatever indexes it was made for.
+    var last: PreparedPlan? { entry.withLock { $0?.prepared } }
+
     func keep(_ prepared: PreparedPlan, for indexes: [CompiledIndex], useIndexes: Bool) {
         entry.withLock { $0 = Entry(indexes: indexes.map { ($0.name, $0.record, $0.tree) }, useIndexes: useIndexes, prepared: prepared) }
     }

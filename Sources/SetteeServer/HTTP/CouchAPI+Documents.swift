@@ -120,8 +120,11 @@ extension CouchAPI {
     /// no rewrite); nil when it has attachments, whose stubs the wire form rewrites.
     static func spliced(_ json: [UInt8], id: String, rev: String) throws -> [UInt8]? {
         guard json.count >= 2, json.first == UInt8(ascii: "{"), !mentionsAttachments(json) else { return nil }
-        var out = try JSONValue.object(["_id": .string(id), "_rev": .string(rev)]).jsonBytes()
-        out.removeLast()   // the closing brace: the stored members follow
+        var out = Array(#"{"_id":"#.utf8)
+        out.reserveCapacity(json.count + id.utf8.count + rev.utf8.count + 24)
+        out.append(contentsOf: try JSONValue.string(id).jsonBytes())
+        out.append(contentsOf: Array(#","_rev":"#.utf8))
+        out.append(contentsOf: try JSONValue.string(rev).jsonBytes())
         if json.count > 2 { out.append(UInt8(ascii: ",")) }
         out.append(contentsOf: json.dropFirst())
         return out

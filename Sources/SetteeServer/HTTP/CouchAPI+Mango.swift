@@ -130,7 +130,7 @@ extension CouchAPI {
             q["limit"] = .int(Int64(r.offset) + Int64(r.limit))
         }
         do {
-            return try db.database.createQuery(mango: try JSONValue.object(q).jsonText())
+            return try db.database.createQuery(mango: JSONValue.object(q))
         } catch let e as SetteeError where e.code == .invalidParameter {
             let reason = e.message.hasPrefix("mango: ") ? String(e.message.dropFirst(7)) : e.message
             throw CouchError(.badRequest, reason.contains("selector") ? "invalid_selector" : "bad_request", reason)
@@ -186,8 +186,6 @@ extension CouchAPI {
         // A user's query reads the documents of its channels, from their entries alone: its
         // cost follows what it may read, not the database's size.
         query.channels = reader.channels
-        let used = try usedIndex(db, libraryName: query.indexUsed())
-        let warning = try warning(r, used: used)
         var docs: [[UInt8]] = []
         var examined = 0
         var matched = 0
@@ -231,6 +229,10 @@ extension CouchAPI {
         } catch let e as SetteeError where e.code == .invalidParameter {
             throw CouchError(.badRequest, "bad_request", e.message)
         }
+        // The index the run read (planned once, by the run); a query streamed from a reading
+        // thread may not have planned yet when the page ended early, and is planned again.
+        let used = try usedIndex(db, libraryName: query.indexOfLastRun ?? query.indexUsed())
+        let warning = try warning(r, used: used)
         var out: [String: JSONValue] = ["bookmark": .string(docs.isEmpty ? "nil" : Self.bookmark(offset: r.offset + docs.count))]
         if let warning { out["warning"] = .string(warning) }
         if r.executionStats {
