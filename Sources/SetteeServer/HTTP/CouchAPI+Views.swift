@@ -149,10 +149,21 @@ extension CouchAPI {
     /// first when its design document changed and the rebuild has not finished).
     func readyView(_ db: ServedDatabase, ddoc: String, name: String) async throws -> (view: ViewDefinition, rows: Int) {
         let id = Self.designID(ddoc)
-        guard let doc = try await db.database.document(withID: id), !doc.isDeleted else {
+        guard let doc = try await db.database.document(withID: id), !doc.isDeleted, let revision = doc.revisionID else {
             throw CouchError.notFound("missing")
         }
-        guard let view = ViewDefinition.views(in: doc.toDictionary(), id: id).first(where: { $0.name == name }) else {
+        let views: [ViewDefinition]
+        if let known = db.designViews.withLock({ $0[id] }), known.revision == revision {
+            views = known.views
+        } else {
+            views = ViewDefinition.views(in: doc.toDictionary(), id: id)
+            db.designViews.withLock { cache in
+                // Bounded: design documents are few, but a database may be given many.
+                if cache.count >= 256 { cache.removeAll() }
+                cache[id] = (revision, views)
+            }
+        }
+        guard let view = views.first(where: { $0.name == name }) else {
             throw CouchError.notFound("missing_named_view")
         }
         do {

@@ -33,6 +33,9 @@ final class ServedDatabase: Sendable {
     /// Views' compiled map functions by library index name, with the version they make
     /// (ServedDatabase+Views.swift).
     let viewMaps = Mutex<[String: (version: String, map: ViewMapFunction)]>([:])
+    /// The views of each design document read by a view query, by its revision (a query
+    /// does not parse the design document again while it stays the same).
+    let designViews = Mutex<[String: (revision: String, views: [ViewDefinition])]>([:])
     /// Documents each view's map function failed on since the server started, by library name.
     let viewErrors = Mutex<[String: Int]>([:])
     /// The Mango index (design document, name) behind each library index `_find` used.
