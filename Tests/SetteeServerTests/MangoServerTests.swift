@@ -150,6 +150,20 @@ import Testing
         }
     }
 
+    /// The test that sends a stored document as it is finds `"_attachments"` wherever it
+    /// starts (the scan passes over eight bytes at a time) and nothing else.
+    @Test func attachmentsAreFoundAtEveryOffset() {
+        for pad in 0 ..< 24 {
+            let filler = String(repeating: "x", count: pad)
+            #expect(CouchAPI.mentionsAttachments(Array(#"{"a":"\#(filler)","_attachments":{}}"#.utf8)), "\(pad)")
+            #expect(CouchAPI.mentionsAttachments(Array(#"{"\#(filler)_attachments":1}"#.utf8)) == (pad == 0), "\(pad)")
+            #expect(!CouchAPI.mentionsAttachments(Array(#"{"a":"\#(filler)_attachment","b_":"_"}"#.utf8)), "\(pad)")
+        }
+        #expect(CouchAPI.mentionsAttachments(Array(#""_attachments""#.utf8)))
+        #expect(!CouchAPI.mentionsAttachments(Array(#""_attachments"#.utf8)))
+        #expect(!CouchAPI.mentionsAttachments([]))
+    }
+
     /// A user finds only what it may read, counted and paged among those; it may list
     /// indexes but not make or delete them; design documents never show.
     @Test func aUserFindsOnlyWhatItMayRead() async throws {
