@@ -65,22 +65,7 @@ struct IndexScanner<Reader: StoreReading> {
         let (ranges, exact) = try self.ranges()
         let implied = exact && scan.impliesWhere
         if ranges.isEmpty { return }
-        var overflow = try overflowEntries()
-        if scan.descending { overflow.reverse() }
-        var next = 0
-        // Overflow entries sorting before `key` go first (after, when reading backwards).
-        func flushOverflow(before key: (valueKey: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer)?) throws -> Bool {
-            while next < overflow.count {
-                let o = overflow[next]
-                if let key {
-                    let precedes = o.valueKey.withUnsafeBytes { v in o.id.withUnsafeBytes { i in Self.precedes((v, i), key) } }
-                    if precedes == scan.descending { return true }
-                }
-                next += 1
-                guard try body(try row(id: o.id, values: o.values), false) else { return false }
-            }
-            return true
-        }
+        var overflow = PlacedEntries(try overflowEntries(), descending: scan.descending)
         var going = true
         for r in (scan.descending ? ranges.reversed() : ranges) where going {
             let visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool = { k, v in
@@ -90,22 +75,57 @@ struct IndexScanner<Reader: StoreReading> {
                 } else if !k.lexicographicallyPrecedes(r.end) {
                     return false
                 }
-                guard let parts = IndexEntry.split(k), !IndexEntry.isOverflow(k) else {
-                    throw SetteeError(.corrupted, "index \(scan.index.name) holds a malformed key")
-                }
-                guard try flushOverflow(before: (parts.valueKey, parts.documentID)) else { going = false; return false }
-                if implied && !rowsNeeded && !fetch {
-                    guard try body(.empty, true) else { going = false; return false }
-                    return true
-                }
-                // Values are decoded only for what reads them.
-                let values = fetch ? nil : implied && !valuesNeeded ? [] : try IndexEntry.values(v, count: scan.index.expressions.count)
-                guard try body(try row(id: Array(parts.documentID), values: values), implied) else { going = false; return false }
-                return true
+                going = try emit(key: k, value: v, implied: implied, after: &overflow, body)
+                return going
             }
             try tx.forEach(in: tree, from: scan.descending ? r.end : r.start, reverse: scan.descending, visit)
         }
-        if going { _ = try flushOverflow(before: nil) }
+        if going { _ = try flush(&overflow, before: nil, body) }
+    }
+
+    /// Entries a scan does not meet where they sort (overflow entries, documents an index kept
+    /// by channel lists), sorted by value key and document ID, handed out among the others.
+    private struct PlacedEntries {
+        typealias Entry = (valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)
+        let entries: [Entry]
+        var next = 0
+
+        init(_ entries: [Entry], descending: Bool) {
+            let sorted = entries.sorted { a, b in
+                a.valueKey == b.valueKey ? a.id.lexicographicallyPrecedes(b.id) : a.valueKey.lexicographicallyPrecedes(b.valueKey)
+            }
+            self.entries = descending ? sorted.reversed() : sorted
+        }
+    }
+
+    /// Gives `body` the placed entries that come before `key` in the scan's direction (all that
+    /// are left for nil); false once `body` stops.
+    private func flush(_ placed: inout PlacedEntries, before key: (valueKey: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer)?,
+                       _ body: (QueryRow, Bool) throws -> Bool) throws -> Bool {
+        while placed.next < placed.entries.count {
+            let o = placed.entries[placed.next]
+            if let key {
+                let precedes = o.valueKey.withUnsafeBytes { v in o.id.withUnsafeBytes { i in Self.precedes((v, i), key) } }
+                if precedes == scan.descending { return true }
+            }
+            placed.next += 1
+            guard try body(try row(id: o.id, values: o.values), false) else { return false }
+        }
+        return true
+    }
+
+    /// The row of one stored entry (key without any channel prefix), after the placed entries
+    /// that come before it; false once `body` stops.
+    private func emit(key k: UnsafeRawBufferPointer, value v: UnsafeRawBufferPointer, implied: Bool, after placed: inout PlacedEntries,
+                      _ body: (QueryRow, Bool) throws -> Bool) throws -> Bool {
+        guard let parts = IndexEntry.split(k), !IndexEntry.isOverflow(k) else {
+            throw SetteeError(.corrupted, "index \(scan.index.name) holds a malformed key")
+        }
+        guard try flush(&placed, before: (parts.valueKey, parts.documentID), body) else { return false }
+        if implied && !rowsNeeded && !fetch { return try body(.empty, true) }
+        // Values are decoded only for what reads them.
+        let values = fetch ? nil : implied && !valuesNeeded ? [] : try IndexEntry.values(v, count: scan.index.expressions.count)
+        return try body(try row(id: Array(parts.documentID), values: values), implied)
     }
 
     /// One channel's entries in one range, read a slice at a time (the engine's iteration
@@ -167,21 +187,7 @@ struct IndexScanner<Reader: StoreReading> {
         let (ranges, exact) = try self.ranges()
         let implied = exact && scan.impliesWhere
         if ranges.isEmpty || channels.isEmpty { return }
-        var listed = try listedEntries(Set(channels))
-        if scan.descending { listed.reverse() }
-        var next = 0
-        func flushListed(before key: (valueKey: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer)?) throws -> Bool {
-            while next < listed.count {
-                let o = listed[next]
-                if let key {
-                    let precedes = o.valueKey.withUnsafeBytes { v in o.id.withUnsafeBytes { i in Self.precedes((v, i), key) } }
-                    if precedes == scan.descending { return true }
-                }
-                next += 1
-                guard try body(try row(id: o.id, values: o.values), false) else { return false }
-            }
-            return true
-        }
+        var listed = PlacedEntries(try listedEntries(Set(channels)), descending: scan.descending)
         for r in (scan.descending ? ranges.reversed() : ranges) {
             var streams = channels.map { ChannelStream(channel: $0, range: r) }
             var last: [UInt8]?
@@ -202,24 +208,16 @@ struct IndexScanner<Reader: StoreReading> {
                 if let last, last == b.key { continue }
                 last = b.key
                 let going = try b.key.withUnsafeBytes { k in
-                    try b.value.withUnsafeBytes { v in
-                        guard let parts = IndexEntry.split(k), !IndexEntry.isOverflow(k) else {
-                            throw SetteeError(.corrupted, "index \(scan.index.name) holds a malformed by-channel key")
-                        }
-                        guard try flushListed(before: (parts.valueKey, parts.documentID)) else { return false }
-                        if implied && !rowsNeeded && !fetch { return try body(.empty, true) }
-                        let values = fetch ? nil : implied && !valuesNeeded ? [] : try IndexEntry.values(v, count: scan.index.expressions.count)
-                        return try body(try row(id: Array(parts.documentID), values: values), implied)
-                    }
+                    try b.value.withUnsafeBytes { v in try emit(key: k, value: v, implied: implied, after: &listed, body) }
                 }
                 if !going { return }
             }
         }
-        _ = try flushListed(before: nil)
+        _ = try flush(&listed, before: nil, body)
     }
 
     /// The documents an index kept by channel lists instead of keying them per channel, those
-    /// routed to one of `channels`, sorted by value key and document ID.
+    /// routed to one of `channels`.
     private func listedEntries(_ channels: Set<String>) throws -> [(valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)] {
         var out: [(valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)] = []
         let tag = IndexEntry.channelOverflowTag
@@ -231,9 +229,7 @@ struct IndexScanner<Reader: StoreReading> {
             out.append((try IndexEntry.valueKey(values), id, fetch ? nil : values))
             return true
         }
-        return out.sorted { a, b in
-            a.valueKey == b.valueKey ? a.id.lexicographicallyPrecedes(b.id) : a.valueKey.lexicographicallyPrecedes(b.valueKey)
-        }
+        return out
     }
 
     /// Whether (value key, document ID) `a` sorts before `b`.
@@ -290,7 +286,7 @@ struct IndexScanner<Reader: StoreReading> {
         return (out, exact)
     }
 
-    /// The index's overflow entries (rare), sorted by their full value key and document ID.
+    /// The index's overflow entries (rare), with their full value keys.
     private func overflowEntries() throws -> [(valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)] {
         var out: [(valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)] = []
         try tx.forEach(in: tree, from: [0], reverse: false) { k, v in
@@ -299,9 +295,7 @@ struct IndexScanner<Reader: StoreReading> {
             out.append((try IndexEntry.valueKey(values), Array(k.dropFirst()), fetch ? nil : values))
             return true
         }
-        return out.sorted { a, b in
-            a.valueKey == b.valueKey ? a.id.lexicographicallyPrecedes(b.id) : a.valueKey.lexicographicallyPrecedes(b.valueKey)
-        }
+        return out
     }
 
     /// The row of one entry: the document read from the same snapshot, or the entry's values.
