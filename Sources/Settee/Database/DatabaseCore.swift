@@ -369,9 +369,6 @@ final class WriteContext {
     var earliestDue: UInt64?
     /// The routing of the revision being added, computed before its commit.
     var pendingRouting: (key: [UInt8], revisionID: String, routing: RevisionRouting)?
-    /// The channels of the document being committed, before and after its routing was
-    /// updated (``updateRouting``), for the indexes kept by channel.
-    var documentChannels: (old: Set<String>, new: Set<String>) = ([], [])
     /// Whether this transaction wrote to `doc.grants`.
     var grantsChanged = false
     /// The properties of the revision being added by a local save, so that index maintenance

@@ -176,9 +176,9 @@ extension WriteContext {
                            bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
         try tx.put(key, meta.encoded(), in: trees.byID)
         // Routing first: the indexes kept by channel need the channels it leaves the document in.
-        let routing = try updateRouting(id: id, key: key, tree: tree, winner: w, flags: flags, seq: seq, oldSequence: old?.sequence)
+        let (routing, channels) = try updateRouting(id: id, key: key, tree: tree, winner: w, flags: flags, seq: seq, oldSequence: old?.sequence)
         try updateIndexes(id: id, old: old, winnerID: winner.id, winnerDeleted: winner.deleted, winnerBodyRef: meta.bodyRef, sequence: seq,
-                          channels: documentChannels)
+                          channels: channels)
         if let old { try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence) }
         try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(routing: routing),
                    in: trees.bySequence)

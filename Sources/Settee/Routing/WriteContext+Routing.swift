@@ -276,20 +276,21 @@ extension WriteContext {
     /// Brings a committed document's routing and its index entries up to date: the new
     /// revision's routing (if routed), the leaves still in the tree, and the winner's channels and
     /// grants under the commit's sequence `seq`.
-    /// Returns the applied routing, which the document's new sequence entry holds.
-    func updateRouting(id: String, key: [UInt8], tree: RevTree, winner: Int, flags: DocFlags, seq: UInt64,
-                       oldSequence: UInt64?) throws -> RevisionRouting? {
+    /// Returns the applied routing, which the document's new sequence entry holds, and the
+    /// document's channels before and after (for the indexes kept by channel).
+    func updateRouting(id: String, key: [UInt8], tree: RevTree, winner: Int, flags: DocFlags, seq: UInt64, oldSequence: UInt64?) throws
+        -> (applied: RevisionRouting?, channels: (old: Set<String>, new: Set<String>)) {
+        let none: (RevisionRouting?, (old: Set<String>, new: Set<String>)) = (nil, ([], []))
         let pending = pendingRouting.flatMap { $0.key == key ? $0 : nil }
         pendingRouting = nil
-        documentChannels = ([], [])
         let loaded = try oldSequence == nil ? nil : RoutingRecord.load(tx, trees, key: key, sequence: oldSequence)
-        guard pending != nil || loaded != nil || core.router != nil else { return nil }
+        guard pending != nil || loaded != nil || core.router != nil else { return none }
         var record = loaded?.record ?? RoutingRecord()
         let winnerID = tree.revs[winner].id
         var dropped: [String: RevisionRouting] = [:]
         if loaded == nil, tree.revs.count == 1 {
             // A new document: its one revision is its only leaf (the common case, kept cheap).
-            guard let pending, !pending.routing.isEmpty else { return nil }
+            guard let pending, !pending.routing.isEmpty else { return none }
             record.leaves = [winnerID: pending.routing]
         } else {
             if let pending { record.leaves[pending.revisionID] = pending.routing }
@@ -305,8 +306,7 @@ extension WriteContext {
         let before = loaded?.record.applied.channels ?? []
         try apply(routing, to: &record, id: id, key: key, rev: winnerID, flags: flags, seq: seq)
         try store(record, key: key, winner: winnerID, sequence: seq, stored: loaded?.stored ?? false)
-        documentChannels = (before, record.applied.channels)
-        return record.applied.isEmpty ? nil : record.applied
+        return (record.applied.isEmpty ? nil : record.applied, (before, record.applied.channels))
     }
 
     /// Keeps a document's routing record in `doc.routing` unless its sequence entry implies it
