@@ -118,6 +118,20 @@ import Testing
         }
         let values = (0 ..< 300).map { _ in value(0) }
         let keys = try values.map { try JSONCollation.key($0) }
+        // Keys are self-delimiting: the length of the leading values of a key made of several
+        // (and MISSING, the single byte 00) is found from the bytes alone; cut short, none.
+        for i in values.indices {
+            let j = (i + 1) % values.count
+            let joined = keys[i] + [0] + keys[j] + Array("doc".utf8)
+            joined.withUnsafeBytes { b in
+                #expect(JSONCollation.lengthOfValues(1, in: b) == keys[i].count, "seed \(seed): \(values[i])")
+                #expect(JSONCollation.lengthOfValues(2, in: b) == keys[i].count + 1, "seed \(seed)")
+                #expect(JSONCollation.lengthOfValues(3, in: b) == keys[i].count + 1 + keys[j].count, "seed \(seed): \(values[j])")
+            }
+            keys[i].dropLast().withUnsafeBytes { b in
+                #expect(JSONCollation.lengthOfValues(1, in: b) == nil, "seed \(seed): \(values[i]) cut short")
+            }
+        }
         for i in values.indices {
             for j in values.indices where j >= i {
                 let c = sign(try JSONCollation.compare(values[i], values[j]))

@@ -29,6 +29,42 @@ import SetteeStorage
         return (indexed, scanned)
     }
 
+    /// A string equality's range holds every collation-equal text: an entry whose value is the
+    /// queried text byte for byte meets `WHERE` without evaluating it (and is decoded only for
+    /// what the query reads); any other text in the range is evaluated, on every kind of plan.
+    @Test func stringEqualityRangesCheckTheTextOfEachEntry() throws {
+        // The premise: a control character is ignorable to the collation, not to `=`.
+        #expect(try JSONCollation.key(.string("task\u{1}")) == JSONCollation.key(.string("task")))
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        let ks: [String] = ["task", "task", "task\u{1}", "Task", "e\u{301}", "\u{E9}", "tas"]
+        for (i, k) in ks.enumerated() {
+            try db.saveDocument(MutableDocument(id: "d\(i)", data: ["k": .string(k), "v": .int(Int64(10 - i)), "other": .int(Int64(i))]))
+        }
+        try db.createIndex(ValueIndexConfiguration(["k", "v"]), name: "kv")
+        let cases: [(String, [[JSONValue?]])] = [
+            ("SELECT count(*) FROM _ WHERE k = 'task'", [[2]]),
+            ("SELECT v FROM _ WHERE k = 'task' ORDER BY v", [[9], [10]]),
+            ("SELECT META().id, other FROM _ WHERE k = 'task' ORDER BY other", [["d0", 0], ["d1", 1]]),
+            ("SELECT count(*) FROM _ WHERE k = 'task\u{1}'", [[1]]),
+            ("SELECT v FROM _ WHERE k = '\u{E9}' ORDER BY v", [[5], [6]]),
+            // One group: the two texts are equal under the collation (which row stands for it
+            // is the first in each plan's order).
+            ("SELECT count(*), min(v) FROM _ WHERE k IN ['task', 'task\u{1}'] GROUP BY k", [[3, 8]]),
+            ("SELECT count(*) FROM _ WHERE k >= 'task' GROUP BY k ORDER BY count(*)", [[1], [3]]),
+            // Rows WHERE drops in the middle of a group, in index order.
+            ("SELECT count(*), min(v) FROM _ WHERE k >= 'e' AND v != 9 GROUP BY k", [[2, 5], [1, 4], [2, 8], [1, 7]]),
+            ("SELECT count(*) FROM _ WHERE k = 'task' AND v >= 10", [[1]]),
+        ]
+        for (sql, expected) in cases {
+            #expect(try db.createQuery(sql).explain().contains("SCAN INDEX kv"), "\(sql)")
+            let (indexed, scanned) = try bothWays(db, sql)
+            #expect(indexed == expected, "\(sql)")
+            #expect(scanned == expected, "\(sql)")
+        }
+    }
+
     @Test func createReplaceAndDelete() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

@@ -89,6 +89,40 @@ import Testing
                 == [["list-2", 3], ["list-1", 2]])
     }
 
+    /// Groups are the same whether rows come in the grouping's order (an index scan: groups are
+    /// runs) or in any order (a full scan): values equal under the collation share a group
+    /// (canonically equivalent strings, 1 and 1.0), MISSING and NULL are groups of their own,
+    /// and each aggregate runs over its group without the group's rows being kept.
+    @Test func groupsAreTheSameInIndexOrderAndInAnyOrder() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close(); _ = dir }
+        let docs: [(String, JSONValue?, JSONValue)] = [
+            ("m1", nil, 5), ("n1", .null, .null), ("t1", true, "x"), ("i1", 1, 2), ("d1", 1.0, 3),
+            ("b1", "b", 1), ("e0", "e", 7), ("e1", "\u{E9}", 10), ("e2", "e\u{301}", 20),
+        ]
+        for (id, k, v) in docs {
+            var data: [String: JSONValue] = ["type": "g", "v": v]
+            if let k { data["k"] = k }
+            try db.saveDocument(MutableDocument(id: id, data: data))
+        }
+        try db.saveDocument(MutableDocument(id: "other", data: ["type": "h", "k": "b", "v": 100]))
+        let sql = "SELECT k, count(*), count(v), sum(v), avg(v), min(v), max(v) FROM _ WHERE type = 'g' GROUP BY k"
+        let expected: [[JSONValue?]] = [
+            [nil, 1, 1, 5, 5.0, 5, 5], [.null, 1, 0, .null, .null, .null, .null], [true, 1, 1, .null, .null, "x", "x"],
+            [1.0, 2, 2, 5, 2.5, 2, 3], ["b", 1, 1, 1, 1.0, 1, 1], ["e", 1, 1, 7, 7.0, 7, 7], ["\u{E9}", 2, 2, 30, 15.0, 10, 20],
+        ]
+        let scanned = try run(db, sql)
+        #expect(scanned == expected)
+        try db.createIndex(ValueIndexConfiguration(["type", "k"]), name: "g")
+        let query = try db.createQuery(sql)
+        #expect(try query.explain().contains("groups are runs"))
+        #expect(try run(db, sql) == expected)
+        // With HAVING and ORDER BY on aggregates, and a grouping value that is not the first.
+        let ordered = "SELECT k, sum(v) AS s FROM _ WHERE type = 'g' GROUP BY k HAVING count(v) > 0 ORDER BY s DESC, k"
+        #expect(try run(db, ordered) == [["\u{E9}", 30], ["e", 7], [nil, 5], [1.0, 5], ["b", 1], [true, .null]])
+    }
+
     @Test func misuseIsAClearError() throws {
         let (dir, db) = try todo()
         defer { try? db.close(); _ = dir }

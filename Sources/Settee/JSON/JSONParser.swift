@@ -821,6 +821,68 @@ extension JSONParser {
         var reader = Reader(base: base.assumingMemoryBound(to: UInt8.self), end: bytes.count, maxDepth: defaultMaxDepth)
         return try reader.parseMembers(keys: keys)
     }
+
+    /// The elements of a JSON array of `count` elements, each reported with its bytes to
+    /// `element`, which returns whether to parse it: an index entry's values are read this way,
+    /// only those a query reads (others are nil), and an element can be compared by its bytes
+    /// first. Skipped elements are followed to their end, not validated (entries were written
+    /// by ``JSONWriter``).
+    ///
+    /// - Throws: ``SetteeError/Code/invalidJSON`` when the bytes are not an array of `count`
+    ///   elements or a parsed element is malformed.
+    /// With `upTo`, the reading stops after that many elements (the rest are nil, not read).
+    static func arrayElements(_ bytes: UnsafeRawBufferPointer, count: Int, upTo: Int? = nil,
+                              _ element: (Int, UnsafeRawBufferPointer) -> Bool) throws(SetteeError) -> [JSONValue?] {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            throw SetteeError(.invalidJSON, "unexpected end of input at byte 0")
+        }
+        var reader = Reader(base: base.assumingMemoryBound(to: UInt8.self), end: bytes.count, maxDepth: defaultMaxDepth)
+        return try reader.arrayElements(count: count, upTo: upTo ?? count) { index, start, end in
+            element(index, UnsafeRawBufferPointer(rebasing: bytes[start ..< end]))
+        }
+    }
+}
+
+extension Reader {
+    mutating func arrayElements(count: Int, upTo: Int, _ element: (Int, Int, Int) -> Bool) throws(SetteeError) -> [JSONValue?] {
+        skipWhitespace()
+        guard i < end, p[i] == openBracket else { throw fail(i < end ? "expected an array" : "unexpected end of input") }
+        i += 1
+        var out: [JSONValue?] = []
+        out.reserveCapacity(count)
+        skipWhitespace()
+        if i < end, p[i] == closeBracket {
+            i += 1
+        } else {
+            while true {
+                guard out.count < count else { throw fail("more elements than expected") }
+                skipWhitespace()
+                let start = i
+                try skipValue()
+                if element(out.count, start, i) {
+                    let after = i
+                    i = start
+                    out.append(try memberValue())
+                    guard i == after else { throw fail("malformed value", at: start) }
+                } else {
+                    out.append(nil)
+                }
+                if out.count >= upTo && out.count < count {
+                    while out.count < count { out.append(nil) }
+                    return out
+                }
+                skipWhitespace()
+                guard i < end else { throw fail("unexpected end of input") }
+                if p[i] == comma { i += 1; continue }
+                guard p[i] == closeBracket else { throw fail("expected ',' or ']'") }
+                i += 1
+                break
+            }
+        }
+        skipWhitespace()
+        guard i == end, out.count == count else { throw fail(i == end ? "fewer elements than expected" : "unexpected data after the array") }
+        return out
+    }
 }
 
 extension Reader {

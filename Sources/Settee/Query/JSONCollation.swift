@@ -77,6 +77,64 @@ enum JSONCollation {
         }
     }
 
+    /// The length of the first `count` encoded values at the start of `key` (a value index
+    /// key's leading values, MISSING being the single byte 00); nil when `key` is shorter,
+    /// malformed or nested deeper than 64 levels.
+    static func lengthOfValues(_ count: Int, in key: UnsafeRawBufferPointer) -> Int? {
+        let n = key.count
+        /// Past a sort key: up to and with its only zero byte.
+        func sortKeyEnd(_ from: Int) -> Int? {
+            var j = from
+            while j < n, key[j] != 0 { j += 1 }
+            return j < n ? j + 1 : nil
+        }
+        var i = 0
+        for _ in 0 ..< max(count, 0) {
+            // Open containers: bit d set when the one at depth d + 1 is an object.
+            var depth = 0
+            var objects: UInt64 = 0
+            while true {
+                if depth > 0, objects & (1 << UInt64(depth - 1)) != 0 {
+                    // In an object: its end, or a member's name before the member's value.
+                    guard i < n else { return nil }
+                    if key[i] == Tag.end.rawValue {
+                        i += 1
+                        depth -= 1
+                        if depth == 0 { break }
+                        continue
+                    }
+                    guard key[i] == memberMarker, let e = sortKeyEnd(i + 1) else { return nil }
+                    i = e
+                }
+                guard i < n else { return nil }
+                let tag = key[i]
+                i += 1
+                switch tag {
+                case Tag.end.rawValue:
+                    // MISSING at the top; inside, the end of an array.
+                    if depth > 0 { depth -= 1 }
+                case Tag.null.rawValue, Tag.false.rawValue, Tag.true.rawValue:
+                    break
+                case Tag.number.rawValue:
+                    guard n - i >= 8 else { return nil }
+                    i += 8
+                case Tag.string.rawValue:
+                    guard let e = sortKeyEnd(i) else { return nil }
+                    i = e
+                case Tag.array.rawValue, Tag.object.rawValue:
+                    guard depth < 64 else { return nil }
+                    if tag == Tag.object.rawValue { objects |= 1 << UInt64(depth) } else { objects &= ~(1 << UInt64(depth)) }
+                    depth += 1
+                    continue
+                default:
+                    return nil
+                }
+                if depth == 0 { break }
+            }
+        }
+        return i
+    }
+
     /// The bytes of `value` in collation order (`Formats/collation.md`).
     ///
     /// ```swift

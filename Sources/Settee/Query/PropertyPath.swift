@@ -26,6 +26,16 @@ struct PropertyPath: Sendable, Hashable, CustomStringConvertible {
     /// The steps, outermost first.
     let components: [Component]
 
+    /// For a covering query's reference to an index entry's value (``init(slot:)``), which
+    /// value: rows read it from ``QueryRow/slots`` by position, not by name.
+    let slot: Int?
+
+    /// A path of the given steps (a slot's, with `slot`).
+    init(components: [Component], slot: Int? = nil) {
+        self.components = components
+        self.slot = slot
+    }
+
     /// The longest path accepted, in steps (a bound for hostile query text).
     static let maxComponents = 64
 
@@ -102,12 +112,9 @@ struct PropertyPath: Sendable, Hashable, CustomStringConvertible {
             throw fail("more than \(Self.maxComponents) steps", at: chars.count)
         }
         self.components = components
+        slot = nil
     }
 
-    /// A path of the given steps.
-    init(components: [Component]) {
-        self.components = components
-    }
 
     /// The value the path leads to in a document's properties; nil (MISSING) when it leads
     /// nowhere.

@@ -88,6 +88,13 @@ struct QueryExecutor {
             var wanted: Int?
             if plan.stopsEarly, let limit { wanted = limit > Int.max - offset ? Int.max : offset + limit }
             var matches: [QueryRow] = []
+            var matchedIDs: [String] = []
+            var grouping = grouped ? try GroupAccumulator(s, inOrder: plan.groupsInOrder, parameters: parameters, regexes: regexes) : nil
+            // Grouping in index order by index values alone: rows whose leading key values are
+            // the last group's join it without their values being decoded for it.
+            let runs = grouping != nil && covering != nil && plan.groupsInOrder ? prepared.groupRuns.map {
+                GroupRuns(components: $0.components, slotsWithinGroup: $0.slotsWithinGroup)
+            } : nil
             var found = 0
             let streaming = emit != nil && plan.stopsEarly
             // `SELECT count(*)` alone: rows are counted, not kept (unless a live query needs
@@ -97,7 +104,7 @@ struct QueryExecutor {
             // plan checks each row's routing.
             let byChannel = channels != nil && plan.scan?.index.definition.byChannel == true
             let routed = byChannel ? nil : channels
-            let keep: (QueryRow, Bool) throws -> Bool = { row, implied in
+            let keep: (QueryRow, Bool, Bool) throws -> Bool = { row, implied, continuesGroup in
                 if !implied, let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
                 if let routed, !(try core.isRouted(tx, documentID: row.id, toAnyOf: routed)) { return true }
                 found += 1
@@ -105,6 +112,11 @@ struct QueryExecutor {
                 if streaming, let emit {
                     // Rows go out as they are found: nothing is kept.
                     if found > offset, !(try emit(try project(row, s) { $0 })) { return false }
+                } else if grouping != nil {
+                    // A group keeps its first row and running aggregates, not its rows.
+                    try grouping!.add(row, continuesLastGroup: continuesGroup)
+                    runs?.accept()
+                    if collecting { matchedIDs.append(row.id) }
                 } else {
                     matches.append(row)
                 }
@@ -114,15 +126,17 @@ struct QueryExecutor {
                 if let scan = plan.scan {
                     var scanner = IndexScanner(core: core, tx: tx, scan: scan, parameters: parameters,
                                                fetch: covering == nil, expiration: prepared.readsExpiration)
-                    scanner.valuesNeeded = prepared.readsSlotsBeyondWhere
+                    scanner.slotsBeyondWhere = prepared.slotsBeyondWhere
                     scanner.documentKeys = keys
                     scanner.rowsNeeded = !countOnly || routed != nil
                     if byChannel { scanner.channels = channels }
+                    scanner.groupRuns = runs
+                    scanner.idsNeeded = covering == nil || collecting || routed != nil || prepared.readsID
                     try scanner.run(keep)
                 } else if let fullText = plan.fullText {
-                    try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false) }
+                    try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }
                 } else {
-                    try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false) }
+                    try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }
                 }
             }
             if streaming { return ([], []) }
@@ -132,13 +146,12 @@ struct QueryExecutor {
                 if let emit { for r in rows where !(try emit(r)) { break } ; return ([], []) }
                 return (rows, [])
             }
-            let rows = try finish(matches, statement: s, grouped: grouped, sorted: plan.ordered, groupsInOrder: plan.groupsInOrder,
-                                  offset: offset, limit: limit)
+            let rows = try finish(matches, groups: grouping?.finish(), statement: s, sorted: plan.ordered, offset: offset, limit: limit)
             if let emit {
                 for r in rows where !(try emit(r)) { break }
                 return ([], [])
             }
-            return (rows, matches.map(\.id))
+            return (rows, grouping == nil ? matches.map(\.id) : matchedIDs)
         }
     }
 
@@ -179,20 +192,19 @@ struct QueryExecutor {
         }
     }
 
-    /// Groups, projects, makes distinct, sorts (unless the rows came sorted) and cuts.
-    private func finish(_ matches: [QueryRow], statement: SelectStatement, grouped: Bool, sorted: Bool, groupsInOrder: Bool = false,
+    /// Projects (each group, or each row when not grouped), makes distinct, sorts (unless the
+    /// rows came sorted) and cuts.
+    private func finish(_ matches: [QueryRow], groups: [GroupAccumulator.Group]?, statement: SelectStatement, sorted: Bool,
                         offset: Int, limit: Int?) throws -> [Row] {
         // Each output row with the values it sorts by.
         var out: [(row: Row, sort: [JSONValue?])] = []
         let needsSort = !statement.orderBy.isEmpty && !sorted
-        if grouped {
-            for group in try groups(matches, statement, inOrder: groupsInOrder) {
-                // Aggregates over no rows still make one row (count 0), read on a row of
-                // nothing but MISSING.
-                let first = group.first ?? QueryRow.empty
-                func resolved(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters, regexes: regexes) }
+        if let groups {
+            for group in groups {
+                let first = group.first
+                func resolved(_ e: QueryExpression) -> QueryExpression { group.resolving(e) }
                 if let having = statement.having, !(try resolved(having).evaluate(first, parameters: parameters, regexes: regexes)).isTrue { continue }
-                let row = try project(first, statement) { try resolved($0) }
+                let row = try project(first, statement) { resolved($0) }
                 let sort = needsSort ? try statement.orderBy.map { try resolved($0.expression).evaluate(first, parameters: parameters, regexes: regexes) } : []
                 out.append((row, sort))
             }
@@ -228,42 +240,6 @@ struct QueryExecutor {
             }
         }
         return Row(values: values)
-    }
-
-    /// Rows grouped by the GROUP BY values (MISSING and NULL each a group of their own), in
-    /// collation order of those values. Rows that come in that order (`inOrder`) are grouped
-    /// as runs: a row with the same values as the previous one joins its group, and collation
-    /// keys are compared only where the values differ.
-    private func groups(_ rows: [QueryRow], _ statement: SelectStatement, inOrder: Bool = false) throws -> [[QueryRow]] {
-        if statement.groupBy.isEmpty { return [rows] }
-        if inOrder {
-            var out: [[QueryRow]] = []
-            var last: (values: [JSONValue?], key: [UInt8]?)?
-            for r in rows {
-                let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters, regexes: regexes) }
-                if let l = last, l.values == values {
-                    out[out.count - 1].append(r)
-                    continue
-                }
-                // Values that differ may still be equal under the collation (canonically
-                // equivalent strings): their keys decide.
-                let previous = try last.map { l in try l.key ?? Self.key(l.values) }
-                let key = try Self.key(values)
-                if let previous, previous == key {
-                    out[out.count - 1].append(r)
-                } else {
-                    out.append([r])
-                }
-                last = (values, key)
-            }
-            return out
-        }
-        var byKey: [[UInt8]: [QueryRow]] = [:]
-        for r in rows {
-            let values = try statement.groupBy.map { try $0.evaluate(r, parameters: parameters, regexes: regexes) }
-            byKey[try Self.key(values), default: []].append(r)
-        }
-        return byKey.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
     }
 
     /// Values with MISSING (below NULL) encoded in collation order, for grouping and DISTINCT.
@@ -316,16 +292,19 @@ extension SelectStatement {
         }
     }
 
-    /// Whether a covering statement reads an index value anywhere but in `WHERE`.
-    var readsSlotsBeyondWhere: Bool {
+    /// The index values (slots) a covering statement reads anywhere but in `WHERE`: what a row
+    /// the ranges imply `WHERE` for needs decoded.
+    var slotsBeyondWhere: Set<Int> {
         var all: [QueryExpression] = groupBy + orderBy.map(\.expression) + [having].compactMap { $0 }
-        for item in items {
-            switch item {
-            case .all: return true
-            case .expression(let e, _): all.append(e)
+        for case .expression(let e, _) in items { all.append(e) }
+        var slots = Set<Int>()
+        for e in all {
+            _ = e.contains { x in
+                if case .property(let p) = x, let slot = p.slot { slots.insert(slot) }
+                return false
             }
         }
-        return all.contains { $0.contains { if case .property(let p) = $0 { p.isSlot } else { false } } }
+        return slots
     }
 
     /// Whether any expression of the statement reads `META().property`.
@@ -361,67 +340,11 @@ extension QueryExpression {
     /// Whether an aggregate appears anywhere in the expression.
     var containsAggregate: Bool { contains(where: { if case .aggregate = $0 { true } else { false } }) }
 
-    /// The expression with each aggregate replaced by its value over `group`.
-    func replacingAggregates(over group: [QueryRow], parameters: [String: JSONValue], regexes: RegexCache? = nil) throws -> QueryExpression {
-        func r(_ e: QueryExpression) throws -> QueryExpression { try e.replacingAggregates(over: group, parameters: parameters, regexes: regexes) }
-        switch self {
-        case .aggregate(let a, let argument):
-            if argument?.containsAggregate == true {
-                throw SetteeError(.invalidParameter, "query: an aggregate inside \(a.rawValue)()")
-            }
-            var values: [JSONValue] = []
-            for row in group {
-                if let argument {
-                    // MISSING and NULL are not counted, summed or compared (SQL's rule).
-                    if let v = try argument.evaluate(row, parameters: parameters, regexes: regexes), v != .null { values.append(v) }
-                } else {
-                    values.append(.null)
-                }
-            }
-            return .literal(try Self.aggregate(a, values) ?? .null)
-        case .literal, .missing, .property, .parameter, .meta, .variable: return self
-        case .not(let e): return .not(try r(e))
-        case .negate(let e): return .negate(try r(e))
-        case .test(let t, let e): return .test(t, try r(e))
-        case .and(let a, let b): return .and(try r(a), try r(b))
-        case .or(let a, let b): return .or(try r(a), try r(b))
-        case .compare(let op, let a, let b): return .compare(op, try r(a), try r(b))
-        case .arithmetic(let op, let a, let b): return .arithmetic(op, try r(a), try r(b))
-        case .like(let a, let b): return .like(try r(a), try r(b))
-        case .between(let e, let a, let b): return .between(try r(e), try r(a), try r(b))
-        case .in(let e, let list): return .in(try r(e), try list.map(r))
-        case .function(let f, let args): return .function(f, try args.map(r))
-        case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: try r(array), satisfies: try r(condition))
-        case .match, .rank: return self
-        }
-    }
-
-    /// count counts values; sum and avg add numbers (NULL when a value is not a number, or when
-    /// there is none); min and max use the collation.
-    static func aggregate(_ a: Aggregate, _ values: [JSONValue]) throws(SetteeError) -> JSONValue? {
-        switch a {
-        case .count:
-            return .int(Int64(values.count))
-        case .sum, .avg:
-            // Of no values, NULL (SQL's and SQL++'s rule; count says how many there were).
-            guard !values.isEmpty else { return .null }
-            var total: JSONValue = .int(0)
-            for v in values {
-                guard let next = arithmetic(.add, total, v), next != .null else { return .null }
-                total = next
-            }
-            if a == .sum { return total }
-            return arithmetic(.divide, total, .int(Int64(values.count))).map { v in
-                if case .int(let i) = v { return .double(Double(i)) } else { return v }
-            }
-        case .min, .max:
-            var best: JSONValue?
-            for v in values {
-                guard let b = best else { best = v; continue }
-                let order = try JSONCollation.compare(v, b)
-                if a == .min ? order == .orderedAscending : order == .orderedDescending { best = v }
-            }
-            return best ?? .null
+    /// The aggregates the expression holds (each once, outermost first).
+    func collectAggregates(into list: inout [QueryExpression]) {
+        _ = contains { e in
+            if case .aggregate = e, !list.contains(e) { list.append(e) }
+            return false
         }
     }
 }
@@ -473,7 +396,12 @@ struct PreparedPlan: Sendable {
     let statement: SelectStatement
     let documentKeys: Set<String>?
     let readsExpiration: Bool
-    let readsSlotsBeyondWhere: Bool
+    let slotsBeyondWhere: Set<Int>
+    /// Whether the statement reads `META().id`.
+    let readsID: Bool
+    /// When every `GROUP BY` term is an index value: how many leading values of an entry's key
+    /// decide its group, and the values the aggregates read.
+    let groupRuns: (components: Int, slotsWithinGroup: Set<Int>)?
     let isCountOnly: Bool
 
     init(plan: QueryPlan, statement: SelectStatement) {
@@ -481,7 +409,25 @@ struct PreparedPlan: Sendable {
         self.statement = statement
         documentKeys = statement.documentKeys
         readsExpiration = statement.mentions(.expiration)
-        readsSlotsBeyondWhere = statement.readsSlotsBeyondWhere
+        slotsBeyondWhere = statement.slotsBeyondWhere
+        readsID = statement.mentions(.id)
+        let groupSlots = statement.groupBy.map { e -> Int? in if case .property(let p) = e { p.slot } else { nil } }
+        if !groupSlots.isEmpty, groupSlots.allSatisfy({ $0 != nil }) {
+            var aggregates: [QueryExpression] = []
+            for case .expression(let e, _) in statement.items { e.collectAggregates(into: &aggregates) }
+            statement.having?.collectAggregates(into: &aggregates)
+            for o in statement.orderBy { o.expression.collectAggregates(into: &aggregates) }
+            var read = Set<Int>()
+            for a in aggregates {
+                _ = a.contains { x in
+                    if case .property(let p) = x, let slot = p.slot { read.insert(slot) }
+                    return false
+                }
+            }
+            groupRuns = (groupSlots.compactMap { $0 }.max()! + 1, read)
+        } else {
+            groupRuns = nil
+        }
         isCountOnly = statement.isCountOnly
     }
 }

@@ -137,6 +137,8 @@ struct QueryRow: Sendable {
     /// Seconds since 1970, when the document expires.
     var expiration: Date?
     var properties: [String: JSONValue]
+    /// A covering index scan's row: the entry's values, by position (MISSING as nil).
+    var slots: [JSONValue?] = []
     /// The row's score when it comes from a full-text scan (what `MATCH` and `RANK` read).
     var fullTextScore: Double? = nil
 
@@ -181,6 +183,7 @@ extension QueryExpression {
         case .literal(let v): return v
         case .missing: return nil
         case .property(let path):
+            if let slot = path.slot { return slot < scope.row.slots.count ? scope.row.slots[slot] : nil }
             // The empty path is the document itself (QueryBuilder's `Expression.all()`).
             return path.components.isEmpty ? .object(scope.row.properties) : path.value(in: scope.row.properties)
         case .parameter(let name):

@@ -301,15 +301,9 @@ extension QueryExpression {
 extension PropertyPath {
     /// The path of a covering query's slot: a name starting with a NUL, which no parsed path
     /// holds.
-    init(slot n: Int) { self.init(components: [.name("\u{0}\(n)")]) }
+    init(slot n: Int) { self.init(components: [.name("\u{0}\(n)")], slot: n) }
 
-    var isSlot: Bool {
-        if components.count == 1, case .name(let n) = components[0] { return n.unicodeScalars.first == "\u{0}" }
-        return false
-    }
-
-    /// The slot's key in a covering row's properties.
-    static func slotKey(_ n: Int) -> String { "\u{0}\(n)" }
+    var isSlot: Bool { slot != nil }
 }
 
 extension SelectStatement {

@@ -275,6 +275,33 @@ struct IndexEntry: Equatable {
         return (UnsafeRawBufferPointer(rebasing: key[..<idStart]), UnsafeRawBufferPointer(rebasing: key[idStart ..< key.count - 2]))
     }
 
+    /// The values of a stored entry value that `element` asks for, given each one's position
+    /// and JSON text (the others, and MISSING ones, nil): a query decodes only what it reads.
+    /// With `upTo`, values from that position on are not read (nil).
+    static func values(_ value: UnsafeRawBufferPointer, count: Int, upTo: Int? = nil,
+                       _ element: (Int, UnsafeRawBufferPointer) -> Bool) throws(SetteeError) -> [JSONValue?] {
+        var r = ByteReader(value)
+        guard let missing = r.varint() else { throw SetteeError(.corrupted, "an index entry is malformed") }
+        let json = UnsafeRawBufferPointer(rebasing: value[(value.count - r.remaining)...])
+        do {
+            var values = try JSONParser.arrayElements(json, count: count, upTo: upTo, element)
+            for i in values.indices where i < 64 && missing & (1 << UInt64(i)) != 0 { values[i] = nil }
+            return values
+        } catch {
+            throw SetteeError(.corrupted, "an index entry is malformed: \(error.message)")
+        }
+    }
+
+    /// Whether the first values of a stored entry value are these JSON texts, byte for byte.
+    static func valuesHaveText(_ value: UnsafeRawBufferPointer, _ texts: [[UInt8]], count: Int) throws(SetteeError) -> Bool {
+        var same = true
+        _ = try values(value, count: count, upTo: texts.count) { i, text in
+            if i < texts.count, same, !text.elementsEqual(texts[i]) { same = false }
+            return false
+        }
+        return same
+    }
+
     /// The values of a stored entry value (MISSING as nil).
     static func values(_ value: UnsafeRawBufferPointer, count: Int) throws(SetteeError) -> [JSONValue?] {
         var r = ByteReader(value)

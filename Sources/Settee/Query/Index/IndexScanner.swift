@@ -38,14 +38,19 @@ struct IndexScanner<Reader: StoreReading> {
     /// Read each document (else rows hold only the index's values, as slots).
     let fetch: Bool
     let expiration: Bool
-    /// Whether rows need the entries' values when `WHERE` is implied (a select list, grouping
-    /// or ordering reads them); a count does not.
-    var valuesNeeded = true
+    /// The entries' values rows need decoded when `WHERE` is implied (those a select list,
+    /// grouping or ordering reads; none for a count). Other rows get every value.
+    var slotsBeyondWhere: Set<Int>? = nil
     /// The properties a fetched document is parsed for (nil: all).
     var documentKeys: Set<String>?
     /// Whether rows the ranges imply `WHERE` for are needed at all (a count needs only how
     /// many there are: it gets one placeholder row each).
     var rowsNeeded = true
+
+    /// Grouping in index order by index values alone: which rows continue the last group.
+    var groupRuns: GroupRuns?
+    /// Whether covering rows need their document IDs (else their ID is empty).
+    var idsNeeded = true
 
     /// Only the entries of these channels (``Query/channels``), read from an index kept by
     /// channel; nil for every entry.
@@ -55,7 +60,7 @@ struct IndexScanner<Reader: StoreReading> {
 
     /// Calls `body` with each row until it returns false; its second argument says whether
     /// the row is known to meet `WHERE` (the ranges imply it).
-    func run(_ body: (QueryRow, Bool) throws -> Bool) throws {
+    func run(_ body: (QueryRow, Bool, Bool) throws -> Bool) throws {
         if let channels {
             guard scan.index.definition.byChannel else {
                 throw SetteeError(.invalidParameter, "index \(scan.index.name) is not kept by channel")
@@ -63,11 +68,11 @@ struct IndexScanner<Reader: StoreReading> {
             return try runByChannel(channels.sorted(), body)
         }
         let (ranges, exact) = try self.ranges()
-        let implied = exact && scan.impliesWhere
         if ranges.isEmpty { return }
         var overflow = PlacedEntries(try overflowEntries(), descending: scan.descending)
         var going = true
         for r in (scan.descending ? ranges.reversed() : ranges) where going {
+            let implied = self.implied(exact: exact, r)
             let visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool = { k, v in
                 if scan.descending {
                     if !r.start.lexicographicallyPrecedes(k) && !k.elementsEqual(r.start) { return false }
@@ -101,7 +106,7 @@ struct IndexScanner<Reader: StoreReading> {
     /// Gives `body` the placed entries that come before `key` in the scan's direction (all that
     /// are left for nil); false once `body` stops.
     private func flush(_ placed: inout PlacedEntries, before key: (valueKey: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer)?,
-                       _ body: (QueryRow, Bool) throws -> Bool) throws -> Bool {
+                       _ body: (QueryRow, Bool, Bool) throws -> Bool) throws -> Bool {
         while placed.next < placed.entries.count {
             let o = placed.entries[placed.next]
             if let key {
@@ -109,23 +114,71 @@ struct IndexScanner<Reader: StoreReading> {
                 if precedes == scan.descending { return true }
             }
             placed.next += 1
-            guard try body(try row(id: o.id, values: o.values), false) else { return false }
+            // A row from outside the key stream: the next entry's group is found again.
+            groupRuns?.interrupt()
+            guard try body(try row(id: o.id, values: o.values), false, false) else { return false }
         }
         return true
     }
 
+    /// Whether the ranges imply `WHERE` for the entries of range `r`: always when its equality
+    /// values are exact keys; otherwise (strings, whose keys collation-equal text shares) for
+    /// an entry whose equality values are those very values, which ``emit`` checks by their
+    /// bytes (``Implication/byBytes``).
+    private func implied(exact: Bool, _ r: KeyRange) -> Implication {
+        guard scan.impliesWhere else { return .no }
+        if exact { return .yes }
+        return r.equalityJSON.map { .byBytes($0) } ?? .no
+    }
+
+    /// Whether an entry meets `WHERE` without evaluating it.
+    enum Implication {
+        case yes, no
+        /// When the entry's first values are these JSON texts, byte for byte (the same text is
+        /// the same value, which `=` compares exactly; different text is evaluated).
+        case byBytes([[UInt8]])
+    }
+
     /// The row of one stored entry (key without any channel prefix), after the placed entries
     /// that come before it; false once `body` stops.
-    private func emit(key k: UnsafeRawBufferPointer, value v: UnsafeRawBufferPointer, implied: Bool, after placed: inout PlacedEntries,
-                      _ body: (QueryRow, Bool) throws -> Bool) throws -> Bool {
+    private func emit(key k: UnsafeRawBufferPointer, value v: UnsafeRawBufferPointer, implied: Implication, after placed: inout PlacedEntries,
+                      _ body: (QueryRow, Bool, Bool) throws -> Bool) throws -> Bool {
         guard let parts = IndexEntry.split(k), !IndexEntry.isOverflow(k) else {
             throw SetteeError(.corrupted, "index \(scan.index.name) holds a malformed key")
         }
         guard try flush(&placed, before: (parts.valueKey, parts.documentID), body) else { return false }
-        if implied && !rowsNeeded && !fetch { return try body(.empty, true) }
-        // Values are decoded only for what reads them.
-        let values = fetch ? nil : implied && !valuesNeeded ? [] : try IndexEntry.values(v, count: scan.index.expressions.count)
-        return try body(try row(id: Array(parts.documentID), values: values), implied)
+        var meets: Bool
+        switch implied {
+        case .yes: meets = true
+        case .no: meets = false
+        case .byBytes: meets = true   // until a value's text differs
+        }
+        if case .yes = implied, !rowsNeeded, !fetch { return try body(.empty, true, false) }
+        if fetch {
+            if case .byBytes(let texts) = implied { meets = try IndexEntry.valuesHaveText(v, texts, count: scan.index.expressions.count) }
+            return try body(try row(id: Array(parts.documentID), values: nil), meets, false)
+        }
+        let continues = groupRuns?.continues(parts.valueKey) ?? false
+        // Values are decoded only for what reads them: when WHERE is met, what the statement
+        // reads beyond it; else all of them, for WHERE.
+        let count = scan.index.expressions.count
+        var values: [JSONValue?]
+        if case .no = implied {
+            values = try IndexEntry.values(v, count: count)
+        } else {
+            let wanted = continues ? groupRuns?.slotsWithinGroup : slotsBeyondWhere
+            let texts: [[UInt8]]
+            if case .byBytes(let t) = implied { texts = t } else { texts = [] }
+            // Past the equality values and the last wanted one, nothing is read.
+            let upTo = max(texts.count, wanted.map { ($0.max() ?? -1) + 1 } ?? count)
+            values = try IndexEntry.values(v, count: count, upTo: upTo) { i, text in
+                if i < texts.count, meets, !text.elementsEqual(texts[i]) { meets = false }
+                return wanted?.contains(i) ?? true
+            }
+            if !meets { values = try IndexEntry.values(v, count: count) }
+            else if !rowsNeeded { return try body(.empty, true, false) }
+        }
+        return try body(try row(id: idsNeeded ? Array(parts.documentID) : [], values: values), meets, continues)
     }
 
     /// One channel's entries in one range, read a slice at a time (the engine's iteration
@@ -183,13 +236,13 @@ struct IndexScanner<Reader: StoreReading> {
     /// entries merged in the index's order (a document in several of them once), and the
     /// index's listed documents (``IndexEntry/channelOverflowTag``) of those channels placed
     /// where their values sort.
-    private func runByChannel(_ channels: [String], _ body: (QueryRow, Bool) throws -> Bool) throws {
+    private func runByChannel(_ channels: [String], _ body: (QueryRow, Bool, Bool) throws -> Bool) throws {
         let (ranges, exact) = try self.ranges()
-        let implied = exact && scan.impliesWhere
         if ranges.isEmpty || channels.isEmpty { return }
         var listed = PlacedEntries(try listedEntries(Set(channels)), descending: scan.descending)
         for r in (scan.descending ? ranges.reversed() : ranges) {
-            var streams = channels.map { ChannelStream(channel: $0, range: r) }
+            let implied = self.implied(exact: exact, r)
+            var streams = channels.map { ChannelStream(channel: $0, range: (r.start, r.end)) }
             var last: [UInt8]?
             while true {
                 var best: (index: Int, key: [UInt8], value: [UInt8])?
@@ -238,20 +291,30 @@ struct IndexScanner<Reader: StoreReading> {
         return a.0.lexicographicallyPrecedes(b.0)
     }
 
-    /// The key ranges to read, [start, end), in ascending order, and whether they are exact:
-    /// every equality value is a key only equal values have (not a string, array or object,
-    /// whose keys collation-equal text shares; not an integer past 2^53).
-    func ranges() throws -> (ranges: [(start: [UInt8], end: [UInt8])], exact: Bool) {
+    /// A key range to read, [start, end), with the JSON text of its equality values (as an
+    /// entry's value holds them).
+    struct KeyRange {
+        var start: [UInt8]
+        var end: [UInt8]
+        /// nil when one of them has several texts (`IN` values with the same key).
+        var equalityJSON: [[UInt8]]?
+    }
+
+    /// The key ranges to read, in ascending order, and whether they are exact: every equality
+    /// value is a key only equal values have (not a string, array or object, whose keys
+    /// collation-equal text shares; not an integer past 2^53).
+    func ranges() throws -> (ranges: [KeyRange], exact: Bool) {
         let none = QueryRow.empty
         func value(_ e: QueryExpression) throws -> JSONValue? {
             // MISSING and NULL equal nothing and bound nothing: no range.
             guard let v = try e.evaluate(none, parameters: parameters), v != .null else { return nil }
             return v
         }
-        var prefixes: [[UInt8]] = [[]]
+        var prefixes: [(key: [UInt8], json: [[UInt8]]?)] = [([], [])]
         var exact = true
         for candidates in scan.equalities {
-            var keys = Set<[UInt8]>()
+            // Candidates with the same key share its range: the range then has no one text.
+            var keys: [[UInt8]: [UInt8]?] = [:]
             for c in candidates {
                 guard let v = try value(c) else { continue }
                 switch v {
@@ -259,14 +322,23 @@ struct IndexScanner<Reader: StoreReading> {
                 case .int(let n) where n.magnitude <= 1 << 53: break
                 default: exact = false
                 }
-                keys.insert(try JSONCollation.key(v))
+                var json: [UInt8] = []
+                try JSONWriter.write(v, into: &json)
+                let key = try JSONCollation.key(v)
+                if let known = keys[key] {
+                    if known != json { keys[key] = .some(nil) }
+                } else {
+                    keys[key] = json
+                }
             }
-            let sorted = keys.sorted { $0.lexicographicallyPrecedes($1) }
-            prefixes = prefixes.flatMap { p in sorted.map { p + $0 } }
+            let sorted = keys.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+            prefixes = prefixes.flatMap { p in
+                sorted.map { k, json in (p.key + k, p.json.flatMap { pj in json.map { pj + [$0] } }) }
+            }
             if prefixes.isEmpty { return ([], exact) }
         }
-        var out: [(start: [UInt8], end: [UInt8])] = []
-        for p in prefixes {
+        var out: [KeyRange] = []
+        for (p, json) in prefixes {
             var start = p, end = p + [0xFF]
             if scan.hasRange {
                 // MISSING is never in a range; NULL only in IS VALUED's and the like (a
@@ -281,7 +353,7 @@ struct IndexScanner<Reader: StoreReading> {
                     end = p + (try JSONCollation.key(v)) + (hi.inclusive ? [0xFF] : [])
                 }
             }
-            if start.lexicographicallyPrecedes(end) { out.append((start, end)) }
+            if start.lexicographicallyPrecedes(end) { out.append(KeyRange(start: start, end: end, equalityJSON: json)) }
         }
         return (out, exact)
     }
@@ -309,8 +381,6 @@ struct IndexScanner<Reader: StoreReading> {
             if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
             return row
         }
-        var slots: [String: JSONValue] = [:]
-        for (i, v) in values.enumerated() { if let v { slots[PropertyPath.slotKey(i)] = v } }
-        return QueryRow(id: id, revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: slots)
+        return QueryRow(id: id, revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:], slots: values)
     }
 }

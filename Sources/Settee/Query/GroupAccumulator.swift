@@ -1,0 +1,234 @@
+import Foundation
+
+/// The groups of a grouped statement, made as its rows come: each group keeps its first row
+/// and one running value per aggregate, never its rows, so grouping costs memory per group
+/// rather than per row.
+///
+/// Rows group by their `GROUP BY` values under the collation (canonically equivalent strings
+/// share a group; MISSING and NULL are groups of their own). Groups come out in the collation
+/// order of those values.
+///
+/// ```swift
+/// var groups = try GroupAccumulator(statement, inOrder: false, parameters: [:], regexes: nil)
+/// for row in rows { try groups.add(row) }
+/// for group in groups.finish() { print(group.resolving(.aggregate(.count, nil))) }
+/// ```
+///
+/// - Note: Not thread-safe; lives for one execution on one thread.
+struct GroupAccumulator {
+    /// One group: its first row (what non-aggregate expressions read) and its aggregates'
+    /// values so far.
+    struct Group {
+        let first: QueryRow
+        fileprivate(set) var key: [UInt8]
+        fileprivate var states: [AggregateState]
+        fileprivate let aggregates: [QueryExpression]
+
+        /// `e` with each aggregate replaced by its value over the group.
+        func resolving(_ e: QueryExpression) -> QueryExpression {
+            e.replacing { x in
+                guard case .aggregate = x, let i = aggregates.firstIndex(of: x) else { return nil }
+                return .literal(states[i].value)
+            }
+        }
+    }
+
+    private let groupBy: [QueryExpression]
+    private let aggregates: [QueryExpression]
+    /// Each aggregate's argument (nil for `count(*)`).
+    private let arguments: [QueryExpression?]
+    private let parameters: [String: JSONValue]
+    private let regexes: RegexCache?
+    /// Rows come in the grouping's order (an index scan): a group ends where the values change.
+    private let inOrder: Bool
+    private var groups: [Group] = []
+    /// Rows in any order: the group of values met before, and of each collation key.
+    private var byValues: [[JSONValue?]: Int] = [:]
+    private var byKey: [[UInt8]: Int] = [:]
+    /// Rows in order: the values of the last row, whose group is the last one.
+    private var lastValues: [JSONValue?]?
+
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for an aggregate inside an aggregate.
+    init(_ statement: SelectStatement, inOrder: Bool, parameters: [String: JSONValue], regexes: RegexCache?) throws(SetteeError) {
+        var found: [QueryExpression] = []
+        for case .expression(let e, _) in statement.items { e.collectAggregates(into: &found) }
+        statement.having?.collectAggregates(into: &found)
+        for o in statement.orderBy { o.expression.collectAggregates(into: &found) }
+        for case .aggregate(let a, let argument?) in found where argument.containsAggregate {
+            throw SetteeError(.invalidParameter, "query: an aggregate inside \(a.rawValue)()")
+        }
+        groupBy = statement.groupBy
+        aggregates = found
+        arguments = found.map { e in if case .aggregate(_, let argument) = e { argument } else { nil } }
+        self.parameters = parameters
+        self.regexes = regexes
+        self.inOrder = inOrder
+    }
+
+    /// Adds a row to its group; with `continuesLastGroup` (rows in order, ``GroupRuns``), to
+    /// the last group without evaluating the grouping.
+    mutating func add(_ row: QueryRow, continuesLastGroup: Bool = false) throws(SetteeError) {
+        let index = continuesLastGroup && inOrder && !groups.isEmpty ? groups.count - 1 : try groupIndex(of: row)
+        for (i, argument) in arguments.enumerated() {
+            if let argument {
+                // MISSING and NULL are not counted, summed or compared (SQL's rule).
+                guard let v = try argument.evaluate(row, parameters: parameters, regexes: regexes), v != .null else { continue }
+                try groups[index].states[i].add(v)
+            } else {
+                try groups[index].states[i].add(.null)
+            }
+        }
+    }
+
+    /// The groups in the collation order of their values. Without `GROUP BY` there is always
+    /// one group (aggregates over no rows: `count` 0), read on a row of nothing but MISSING.
+    func finish() -> [Group] {
+        if groupBy.isEmpty { return groups.isEmpty ? [newGroup(.empty, key: [])] : groups }
+        if inOrder { return groups }
+        return groups.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+    }
+
+    private func newGroup(_ row: QueryRow, key: [UInt8]) -> Group {
+        Group(first: row, key: key, states: aggregates.map { e in
+            guard case .aggregate(let a, _) = e else { preconditionFailure("only aggregates are collected") }
+            return AggregateState(a)
+        }, aggregates: aggregates)
+    }
+
+    private mutating func groupIndex(of row: QueryRow) throws(SetteeError) -> Int {
+        if groupBy.isEmpty {
+            if groups.isEmpty { groups.append(newGroup(row, key: [])) }
+            return 0
+        }
+        var values: [JSONValue?] = []
+        values.reserveCapacity(groupBy.count)
+        for e in groupBy { values.append(try e.evaluate(row, parameters: parameters, regexes: regexes)) }
+        if inOrder {
+            if let last = lastValues, last == values { return groups.count - 1 }
+            lastValues = values
+            // Values that differ may still be equal under the collation (canonically
+            // equivalent strings): their keys decide.
+            let key = try QueryExecutor.key(values)
+            if let last = groups.last, last.key == key { return groups.count - 1 }
+            groups.append(newGroup(row, key: key))
+            return groups.count - 1
+        }
+        if let i = byValues[values] { return i }
+        let key = try QueryExecutor.key(values)
+        let i: Int
+        if let known = byKey[key] {
+            i = known
+        } else {
+            i = groups.count
+            groups.append(newGroup(row, key: key))
+            byKey[key] = i
+        }
+        byValues[values] = i
+        return i
+    }
+}
+
+/// The running value of one aggregate over a group's rows: `count` counts values; `sum` and
+/// `avg` add numbers (NULL when a value is not a number, or when there is none); `min` and
+/// `max` keep the first of the least or greatest values under the collation.
+struct AggregateState {
+    private let kind: QueryExpression.Aggregate
+    private var count: Int64 = 0
+    /// nil once a value could not be added: the sum is NULL from then on.
+    private var total: JSONValue? = .int(0)
+    private var best: JSONValue?
+
+    init(_ kind: QueryExpression.Aggregate) { self.kind = kind }
+
+    /// Adds one value that is neither MISSING nor NULL (for `count(*)`, NULL per row).
+    mutating func add(_ v: JSONValue) throws(SetteeError) {
+        count += 1
+        switch kind {
+        case .count:
+            break
+        case .sum, .avg:
+            guard let t = total else { return }
+            let next = QueryExpression.arithmetic(.add, t, v)
+            total = next == .null ? nil : next
+        case .min, .max:
+            guard let b = best else { best = v; return }
+            let order = try JSONCollation.compare(v, b)
+            if kind == .min ? order == .orderedAscending : order == .orderedDescending { best = v }
+        }
+    }
+
+    /// The aggregate's value (NULL for a sum, average, minimum or maximum of no values).
+    var value: JSONValue {
+        switch kind {
+        case .count:
+            return .int(count)
+        case .sum, .avg:
+            guard count > 0, let total else { return .null }
+            if kind == .sum { return total }
+            switch QueryExpression.arithmetic(.divide, total, .int(count)) {
+            case .int(let i)?: return .double(Double(i))
+            case let v?: return v
+            case nil: return .null
+            }
+        case .min, .max:
+            return best ?? .null
+        }
+    }
+}
+
+/// Rows of an index scan grouped in index order when the grouping values are the first
+/// `components` values of each entry's key: an entry whose leading key bytes are those of the
+/// last row the grouping took joins that row's group (equal keys are the same group, as
+/// grouping compares collation keys) without its grouping values being decoded or compared.
+///
+/// ```swift
+/// let continues = runs.continues(valueKey)   // the scanner, per entry
+/// runs.accept()                             // the executor, once the row is in a group
+/// ```
+///
+/// - Note: Not thread-safe; shared by one execution's scanner and executor on one thread.
+final class GroupRuns {
+    let components: Int
+    /// The values a row needs when it continues a group (what the aggregates read).
+    let slotsWithinGroup: Set<Int>
+    /// The leading key bytes of the last row taken, when known. (One thread: no dynamic
+    /// exclusivity checks per row.)
+    @exclusivity(unchecked) private var last: [UInt8]?
+    /// Those of the row being offered, when it starts a run.
+    @exclusivity(unchecked) private var offered: [UInt8]?
+
+    init(components: Int, slotsWithinGroup: Set<Int>) {
+        self.components = components
+        self.slotsWithinGroup = slotsWithinGroup
+    }
+
+    /// Whether the entry of this value key continues the last group taken.
+    func continues(_ valueKey: UnsafeRawBufferPointer) -> Bool {
+        guard let n = JSONCollation.lengthOfValues(components, in: valueKey) else {
+            // Unknown bytes: the row is grouped by its values, after which nothing continues.
+            offered = nil
+            last = nil
+            return false
+        }
+        let leading = UnsafeRawBufferPointer(rebasing: valueKey[..<n])
+        if let last, last.count == n, n > 0, last.withUnsafeBytes({ memcmp($0.baseAddress!, leading.baseAddress!, n) == 0 }) {
+            offered = nil
+            return true
+        }
+        offered = Array(leading)
+        return false
+    }
+
+    /// The offered row was taken into a group.
+    func accept() {
+        if let offered { last = offered }
+        offered = nil
+    }
+
+    /// A row not offered (from outside the key stream) is being grouped: the next one starts
+    /// afresh.
+    func interrupt() {
+        last = nil
+        offered = nil
+    }
+}
