@@ -48,6 +48,10 @@ import SetteeStorage
             ("SELECT v FROM _ WHERE k = 'task' ORDER BY v", [[9], [10]]),
             ("SELECT META().id, other FROM _ WHERE k = 'task' ORDER BY other", [["d0", 0], ["d1", 1]]),
             ("SELECT count(*) FROM _ WHERE k = 'task\u{1}'", [[1]]),
+            // Documents read in index order: one that meets WHERE by its entry's text is parsed
+            // only for what the select list reads; the others are evaluated on the document.
+            ("SELECT META().id, other FROM _ WHERE k = 'task' ORDER BY v", [["d1", 1], ["d0", 0]]),
+            ("SELECT META().id, other FROM _ WHERE k = 'task\u{1}' ORDER BY v", [["d2", 2]]),
             ("SELECT v FROM _ WHERE k = '\u{E9}' ORDER BY v", [[5], [6]]),
             // One group: the two texts are equal under the collation (which row stands for it
             // is the first in each plan's order).

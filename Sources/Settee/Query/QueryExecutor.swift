@@ -128,6 +128,7 @@ struct QueryExecutor {
                                                fetch: covering == nil, expiration: prepared.readsExpiration)
                     scanner.slotsBeyondWhere = prepared.slotsBeyondWhere
                     scanner.documentKeys = keys
+                    scanner.documentKeysBeyondWhere = prepared.documentKeysBeyondWhere
                     scanner.rowsNeeded = !countOnly || routed != nil
                     if byChannel { scanner.channels = channels }
                     scanner.groupRuns = runs
@@ -387,6 +388,21 @@ extension SelectStatement {
         }
         return QueryExpression.documentKeys(all)
     }
+
+    /// The top-level properties a row that meets `WHERE` without evaluating it still needs:
+    /// those the select list, grouping and `HAVING` read, and `ORDER BY` unless the rows come
+    /// sorted (`sorted`) and are not grouped.
+    func documentKeysBeyondWhere(sorted: Bool) -> Set<String>? {
+        var all: [QueryExpression] = groupBy + [having].compactMap { $0 }
+        if !sorted || isGrouped { all += orderBy.map(\.expression) }
+        for item in items {
+            switch item {
+            case .all: return nil
+            case .expression(let e, _): all.append(e)
+            }
+        }
+        return QueryExpression.documentKeys(all)
+    }
 }
 
 /// A plan with what running it needs to know of the statement it runs (the covering form when
@@ -395,6 +411,8 @@ struct PreparedPlan: Sendable {
     let plan: QueryPlan
     let statement: SelectStatement
     let documentKeys: Set<String>?
+    /// Those of a row the index ranges imply `WHERE` for.
+    let documentKeysBeyondWhere: Set<String>?
     let readsExpiration: Bool
     let slotsBeyondWhere: Set<Int>
     /// Whether the statement reads `META().id`.
@@ -408,6 +426,7 @@ struct PreparedPlan: Sendable {
         self.plan = plan
         self.statement = statement
         documentKeys = statement.documentKeys
+        documentKeysBeyondWhere = statement.documentKeysBeyondWhere(sorted: plan.ordered)
         readsExpiration = statement.mentions(.expiration)
         slotsBeyondWhere = statement.slotsBeyondWhere
         readsID = statement.mentions(.id)

@@ -43,6 +43,8 @@ struct IndexScanner<Reader: StoreReading> {
     var slotsBeyondWhere: Set<Int>? = nil
     /// The properties a fetched document is parsed for (nil: all).
     var documentKeys: Set<String>?
+    /// Those a document is parsed for when its entry meets `WHERE` without evaluating it.
+    var documentKeysBeyondWhere: Set<String>?
     /// Whether rows the ranges imply `WHERE` for are needed at all (a count needs only how
     /// many there are: it gets one placeholder row each).
     var rowsNeeded = true
@@ -116,7 +118,7 @@ struct IndexScanner<Reader: StoreReading> {
             placed.next += 1
             // A row from outside the key stream: the next entry's group is found again.
             groupRuns?.interrupt()
-            guard try body(try row(id: o.id, values: o.values), false, false) else { return false }
+            guard try body(try row(id: o.id, values: o.values, keys: documentKeys), false, false) else { return false }
         }
         return true
     }
@@ -156,7 +158,7 @@ struct IndexScanner<Reader: StoreReading> {
         if case .yes = implied, !rowsNeeded, !fetch { return try body(.empty, true, false) }
         if fetch {
             if case .byBytes(let texts) = implied { meets = try IndexEntry.valuesHaveText(v, texts, count: scan.index.expressions.count) }
-            return try body(try row(id: Array(parts.documentID), values: nil), meets, false)
+            return try body(try row(id: Array(parts.documentID), values: nil, keys: meets ? documentKeysBeyondWhere : documentKeys), meets, false)
         }
         let continues = groupRuns?.continues(parts.valueKey) ?? false
         // Values are decoded only for what reads them: when WHERE is met, what the statement
@@ -178,7 +180,7 @@ struct IndexScanner<Reader: StoreReading> {
             if !meets { values = try IndexEntry.values(v, count: count) }
             else if !rowsNeeded { return try body(.empty, true, false) }
         }
-        return try body(try row(id: idsNeeded ? Array(parts.documentID) : [], values: values), meets, continues)
+        return try body(try row(id: idsNeeded ? Array(parts.documentID) : [], values: values, keys: nil), meets, continues)
     }
 
     /// One channel's entries in one range, read a slice at a time (the engine's iteration
@@ -371,13 +373,14 @@ struct IndexScanner<Reader: StoreReading> {
     }
 
     /// The row of one entry: the document read from the same snapshot, or the entry's values.
-    private func row(id key: [UInt8], values: [JSONValue?]?) throws -> QueryRow {
+    /// (`keys`: what a read document is parsed for, nil for every property.)
+    private func row(id key: [UInt8], values: [JSONValue?]?, keys: Set<String>?) throws -> QueryRow {
         let id = String(decoding: key, as: UTF8.self)
         guard let values else {
             guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else {
                 throw SetteeError(.corrupted, "index \(scan.index.name) names document \(id), which is not in the database; check(repair: true) rebuilds the index")
             }
-            var row = try core.queryRow(tx, id: id, meta: meta, keys: documentKeys)
+            var row = try core.queryRow(tx, id: id, meta: meta, keys: keys)
             if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
             return row
         }
