@@ -141,6 +141,20 @@ import Testing
         }
     }
 
+    /// Short strings' keys are kept with each collator: a key from the cache is the key ICU
+    /// makes, for exactly that text (canonically equivalent text, bytes apart, is looked up
+    /// apart), also after the cache filled and started again.
+    @Test func cachedKeysAreTheKeysOfTheSameText() throws {
+        let strings = (0 ..< 3000).map { "list-\($0)" } + ["\u{E9}", "e\u{301}", "task", "Task", "task\u{1}"]
+        let first = try strings.map { try JSONCollation.key(.string($0)) }
+        for _ in 0 ..< 2 {
+            #expect(try strings.map { try JSONCollation.key(.string($0)) } == first)
+        }
+        // The order still holds between keys made fresh and keys from the cache.
+        #expect(first[3000].lexicographicallyPrecedes(try JSONCollation.key(.string("f"))))
+        #expect(try JSONCollation.key(.string("task")) != JSONCollation.key(.string("Task")))
+    }
+
     /// Many threads collate at once, each with a collator of its own from the pool, and get the
     /// same answers.
     @Test func concurrentCallersGetTheSameKeys() async throws {

@@ -890,8 +890,8 @@ extension Reader {
         skipWhitespace()
         guard i < end, p[i] == openBrace else { throw fail(i < end ? "expected an object" : "unexpected end of input") }
         i += 1
-        var out: [String: JSONValue] = [:]
-        out.reserveCapacity(keys.count)
+        // Made at its size at once (reserving on an empty one would allocate twice).
+        var out = [String: JSONValue](minimumCapacity: keys.count)
         // A few wanted keys are matched by their bytes: a skipped member's key is never built
         // into a String nor hashed.
         let byBytes = keys.count <= 16

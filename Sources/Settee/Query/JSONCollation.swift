@@ -257,33 +257,63 @@ enum JSONCollation {
 
     /// ICU's sort key of `s`: bytes with no zero but the last, whose order is the collator's.
     private static func appendSortKey(_ s: String, to out: inout [UInt8]) throws(SetteeError) {
+        try withCollator { (collator: Collator) throws(SetteeError) in
+            // Index builds and loads meet the same short strings again and again ("task", a
+            // list's ID): their keys are kept with the collator, by the string's bytes.
+            let cacheable = s.utf8.count <= Collator.cachedLength
+            if cacheable, let key = collator.cache[BytewiseString(s)] {
+                out.append(contentsOf: key)
+                return
+            }
+            let start = out.count
+            try appendSortKey(s, with: collator.handle, to: &out)
+            if cacheable {
+                if collator.cache.count >= Collator.cacheCapacity { collator.cache.removeAll(keepingCapacity: true) }
+                collator.cache[BytewiseString(s)] = Array(out[start...])
+            }
+        }
+    }
+
+    private static func appendSortKey(_ s: String, with collator: OpaquePointer, to out: inout [UInt8]) throws(SetteeError) {
         let utf16 = Array(s.utf16)
         guard utf16.count <= Int(Int32.max / 4) else {
             throw SetteeError(.invalidParameter, "a string too long to collate")
         }
-        try withCollator { (collator) throws(SetteeError) in
-            // A sort key is rarely more than a few bytes per UTF-16 unit; ICU says how many
-            // it needs when the first guess is short.
-            var capacity = max(32, utf16.count * 4 + 16)
-            for _ in 0 ..< 2 {
-                let start = out.count
-                out.append(contentsOf: repeatElement(0, count: capacity))
-                let written = out.withUnsafeMutableBufferPointer { buffer -> Int in
-                    // Never nil: `capacity` (at least 32) bytes were just appended.
-                    guard let base = buffer.baseAddress else { return 0 }
-                    return utf16.withUnsafeBufferPointer { u in
-                        Int(swift_ucol_getSortKey(collator, u.baseAddress, Int32(u.count), base + start, Int32(capacity)))
-                    }
+        // A sort key is rarely more than a few bytes per UTF-16 unit; ICU says how many it
+        // needs when the first guess is short.
+        var capacity = max(32, utf16.count * 4 + 16)
+        for _ in 0 ..< 2 {
+            let start = out.count
+            out.append(contentsOf: repeatElement(0, count: capacity))
+            let written = out.withUnsafeMutableBufferPointer { buffer -> Int in
+                // Never nil: `capacity` (at least 32) bytes were just appended.
+                guard let base = buffer.baseAddress else { return 0 }
+                return utf16.withUnsafeBufferPointer { u in
+                    Int(swift_ucol_getSortKey(collator, u.baseAddress, Int32(u.count), base + start, Int32(capacity)))
                 }
-                guard written > 0 else { break }
-                if written <= capacity {
-                    out.removeLast(capacity - written)
-                    return
-                }
-                out.removeLast(capacity)
-                capacity = written
             }
-            throw SetteeError(.unavailable, "ICU could not make a sort key")
+            guard written > 0 else { break }
+            if written <= capacity {
+                out.removeLast(capacity - written)
+                return
+            }
+            out.removeLast(capacity)
+            capacity = written
+        }
+        throw SetteeError(.unavailable, "ICU could not make a sort key")
+    }
+
+    /// A string compared and hashed by its UTF-8 bytes, not by canonical equivalence as
+    /// `String` is: a cached sort key is for exactly the text it was made from.
+    private struct BytewiseString: Hashable {
+        let text: String
+        init(_ text: String) { self.text = text }
+
+        static func == (a: Self, b: Self) -> Bool { a.text.utf8.elementsEqual(b.text.utf8) }
+
+        func hash(into hasher: inout Hasher) {
+            var text = text
+            text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
         }
     }
 
@@ -292,15 +322,26 @@ enum JSONCollation {
     private static let pool = Mutex<[Collator]>([])
 
     private static func withCollator<R>(_ body: (OpaquePointer) throws(SetteeError) -> R) throws(SetteeError) -> R {
+        try withCollator { (c: Collator) throws(SetteeError) -> R in try body(c.handle) }
+    }
+
+    private static func withCollator<R>(_ body: (Collator) throws(SetteeError) -> R) throws(SetteeError) -> R {
         let collator: Collator
         if let pooled = pool.withLock({ $0.popLast() }) { collator = pooled } else { collator = try Collator() }
         defer { pool.withLock { if $0.count < 64 { $0.append(collator) } } }
-        return try body(collator.handle)
+        return try body(collator)
     }
 
-    /// An open root collator (the Unicode Collation Algorithm's default order, CouchDB's).
+    /// An open root collator (the Unicode Collation Algorithm's default order, CouchDB's), with
+    /// the sort keys of short strings it made last. Used by one caller at a time (the pool
+    /// hands it out), so its cache needs no lock.
     private final class Collator: @unchecked Sendable {
         let handle: OpaquePointer
+        /// Strings of at most this many UTF-8 bytes have their keys kept...
+        static let cachedLength = 48
+        /// ...up to this many (then the cache starts again): at most about 150 KiB a collator.
+        static let cacheCapacity = 1024
+        var cache: [BytewiseString: [UInt8]] = [:]
 
         init() throws(SetteeError) {
             var status = U_ZERO_ERROR
