@@ -104,7 +104,9 @@ struct QueryExecutor {
             // plan checks each row's routing.
             let byChannel = channels != nil && plan.scan?.index.definition.byChannel == true
             let routed = byChannel ? nil : channels
-            let keep: (QueryRow, Bool, Bool) throws -> Bool = { row, implied, continuesGroup in
+            // A local function, not a closure in a variable: what it changes (counts, rows)
+            // is checked at compile time rather than on every row.
+            func keep(_ row: QueryRow, _ implied: Bool, _ continuesGroup: Bool) throws -> Bool {
                 if !implied, let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
                 if let routed, !(try core.isRouted(tx, documentID: row.id, toAnyOf: routed)) { return true }
                 found += 1

@@ -75,17 +75,18 @@ struct IndexScanner<Reader: StoreReading> {
         var going = true
         for r in (scan.descending ? ranges.reversed() : ranges) where going {
             let implied = self.implied(exact: exact, r)
-            let visit: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool = { k, v in
+            // A closure passed straight to the engine (not kept in a variable) does not escape,
+            // so what it changes is checked at compile time rather than per entry.
+            try tx.forEach(in: tree, from: scan.descending ? r.end : r.start, reverse: scan.descending) { k, v in
                 if scan.descending {
-                    if !r.start.lexicographicallyPrecedes(k) && !k.elementsEqual(r.start) { return false }
-                    if !k.lexicographicallyPrecedes(r.end) { return true }
-                } else if !k.lexicographicallyPrecedes(r.end) {
+                    if Bytes.compare(k, r.start) < 0 { return false }
+                    if Bytes.compare(k, r.end) >= 0 { return true }
+                } else if Bytes.compare(k, r.end) >= 0 {
                     return false
                 }
                 going = try emit(key: k, value: v, implied: implied, after: &overflow, body)
                 return going
             }
-            try tx.forEach(in: tree, from: scan.descending ? r.end : r.start, reverse: scan.descending, visit)
         }
         if going { _ = try flush(&overflow, before: nil, body) }
     }
@@ -385,5 +386,22 @@ struct IndexScanner<Reader: StoreReading> {
             return row
         }
         return QueryRow(id: id, revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:], slots: values)
+    }
+}
+
+/// Byte-string order (unsigned, a prefix first), the engine's key order, with `memcmp`.
+enum Bytes {
+    /// Negative, zero or positive as `a` sorts before, with or after `b`.
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
+        b.withUnsafeBytes { b in compare(a, b) }
+    }
+
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let n = min(a.count, b.count)
+        if n > 0, let pa = a.baseAddress, let pb = b.baseAddress {
+            let c = memcmp(pa, pb, n)
+            if c != 0 { return Int(c) }
+        }
+        return a.count - b.count
     }
 }
