@@ -287,19 +287,13 @@ extension DatabaseCore {
                     guard c.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
                         throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
                     }
-                    // Entries go in in key order: each put then walks the path the last one
-                    // left in memory.
-                    var entries: [(key: [UInt8], value: [UInt8])] = []
-                    entries.reserveCapacity(batch.count)
                     for item in batch where try c.meta(item.key)?.sequence == item.sequence {
-                        if let e = item.entry { entries.append((e.key, e.value)) }
-                        for (k, v) in item.byChannel { entries.append((k, v)) }
+                        if let e = item.entry { try c.tx.put(e.key, e.value, in: index.tree) }
+                        for (k, v) in item.byChannel { try c.tx.put(k, v, in: index.tree) }
                         if let t = item.text {
                             try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
                         }
                     }
-                    entries.sort { $0.key.lexicographicallyPrecedes($1.key) }
-                    for e in entries { try c.tx.put(e.key, e.value, in: index.tree) }
                     for item in mapped where try c.meta(item.key)?.sequence == item.sequence {
                         try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows)
                     }
