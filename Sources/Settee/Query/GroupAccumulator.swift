@@ -50,10 +50,7 @@ struct GroupAccumulator {
 
     /// - Throws: ``SetteeError/Code/invalidParameter`` for an aggregate inside an aggregate.
     init(_ statement: SelectStatement, inOrder: Bool, parameters: [String: JSONValue], regexes: RegexCache?) throws(SetteeError) {
-        var found: [QueryExpression] = []
-        for case .expression(let e, _) in statement.items { e.collectAggregates(into: &found) }
-        statement.having?.collectAggregates(into: &found)
-        for o in statement.orderBy { o.expression.collectAggregates(into: &found) }
+        let found = statement.aggregates
         for case .aggregate(let a, let argument?) in found where argument.containsAggregate {
             throw SetteeError(.invalidParameter, "query: an aggregate inside \(a.rawValue)()")
         }

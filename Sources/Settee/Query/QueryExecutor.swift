@@ -301,13 +301,17 @@ extension SelectStatement {
         var all: [QueryExpression] = groupBy + orderBy.map(\.expression) + [having].compactMap { $0 }
         for case .expression(let e, _) in items { all.append(e) }
         var slots = Set<Int>()
-        for e in all {
-            _ = e.contains { x in
-                if case .property(let p) = x, let slot = p.slot { slots.insert(slot) }
-                return false
-            }
-        }
+        for e in all { e.collectSlots(into: &slots) }
         return slots
+    }
+
+    /// The aggregates of the select list, `HAVING` and `ORDER BY`, each once.
+    var aggregates: [QueryExpression] {
+        var found: [QueryExpression] = []
+        for case .expression(let e, _) in items { e.collectAggregates(into: &found) }
+        having?.collectAggregates(into: &found)
+        for o in orderBy { o.expression.collectAggregates(into: &found) }
+        return found
     }
 
     /// Whether any expression of the statement reads `META().property`.
@@ -347,6 +351,14 @@ extension QueryExpression {
     func collectAggregates(into list: inout [QueryExpression]) {
         _ = contains { e in
             if case .aggregate = e, !list.contains(e) { list.append(e) }
+            return false
+        }
+    }
+
+    /// Adds the index values (slots) the expression reads to `slots`.
+    func collectSlots(into slots: inout Set<Int>) {
+        _ = contains { e in
+            if case .property(let p) = e, let slot = p.slot { slots.insert(slot) }
             return false
         }
     }
@@ -434,17 +446,8 @@ struct PreparedPlan: Sendable {
         readsID = statement.mentions(.id)
         let groupSlots = statement.groupBy.map { e -> Int? in if case .property(let p) = e { p.slot } else { nil } }
         if !groupSlots.isEmpty, groupSlots.allSatisfy({ $0 != nil }) {
-            var aggregates: [QueryExpression] = []
-            for case .expression(let e, _) in statement.items { e.collectAggregates(into: &aggregates) }
-            statement.having?.collectAggregates(into: &aggregates)
-            for o in statement.orderBy { o.expression.collectAggregates(into: &aggregates) }
             var read = Set<Int>()
-            for a in aggregates {
-                _ = a.contains { x in
-                    if case .property(let p) = x, let slot = p.slot { read.insert(slot) }
-                    return false
-                }
-            }
+            for a in statement.aggregates { a.collectSlots(into: &read) }
             groupRuns = (groupSlots.compactMap { $0 }.max()! + 1, read)
         } else {
             groupRuns = nil
