@@ -20,7 +20,7 @@ struct GroupAccumulator {
     /// values so far.
     struct Group {
         let first: QueryRow
-        fileprivate(set) var key: [UInt8]
+        let key: [UInt8]
         fileprivate var states: [AggregateState]
         fileprivate let aggregates: [QueryExpression]
 

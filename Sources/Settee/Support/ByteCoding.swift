@@ -1,3 +1,4 @@
+import Foundation
 internal import SetteeStorage
 
 /// Little helpers to build and read the binary records of `Formats/documents.md`. Reading is
@@ -180,4 +181,21 @@ func makeString(_ b: UnsafeRawBufferPointer) -> String? {
     let u = UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: b.count)
     if high & 0x8080_8080_8080_8080 == 0 { return String(decoding: u, as: UTF8.self) }
     return String(validating: u, as: UTF8.self)
+}
+
+/// Byte-string order (unsigned, a prefix first), the engine's key order, with `memcmp`.
+enum Bytes {
+    /// Negative, zero or positive as `a` sorts before, with or after `b`.
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
+        b.withUnsafeBytes { b in compare(a, b) }
+    }
+
+    static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let n = min(a.count, b.count)
+        if n > 0, let pa = a.baseAddress, let pb = b.baseAddress {
+            let c = memcmp(pa, pb, n)
+            if c != 0 { return Int(c) }
+        }
+        return a.count - b.count
+    }
 }

@@ -389,19 +389,3 @@ struct IndexScanner<Reader: StoreReading> {
     }
 }
 
-/// Byte-string order (unsigned, a prefix first), the engine's key order, with `memcmp`.
-enum Bytes {
-    /// Negative, zero or positive as `a` sorts before, with or after `b`.
-    static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
-        b.withUnsafeBytes { b in compare(a, b) }
-    }
-
-    static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
-        let n = min(a.count, b.count)
-        if n > 0, let pa = a.baseAddress, let pb = b.baseAddress {
-            let c = memcmp(pa, pb, n)
-            if c != 0 { return Int(c) }
-        }
-        return a.count - b.count
-    }
-}

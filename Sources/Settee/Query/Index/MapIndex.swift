@@ -531,21 +531,10 @@ enum MapIndexStore {
     /// one) its document ID.
     private static func order(_ key: UnsafeRawBufferPointer, _ id: UnsafeRawBufferPointer,
                               _ boundKey: [UInt8], _ boundID: [UInt8]?) -> Int {
-        let c = compare(key, boundKey)
+        let c = Bytes.compare(key, boundKey)
         if c != 0 { return c }
         guard let boundID else { return 0 }
-        return compare(id, boundID)
-    }
-
-    private static func compare(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Int {
-        b.withUnsafeBytes { b in
-            let n = min(a.count, b.count)
-            if n > 0, let pa = a.baseAddress, let pb = b.baseAddress {
-                let c = memcmp(pa, pb, n)
-                if c != 0 { return c < 0 ? -1 : 1 }
-            }
-            return a.count < b.count ? -1 : a.count > b.count ? 1 : 0
-        }
+        return Bytes.compare(id, boundID)
     }
 
     /// The collation key and document ID of a stored row key; nil when malformed.
