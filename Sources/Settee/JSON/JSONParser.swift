@@ -843,7 +843,39 @@ extension JSONParser {
     }
 }
 
+extension JSONParser {
+    /// Whether the first elements of the JSON array `bytes` are these texts, byte for byte
+    /// (whitespace around them aside); reads no further than the last one and allocates
+    /// nothing. An array with fewer elements does not have them.
+    static func arrayStarts(_ bytes: UnsafeRawBufferPointer, with texts: [[UInt8]]) throws(SetteeError) -> Bool {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            throw SetteeError(.invalidJSON, "unexpected end of input at byte 0")
+        }
+        var reader = Reader(base: base.assumingMemoryBound(to: UInt8.self), end: bytes.count, maxDepth: defaultMaxDepth)
+        return try reader.arrayStarts(with: texts)
+    }
+}
+
 extension Reader {
+    mutating func arrayStarts(with texts: [[UInt8]]) throws(SetteeError) -> Bool {
+        skipWhitespace()
+        guard i < end, p[i] == openBracket else { throw fail(i < end ? "expected an array" : "unexpected end of input") }
+        i += 1
+        for (n, text) in texts.enumerated() {
+            skipWhitespace()
+            // A JSON value delimits itself: the same bytes followed by ',' or ']' are that value.
+            guard !text.isEmpty, end - i >= text.count,
+                  text.withUnsafeBytes({ memcmp(p + i, $0.baseAddress!, text.count) == 0 }) else { return false }
+            i += text.count
+            skipWhitespace()
+            guard i < end else { throw fail("unexpected end of input") }
+            if p[i] == comma { i += 1; continue }
+            guard p[i] == closeBracket else { return false }
+            return n == texts.count - 1
+        }
+        return true
+    }
+
     mutating func arrayElements(count: Int, upTo: Int, _ element: (Int, Int, Int) -> Bool) throws(SetteeError) -> [JSONValue?] {
         skipWhitespace()
         guard i < end, p[i] == openBracket else { throw fail(i < end ? "expected an array" : "unexpected end of input") }

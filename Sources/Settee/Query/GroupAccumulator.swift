@@ -17,16 +17,26 @@ import Foundation
 /// - Note: Not thread-safe; lives for one execution on one thread.
 struct GroupAccumulator {
     /// One group: its first row (what non-aggregate expressions read) and its aggregates'
-    /// values so far.
-    struct Group {
+    /// values so far. A class: a group is updated in place per row and handed on without
+    /// copying its row.
+    final class Group {
         let first: QueryRow
         let key: [UInt8]
         fileprivate var states: [AggregateState]
         fileprivate let aggregates: [QueryExpression]
 
+        fileprivate init(first: QueryRow, key: [UInt8], states: [AggregateState], aggregates: [QueryExpression]) {
+            self.first = first
+            self.key = key
+            self.states = states
+            self.aggregates = aggregates
+        }
+
         /// `e` with each aggregate replaced by its value over the group.
         func resolving(_ e: QueryExpression) -> QueryExpression {
-            e.replacing { x in
+            if case .aggregate = e, let i = aggregates.firstIndex(of: e) { return .literal(states[i].value) }
+            guard e.containsAggregate else { return e }
+            return e.replacing { x in
                 guard case .aggregate = x, let i = aggregates.firstIndex(of: x) else { return nil }
                 return .literal(states[i].value)
             }
@@ -66,14 +76,31 @@ struct GroupAccumulator {
     /// the last group without evaluating the grouping.
     mutating func add(_ row: QueryRow, continuesLastGroup: Bool = false) throws(SetteeError) {
         let index = continuesLastGroup && inOrder && !groups.isEmpty ? groups.count - 1 : try groupIndex(of: row)
+        let group = groups[index]
         for (i, argument) in arguments.enumerated() {
             if let argument {
                 // MISSING and NULL are not counted, summed or compared (SQL's rule).
                 guard let v = try argument.evaluate(row, parameters: parameters, regexes: regexes), v != .null else { continue }
-                try groups[index].states[i].add(v)
+                try group.states[i].add(v)
             } else {
-                try groups[index].states[i].add(.null)
+                try group.states[i].add(.null)
             }
+        }
+    }
+
+    /// Adds `count` rows to the last group when its aggregates read nothing of a row
+    /// (``GroupRuns/pending``: rows that continue it and meet `WHERE`).
+    mutating func addToLastGroup(rows count: Int) throws(SetteeError) {
+        guard count > 0, let group = groups.last else { return }
+        for (i, argument) in arguments.enumerated() {
+            let v: JSONValue
+            if let argument {
+                guard let c = try argument.evaluate(.empty, parameters: parameters, regexes: regexes), c != .null else { continue }
+                v = c
+            } else {
+                v = .null
+            }
+            for _ in 0 ..< count { try group.states[i].add(v) }
         }
     }
 
@@ -193,6 +220,10 @@ final class GroupRuns {
     @exclusivity(unchecked) private var last: [UInt8]?
     /// Those of the row being offered, when it starts a run.
     @exclusivity(unchecked) private var offered: [UInt8]?
+    /// Rows the scanner found to continue the last group and meet `WHERE`, not yet added to
+    /// it (when ``slotsWithinGroup`` is empty they need no row: the executor adds them
+    /// before the next row it is given, and at the end).
+    @exclusivity(unchecked) var pending = 0
 
     init(components: Int, slotsWithinGroup: Set<Int>) {
         self.components = components
@@ -201,6 +232,13 @@ final class GroupRuns {
 
     /// Whether the entry of this value key continues the last group taken.
     func continues(_ valueKey: UnsafeRawBufferPointer) -> Bool {
+        // Each value's key delimits itself, so a key starting with the last row's leading
+        // values has those values first: no need to find where they end.
+        if let last, !last.isEmpty, valueKey.count >= last.count,
+           last.withUnsafeBytes({ memcmp($0.baseAddress!, valueKey.baseAddress!, $0.count) == 0 }) {
+            offered = nil
+            return true
+        }
         guard let n = JSONCollation.lengthOfValues(components, in: valueKey) else {
             // Unknown bytes: the row is grouped by its values, after which nothing continues.
             offered = nil

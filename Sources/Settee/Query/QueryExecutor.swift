@@ -85,17 +85,13 @@ struct QueryExecutor {
             let covering = plan.scan?.covering
             let s = prepared.statement
             let keys = prepared.documentKeys
-            var wanted: Int?
-            if plan.stopsEarly, let limit { wanted = limit > Int.max - offset ? Int.max : offset + limit }
-            var matches: [QueryRow] = []
-            var matchedIDs: [String] = []
-            var grouping = grouped ? try GroupAccumulator(s, inOrder: plan.groupsInOrder, parameters: parameters, regexes: regexes) : nil
+            let wanted: Int? = plan.stopsEarly ? limit.map { $0 > Int.max - offset ? Int.max : offset + $0 } : nil
+            let kept = Kept(grouping: grouped ? try GroupAccumulator(s, inOrder: plan.groupsInOrder, parameters: parameters, regexes: regexes) : nil)
             // Grouping in index order by index values alone: rows whose leading key values are
             // the last group's join it without their values being decoded for it.
-            let runs = grouping != nil && covering != nil && plan.groupsInOrder ? prepared.groupRuns.map {
+            let runs = grouped && covering != nil && plan.groupsInOrder ? prepared.groupRuns.map {
                 GroupRuns(components: $0.components, slotsWithinGroup: $0.slotsWithinGroup)
             } : nil
-            var found = 0
             let streaming = emit != nil && plan.stopsEarly
             // `SELECT count(*)` alone: rows are counted, not kept (unless a live query needs
             // their IDs); an index range that implies WHERE then yields no rows at all.
@@ -104,25 +100,32 @@ struct QueryExecutor {
             // plan checks each row's routing.
             let byChannel = channels != nil && plan.scan?.index.definition.byChannel == true
             let routed = byChannel ? nil : channels
-            // A local function, not a closure in a variable: what it changes (counts, rows)
-            // is checked at compile time rather than on every row.
+            // A local function changing nothing but `kept` (a class): no local variable is
+            // captured, so no access is checked at run time per row.
+            func addPending() throws {
+                guard let runs, runs.pending > 0 else { return }
+                kept.found += runs.pending
+                try kept.grouping!.addToLastGroup(rows: runs.pending)
+                runs.pending = 0
+            }
             func keep(_ row: QueryRow, _ implied: Bool, _ continuesGroup: Bool) throws -> Bool {
+                try addPending()
                 if !implied, let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
                 if let routed, !(try core.isRouted(tx, documentID: row.id, toAnyOf: routed)) { return true }
-                found += 1
+                kept.found += 1
                 if countOnly { return true }
                 if streaming, let emit {
                     // Rows go out as they are found: nothing is kept.
-                    if found > offset, !(try emit(try project(row, s) { $0 })) { return false }
-                } else if grouping != nil {
+                    if kept.found > offset, !(try emit(try project(row, s) { $0 })) { return false }
+                } else if kept.grouping != nil {
                     // A group keeps its first row and running aggregates, not its rows.
-                    try grouping!.add(row, continuesLastGroup: continuesGroup)
+                    try kept.grouping!.add(row, continuesLastGroup: continuesGroup)
                     runs?.accept()
-                    if collecting { matchedIDs.append(row.id) }
+                    if collecting { kept.matchedIDs.append(row.id) }
                 } else {
-                    matches.append(row)
+                    kept.matches.append(row)
                 }
-                return wanted.map { found < $0 } ?? true
+                return wanted.map { kept.found < $0 } ?? true
             }
             if wanted != 0 {
                 if let scan = plan.scan {
@@ -136,6 +139,7 @@ struct QueryExecutor {
                     scanner.groupRuns = runs
                     scanner.idsNeeded = covering == nil || collecting || routed != nil || prepared.readsID
                     try scanner.run(keep)
+                    try addPending()
                 } else if let fullText = plan.fullText {
                     try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }
                 } else {
@@ -144,17 +148,17 @@ struct QueryExecutor {
             }
             if streaming { return ([], []) }
             if countOnly {
-                let row = Row(values: Array(repeating: .int(Int64(found)), count: s.items.count))
+                let row = Row(values: Array(repeating: .int(Int64(kept.found)), count: s.items.count))
                 let rows = offset > 0 || limit == 0 ? [] : [row]
                 if let emit { for r in rows where !(try emit(r)) { break } ; return ([], []) }
                 return (rows, [])
             }
-            let rows = try finish(matches, groups: grouping?.finish(), statement: s, sorted: plan.ordered, offset: offset, limit: limit)
+            let rows = try finish(kept.matches, groups: kept.grouping?.finish(), statement: s, sorted: plan.ordered, offset: offset, limit: limit)
             if let emit {
                 for r in rows where !(try emit(r)) { break }
                 return ([], [])
             }
-            return (rows, grouping == nil ? matches.map(\.id) : matchedIDs)
+            return (rows, kept.grouping == nil ? kept.matches.map(\.id) : kept.matchedIDs)
         }
     }
 
@@ -491,4 +495,23 @@ final class PlanCache: Sendable {
     func keep(_ prepared: PreparedPlan, for indexes: [CompiledIndex], useIndexes: Bool) {
         entry.withLock { $0 = Entry(indexes: indexes.map { ($0.name, $0.record, $0.tree) }, useIndexes: useIndexes, prepared: prepared) }
     }
+}
+
+/// What one execution keeps as rows come: how many matched, the rows (or groups), and the IDs
+/// live queries check commits against.
+///
+/// ```swift
+/// let kept = Kept(grouping: nil)
+/// kept.found += 1
+/// ```
+///
+/// - Note: Not thread-safe: one execution's scan on one thread, which is why its properties
+///   skip dynamic exclusivity checks (one per row each, otherwise).
+private final class Kept {
+    @exclusivity(unchecked) var found = 0
+    @exclusivity(unchecked) var matches: [QueryRow] = []
+    @exclusivity(unchecked) var matchedIDs: [String] = []
+    @exclusivity(unchecked) var grouping: GroupAccumulator?
+
+    init(grouping: GroupAccumulator?) { self.grouping = grouping }
 }

@@ -294,12 +294,15 @@ struct IndexEntry: Equatable {
 
     /// Whether the first values of a stored entry value are these JSON texts, byte for byte.
     static func valuesHaveText(_ value: UnsafeRawBufferPointer, _ texts: [[UInt8]], count: Int) throws(SetteeError) -> Bool {
-        var same = true
-        _ = try values(value, count: count, upTo: texts.count) { i, text in
-            if i < texts.count, same, !text.elementsEqual(texts[i]) { same = false }
-            return false
+        guard texts.count <= count else { return false }
+        var r = ByteReader(value)
+        guard r.varint() != nil else { throw SetteeError(.corrupted, "an index entry is malformed") }
+        let json = UnsafeRawBufferPointer(rebasing: value[(value.count - r.remaining)...])
+        do {
+            return try JSONParser.arrayStarts(json, with: texts)
+        } catch {
+            throw SetteeError(.corrupted, "an index entry is malformed: \(error.message)")
         }
-        return same
     }
 
     /// The values of a stored entry value (MISSING as nil).

@@ -162,6 +162,17 @@ struct IndexScanner<Reader: StoreReading> {
             return try body(try row(id: Array(parts.documentID), values: nil, keys: meets ? documentKeysBeyondWhere : documentKeys), meets, false)
         }
         let continues = groupRuns?.continues(parts.valueKey) ?? false
+        // A row that joins the last group and whose aggregates read no value (`count(*)`) is
+        // nothing but one more row of that group, once it is known to meet WHERE: it is
+        // counted as pending, without a row (see GroupRuns.pending).
+        if continues, let runs = groupRuns, runs.slotsWithinGroup.isEmpty, !idsNeeded {
+            switch implied {
+            case .yes: runs.pending += 1; return true
+            case .byBytes(let texts):
+                if try IndexEntry.valuesHaveText(v, texts, count: scan.index.expressions.count) { runs.pending += 1; return true }
+            case .no: break
+            }
+        }
         // Values are decoded only for what reads them: when WHERE is met, what the statement
         // reads beyond it; else all of them, for WHERE.
         let count = scan.index.expressions.count
