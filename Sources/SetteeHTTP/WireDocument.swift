@@ -49,7 +49,7 @@ package struct IncomingDocument: Sendable {
             properties.removeValue(forKey: key)
         }
         if let v = object["_id"] {
-            guard case .string(let s) = v else { throw WireError("bad_request", "Document id must be a string") }
+            guard case .string(let s) = v else { throw WireError("illegal_docid", "Document id must be a string") }
             id = s
         }
         if let v = object["_rev"] {

@@ -28,7 +28,7 @@ import Testing
             // The attachment itself, whole and in ranges.
             let att = try await c.send(.get, "/db/doc/note.txt")
             #expect(att.status == .ok && Data(att.body.readableBytesView) == Self.hello)
-            #expect(att.headers[.contentType] == "text/plain" && att.headers[.eTag] == "\"\(Self.helloMD5)\"")
+            #expect(att.headers[.contentType] == "text/plain" && att.headers[.eTag] == "\"\(Self.helloMD5.dropFirst(4))\"")
             let part = try await c.send(.get, "/db/doc/note.txt", headers: [.range: "bytes=7-11"])
             #expect(part.status == .partialContent && part.text == "world" && part.headers[.contentRange] == "bytes 7-11/12")
             #expect(try await c.send(.get, "/db/doc/note.txt", headers: [.range: "bytes=-5"]).text == "world")

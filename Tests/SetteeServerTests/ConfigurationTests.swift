@@ -24,6 +24,10 @@ import Testing
         #expect(config.interface == ":4984")
         #expect(config.adminInterface == "127.0.0.1:4985")
         #expect(config.log == ["HTTP", "Auth"])
+        // The source's own example gives the port alone, as a number; the admin port's stays on
+        // loopback.
+        let bare = try ServerConfiguration(json: #"{"interface": 4984, "adminInterface": 4985}"#)
+        #expect(bare.interface == ":4984" && bare.adminInterface == "127.0.0.1:4985")
         let db = try #require(config.databases["todo"])
         #expect(db.isWalrus)
         #expect(db.users["GUEST"] == .init(disabled: false, adminChannels: ["*"]))
@@ -38,7 +42,8 @@ import Testing
     @Test(arguments: [
         (#"{"databases": {"todo": {"userz": {}}}}"#, "databases.todo.userz: unknown key"),
         (#"{"interfase": ":4984"}"#, "interfase: unknown key"),
-        (#"{"interface": 4984}"#, "interface: expected a string"),
+        (#"{"interface": true}"#, "interface: expected a string"),
+        (#"{"interface": 70000}"#, "interface: 70000 is out of range 0…65535"),
         (#"{"interface": "localhost"}"#, #"interface: expected host:port (":4984", "127.0.0.1:4985", "[::1]:0"), got "localhost""#),
         (#"{"log": "HTTP"}"#, "log: expected an array of strings"),
         (#"{"log": ["HTTP", 3]}"#, "log[1]: expected a string"),

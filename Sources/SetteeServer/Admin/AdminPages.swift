@@ -578,7 +578,7 @@ struct AdminPages {
     /// The fields of a POSTed form, after checking that it came from the admin page itself: the
     /// server's form token (the admin port refused any request another site made before this).
     private func checkedForm(_ call: inout CouchAPI.Call) async throws -> [String: String] {
-        let body = try await call.request.collectBody(upTo: 1 << 20)
+        let body = try await call.collectBody(upTo: 1 << 20)
         let text = String(decoding: body.readableBytesView, as: UTF8.self)
         let form = try CouchAPI.queryParameters(text)
         guard let token = form["token"], Self.sameBytes(token, server.adminFormToken) else {

@@ -296,7 +296,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             let r = ConfigReader(v, path: key)
             switch key {
             case "interface": interface = try r.address()
-            case "adminInterface": adminInterface = try r.address()
+            case "adminInterface": adminInterface = try r.address(bareHost: "127.0.0.1")
             case "log": log = try r.strings()
             case "ServerReadTimeout": serverReadTimeout = try r.int(in: 1 ... 86_400)
             case "SSLCert": sslCert = try r.string()
@@ -545,8 +545,12 @@ struct ConfigReader {
         return out
     }
 
-    /// `host:port`, `:port` or `[v6]:port`, the port 0…65535.
-    func address() throws(ConfigurationError) -> String {
+    /// `host:port`, `:port` or `[v6]:port`, the port 0…65535; or the port alone, a number.
+    /// A bare port number (`"interface": 4984`, as in the source's example) listens on
+    /// `bareHost`: every interface for the public port, loopback for the admin port (which is
+    /// only ever reachable from this machine unless a host says otherwise).
+    func address(bareHost: String = "") throws(ConfigurationError) -> String {
+        if case .int = value { return "\(bareHost):\(try int(in: 0 ... 65535))" }
         let s = try string()
         guard ListenAddress(s) != nil else {
             throw ConfigurationError(path: path, message: "expected host:port (\":4984\", \"127.0.0.1:4985\", \"[::1]:0\"), got \"\(s)\"")

@@ -213,11 +213,13 @@ extension CouchAPI {
             throw SetteeError(.notFound, "the content of attachment \(name) is missing")
         }
         let md5 = e["md5"]?.stringValue ?? WireAttachments.md5(content)
-        let etag = "\"\(md5)\""
-        if call.request.headers[.ifNoneMatch] == etag { return Response(status: .notModified, headers: [.eTag: etag]) }
+        // CouchDB's ETag of an attachment is its MD5 in base64, quoted, without the `md5-`.
+        let etag = "\"\(md5.hasPrefix("md5-") ? String(md5.dropFirst(4)) : md5)\""
+        if let notModified = Self.notModified(call, etag: etag) { return notModified }
         var headers: HTTPFields = [.contentType: type, .eTag: etag, .acceptRanges: "bytes"]
         Self.neverActive(&headers, contentType: type, name: name)
-        if let range = call.request.headers[.range] {
+        // `bytes=0-` is the whole body: CouchDB answers it as a plain 200.
+        if let range = call.request.headers[.range], range.trimmingCharacters(in: .whitespaces) != "bytes=0-" {
             guard let (start, end) = Self.byteRange(range, length: content.count) else {
                 var e = CouchError(.rangeNotSatisfiable, "range_not_satisfiable", "Requested range not satisfiable")
                 e.headers[.contentRange] = "bytes */\(content.count)"
@@ -270,14 +272,15 @@ extension CouchAPI {
 
     private func putAttachment(_ call: inout Call, _ db: ServedDatabase, id: String, name: String) async throws -> Response {
         guard !name.hasPrefix("_") else { throw CouchError.badRequest("Attachment name '\(name)' starts with invalid character '_'") }
-        let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+        let rev = try Self.revision(call.query["rev"], ifMatch: call.request.headers[.ifMatch])
         let type = call.request.headers[.contentType] ?? "application/octet-stream"
         guard WireAttachments.isContentType(type) else {
             throw CouchError.badRequest("Content-Type must be a media type of at most \(WireAttachments.maxContentTypeLength) characters")
         }
-        let buffer = try await call.request.collectBody(upTo: db.config.maxAttachmentSize)
+        let buffer = try await call.collectBody(upTo: db.config.maxAttachmentSize)
         let content = Data(buffer.readableBytesView)
-        return try await updateAttachments(db, id: id, rev: rev, as: call.principal) { current, generation in
+        // CouchDB's Location of an attachment PUT names the attachment.
+        return try await updateAttachments(db, id: id, rev: rev, location: location(call, db, id, name), as: call.principal) { current, generation in
             let blob = Blob(contentType: type, data: content)
             try await db.database.saveBlob(blob)
             current[name] = WireAttachments.entry(blob: blob, revpos: generation, md5: WireAttachments.md5(content))
@@ -285,7 +288,7 @@ extension CouchAPI {
     }
 
     private func deleteAttachment(_ call: Call, _ db: ServedDatabase, id: String, name: String) async throws -> Response {
-        guard let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }) else {
+        guard let rev = try Self.revision(call.query["rev"], ifMatch: call.request.headers[.ifMatch]) else {
             throw CouchError.conflict
         }
         return try await updateAttachments(db, id: id, rev: rev, status: .ok, as: call.principal) { current, _ in
@@ -295,7 +298,8 @@ extension CouchAPI {
 
     /// A new revision of `id` on top of `rev` whose attachments `change` edits (CouchDB answers
     /// 201 to a PUT, 200 to a DELETE).
-    private func updateAttachments(_ db: ServedDatabase, id: String, rev: String?, status: HTTPResponse.Status = .created, as principal: Principal,
+    private func updateAttachments(_ db: ServedDatabase, id: String, rev: String?, status: HTTPResponse.Status = .created, location: String? = nil,
+                                   as principal: Principal,
                                    _ change: (inout [String: JSONValue], UInt64) async throws -> Void) async throws -> Response {
         try checkDocumentID(id)
         let database = db.database
@@ -318,7 +322,8 @@ extension CouchAPI {
         guard try await saveEdit(edit, db, as: principal), let newRev = edit.revisionID else {
             throw CouchError.conflict
         }
-        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(newRev)], status: status,
-                                headers: [.eTag: "\"\(newRev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
+        var headers: HTTPFields = [.eTag: "\"\(newRev)\""]
+        if let location { headers[.location] = location }
+        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(newRev)], status: status, headers: headers)
     }
 }

@@ -86,7 +86,7 @@ extension CouchAPI {
             try served.close()
             throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
         }
-        return try jsonResponse(["ok": true], status: .created, headers: [.location: "/\(name)"])
+        return try jsonResponse(["ok": true], status: .created, headers: [.location: absoluteURL(call, [name])])
     }
 
     // MARK: - _all_docs

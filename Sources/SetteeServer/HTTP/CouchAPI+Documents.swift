@@ -47,6 +47,7 @@ extension CouchAPI {
     private func getDocument(_ call: Call, _ db: ServedDatabase, id: String) throws -> Response {
         let database = db.database
         let reader = try Reader(db, call.principal)
+        if let rev = call.query["rev"], parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
         if call.query["open_revs"] == nil {
             switch try reader.readability(of: id, revision: call.query["rev"]) {
             case .readable: break
@@ -73,9 +74,7 @@ extension CouchAPI {
             target = tree.currentRevisionID
         }
         let etag = "\"\(target)\""
-        if call.request.headers[.ifNoneMatch] == etag {
-            return Response(status: .notModified, headers: [.eTag: etag])
-        }
+        if let notModified = Self.notModified(call, etag: etag) { return notModified }
         guard let revision = try database.revision(withID: id, revisionID: target) else { throw CouchError.notFound("missing") }
         var o = try revisionJSON(revision, revs: revs, reader: reader, inlineAfter: try inlineAfter(call, tree: tree))
         // Other leaves and the history, as far as the reader may know of them.
@@ -109,7 +108,7 @@ extension CouchAPI {
     private func currentDocumentFast(_ call: Call, _ database: Database, id: String) throws -> Response? {
         guard let doc = try database.document(withID: id), let rev = doc.revisionID else { return nil }
         let etag = "\"\(rev)\""
-        if call.request.headers[.ifNoneMatch] == etag { return Response(status: .notModified, headers: [.eTag: etag]) }
+        if let notModified = Self.notModified(call, etag: etag) { return notModified }
         guard var out = try Self.spliced(try doc.storedJSON, id: id, rev: rev) else { return nil }
         out.append(0x0A)
         return Response(status: .ok, headers: [.contentType: "application/json", .eTag: etag],
@@ -220,27 +219,32 @@ extension CouchAPI {
     }
 
     private func putDocument(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        try checkDocumentID(id)
         let body: [String: JSONValue]
         var follows: [String: Data] = [:]
         if let type = call.request.headers[.contentType], type.lowercased().hasPrefix("multipart/related") {
             (body, follows) = try await multipartDocument(&call, db, contentType: type)
         } else {
-            body = try await jsonBody(&call, limit: bodyLimit(db))
+            // Whatever the type says (curl's default is a form's): CouchDB reads a document
+            // PUT as JSON. A page of another site cannot send a PUT without asking first.
+            body = try await jsonBody(&call, limit: bodyLimit(db), anyType: true)
         }
         var incoming = try IncomingDocument(body)
-        if let bodyID = incoming.id, bodyID != id {
-            throw CouchError.badRequest("Document id must match the URL")
-        }
+        // The URL names the document, whatever the body's `_id` says (CouchDB's rule).
         incoming.id = id
         if let rev = call.query["rev"] {
+            if parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
             if let bodyRev = incoming.rev, bodyRev != rev { throw CouchError.badRequest("Document rev from request body and query string have different values") }
             incoming.rev = rev
         }
+        incoming.rev = try Self.revision(incoming.rev, ifMatch: call.request.headers[.ifMatch])
         let newEdits = try flag(call, "new_edits", default: true)
+        if call.query["batch"] == "ok" {
+            return try await batchSave(incoming, to: db, newEdits: newEdits, follows: follows, as: call.principal)
+        }
         let rev = try await save(incoming, to: db, newEdits: newEdits, follows: follows, as: call.principal)
-        let batch = call.query["batch"] == "ok"
-        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(rev)], status: batch ? .accepted : .created,
-                                headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
+        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(rev)], status: .created,
+                                headers: [.eTag: "\"\(rev)\"", .location: location(call, db, id)])
     }
 
     /// `POST /{db}`: a new document, its ID from the body or generated.
@@ -249,9 +253,46 @@ extension CouchAPI {
         var incoming = try IncomingDocument(body)
         let id = incoming.id ?? UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         incoming.id = id
+        if call.query["batch"] == "ok" {
+            return try await batchSave(incoming, to: db, newEdits: true, as: call.principal)
+        }
         let rev = try await save(incoming, to: db, newEdits: true, as: call.principal)
         return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(rev)], status: .created,
-                                headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(id))"])
+                                headers: [.eTag: "\"\(rev)\"", .location: location(call, db, id)])
+    }
+
+    /// `?batch=ok`: CouchDB's "accepted, not yet written" answer, 202 `{"ok": true, "id": …}`
+    /// without a revision. What CouchDB checks before it accepts (the ID, the revision's form,
+    /// the size) is still an error; a conflict or a refusal by the sync function is not: as in
+    /// CouchDB, such a write is dropped and logged (`CRUD`), which is what a client asking for
+    /// batch mode agrees to. The write itself is done before answering, so nothing accepted
+    /// waits in memory.
+    private func batchSave(_ incoming: IncomingDocument, to db: ServedDatabase, newEdits: Bool, follows: [String: Data] = [:],
+                           as principal: Principal) async throws -> Response {
+        guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
+        try checkDocumentID(id)
+        try checkSize(incoming.properties, db)
+        if let rev = incoming.rev, parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
+        do {
+            _ = try await save(incoming, to: db, newEdits: newEdits, follows: follows, as: principal)
+        } catch let e as CouchError where [.conflict, .forbidden, .unauthorized].contains(e.status) {
+            server.logger.notice("CRUD: \(db.name)/\(id) in batch mode not saved: \(e.error): \(e.reason)")
+        } catch let e as SetteeError where [.conflict, .forbidden, .unauthorized].contains(e.code) {
+            server.logger.notice("CRUD: \(db.name)/\(id) in batch mode not saved: \(e.code): \(e.message)")
+        }
+        return try jsonResponse(["ok": true, "id": .string(id)], status: .accepted)
+    }
+
+    /// The revision a write names, from the request (`?rev=` or the body's `_rev`, already
+    /// reconciled) and its `If-Match` header (the revision as an ETag, quoted or not): the
+    /// same, or 400 when they disagree; a malformed one is 400 "Invalid rev format".
+    static func revision(_ explicit: String?, ifMatch: String?) throws -> String? {
+        if let explicit, parseRevision(explicit) == nil { throw CouchError.badRequest("Invalid rev format") }
+        guard let ifMatch else { return explicit }
+        let etag = ifMatch.trimmingCharacters(in: CharacterSet(charactersIn: "\"").union(.whitespaces))
+        guard parseRevision(etag) != nil else { throw CouchError.badRequest("Invalid rev format") }
+        if let explicit, explicit != etag { throw CouchError.badRequest("Document rev and etag have different values") }
+        return etag
     }
 
     /// Saves one incoming document: a new revision on top of `_rev` (409 when that is not the
@@ -371,12 +412,18 @@ extension CouchAPI {
         guard let destination = call.request.headers[HTTPField.Name("Destination")!], !destination.isEmpty else {
             throw CouchError.badRequest("Destination header is mandatory for COPY.")
         }
+        // A URL would name a document of another database or server (CouchDB refuses it too).
+        let lowered = destination.lowercased()
+        if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
+            throw CouchError.badRequest("Destination URL must be relative.")
+        }
         let parts = destination.split(separator: "?", maxSplits: 1)
         guard let target = String(parts[0]).removingPercentEncoding else { throw CouchError.badRequest("Destination is not valid percent-encoded UTF-8") }
         let targetRev = parts.count > 1 ? try Self.queryParameters(String(parts[1]))["rev"] : nil
+        if let targetRev, parseRevision(targetRev) == nil { throw CouchError.badRequest("Invalid rev format") }
         let database = db.database
         let source: Document?
-        if let rev = call.query["rev"] {
+        if let rev = try Self.revision(call.query["rev"], ifMatch: call.request.headers[.ifMatch]) {
             source = try await database.document(withID: id, revisionID: rev)
         } else {
             source = try await database.document(withID: id)
@@ -400,18 +447,18 @@ extension CouchAPI {
             throw CouchError.conflict
         }
         return try jsonResponse(["ok": true, "id": .string(target), "rev": .string(rev)], status: .created,
-                                headers: [.eTag: "\"\(rev)\"", .location: "/\(db.name)/\(Self.percentEncoded(target))"])
+                                headers: [.eTag: "\"\(rev)\"", .location: location(call, db, target)])
     }
 
     private func deleteDocument(_ call: Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        try checkDocumentID(id)
+        let named = try Self.revision(call.query["rev"], ifMatch: call.request.headers[.ifMatch])
         // As CouchDB: nothing to delete is 404, "missing" or "deleted"; what the user may not read
         // is missing.
         guard try await db.database.revisionTree(withID: id) != nil,
               try Reader(db, call.principal).readability(of: id, revision: nil) == .readable else { throw CouchError.notFound("missing") }
         guard try await db.database.document(withID: id) != nil else { throw CouchError.notFound("deleted") }
-        guard let rev = call.query["rev"] ?? call.request.headers[.ifMatch].map({ $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }) else {
-            throw CouchError.conflict
-        }
+        guard let rev = named else { throw CouchError.conflict }
         var incoming = try IncomingDocument([:])
         incoming.id = id
         incoming.rev = rev
@@ -420,12 +467,15 @@ extension CouchAPI {
         return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(newRev)], headers: [.eTag: "\"\(newRev)\""])
     }
 
+    /// A document ID as CouchDB checks it (400 `illegal_docid`): not empty, no leading `_`
+    /// but `_design/` (a `_local/` ID names a local document, which has its own endpoints),
+    /// at most 1,000 bytes.
     func checkDocumentID(_ id: String) throws {
-        guard !id.isEmpty else { throw CouchError.badRequest("Document id must not be empty") }
-        if id.hasPrefix("_") && !id.hasPrefix("_design/") {
-            throw CouchError.badRequest("Only reserved document ids may start with underscore.")
+        guard !id.isEmpty else { throw CouchError(.badRequest, "illegal_docid", "Document id must not be empty") }
+        if id.hasPrefix("_") && !(id.hasPrefix("_design/") && id.count > "_design/".count) {
+            throw CouchError(.badRequest, "illegal_docid", "Only reserved document ids may start with underscore.")
         }
-        guard id.utf8.count <= 1000 else { throw CouchError.badRequest("Document id is longer than 1000 bytes") }
+        guard id.utf8.count <= 1000 else { throw CouchError(.badRequest, "illegal_docid", "Document id is longer than 1000 bytes") }
     }
 
     /// A document's size and nesting within the limits: a document deeper than
@@ -441,6 +491,15 @@ extension CouchAPI {
         guard size <= db.config.maxDocumentSize else {
             throw CouchError.tooLarge("Document is \(size) bytes; the limit is \(db.config.maxDocumentSize)")
         }
+    }
+
+    /// 304 when `If-None-Match` lists `etag`, strong or weak (`W/"…"`), as CouchDB compares
+    /// them; nil otherwise.
+    static func notModified(_ call: Call, etag: String) -> Response? {
+        guard let header = call.request.headers[.ifNoneMatch] else { return nil }
+        let listed = header.split(whereSeparator: { $0 == "," || $0 == " " }).map { $0.hasPrefix("W/") ? $0.dropFirst(2) : $0 }
+        guard listed.contains(where: { $0 == etag || $0 == "*" }) else { return nil }
+        return Response(status: .notModified, headers: [.eTag: etag, .contentLength: "0"])
     }
 
     static func percentEncoded(_ id: String) -> String {

@@ -103,7 +103,7 @@ extension CouchAPI {
         let type = call.request.headers[.contentType]?.lowercased() ?? ""
         var fields: [String: JSONValue] = [:]
         if type.hasPrefix("application/x-www-form-urlencoded") && !isAdmin {
-            let buffer = try await call.request.collectBody(upTo: 64 << 10)
+            let buffer = try await call.collectBody(upTo: 64 << 10)
             for (k, v) in try Self.queryParameters(String(decoding: buffer.readableBytesView, as: UTF8.self)) { fields[k] = .string(v) }
         } else {
             fields = try await jsonBody(&call, limit: 64 << 10)

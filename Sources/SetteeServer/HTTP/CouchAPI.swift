@@ -24,16 +24,61 @@ struct CouchAPI: HTTPResponder {
         let query: [String: String]
         let principal: Principal
         let started: ContinuousClock.Instant
+        /// How long reading the request's body took (`X-CouchDB-Body-Time`).
+        var bodyTime = BodyTime()
+
+        /// The request's body, at most `limit` bytes, its reading timed.
+        mutating func collectBody(upTo limit: Int) async throws -> ByteBuffer {
+            let start = ContinuousClock.now
+            defer { bodyTime.add(ContinuousClock.now - start) }
+            return try await request.collectBody(upTo: limit)
+        }
+    }
+
+    /// Milliseconds spent reading a request's body, shared by the request's handler and the
+    /// response's headers. Not thread-safe: one request's task.
+    final class BodyTime {
+        private(set) var milliseconds: Int64 = 0
+        func add(_ d: Duration) {
+            let (seconds, attoseconds) = d.components
+            // A duration of a body read is far below Int64's range in milliseconds.
+            milliseconds += min(seconds, 1 << 40) * 1000 + attoseconds / 1_000_000_000_000_000
+        }
     }
 
     var realm: String { "Settee" }
 
     func respond(to request: Request, context: Context) async throws -> Response {
         let started = ContinuousClock.now
+        let bodyTime = BodyTime()
+        let requestID = Self.requestID(request.headers[Self.requestIDHeader])
+        var response = await answer(request, bodyTime: bodyTime, started: started)
+        // Every answer says which request it is (a client's own ID echoed) and how long its
+        // body took to arrive, as CouchDB's do.
+        response.headers[Self.requestIDHeader] = requestID
+        response.headers[Self.bodyTimeHeader] = String(bodyTime.milliseconds)
+        return response
+    }
+
+    static let requestIDHeader = HTTPField.Name("X-Couch-Request-ID")!
+    static let bodyTimeHeader = HTTPField.Name("X-CouchDB-Body-Time")!
+    static let methodOverrideHeader = HTTPField.Name("X-HTTP-Method-Override")!
+
+    /// A client's request ID when it is one CouchDB would echo (at most 36 letters, digits, `-`
+    /// and `_`: nothing that could forge a header or a log line), else a new random one.
+    static func requestID(_ given: String?) -> String {
+        if let given, !given.isEmpty, given.utf8.count <= 36,
+           given.utf8.allSatisfy({ $0 < 0x80 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")) }) {
+            return given
+        }
+        return (0 ..< 5).map { _ in String(format: "%02x", UInt8.random(in: 0 ... 255)) }.joined()
+    }
+
+    private func answer(_ request: Request, bodyTime: BodyTime, started: ContinuousClock.Instant) async -> Response {
         var status = HTTPResponse.Status.internalServerError
         defer { log(request, status: status, since: started) }
         do {
-            var response = try await route(request)
+            var response = try await route(request, bodyTime: bodyTime)
             status = response.status
             if request.method == .head {
                 // HEAD answers GET's headers, its Content-Length included, without its body.
@@ -94,7 +139,16 @@ struct CouchAPI: HTTPResponder {
 
     // MARK: - Routing
 
-    private func route(_ request: Request) async throws -> Response {
+    private func route(_ incoming: Request, bodyTime: BodyTime) async throws -> Response {
+        var request = incoming
+        // Clients that can only POST name the method they mean (CouchDB's rule: on a POST only,
+        // and only these methods). A page of another site cannot set this header unasked.
+        if request.method == .post, let override = request.headers[Self.methodOverrideHeader],
+           ["GET", "HEAD", "POST", "PUT", "DELETE", "COPY"].contains(override), let method = HTTPRequest.Method(override) {
+            var head = request.head
+            head.method = method
+            request = Request(head: head, body: request.body)
+        }
         if isAdmin {
             try checkAdminRequest(request)
             try checkAdministrator(request)
@@ -102,7 +156,7 @@ struct CouchAPI: HTTPResponder {
         let path = try Self.segments(request.uri.path)
         let query = try Self.queryParameters(request.uri.query)
         let (principal, refreshedCookie) = try await authenticate(request, path: path)
-        var call = Call(request: request, path: path, query: query, principal: principal, started: .now)
+        var call = Call(request: request, path: path, query: query, principal: principal, started: .now, bodyTime: bodyTime)
         var response = try await dispatch(&call)
         if let refreshedCookie { response.headers.append(refreshedCookie) }
         return response
@@ -197,7 +251,7 @@ struct CouchAPI: HTTPResponder {
             return try await designPath(&call, db, id: id, rest: Array(rest.dropFirst()))
         default:
             if rest[0].hasPrefix("_") {
-                throw CouchError.badRequest("Only reserved document ids may start with underscore.")
+                throw CouchError(.badRequest, "illegal_docid", "Only reserved document ids may start with underscore.")
             }
             if rest.count == 1 { return try await document(&call, db, id: rest[0]) }
             return try await attachment(&call, db, id: rest[0], name: rest.dropFirst().joined(separator: "/"))
@@ -365,26 +419,29 @@ struct CouchAPI: HTTPResponder {
     private func uuids(_ call: Call) throws -> Response {
         let count = try call.query["count"].map { text -> Int in
             guard let n = Int(text), n >= 0 else { throw CouchError.badRequest("count must be a non-negative integer") }
-            guard n <= 1000 else { throw CouchError.forbidden("count parameter too large") }
+            guard n <= 1000 else { throw CouchError.badRequest("count parameter too large") }
             return n
         } ?? 1
         let ids = (0 ..< count).map { _ in JSONValue.string(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")) }
-        return try jsonResponse(["uuids": .array(ids)], headers: [.cacheControl: "must-revalidate, no-cache"])
+        // Never cached (each answer is new IDs), with an ETag of its own as CouchDB sends.
+        let etag = "\"\(UUID().uuidString.lowercased())\""
+        return try jsonResponse(["uuids": .array(ids)], headers: [.cacheControl: "must-revalidate, no-cache", HTTPField.Name("Pragma")!: "no-cache", .eTag: etag])
     }
 
     // MARK: - Bodies
 
-    /// The request body as a JSON object, within `limit` bytes; it must say it is JSON.
-    func jsonBody(_ call: inout Call, limit: Int) async throws -> [String: JSONValue] {
-        guard case .object(let o) = try await jsonValueBody(&call, limit: limit) else {
+    /// The request body as a JSON object, within `limit` bytes; it must say it is JSON unless
+    /// `anyType` (a document PUT, which CouchDB reads as JSON whatever its type).
+    func jsonBody(_ call: inout Call, limit: Int, anyType: Bool = false) async throws -> [String: JSONValue] {
+        guard case .object(let o) = try await jsonValueBody(&call, limit: limit, anyType: anyType) else {
             throw CouchError.badRequest("Request body must be a JSON object")
         }
         return o
     }
 
     /// `empty`: what an empty body stands for; nil: an empty body is a 400.
-    func jsonValueBody(_ call: inout Call, limit: Int, empty: JSONValue? = nil) async throws -> JSONValue {
-        if let type = call.request.headers[.contentType] {
+    func jsonValueBody(_ call: inout Call, limit: Int, empty: JSONValue? = nil, anyType: Bool = false) async throws -> JSONValue {
+        if !anyType, let type = call.request.headers[.contentType] {
             let mime = type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             // On the admin port only JSON's own type: text/plain is what a page of another site
             // can send without asking.
@@ -392,7 +449,7 @@ struct CouchAPI: HTTPResponder {
                 throw CouchError.unsupportedMediaType("Content-Type must be application/json")
             }
         }
-        let buffer = try await call.request.collectBody(upTo: limit)
+        let buffer = try await call.collectBody(upTo: limit)
         let bytes = Array(buffer.readableBytesView)
         if bytes.isEmpty, let empty { return empty }
         guard !bytes.isEmpty else { throw CouchError.badRequest("Request body is empty") }
@@ -403,13 +460,32 @@ struct CouchAPI: HTTPResponder {
         }
     }
 
+    /// The absolute URL of `path` segments of a database (a document, an attachment) for a
+    /// `Location` header, as CouchDB writes it: the scheme and host the client used (behind a
+    /// proxy, `X-Forwarded-Host`, `X-Forwarded-Proto: https` or `X-Forwarded-Ssl: on`), each
+    /// segment percent-encoded (a `/` in an ID stays `%2F`).
+    func location(_ call: Call, _ db: ServedDatabase, _ segments: String...) -> String {
+        absoluteURL(call, [db.name] + segments)
+    }
+
+    /// The absolute URL of a path given as its (decoded) segments; see ``location(_:_:_:)``.
+    func absoluteURL(_ call: Call, _ segments: [String]) -> String {
+        let headers = call.request.headers
+        let forwardedHost = headers[HTTPField.Name("X-Forwarded-Host")!]
+        let host = forwardedHost ?? call.request.head.authority ?? "localhost"
+        let https = headers[HTTPField.Name("X-Forwarded-Ssl")!] == "on" || headers[HTTPField.Name("X-Forwarded-Proto")!] == "https"
+            || (forwardedHost == nil && server.configuration.sslCert != nil)
+        return (https ? "https://" : "http://") + host + "/" + segments.map(Self.percentEncoded).joined(separator: "/")
+    }
+
     /// The largest request body a database accepts: a document, or a batch of them.
     func bodyLimit(_ db: ServedDatabase) -> Int { max(db.config.maxDocumentSize, 64 << 20) }
 
     /// A boolean query parameter (`true`/`false`); anything else is a 400.
     func flag(_ call: Call, _ name: String, default value: Bool = false) throws -> Bool {
         guard let text = call.query[name] else { return value }
-        switch text {
+        // Any case: Python's requests writes `True`.
+        switch text.lowercased() {
         case "true": return true
         case "false": return false
         default: throw CouchError.badRequest("Invalid boolean parameter: \(name)=\(text)")

@@ -12,7 +12,7 @@ extension CouchAPI {
             throw CouchError.badRequest("multipart/related needs a boundary of 1 to \(Multipart.maxBoundaryLength) characters")
         }
         let limit = bodyLimit(db) + db.config.maxAttachmentSize
-        let buffer = try await call.request.collectBody(upTo: limit)
+        let buffer = try await call.collectBody(upTo: limit)
         let parts = try Multipart.parts(Array(buffer.readableBytesView), boundary: boundary)
         guard let first = parts.first else { throw CouchError.badRequest("multipart body has no document part") }
         let document: [String: JSONValue]

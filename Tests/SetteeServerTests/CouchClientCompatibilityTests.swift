@@ -1,0 +1,258 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+@_spi(Replication) import Settee
+@testable import SetteeServer
+
+/// What CouchDB's clients meet on ordinary calls, answered as CouchDB 3 answers them: each
+/// test on a live server on loopback, as a client library reaches it.
+@Suite struct CouchClientCompatibilityTests {
+    @Test func ifMatchNamesTheRevisionOfAWrite() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let rev1 = try await put(c, "a", #"{"v":1}"#)
+            // PUT with If-Match only (quoted, as an ETag is): an update.
+            let put = try await c.send(.put, "/db/a", json: #"{"v":2}"#, headers: [.ifMatch: "\"\(rev1)\""])
+            #expect(put.status == .created, "\(put.text)")
+            let rev2 = try #require(put["rev"]?.stringValue)
+            // If-Match that disagrees with ?rev= or the body's _rev: 400, nothing written.
+            for (uri, body) in [("/db/a?rev=\(rev2)", #"{"v":3}"#), ("/db/a", #"{"_rev":"\#(rev2)","v":3}"#)] {
+                let r = try await c.send(.put, uri, json: body, headers: [.ifMatch: "\"\(rev1)\""])
+                #expect(r.status == .badRequest && r["reason"] == "Document rev and etag have different values", "\(r.text)")
+            }
+            #expect(try await c.send(.get, "/db/a")["_rev"] == .string(rev2))
+            // The same revision named twice is fine.
+            let same = try await c.send(.put, "/db/a?rev=\(rev2)", json: #"{"v":3}"#, headers: [.ifMatch: rev2])
+            #expect(same.status == .created, "\(same.text)")
+            let rev3 = try #require(same["rev"]?.stringValue)
+            // DELETE with If-Match; a disagreeing ?rev= is 400.
+            let clash = try await c.send(.delete, "/db/a?rev=\(rev2)", headers: [.ifMatch: "\"\(rev3)\""])
+            #expect(clash.status == .badRequest, "\(clash.text)")
+            let deleted = try await c.send(.delete, "/db/a", headers: [.ifMatch: "\"\(rev3)\""])
+            #expect(deleted.status == .ok, "\(deleted.text)")
+            #expect(try await c.send(.get, "/db/a").status == .notFound)
+        }
+    }
+
+    @Test func malformedRevisionsAreBadRequests() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            _ = try await put(c, "a", #"{"v":1}"#)
+            let answers = [
+                try await c.send(.get, "/db/a?rev=foo"),
+                try await c.send(.delete, "/db/a?rev=foo"),
+                try await c.send(.put, "/db/a", json: #"{"_rev":"x"}"#),
+                try await c.send(.put, "/db/a?rev=1-", json: #"{}"#),
+                try await c.send(.put, "/db/a", json: #"{}"#, headers: [.ifMatch: "\"nonsense\""]),
+                try await c.send(.put, "/db/a?batch=ok", json: #"{"_rev":"x"}"#),
+            ]
+            for r in answers {
+                #expect(r.status == .badRequest && r["error"] == "bad_request" && r["reason"] == "Invalid rev format", "\(r.text)")
+            }
+        }
+    }
+
+    @Test func theURLNamesTheDocumentAndAnyContentTypeIsJSON() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let put = try await c.send(.put, "/db/b", json: #"{"_id":"other","v":1}"#)
+            #expect(put.status == .created && put["id"] == "b", "\(put.text)")
+            #expect(try await c.send(.get, "/db/other").status == .notFound)
+            // curl's default type for -d, and none at all.
+            for (id, type) in [("form", "application/x-www-form-urlencoded"), ("plain", "text/plain")] {
+                let r = try await c.execute(uri: "/db/\(id)", method: .put, headers: [.contentType: type], body: ByteBuffer(string: #"{"v":2}"#))
+                #expect(r.status == .created, "\(type): \(r.text)")
+                #expect(try await c.send(.get, "/db/\(id)")["v"] == 2)
+            }
+            let none = try await c.execute(uri: "/db/none", method: .put, headers: [:], body: ByteBuffer(string: #"{"v":3}"#))
+            #expect(none.status == .created, "\(none.text)")
+            // Not JSON is still refused, whatever the type says.
+            let junk = try await c.execute(uri: "/db/junk", method: .put, headers: [.contentType: "application/x-www-form-urlencoded"],
+                                          body: ByteBuffer(string: "v=1"))
+            #expect(junk.status == .badRequest)
+            // POST /db keeps CouchDB's rule: JSON's type only.
+            let post = try await c.execute(uri: "/db", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
+                                          body: ByteBuffer(string: #"{"v":4}"#))
+            #expect(post.status == .unsupportedMediaType && post["error"] == "bad_content_type")
+        }
+    }
+
+    @Test func batchModeAcceptsWithoutARevision() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            for _ in 0 ..< 2 {
+                // The second is a conflict: accepted all the same, and dropped.
+                let r = try await c.send(.put, "/db/d?batch=ok", json: #"{"v":1}"#)
+                #expect(r.status == .accepted, "\(r.text)")
+                #expect(try r.json == ["ok": true, "id": "d"])
+            }
+            let doc = try await c.send(.get, "/db/d")
+            #expect(doc["v"] == 1 && doc["_rev"]?.stringValue?.hasPrefix("1-") == true)
+            let rev = try #require(doc["_rev"]?.stringValue)
+            let update = try await c.send(.put, "/db/d?batch=ok", json: #"{"_rev":"\#(rev)","v":2}"#)
+            #expect(update.status == .accepted && update["rev"] == nil)
+            #expect(try await c.send(.get, "/db/d")["v"] == 2)
+            let post = try await c.send(.post, "/db?batch=ok", json: #"{"_id":"p","v":1}"#)
+            #expect(post.status == .accepted && post["id"] == "p" && post["rev"] == nil)
+            #expect(try await c.send(.post, "/db?batch=ok", json: #"{"_id":"p","v":9}"#).status == .accepted)
+            #expect(try await c.send(.get, "/db/p")["v"] == 1)
+            // What CouchDB checks before accepting is still an error.
+            let bad = try await c.send(.put, "/db/_bad?batch=ok", json: #"{}"#)
+            #expect(bad.status == .badRequest && bad["error"] == "illegal_docid")
+        }
+    }
+
+    @Test func documentIDsAreCheckedAsCouchDBChecksThem() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let answers = [
+                try await c.send(.post, "/db", json: #"{"_id":5}"#),
+                try await c.send(.post, "/db", json: #"{"_id":"_bad"}"#),
+                try await c.send(.post, "/db", json: #"{"_id":"_local/x"}"#),
+                try await c.send(.put, "/db/_bad", json: "{}"),
+                try await c.send(.put, "/db/_design%2F", json: "{}"),
+                try await c.send(.post, "/db", json: #"{"_id":""}"#),
+            ]
+            for r in answers {
+                #expect(r.status == .badRequest && r["error"] == "illegal_docid", "\(r.text)")
+            }
+            #expect(try await c.send(.get, "/db/_all_docs")["total_rows"] == 0)
+        }
+    }
+
+    @Test func copyGoesToAnotherDocumentOfThisDatabaseOnly() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            _ = try await put(c, "a", #"{"v":1}"#)
+            for destination in ["http://evil.example/x", "HTTPS://evil.example/db/x"] {
+                let r = try await c.send(HTTPRequest.Method("COPY")!, "/db/a", headers: [HTTPField.Name("Destination")!: destination])
+                #expect(r.status == .badRequest && r["reason"] == "Destination URL must be relative.", "\(r.text)")
+            }
+            #expect(try await c.send(.get, "/db/_all_docs")["total_rows"] == 1)
+            let copy = try await c.send(HTTPRequest.Method("COPY")!, "/db/a", headers: [HTTPField.Name("Destination")!: "a%2Fcopy"])
+            #expect(copy.status == .created, "\(copy.text)")
+            #expect(copy.headers[.location]?.hasSuffix("/db/a%2Fcopy") == true)
+            #expect(try await c.send(.get, "/db/a%2Fcopy")["v"] == 1)
+        }
+    }
+
+    @Test func locationsAreAbsoluteURLsAsTheClientReachedTheServer() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let port = try #require((c as? LiveClient)?.port)
+            let plain = try await c.send(.put, "/db/a%2Fb", json: "{}")
+            // The live client names the server "localhost" (its Host header).
+            #expect(plain.headers[.location] == "http://localhost/db/a%2Fb" || plain.headers[.location] == "http://localhost:\(port)/db/a%2Fb",
+                    "\(plain.headers[.location] ?? "none")")
+            let proxied = try await c.send(.put, "/db/c", json: "{}", headers: [
+                HTTPField.Name("X-Forwarded-Host")!: "couch.example.com", HTTPField.Name("X-Forwarded-Proto")!: "https",
+            ])
+            #expect(proxied.headers[.location] == "https://couch.example.com/db/c")
+            let rev = try #require(proxied["rev"]?.stringValue)
+            // An attachment's PUT names the attachment; its DELETE names nothing.
+            let att = try await c.execute(uri: "/db/c/notes%2F1.txt?rev=\(rev)", method: .put, headers: [.contentType: "text/plain"],
+                                          body: ByteBuffer(string: "hello"))
+            #expect(att.status == .created, "\(att.text)")
+            #expect(att.headers[.location]?.hasSuffix("/db/c/notes%2F1.txt") == true, "\(att.headers[.location] ?? "none")")
+            let rev2 = try #require(att["rev"]?.stringValue)
+            let removed = try await c.send(.delete, "/db/c/notes%2F1.txt", headers: [.ifMatch: "\"\(rev2)\""])
+            #expect(removed.status == .ok && removed.headers[.location] == nil, "\(removed.text)")
+        }
+        // Creating a database is the admin port's; its Location has the same form.
+        try await server.withClient(admin: true, .live) { c async throws in
+            let created = try await c.send(.put, "/newdb", json: "{}", headers: [HTTPField.Name("X-Forwarded-Host")!: "127.0.0.1:9"])
+            #expect(created.status == .created, "\(created.text)")
+            #expect(created.headers[.location] == "http://127.0.0.1:9/newdb", "\(created.headers[.location] ?? "none")")
+        }
+    }
+
+    @Test func attachmentsAnswerAsCouchDBDoes() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let rev = try await put(c, "a", #"{"v":1}"#)
+            let put = try await c.execute(uri: "/db/a/f.txt?rev=\(rev)", method: .put, headers: [.contentType: "text/plain"],
+                                          body: ByteBuffer(string: "0123456789"))
+            #expect(put.status == .created)
+            let get = try await c.send(.get, "/db/a/f.txt")
+            // The MD5 in base64, quoted: no "md5-" prefix.
+            let md5 = "eB5eJF1ptWaXm4bijSPyxw=="
+            #expect(get.headers[.eTag] == "\"\(md5)\"", "\(get.headers[.eTag] ?? "none")")
+            let whole = try await c.send(.get, "/db/a/f.txt", headers: [.range: "bytes=0-"])
+            #expect(whole.status == .ok && whole.text == "0123456789" && whole.headers[.contentRange] == nil)
+            let part = try await c.send(.get, "/db/a/f.txt", headers: [.range: "bytes=2-4"])
+            #expect(part.status == .partialContent && part.text == "234")
+            let cached = try await c.send(.get, "/db/a/f.txt", headers: [.ifNoneMatch: "W/\"\(md5)\""])
+            #expect(cached.status == .notModified && cached.body.readableBytes == 0)
+        }
+    }
+
+    @Test func cachingHeadersAsCouchDBSendsThem() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let rev = try await put(c, "a", #"{"v":1}"#)
+            for header in ["W/\"\(rev)\"", "\"1-x\", \"\(rev)\"", "\"\(rev)\""] {
+                let r = try await c.send(.get, "/db/a", headers: [.ifNoneMatch: header])
+                #expect(r.status == .notModified && r.headers[.eTag] == "\"\(rev)\"", "\(header)")
+            }
+            #expect(try await c.send(.get, "/db/a", headers: [.ifNoneMatch: "W/\"1-other\""]).status == .ok)
+            let uuids = try await c.send(.get, "/_uuids?count=3")
+            #expect(uuids["uuids"]?.arrayValue?.count == 3)
+            #expect(uuids.headers[.cacheControl] == "must-revalidate, no-cache")
+            #expect(uuids.headers[HTTPField.Name("Pragma")!] == "no-cache")
+            #expect(uuids.headers[.eTag] != nil)
+            let tooMany = try await c.send(.get, "/_uuids?count=1001")
+            #expect(tooMany.status == .badRequest, "\(tooMany.text)")
+        }
+    }
+
+    @Test func requestIDsBodyTimesAndMethodOverrides() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let requestID = HTTPField.Name("X-Couch-Request-ID")!, bodyTime = HTTPField.Name("X-CouchDB-Body-Time")!
+            let own = try await c.send(.get, "/db", headers: [requestID: "client-42_x"])
+            #expect(own.headers[requestID] == "client-42_x")
+            #expect(own.headers[bodyTime].flatMap { Int($0) } != nil)
+            // Made up when none, and when the client's could not be a header or log line as it is.
+            for given in [nil, "a b", String(repeating: "x", count: 37), "é"] {
+                let r = try await c.send(.get, "/db/missing", headers: given.map { [requestID: $0] } ?? [:])
+                let id = try #require(r.headers[requestID])
+                #expect(id != given && id.count == 10 && id.allSatisfy(\.isHexDigit), "\(id)")
+                #expect(r.status == .notFound && r.headers[bodyTime] != nil)
+            }
+            let override = HTTPField.Name("X-HTTP-Method-Override")!
+            let put = try await c.send(.post, "/db/fnord", json: #"{"bob":"connie"}"#, headers: [override: "PUT"])
+            #expect(put.status == .created, "\(put.text)")
+            let rev = try #require(put["rev"]?.stringValue)
+            let delete = try await c.send(.post, "/db/fnord?rev=\(rev)", headers: [override: "DELETE"])
+            #expect(delete.status == .ok, "\(delete.text)")
+            #expect(try await c.send(.get, "/db/fnord").status == .notFound)
+            // Only a POST is overridden.
+            let get = try await c.send(.get, "/db", headers: [override: "DELETE"])
+            #expect(get.status == .ok && get["db_name"] == "db")
+        }
+    }
+
+    @Test func queryBooleansAreReadInAnyCase() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            _ = try await put(c, "a", #"{"v":1}"#)
+            #expect(try await c.send(.get, "/db/a?revs=True")["_revisions"] != nil)
+            #expect(try await c.send(.get, "/db/_all_docs?include_docs=TRUE")["rows"]?.arrayValue?.first?.objectValue?["doc"] != nil)
+            #expect(try await c.send(.get, "/db/a?revs=False")["_revisions"] == nil)
+            #expect(try await c.send(.get, "/db/a?revs=yes").status == .badRequest)
+        }
+    }
+}
