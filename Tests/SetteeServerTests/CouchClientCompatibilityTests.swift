@@ -255,4 +255,61 @@ import Testing
             #expect(try await c.send(.get, "/db/a?revs=yes").status == .badRequest)
         }
     }
+
+    @Test func allDocsKeysAndOffsetsAsCouchDBAnswersThem() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            for id in ["a", "b", "c", "d", "e"] { _ = try await put(c, id, "{}") }
+            func ids(_ r: TestResponse) -> [JSONValue?] { r.rows.map { $0.objectValue?["id"] ?? $0.objectValue?["key"] } }
+            let keys = #"["c","a","e","zz"]"#
+            let post = try await c.send(.post, "/db/_all_docs?descending=true&skip=1&limit=2", json: #"{"keys":\#(keys)}"#)
+            #expect(ids(post) == ["e", "a"], "\(post.text)")
+            #expect(post["offset"] == .null && post["total_rows"] == 5)
+            let get = try await c.send(.get, "/db/_all_docs?keys=\(keys.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&skip=1")
+            #expect(ids(get) == ["a", "e", "zz"] && get.rows.last?.objectValue?["error"] == "not_found")
+            // Keys that are no document IDs are rows not found, not a failed request.
+            let odd = try await c.send(.post, "/db/_all_docs", json: #"{"keys":[1,null,"_bad","b",{"x":1}]}"#)
+            #expect(odd.status == .ok, "\(odd.text)")
+            #expect(odd.rows.map { $0.objectValue?["error"] } == ["not_found", "not_found", "not_found", nil, "not_found"])
+            #expect(odd.rows.first?.objectValue?["key"] == 1 && odd.rows[3].objectValue?["id"] == "b")
+            // A query parameter wins over the body's option.
+            let both = try await c.send(.post, "/db/_all_docs?limit=1", json: #"{"limit":3}"#)
+            #expect(both.rows.count == 1)
+            // The offset is the number of rows before the first one.
+            let ranged = try await c.send(.get, "/db/_all_docs?startkey=%22c%22&skip=1")
+            #expect(ids(ranged) == ["d", "e"] && ranged["offset"] == 3, "\(ranged.text)")
+            let back = try await c.send(.get, "/db/_all_docs?startkey=%22c%22&descending=true")
+            #expect(ids(back) == ["c", "b", "a"] && back["offset"] == 2, "\(back.text)")
+            let past = try await c.send(.get, "/db/_all_docs?skip=9")
+            #expect(past.rows.isEmpty && past["offset"] == 5)
+        }
+    }
+
+    @Test func bulkDocsAnswersLocalDocumentsAndAtomicBatchesPerRow() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let r = try await c.send(.post, "/db/_bulk_docs", json: #"{"docs":[{"_id":"a"},{"_id":"_local/x","v":1},{"_id":"b"}]}"#)
+            #expect(r.status == .created, "\(r.text)")
+            let rows = try #require(try r.json.arrayValue)
+            #expect(rows.count == 3)
+            #expect(rows[0].objectValue?["id"] == "a" && rows[0].objectValue?["ok"] == true)
+            #expect(rows[1].objectValue?["id"] == "_local/x" && rows[1].objectValue?["error"] == "illegal_docid")
+            #expect(rows[2].objectValue?["id"] == "b" && rows[2].objectValue?["ok"] == true)
+            #expect(try await c.send(.get, "/db/_local/x").status == .notFound)
+            // new_edits=false answers only what it refused: the local document.
+            let replicated = try await c.send(.post, "/db/_bulk_docs", json: #"{"new_edits":false,"docs":[{"_id":"_local/y","_rev":"0-1"},{"_id":"c","_rev":"1-abc"}]}"#)
+            #expect(replicated.status == .created, "\(replicated.text)")
+            #expect(try replicated.json.arrayValue?.map { $0.objectValue?["id"] } == ["_local/y"])
+            #expect(try await c.send(.get, "/db/c")["_rev"] == "1-abc")
+            // all_or_nothing is refused as CouchDB 3 refuses it: 417, a row per document, nothing written.
+            let atomic = try await c.send(.post, "/db/_bulk_docs", json: #"{"all_or_nothing":true,"docs":[{"_id":"d"},{"_id":"a","_rev":"1-x"}]}"#)
+            #expect(atomic.status == .expectationFailed, "\(atomic.text)")
+            let refused = try #require(try atomic.json.arrayValue)
+            #expect(refused.map { $0.objectValue?["error"] } == ["not_implemented", "not_implemented"])
+            #expect(refused.map { $0.objectValue?["id"] } == ["d", "a"] && refused[1].objectValue?["rev"] == "1-x")
+            #expect(try await c.send(.get, "/db/d").status == .notFound)
+        }
+    }
 }

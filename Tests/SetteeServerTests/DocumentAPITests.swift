@@ -112,7 +112,7 @@ import Testing
             expectError(try await c.send(.put, "/db/x?new_edits=false", json: #"{"_rev":"2-a","_revisions":{"start":3,"ids":["a","b"]}}"#), .badRequest, "bad_request")
             expectError(try await c.send(.get, "/db/x?revs=maybe"), .badRequest, "bad_request")
             expectError(try await c.send(.post, "/db/_bulk_docs", json: #"{"docs":[{"_id":"a"}],"new_edits":"false"}"#), .badRequest, "bad_request")
-            expectError(try await c.send(.post, "/db/_bulk_docs", json: #"{"docs":[{"_id":"ok"},{"_id":"_local/x"}]}"#), .badRequest, "bad_request")
+            expectError(try await c.send(.post, "/db/_bulk_docs", json: #"{"docs":[{"_id":"ok"},{"_id":"_bad"}]}"#), .badRequest, "illegal_docid")
             expectError(try await c.send(.post, "/db/_bulk_docs", json: #"{"docs":[{"_id":"ok2"},{"_id":"b","_x":1}]}"#), .badRequest, "doc_validation")
             expectError(try await c.send(.post, "/db/_bulk_docs", json: #"{"docs":[{"_id":"a","_rev":"1-x"}],"new_edits":false,"#), .badRequest, "bad_request")
             expectError(try await c.send(.get, "/db/_changes?feed=sideways"), .badRequest, "bad_request")

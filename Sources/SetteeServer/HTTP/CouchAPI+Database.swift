@@ -94,16 +94,19 @@ extension CouchAPI {
     /// `_all_docs`, or with `prefix` `_design_docs` (the design documents, with the same options).
     func allDocs(_ call: inout Call, _ db: ServedDatabase, prefix: String? = nil) async throws -> Response {
         try allow(call.request.method, [.get, .head, .post])
-        var keys: [String]?
+        var keys: [JSONValue]?
         var params = call.query
         if call.request.method == .post {
             let body = try await jsonBody(&call, limit: bodyLimit(db))
-            try Self.bodyOptions(body, into: &params, except: ["keys"],
+            // A query parameter wins over the same option in the body (CouchDB's order).
+            var fromBody: [String: String] = [:]
+            try Self.bodyOptions(body, into: &fromBody, except: ["keys"],
                                  jsonValued: { $0.hasSuffix("key") || $0 == "startkey_docid" || $0 == "endkey_docid" })
-            if let v = body["keys"] { keys = try Self.strings(v, "keys") }
+            params = fromBody.merging(params) { _, query in query }
+            if call.query["keys"] == nil, let v = body["keys"] { keys = try Self.keyList(v) }
         }
         let query = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
-        if keys == nil, let k = try jsonParameter(query, "keys") { keys = try Self.strings(k, "keys") }
+        if keys == nil, let k = try jsonParameter(query, "keys") { keys = try Self.keyList(k) }
         let includeDocs = try flag(query, "include_docs")
         let conflicts = try flag(query, "conflicts")
         let descending = try flag(query, "descending")
@@ -111,14 +114,20 @@ extension CouchAPI {
         let skip = try integer(query, "skip") ?? 0
         let database = db.database
         var rows: [JSONValue] = []
+        // How many rows of the index come before the range's start.
+        var startOffset: Int64 = 0
         // A user sees only the documents it may read (design documents included).
         let reader = try Reader(db, call.principal)
         func readable(_ id: String) throws -> Bool { try reader.readability(of: id, revision: nil) == .readable }
         func docJSON(_ doc: Document) throws -> JSONValue { try documentJSON(doc, db, reader: reader, conflicts: conflicts) }
         if let keys {
-            for key in keys.dropFirst(skip).prefix(limit ?? .max) {
-                guard let tree = try await database.revisionTree(withID: key), try readable(key) else {
-                    rows.append(["key": .string(key), "error": "not_found"])
+            // As CouchDB: the keys in the order asked (reversed when descending), then skip and
+            // limit. A key that is not a document ID (not a string, or not valid) is a row that
+            // was not found, as one of a document that does not exist.
+            for value in (descending ? keys.reversed() : keys).dropFirst(skip).prefix(limit ?? .max) {
+                guard case .string(let key) = value, (try? checkDocumentID(key)) != nil,
+                      let tree = try await database.revisionTree(withID: key), try readable(key) else {
+                    rows.append(["key": value, "error": "not_found"])
                     continue
                 }
                 let deleted = tree.revisions.first { $0.revisionID == tree.currentRevisionID }?.isDeleted ?? false
@@ -154,6 +163,20 @@ extension CouchAPI {
             let inclusiveEnd = try only != nil || flag(query, "inclusive_end", default: true)
             // An excluded end row is dropped here, so the cursor reads one row more.
             if !inclusiveEnd, end != nil, let limit { options.limit = oneMore(limit) }
+            if let start = options.startKey {
+                // The rows before the range's start (those the reader may read), counted as
+                // CouchDB's offset counts them: a walk of the IDs there, no more than a listing
+                // of them would cost.
+                var before = AllDocumentsOptions()
+                before.descending = descending
+                before.endKey = start
+                before.prefix = prefix
+                let walk = try database.allDocuments(before)
+                while let doc = try walk.next() {
+                    if doc.id == start { break }
+                    if doc.revisionID != nil, try readable(doc.id) { startOffset += 1 }
+                }
+            }
             let cursor = try database.allDocuments(options)
             while rows.count < limit ?? .max, let doc = try cursor.next() {
                 if !inclusiveEnd, let end, doc.id == end { continue }
@@ -176,11 +199,20 @@ extension CouchAPI {
         }
         var result: [String: JSONValue] = [
             "total_rows": .int(total),
-            "offset": .int(Int64(skip)),
+            // Keys have no position in the index (CouchDB answers null); a range is counted from
+            // its start (the skip, past the end no further than the rows there are).
+            "offset": keys == nil ? .int(min(startOffset + min(Int64(clamping: skip), total), total)) : .null,
             "rows": .array(rows),
         ]
         if try flag(query, "update_seq") { result["update_seq"] = .int(Int64(try database.lastSequence)) }
         return try jsonResponse(.object(result))
+    }
+
+    /// The `keys` of an `_all_docs` request: a JSON array, its members any JSON (those that are
+    /// not document IDs get a `not_found` row each).
+    static func keyList(_ v: JSONValue) throws -> [JSONValue] {
+        guard case .array(let a) = v else { throw CouchError(.badRequest, "query_parse_error", "keys must be a JSON array") }
+        return a
     }
 
     // MARK: - _local_docs
@@ -280,9 +312,14 @@ extension CouchAPI {
             guard case .bool(let b) = v else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }
             newEdits = b
         }
-        // Every document is checked before anything is written: a malformed one rejects the request.
+        // Every document is checked before anything is written: a malformed one rejects the
+        // request (as CouchDB's does). A local document is its own row's error: its ID is a
+        // valid one, only not for this endpoint.
         var docs: [IncomingDocument] = []
-        for item in list {
+        // Where each of `docs` answers among the request's documents, and the local ones' rows.
+        var positions: [Int] = []
+        var localRows: [Int: JSONValue] = [:]
+        for (position, item) in list.enumerated() {
             guard case .object(let o) = item else { throw CouchError.badRequest("Document must be a JSON object") }
             var d = try IncomingDocument(o)
             if d.id == nil {
@@ -290,7 +327,11 @@ extension CouchAPI {
                 d.id = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
             }
             guard let id = d.id else { continue }
-            if id.hasPrefix("_local/") { throw CouchError.badRequest("_local documents are not accepted by _bulk_docs") }
+            if id.hasPrefix("_local/") {
+                localRows[position] = ["id": .string(id), "error": "illegal_docid",
+                                       "reason": "Local documents are written one by one, with PUT /{db}/_local/{id}"]
+                continue
+            }
             try checkDocumentID(id)
             try checkSize(d.properties, db)
             if !newEdits {
@@ -300,6 +341,20 @@ extension CouchAPI {
                 throw CouchError.badRequest("Invalid rev format")
             }
             docs.append(d)
+            positions.append(position)
+        }
+        if newEdits, body["all_or_nothing"] == true {
+            // CouchDB 3 has no atomic batches: it refuses them with 417, each document's row
+            // saying so, and writes nothing.
+            var rows = [JSONValue](repeating: .null, count: list.count)
+            for (position, row) in localRows { rows[position] = row }
+            for (d, position) in zip(docs, positions) {
+                var row: [String: JSONValue] = ["id": .string(d.id ?? ""), "error": "not_implemented",
+                                                "reason": "all_or_nothing is not supported"]
+                if let rev = d.rev { row["rev"] = .string(rev) }
+                rows[position] = .object(row)
+            }
+            return try jsonResponse(.array(rows.filter { $0 != .null }), status: .expectationFailed)
         }
         if !newEdits {
             var revisions: [ReplicatedRevision] = []
@@ -307,7 +362,7 @@ extension CouchAPI {
             // Revisions stored (or already there) answer nothing, as in CouchDB; a refused one
             // answers with its error.
             let outcomes = try await insert(revisions, db, as: call.principal)
-            var refused: [JSONValue] = []
+            var refused: [JSONValue] = localRows.sorted { $0.key < $1.key }.map(\.value)
             for (revision, outcome) in zip(revisions, outcomes) {
                 guard case .rejected(let e) = outcome else { continue }
                 let c = CouchError(e)
@@ -362,7 +417,11 @@ extension CouchAPI {
                 results[i] = ["id": .string(edit.id), "error": "conflict", "reason": "Document update conflict."]
             }
         }
-        return try jsonResponse(.array(results), status: .created)
+        // The rows in the request's order, the local documents' among them.
+        var answer = [JSONValue](repeating: .null, count: list.count)
+        for (position, row) in localRows { answer[position] = row }
+        for (i, row) in results.enumerated() { answer[positions[i]] = row }
+        return try jsonResponse(.array(answer.filter { $0 != .null }), status: .created)
     }
 
     // MARK: - _bulk_get
