@@ -312,4 +312,42 @@ import Testing
             #expect(try await c.send(.get, "/db/d").status == .notFound)
         }
     }
+
+    @Test func changesFeedsAreWrittenAsCouchDBWritesThem() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            for id in ["a", "b", "c"] { _ = try await put(c, id, "{}") }
+            // One result per line, as a client reading the body line by line expects.
+            for uri in ["/db/_changes", "/db/_changes?feed=longpoll&since=0&timeout=1000"] {
+                let r = try await c.send(.get, uri)
+                let lines = r.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+                #expect(lines.first == #"{"results":["#, "\(uri): \(r.text)")
+                let results = lines.dropFirst().prefix { $0 != "]," }
+                #expect(results.count == 3, "\(uri): \(r.text)")
+                for (line, id) in zip(results, ["a", "b", "c"]) {
+                    let row = try JSONValue(parsing: Array((line.hasSuffix(",") ? String(line.dropLast()) : line).utf8))
+                    #expect(row.objectValue?["id"] == .string(id))
+                }
+                #expect(try r.json.objectValue?["last_seq"] == 3 && r["pending"] == 0)
+            }
+            let empty = try await c.send(.get, "/db/_changes?since=3")
+            #expect(try empty.json == ["results": [], "last_seq": 3, "pending": 0])
+            // `live` is `continuous`: a row per line, then last_seq.
+            let live = try await c.send(.get, "/db/_changes?feed=live&since=1&timeout=200")
+            let liveLines = live.text.split(separator: "\n").map { try? JSONValue(parsing: Array($0.utf8)) }
+            #expect(liveLines.map { $0?.objectValue?["id"] ?? $0?.objectValue?["last_seq"] } == ["b", "c", 3], "\(live.text)")
+            // An EventSource resumes from Last-Event-ID (the header, else the parameter).
+            let resumed = try await c.send(.get, "/db/_changes?feed=eventsource&timeout=200", headers: [HTTPField.Name("Last-Event-ID")!: "2"])
+            #expect(resumed.text.contains(#""id":"c""#) && !resumed.text.contains(#""id":"b""#), "\(resumed.text)")
+            let byParameter = try await c.send(.get, "/db/_changes?feed=eventsource&timeout=200&last-event-id=1")
+            #expect(byParameter.text.contains(#""id":"b""#) && !byParameter.text.contains(#""id":"a""#), "\(byParameter.text)")
+            // Heartbeats: `true` is the default interval; anything but a positive integer is 400.
+            #expect(try await c.send(.get, "/db/_changes?feed=longpoll&heartbeat=true&since=0").status == .ok)
+            for bad in ["0", "-5", "soon"] {
+                let r = try await c.send(.get, "/db/_changes?feed=continuous&heartbeat=\(bad)")
+                #expect(r.status == .badRequest && r["error"] == "bad_request", "\(bad): \(r.text)")
+            }
+        }
+    }
 }

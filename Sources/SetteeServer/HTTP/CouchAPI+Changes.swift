@@ -177,8 +177,15 @@ extension CouchAPI {
             scope = FeedScope(user: "", requested: requested)
         }
         let database = db.database
+        var feed = params["feed"] ?? "normal"
+        // CouchDB's sugar for continuous.
+        if feed == "live" { feed = "continuous" }
+        // Where an EventSource reconnects from: its `Last-Event-ID` header (a browser sends it),
+        // else a `last-event-id` parameter, rather than `since`.
+        let lastEventID = params["last-event-id"] ?? params["Last-Event-ID"]
+        let resumeFrom = feed == "eventsource" ? call.request.headers[HTTPField.Name("Last-Event-ID")!] ?? lastEventID : lastEventID
         let since: FeedPosition
-        switch params["since"] {
+        switch resumeFrom ?? params["since"] {
         case nil: since = FeedPosition(0)
         case "now"?: since = FeedPosition(try database.lastSequence)
         case let text?:
@@ -187,17 +194,15 @@ extension CouchAPI {
             }
             since = p
         }
-        let feed = params["feed"] ?? "normal"
         guard ["normal", "longpoll", "continuous", "eventsource"].contains(feed) else {
-            throw CouchError.badRequest("Supported `feed` types: normal, continuous, longpoll, eventsource")
+            throw CouchError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
         }
         let style = params["style"] ?? "main_only"
         guard style == "main_only" || style == "all_docs" else { throw CouchError.badRequest("Supported `style` values: main_only, all_docs") }
         // Both bounded before they become durations, by `changesTimeout` (an hour unless
         // configured); a heartbeat is at least a second (or the bound, when that is less).
         let longest = server.configuration.changesTimeout
-        let heartbeat = try (params["heartbeat"] == "true" ? 60_000 : integer(q, "heartbeat"))
-            .map { Duration.milliseconds(min(max(1000, $0), longest)) }
+        let heartbeat = try Self.heartbeat(params["heartbeat"]).map { Duration.milliseconds(min(max(1000, $0), longest)) }
         let timeout = Duration.milliseconds(min(try integer(q, "timeout") ?? 60_000, longest))
         let options = ChangesOptions(since: since, scope: scope, limit: try integer(q, "limit"), descending: try flag(q, "descending"),
                                      allLeaves: style == "all_docs", includeDocs: try flag(q, "include_docs"),
@@ -209,6 +214,31 @@ extension CouchAPI {
             return try normalFeed(db, options)
         }
         return try streamingFeed(db, options)
+    }
+
+    /// The `heartbeat` parameter in milliseconds: `true` is the default interval (60 s, as
+    /// CouchDB's `changes_timeout`); else a positive integer (400 `bad_request` otherwise, with
+    /// CouchDB's reasons).
+    static func heartbeat(_ text: String?) throws -> Int? {
+        guard let text else { return nil }
+        if text.lowercased() == "true" { return 60_000 }
+        guard let n = Int(text) else {
+            throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
+        }
+        guard n > 0 else { throw CouchError.badRequest("The heartbeat value should be a positive integer (in milliseconds).") }
+        return n
+    }
+
+    /// A `normal` or `longpoll` feed's body as CouchDB writes it: one result per line (clients
+    /// such as python-cloudant read it line by line), then `last_seq` and `pending`.
+    static func changesBody(_ rows: [JSONValue], last: JSONValue, pending: Int) throws -> [UInt8] {
+        var out = Array("{\"results\":[\n".utf8)
+        for (i, row) in rows.enumerated() {
+            if i > 0 { out += Array(",\n".utf8) }
+            out += try row.responseBytes()
+        }
+        out += Array("\n],\n\"last_seq\":".utf8) + (try last.jsonBytes()) + Array(",\"pending\":\(pending)}\n".utf8)
+        return out
     }
 
     /// A JSON array of strings (`keys`, `doc_ids`, a revision list), or 400 naming it.
@@ -375,7 +405,8 @@ extension CouchAPI {
         let (rows, last, more) = try self.rows(db, o, since: o.since, limit: o.limit)
         // Sync Gateway does not count what remains of a user's feed; 1 says "ask again".
         let pending = more && !o.descending ? (o.scope == nil ? try db.database.changes(since: last.sequencesDone).count : 1) : 0
-        return try jsonResponse(["results": .array(rows), "last_seq": last.json, "pending": .int(Int64(pending))])
+        return Response(status: .ok, headers: [.contentType: "application/json"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: try Self.changesBody(rows, last: last.json, pending: pending))))
     }
 
     /// `longpoll`, `continuous` and `eventsource`: written as changes commit. The feed waits on
@@ -422,8 +453,7 @@ extension CouchAPI {
                         }
                         if clock.now >= deadline { break }
                     }
-                    let result: JSONValue = ["results": .array(rows), "last_seq": last.json, "pending": 0]
-                    try await writer.write(ByteBuffer(bytes: try result.responseBytes() + [0x0A]))
+                    try await writer.write(ByteBuffer(bytes: try Self.changesBody(rows, last: last.json, pending: 0)))
                     return
                 }
                 while !closing() {
