@@ -350,4 +350,28 @@ import Testing
             }
         }
     }
+
+    @Test func compactRunningIsTrueUntilTheCompactionHasEnded() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(admin: true, .live) { c async throws in
+            // Enough old revisions that the compaction has work to do.
+            var revs: [String: String] = [:]
+            for i in 0 ..< 200 { revs["d\(i)"] = try await put(c, "d\(i)", #"{"v":0,"pad":"\#(String(repeating: "x", count: 500))"}"#) }
+            for (id, rev) in revs { _ = try await put(c, id, #"{"_rev":"\#(rev)","v":1}"#) }
+            let accepted = try await c.send(.post, "/db/_compact", json: "{}")
+            #expect(accepted.status == .accepted)
+            // Polled as clients poll it: once it reads false, the old bodies are gone.
+            var polls = 0
+            while try await c.send(.get, "/db")["compact_running"] == true {
+                polls += 1
+                try await Task.sleep(for: .milliseconds(20))
+                try #require(polls < 3000, "compaction never ended")
+            }
+            for (id, rev) in revs.prefix(20) {
+                let old = try await c.send(.get, "/db/\(id)?rev=\(rev)")
+                #expect(old.status == .notFound, "\(id) \(rev) still readable after compact_running turned false")
+            }
+        }
+    }
 }

@@ -55,7 +55,7 @@ extension CouchAPI {
             "committed_update_seq": .int(Int64(seq)),
             "instance_start_time": "0",
             "purge_seq": 0,
-            "compact_running": false,
+            "compact_running": .bool(db.compactionsRunning.load(ordering: .sequentiallyConsistent) > 0),
             "disk_format_version": 1,
             "state": "Online",
         ]

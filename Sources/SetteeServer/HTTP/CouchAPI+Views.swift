@@ -289,7 +289,7 @@ extension CouchAPI {
         let name = String(id.dropFirst("_design/".count))
         let index: JSONValue = ["signature": .string(String(hash, radix: 16)), "language": "javascript",
                                 "update_seq": .int(Int64(try db.database.lastSequence)), "purge_seq": 0,
-                                "updater_running": .bool(building), "compact_running": false, "waiting_clients": 0,
+                                "updater_running": .bool(building), "compact_running": .bool(db.compactionsRunning.load(ordering: .sequentiallyConsistent) > 0), "waiting_clients": 0,
                                 "waiting_commit": false, "views": .object(detail)]
         return try jsonResponse(["name": .string(name), "view_index": index])
     }

@@ -230,8 +230,15 @@ struct CouchAPI: HTTPResponder {
         case "_compact":
             try allow(method, [.post])
             try requireAdmin(call)
+            // Counted from the request until the compaction ends, so that a client polling
+            // `compact_running` sees it running and then done.
+            db.compactionsRunning.add(1, ordering: .sequentiallyConsistent)
             let database = db.database
-            Task.detached { _ = try? await database.compact() }
+            let logger = server.logger
+            Task.detached {
+                defer { db.compactionsRunning.subtract(1, ordering: .sequentiallyConsistent) }
+                do { _ = try await database.compact() } catch { logger.error("compaction of \(db.name): \(error)") }
+            }
             return try jsonResponse(["ok": true], status: .accepted)
         case "_local":
             guard rest.count == 2 else { throw CouchError.notFound() }

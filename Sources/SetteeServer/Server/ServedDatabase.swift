@@ -38,6 +38,8 @@ final class ServedDatabase: Sendable {
     let designViews = Mutex<[String: (revision: String, views: [ViewDefinition])]>([:])
     /// Documents each view's map function failed on since the server started, by library name.
     let viewErrors = Mutex<[String: Int]>([:])
+    /// Compactions asked for over HTTP and not finished yet (what `compact_running` reports).
+    let compactionsRunning = Atomic<Int>(0)
     /// The Mango index (design document, name) behind each library index `_find` used.
     let mangoNames = Mutex<[String: (ddoc: String, name: String)]>([:])
     /// Views' JavaScript reduce functions, compiled, by source.
