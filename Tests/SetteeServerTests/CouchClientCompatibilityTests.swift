@@ -374,4 +374,20 @@ import Testing
             }
         }
     }
+
+    @Test func theWelcomeNamesTheCouchDBAPILevel() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let welcome = try await c.send(.get, "/")
+            #expect(welcome["couchdb"] == "Welcome" && welcome["version"] == .string(CouchAPI.couchDBVersion))
+            #expect(welcome["version"]?.stringValue?.hasPrefix("3.") == true)
+            #expect(welcome["vendor"]?.objectValue?["name"] == "Settee")
+        }
+        // Without administrators configured the admin port names nobody: there are no credentials.
+        try await server.withClient(admin: true, .live) { c async throws in
+            let context = try await c.send(.get, "/_session")["userCtx"]?.objectValue
+            #expect(context?["name"] == .null && context?["roles"] == ["_admin"])
+        }
+    }
 }

@@ -393,6 +393,11 @@ extension HostileClientTests {
             #expect(try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1", headers: basic("alice", "pw")).status == .unauthorized)
             #expect(try await rawRequest(port: port, .get, "/_admin/", authority: "127.0.0.1").status == .unauthorized)
             #expect(try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1", headers: basic("root", "s3cret")).status == .ok)
+            // `_session` names the administrator, as CouchDB names a server admin.
+            let session = try await rawRequest(port: port, .get, "/_session", authority: "127.0.0.1", headers: basic("root", "s3cret"))
+            let body = try JSONValue(parsing: Array(session.body?.readableBytesView ?? ByteBuffer().readableBytesView))
+            let context = body.objectValue?["userCtx"]?.objectValue
+            #expect(context?["name"] == "root" && context?["roles"] == ["_admin"], "\(body)")
         }
         #expect(throws: ConfigurationError.self) { try ServerConfiguration(json: #"{"adminUsers": {"root": {}}}"#) }
     }

@@ -31,7 +31,16 @@ extension CouchAPI {
         case .get, .head:
             // CouchDB's handler names: Basic credentials are "default", a session "cookie".
             let via: JSONValue = call.request.headers[.authorization] == nil && Self.sessionCookie(call.request.headers[.cookie]) != nil ? "cookie" : "default"
-            return try jsonResponse(.object(userContext(call.principal, db, authenticated: via)))
+            var context = userContext(call.principal, db, authenticated: via)
+            // An administrator who gave credentials (the admin port then requires them) is named,
+            // as CouchDB names a server admin.
+            if call.principal == .admin, !server.adminCredentials.isEmpty, let header = call.request.headers[.authorization],
+               let (name, _) = Self.basicCredentials(header), case .object(var ctx)? = context["userCtx"] {
+                ctx["name"] = .string(name)
+                context["userCtx"] = .object(ctx)
+                context["info"] = ["authentication_handlers": ["default", "cookie"], "authenticated": "default"]
+            }
+            return try jsonResponse(.object(context))
         case .post:
             let (name, password, ttl) = try await loginFields(&call)
             if call.principal == .admin, let db {

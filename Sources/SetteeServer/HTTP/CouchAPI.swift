@@ -409,7 +409,9 @@ struct CouchAPI: HTTPResponder {
         try allow(method, [.get, .head])
         var body: [String: JSONValue] = [
             "couchdb": "Welcome",
-            "version": .string(Self.version),
+            // The CouchDB API level served (what clients compare to choose features); Settee's
+            // own version is the vendor's.
+            "version": .string(Self.couchDBVersion),
             "vendor": ["name": "Settee", "version": .string(Self.version)],
         ]
         if isAdmin { body["ADMIN"] = true }
@@ -417,6 +419,9 @@ struct CouchAPI: HTTPResponder {
     }
 
     static let version = "0.1.0"
+    /// The CouchDB release whose HTTP API this server answers as (Formats/http-api.md lists the
+    /// differences that remain).
+    static let couchDBVersion = "3.4.0"
 
     private func allDatabases(_ call: Call) throws -> Response {
         try requireAdmin(call)
