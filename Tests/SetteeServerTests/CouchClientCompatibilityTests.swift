@@ -390,4 +390,19 @@ import Testing
             #expect(context?["name"] == .null && context?["roles"] == ["_admin"])
         }
     }
+
+    @Test func aStubNamesTheRevisionThatAddedItsAttachment() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let rev1 = try await put(c, "a", #"{"_attachments":{"f.txt":{"content_type":"text/plain","data":"aGVsbG8="}}}"#)
+            let rev2 = try await put(c, "a", #"{"_rev":"\#(rev1)","v":2,"_attachments":{"f.txt":{"stub":true,"revpos":1}}}"#)
+            let wrong = try await c.send(.put, "/db/a", json: #"{"_rev":"\#(rev2)","_attachments":{"f.txt":{"stub":true,"revpos":2}}}"#)
+            #expect(wrong.status == .preconditionFailed && wrong["error"] == "missing_stub", "\(wrong.text)")
+            // Without revpos, or as 1.0, it is the attachment the revision has.
+            let rev3 = try await put(c, "a", #"{"_rev":"\#(rev2)","v":3,"_attachments":{"f.txt":{"stub":true,"revpos":1.0}}}"#)
+            _ = try await put(c, "a", #"{"_rev":"\#(rev3)","v":4,"_attachments":{"f.txt":{"stub":true}}}"#)
+            #expect(try await c.send(.get, "/db/a/f.txt").text == "hello")
+        }
+    }
 }

@@ -94,7 +94,7 @@ private struct KeyScanner {
 extension CouchAPI {
     /// Turns a document's incoming `_attachments` into stored entries: inline `data` is decoded
     /// and stored, `follows` takes the next multipart body, a `stub` is the entry of the revision
-    /// it builds on (`parent`), else 412 `missing_stub`.
+    /// it builds on (`parent`, with the `revpos` the stub gives, if any), else 412 `missing_stub`.
     func storeAttachments(_ incoming: [String: JSONValue], parent: [String: JSONValue], generation: UInt64,
                           follows: [String: Data], db: ServedDatabase) async throws -> [String: JSONValue] {
         var stored: [String: JSONValue] = [:]
@@ -102,7 +102,17 @@ extension CouchAPI {
             guard case .object(let a) = value else { throw CouchError.badRequest("attachment \(name) must be an object") }
             guard let (blob, entry) = try WireAttachments.decode(name: name, a, follows: follows[name], generation: generation,
                                                                  maxSize: db.config.maxAttachmentSize) else {
-                guard let previous = parent[name] else {
+                // A stub that gives its `revpos` names the revision that added the attachment: one
+                // whose entry says otherwise is not that attachment (CouchDB's check).
+                func position(_ v: JSONValue?) -> Double? {
+                    switch v {
+                    case .int(let n)?: Double(n)
+                    case .double(let d)?: d
+                    default: nil
+                    }
+                }
+                guard let previous = parent[name],
+                      a["revpos"] == nil || position(a["revpos"]) == position(previous.objectValue?["revpos"]) else {
                     throw CouchError(.preconditionFailed, "missing_stub", "Invalid attachment stub in \(name) for the revision it builds on")
                 }
                 stored[name] = previous
