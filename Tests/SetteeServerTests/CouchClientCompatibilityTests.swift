@@ -405,4 +405,66 @@ import Testing
             #expect(try await c.send(.get, "/db/a/f.txt").text == "hello")
         }
     }
+
+    @Test func attachmentsComeAsPartsWhenAMultipartAnswerIsAskedFor() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let rev = try await put(c, "a", #"{"v":1,"_attachments":{"f.txt":{"content_type":"text/plain","data":"aGVsbG8="}}}"#)
+            let r = try await c.send(.get, "/db/a?attachments=true", headers: [.accept: "multipart/related"])
+            #expect(r.status == .ok && r.headers[.eTag] == "\"\(rev)\"")
+            let type = try #require(r.headers[.contentType])
+            #expect(type.hasPrefix("multipart/related; boundary="), "\(type)")
+            let boundary = String(type.split(separator: "\"")[1])
+            let parts = r.text.components(separatedBy: "--\(boundary)")
+            // The document, the attachment, and the closing delimiter's remains.
+            #expect(parts.count == 4 && parts.last == "--", "\(r.text)")
+            let document = try #require(parts[1].components(separatedBy: "\r\n\r\n").last)
+            let json = try JSONValue(parsing: Array(document.utf8))
+            #expect(json.objectValue?["_rev"] == .string(rev) && json.objectValue?["v"] == 1)
+            #expect(json.objectValue?["_attachments"]?.objectValue?["f.txt"]?.objectValue?["follows"] == true)
+            #expect(parts[2].contains("Content-Disposition: attachment; filename=\"f.txt\"") && parts[2].hasSuffix("\r\n\r\nhello\r\n"))
+            // Without the Accept header, or without attachments=true, the JSON answer as before.
+            let inline = try await c.send(.get, "/db/a?attachments=true")
+            #expect(inline.headers[.contentType] == "application/json")
+            #expect(inline["_attachments"]?.objectValue?["f.txt"]?.objectValue?["data"] == "aGVsbG8=")
+            #expect(try await c.send(.get, "/db/a?revs=true", headers: [.accept: "multipart/related"]).headers[.contentType] == "application/json")
+        }
+    }
+
+    @Test func aFormUploadsAnAttachmentFromAPageOfThisServerOnly() async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live) { c async throws in
+            let rev = try await put(c, "a", #"{"v":1}"#)
+            func form(_ rev: String?, file: String = "notes.txt", content: String = "hello form") -> ByteBuffer {
+                var body = ""
+                if let rev { body += "--XyZ\r\nContent-Disposition: form-data; name=\"_rev\"\r\n\r\n\(rev)\r\n" }
+                body += "--XyZ\r\nContent-Disposition: form-data; name=\"_attachments\"; filename=\"\(file)\"\r\nContent-Type: text/plain\r\n\r\n\(content)\r\n"
+                return ByteBuffer(string: body + "--XyZ--\r\n")
+            }
+            let formType: HTTPFields = [.contentType: "multipart/form-data; boundary=XyZ"]
+            func post(_ headers: HTTPFields, _ body: ByteBuffer) async throws -> TestResponse {
+                var fields = formType
+                fields.append(contentsOf: headers)
+                return try await c.execute(uri: "/db/a", method: .post, headers: fields, body: body)
+            }
+            // Another site's page, or no Referer at all: refused, nothing written.
+            #expect(try await post([:], form(rev)).status == .badRequest)
+            #expect(try await post([.referer: "http://evil.example/page"], form(rev)).status == .badRequest)
+            #expect(try await post([.referer: "http://localhost/db", .origin: "http://evil.example"], form(rev)).status == .forbidden)
+            #expect(try await c.send(.get, "/db/a")["_rev"] == .string(rev))
+            let ok = try await post([.referer: "http://localhost/_utils/document.html"], form(rev))
+            #expect(ok.status == .created, "\(ok.text)")
+            let rev2 = try #require(ok["rev"]?.stringValue)
+            #expect(rev2.hasPrefix("2-") && ok.headers[.eTag] == "\"\(rev2)\"")
+            let att = try await c.send(.get, "/db/a/notes.txt")
+            #expect(att.text == "hello form" && att.headers[.contentType] == "text/plain")
+            #expect(try await c.send(.get, "/db/a")["v"] == 1)
+            // A stale revision is a conflict; another type on POST /db/doc is 415.
+            #expect(try await post([.referer: "http://localhost/x"], form(rev)).status == .conflict)
+            let json = try await c.send(.post, "/db/a", json: "{}")
+            #expect(json.status == .unsupportedMediaType && json["error"] == "bad_content_type")
+        }
+    }
 }

@@ -308,7 +308,7 @@ extension CouchAPI {
 
     /// A new revision of `id` on top of `rev` whose attachments `change` edits (CouchDB answers
     /// 201 to a PUT, 200 to a DELETE).
-    private func updateAttachments(_ db: ServedDatabase, id: String, rev: String?, status: HTTPResponse.Status = .created, location: String? = nil,
+    func updateAttachments(_ db: ServedDatabase, id: String, rev: String?, status: HTTPResponse.Status = .created, location: String? = nil,
                                    as principal: Principal,
                                    _ change: (inout [String: JSONValue], UInt64) async throws -> Void) async throws -> Response {
         try checkDocumentID(id)

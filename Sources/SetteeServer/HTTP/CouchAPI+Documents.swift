@@ -14,7 +14,8 @@ extension CouchAPI {
         case .put: return try await putDocument(&call, db, id: id)
         case .delete: return try await deleteDocument(call, db, id: id)
         case HTTPRequest.Method("COPY")!: return try await copyDocument(call, db, id: id)
-        default: throw CouchError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")
+        case .post: return try await formUpload(&call, db, id: id)
+        default: throw CouchError.methodNotAllowed("COPY,DELETE,GET,HEAD,POST,PUT")
         }
     }
 
@@ -76,7 +77,10 @@ extension CouchAPI {
         let etag = "\"\(target)\""
         if let notModified = Self.notModified(call, etag: etag) { return notModified }
         guard let revision = try database.revision(withID: id, revisionID: target) else { throw CouchError.notFound("missing") }
-        var o = try revisionJSON(revision, revs: revs, reader: reader, inlineAfter: try inlineAfter(call, tree: tree))
+        let inline = try inlineAfter(call, tree: tree)
+        // Attachments asked for as parts of a multipart/related answer rather than inline.
+        let related = inline != nil && (call.request.headers[.accept] ?? "").lowercased().contains("multipart/related")
+        var o = try revisionJSON(revision, revs: revs, reader: reader, inlineAfter: related ? nil : inline)
         // Other leaves and the history, as far as the reader may know of them.
         let visible = try reader.revisionFilter(of: id)
         let leaves = tree.revisions.filter { tree.leafRevisionIDs.contains($0.revisionID) && $0.revisionID != target && visible($0.revisionID) }
@@ -98,6 +102,9 @@ extension CouchAPI {
         }
         if try flag(call, "local_seq"), target == tree.currentRevisionID, let doc = try database.document(withID: id) {
             o["_local_seq"] = .int(Int64(doc.sequence))
+        }
+        if related, let inline, let multipart = try relatedDocument(o, revision, db, after: inline, headers: [.eTag: etag]) {
+            return multipart
         }
         return try jsonResponse(.object(o), headers: [.eTag: etag])
     }

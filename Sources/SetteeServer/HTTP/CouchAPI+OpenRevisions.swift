@@ -119,14 +119,7 @@ extension CouchAPI {
                 } else {
                     let inner = Self.boundary()
                     body += Array("Content-Type: multipart/related; boundary=\"\(inner)\"\r\n\r\n".utf8)
-                    body += Array("--\(inner)\r\nContent-Type: application/json\r\n\r\n".utf8)
-                    body += try JSONValue.object(o).responseBytes()
-                    for part in parts {
-                        let filename = part.name.replacingOccurrences(of: "\"", with: "%22")
-                        body += Array("\r\n--\(inner)\r\nContent-Disposition: attachment; filename=\"\(filename)\"\r\nContent-Type: \(part.type)\r\nContent-Length: \(part.content.count)\r\n\r\n".utf8)
-                        body += Array(part.content)
-                    }
-                    body += Array("\r\n--\(inner)--".utf8)
+                    body += try Self.related(o, parts, boundary: inner)
                 }
             }
             body += Array("\r\n".utf8)
@@ -134,6 +127,38 @@ extension CouchAPI {
         body += Array("--\(boundary)--".utf8)
         return Response(status: .ok, headers: [.contentType: "multipart/mixed; boundary=\"\(boundary)\""],
                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// A document and the attachments that follow it as the body of a `multipart/related`
+    /// message (CouchDB's form): the JSON part, then one part per attachment, in the order the
+    /// JSON lists them.
+    static func related(_ document: [String: JSONValue], _ parts: [(name: String, type: String, content: Data)],
+                        boundary: String) throws -> [UInt8] {
+        var body = Array("--\(boundary)\r\nContent-Type: application/json\r\n\r\n".utf8)
+        body += try JSONValue.object(document).responseBytes()
+        for part in parts {
+            let filename = part.name.replacingOccurrences(of: "\"", with: "%22")
+            body += Array("\r\n--\(boundary)\r\nContent-Disposition: attachment; filename=\"\(filename)\"\r\nContent-Type: \(part.type)\r\nContent-Length: \(part.content.count)\r\n\r\n".utf8)
+            body += Array(part.content)
+        }
+        body += Array("\r\n--\(boundary)--".utf8)
+        return body
+    }
+
+    /// A single revision with the attachments `after` lets through as parts, answered as
+    /// `multipart/related` (for a `GET` asking `Accept: multipart/related`); nil when no
+    /// attachment follows (then the JSON answer is the same).
+    func relatedDocument(_ document: [String: JSONValue], _ revision: ReplicatedRevision, _ db: ServedDatabase, after: UInt64,
+                         headers: HTTPFields) throws -> Response? {
+        guard case .object(let stored)? = try revision.properties["_attachments"], !stored.isEmpty else { return nil }
+        let following = try followingAttachments(stored, db, after: after)
+        guard !following.parts.isEmpty else { return nil }
+        var o = document
+        o["_attachments"] = following.json
+        let boundary = Self.boundary()
+        var fields = headers
+        fields[.contentType] = "multipart/related; boundary=\"\(boundary)\""
+        return Response(status: .ok, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try Self.related(o, following.parts, boundary: boundary))))
     }
 
     /// Whether the client asked for `multipart/mixed` (CouchDB's replicator does for `open_revs`).
