@@ -268,3 +268,25 @@ private final class LastHeard: Sendable {
     func now() { value.withLock { $0 = .now } }
     var instant: ContinuousClock.Instant { value.withLock { $0 } }
 }
+
+/// A remote database as a whole (not a replication's peer).
+package enum RemoteDatabase {
+    /// Creates the database at `url` with `PUT` (what CouchDB's replicator does for
+    /// `create_target`); one that exists already (412) is fine.
+    ///
+    /// ```swift
+    /// try await RemoteDatabase.create(url: URL(string: "http://127.0.0.1:5984/copy")!, headers: [:])
+    /// ```
+    ///
+    /// - Throws: ``ReplicatorError`` `.authenticationFailed` for 401 or 403, `.peerFailed` for
+    ///   another refusal, `.unreachable` when the server cannot be reached.
+    package static func create(url: URL, headers: [String: String]) async throws {
+        let transport = try Transport(url: url, authenticator: nil, headers: headers, pinnedCertificate: nil)
+        let reply = try await transport.send(transport.request(.PUT, ""))
+        switch reply.status {
+        case 200 ..< 300, 412: return
+        case 401, 403: throw ReplicatorError(.authenticationFailed, "\(url.absoluteString) refused to create the database: \(reply.status)")
+        default: throw ReplicatorError(.peerFailed, "\(url.absoluteString) could not create the database: \(reply.status)")
+        }
+    }
+}

@@ -221,8 +221,27 @@ struct CountingPeer: ReplicationPeer {
         // Errors: wrong credentials 401, a missing remote database 404, two URLs 400, the public port 403.
         #expect(try await post(a.adminPort, #"{"source":"db","target":"http://molly:nope@127.0.0.1:\#(b.port)/db"}"#).0 == 401)
         #expect(try await post(a.adminPort, #"{"source":"db","target":"http://molly:secret@127.0.0.1:\#(b.port)/nope"}"#).0 == 404)
-        #expect(try await post(a.adminPort, #"{"source":"\#(remote)","target":"\#(remote)"}"#).0 == 400)
         #expect(try await post(a.port, #"{"source":"db","target":"\#(remote)"}"#).0 == 403)
+        // Two URLs, as CouchDB 3 takes them. Two of this server (either port): its databases,
+        // the target created by create_target.
+        let here = "http://127.0.0.1:\(a.adminPort)", herePublic = "http://molly:secret@127.0.0.1:\(a.port)"
+        let (mirrored, mirror) = try await post(a.adminPort, #"{"source":"\#(herePublic)/db","target":"\#(here)/mirror","create_target":true}"#)
+        #expect(mirrored == 200, "\(mirror)")
+        let mirrorDB = try #require(a.server.database(named: "mirror")?.database)
+        #expect(try mirrorDB.count == source.count && source.count == 32)
+        // Two of another server: through a relay, histories as they are; create_target there
+        // is a PUT on the target's URL.
+        let (copied, copy) = try await post(a.adminPort, #"{"source":"\#(remote)","target":"http://127.0.0.1:\#(b.adminPort)/copy","create_target":true}"#)
+        #expect(copied == 200, "\(copy)")
+        #expect(copy.objectValue?["docs_written"] == 32)
+        let copyDB = try #require(b.server.database(named: "copy")?.database)
+        #expect(try copyDB.count == 32)
+        for id in ["d0", "from-b", "later"] {
+            let (copied, original) = (try await copyDB.revisionTree(withID: id), try await target.revisionTree(withID: id))
+            #expect(copied != nil && copied?.currentRevisionID == original?.currentRevisionID)
+        }
+        // Without create_target a missing target is 404, as before.
+        #expect(try await post(a.adminPort, #"{"source":"\#(remote)","target":"http://127.0.0.1:\#(b.adminPort)/none"}"#).0 == 404)
     }
 }
 

@@ -6,26 +6,70 @@ import SetteeHTTP
 import SetteeReplicator
 import Synchronization
 
+/// A continuous replication `POST /_replicate` started: one replicator, or two through a relay.
+protocol ReplicationJob: AnyObject, Sendable {
+    var isStopped: Bool { get }
+    func start()
+    func stop()
+    /// Returns once the job has stopped, its resources released.
+    func waitUntilDone() async
+}
+
+extension Replicator: ReplicationJob {
+    var isStopped: Bool { status.activity == .stopped }
+    func waitUntilDone() async { _ = await waitUntilStopped() }
+}
+
+/// Two continuous replicators through a relay database: a pull from the source into it, a push
+/// from it to the target. The relay is closed (and, in memory, removed) once both have stopped.
+///
+/// ```swift
+/// let job = RelayedReplication(pull: pull, push: push, relay: relay)
+/// job.start()
+/// ```
+///
+/// - Note: Thread-safe: its parts are.
+final class RelayedReplication: ReplicationJob {
+    let pull: Replicator
+    let push: Replicator
+    let relay: ServedDatabase
+
+    init(pull: Replicator, push: Replicator, relay: ServedDatabase) {
+        self.pull = pull
+        self.push = push
+        self.relay = relay
+    }
+
+    var isStopped: Bool { pull.isStopped && push.isStopped }
+    func start() { pull.start(); push.start() }
+    func stop() { pull.stop(); push.stop() }
+    func waitUntilDone() async {
+        _ = await pull.waitUntilStopped()
+        _ = await push.waitUntilStopped()
+        try? relay.close()
+    }
+}
+
 /// The continuous replications `POST /_replicate` started, by the key its cancel names.
 final class ReplicationJobs: Sendable {
-    private let jobs = Mutex<[String: Replicator]>([:])
+    private let jobs = Mutex<[String: any ReplicationJob]>([:])
 
-    func start(_ key: String, _ replicator: Replicator) -> Bool {
+    func start(_ key: String, _ job: any ReplicationJob) -> Bool {
         jobs.withLock { all in
-            if let old = all[key], old.status.activity != .stopped { return false }
-            all[key] = replicator
-            replicator.start()
+            if let old = all[key], !old.isStopped { return false }
+            all[key] = job
+            job.start()
             return true
         }
     }
 
-    func cancel(_ key: String) -> Replicator? { jobs.withLock { $0.removeValue(forKey: key) } }
+    func cancel(_ key: String) -> (any ReplicationJob)? { jobs.withLock { $0.removeValue(forKey: key) } }
 
     /// Stops every job (the server is closing).
     func stopAll() async {
         let all = jobs.withLock { j in defer { j = [:] }; return Array(j.values) }
         for r in all { r.stop() }
-        for r in all { _ = await r.waitUntilStopped() }
+        for r in all { await r.waitUntilDone() }
     }
 }
 
@@ -38,19 +82,21 @@ extension CouchAPI {
         try requireAdmin(call)
         try allow(call.request.method, [.post])
         let body = try await jsonBody(&call, limit: 1 << 20)
-        let source = try Self.endpoint(body["source"], "source")
-        let target = try Self.endpoint(body["target"], "target")
+        // A URL of this server is its database (CouchDB 3 takes URLs only, its own included).
+        let source = local(try Self.endpoint(body["source"], "source"))
+        let target = local(try Self.endpoint(body["target"], "target"))
         for flag in ["continuous", "cancel", "create_target"] where body[flag] != nil && body[flag]?.boolValue == nil {
             throw CouchError.badRequest("\(flag) must be a boolean")
         }
         let continuous = body["continuous"] == true
         let key = "\(source.description)→\(target.description)"
+        if body["create_target"] == true, body["cancel"] != true { try await createTarget(target) }
         let jobID = key.utf8.reduce(UInt64(1469598103934665603)) { ($0 ^ UInt64($1)) &* 1099511628211 }
         let localID = String(jobID, radix: 16) + (continuous ? "+continuous" : "")
         if body["cancel"] == true {
             guard let r = server.replications.cancel(key) else { throw CouchError.notFound("replication \(localID) is not running") }
             r.stop()
-            _ = await r.waitUntilStopped()
+            await r.waitUntilDone()
             return try jsonResponse(["ok": true, "_local_id": .string(localID)])
         }
         // The replicator replicates a database of this server with a peer: a push when the
@@ -68,8 +114,8 @@ extension CouchAPI {
             c.headers = headers
             c.replicatorType = .pull
             config = c
-        case (.remote, .remote):
-            throw CouchError.badRequest("one of source and target must be a database this server serves")
+        case (.remote(let from, let fromHeaders), .remote(let to, let toHeaders)):
+            return try await relay(from: (from, fromHeaders), to: (to, toHeaders), key: key, localID: localID, continuous: continuous)
         }
         var settings = config
         if case .local = source { settings.replicatorType = .push }
@@ -93,16 +139,102 @@ extension CouchAPI {
         }
         replicator.start()
         let status = await replicator.waitUntilStopped()
-        if let e = status.error {
-            switch e.code {
-            case .authenticationFailed: throw CouchError(.unauthorized, "unauthorized", e.message)
-            case .remoteDatabaseNotFound: throw CouchError(.notFound, "db_not_found", e.message)
-            default: throw CouchError(.badGateway, "replication_failed", e.message)
-            }
-        }
+        if let e = status.error { throw Self.replicationFailure(e) }
         let (written, failures) = counts.withLock { ($0.written, $0.failures) }
         return try jsonResponse(["ok": true, "session_id": .string(localID), "docs_read": .int(Int64(status.progress.completed)),
                                  "docs_written": .int(Int64(written)), "doc_write_failures": .int(Int64(failures))])
+    }
+
+    /// `target` made before replicating (`create_target`): a database of this server that
+    /// is not served yet is created in memory, as `PUT /{db}` without a configuration makes it;
+    /// a remote one is created with `PUT` on its URL (one that exists already is fine).
+    private func createTarget(_ target: ReplicationEnd) async throws {
+        switch target {
+        case .local(let name):
+            guard server.database(named: name) == nil else { return }
+            let config = try ServerConfiguration.database(ConfigReader(.object([:]), path: "databases." + name))
+            let served = try ServedDatabase.open(name: name, config: config, engine: server.scripts)
+            // Made meanwhile by another request: that one is the target.
+            if !server.addDatabase(served) { try served.close() }
+        case .remote(let url, let headers):
+            do {
+                try await RemoteDatabase.create(url: url, headers: headers)
+            } catch let e as ReplicatorError {
+                throw CouchError(e.code == .authenticationFailed ? .unauthorized : .badGateway,
+                                 e.code == .authenticationFailed ? "unauthorized" : "replication_failed",
+                                 "create_target: \(e.message)")
+            }
+        }
+    }
+
+    /// Between two remote databases: Settee's replicator always has a database of its own on one
+    /// side, so the source is pulled into a relay database (in memory, removed afterwards) and
+    /// pushed from it to the target, revisions and histories as they are. One-shot: the pull,
+    /// then the push. Continuous: both run until cancelled, each change going through the relay.
+    private func relay(from: (URL, [String: String]), to: (URL, [String: String]), key: String, localID: String,
+                       continuous: Bool) async throws -> Response {
+        let config = try ServerConfiguration.database(ConfigReader(.object([:]), path: "databases.relay"))
+        let relayDB = try ServedDatabase.open(name: "relay", config: config, engine: server.scripts)
+        func replicator(_ url: URL, _ headers: [String: String], _ type: ReplicatorType) -> Replicator {
+            var c = ReplicatorConfiguration(database: relayDB.database, target: URLEndpoint(url: url))
+            c.headers = headers
+            c.replicatorType = type
+            c.continuous = continuous
+            if !continuous { c.maxAttempts = 3 }
+            let log = server.logger
+            c.logHandler = { level, message in if level >= .warning { log.warning("replication: \(message)") } }
+            return Replicator(config: c)
+        }
+        let pull = replicator(from.0, from.1, .pull), push = replicator(to.0, to.1, .push)
+        if continuous {
+            let pair = RelayedReplication(pull: pull, push: push, relay: relayDB)
+            guard server.replications.start(key, pair) else {
+                try? relayDB.close()
+                throw CouchError(.conflict, "conflict", "replication \(localID) is already running")
+            }
+            return try jsonResponse(["ok": true, "_local_id": .string(localID)], status: .accepted)
+        }
+        defer { try? relayDB.close() }
+        let counts = Mutex((written: 0, failures: 0))
+        push.addDocumentReplicationListener { r in
+            counts.withLock { c in
+                for d in r.documents { if d.error == nil { c.written += 1 } else { c.failures += 1 } }
+            }
+        }
+        var read = 0
+        for r in [pull, push] {
+            r.start()
+            let status = await r.waitUntilStopped()
+            if let e = status.error { throw Self.replicationFailure(e) }
+            if r === pull { read = Int(status.progress.completed) }
+        }
+        let (written, failures) = counts.withLock { ($0.written, $0.failures) }
+        return try jsonResponse(["ok": true, "session_id": .string(localID), "docs_read": .int(Int64(read)),
+                                 "docs_written": .int(Int64(written)), "doc_write_failures": .int(Int64(failures))])
+    }
+
+    /// A replication's failure as CouchDB answers it.
+    static func replicationFailure(_ e: ReplicatorError) -> CouchError {
+        switch e.code {
+        case .authenticationFailed: CouchError(.unauthorized, "unauthorized", e.message)
+        case .remoteDatabaseNotFound: CouchError(.notFound, "db_not_found", e.message)
+        default: CouchError(.badGateway, "replication_failed", e.message)
+        }
+    }
+
+    /// `end` as a database of this server when it is a URL of this server (a loopback or
+    /// configured host, one of the ports it listens on) whose path names one database.
+    private func local(_ end: ReplicationEnd) -> ReplicationEnd {
+        guard case .remote(let url, _) = end, let host = url.host?.lowercased() else { return end }
+        let port = url.port ?? (url.scheme == "https" ? 443 : 80)
+        guard server.boundPorts.withLock({ $0.contains(port) }) else { return end }
+        let configured = [server.configuration.interface, server.configuration.adminInterface ?? ""]
+            .compactMap { ListenAddress($0)?.host.lowercased() }.filter { !$0.isEmpty }
+        let loopback = ["localhost", "127.0.0.1", "::1", "[::1]"]
+        guard loopback.contains(host) || configured.contains(host) else { return end }
+        let segments = (try? Self.segments(url.path)) ?? []
+        guard segments.count == 1, ServerConfiguration.isValidDatabaseName(segments[0]) else { return end }
+        return .local(segments[0])
     }
 
     private func served(_ name: String) throws -> ServedDatabase {

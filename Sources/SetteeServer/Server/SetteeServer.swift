@@ -67,6 +67,9 @@ public final class SetteeServer: Sendable {
     let logKeys: LogKeys
     /// Continuous replications started with `POST /_replicate`.
     let replications = ReplicationJobs()
+    /// The ports this server's listeners are bound to (the system's choice for port 0), so that
+    /// a URL naming this server is known as such (`_replicate`).
+    let boundPorts = Mutex<Set<Int>>([])
     /// Where every database's JavaScript runs (sync functions, design documents' functions).
     let scripts = ScriptEngine()
     /// The administrators the admin port asks for (none: it asks for no credentials).
@@ -208,7 +211,11 @@ public final class SetteeServer: Sendable {
             responder: responder,
             server: server,
             configuration: ApplicationConfiguration(address: .hostname(bind.host, port: bind.port), serverName: "Settee"),
-            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? bind.port) },
+            onServerRunning: { [self] channel in
+                let port = channel.localAddress?.port ?? bind.port
+                boundPorts.withLock { _ = $0.insert(port) }
+                await onRunning(port)
+            },
             logger: logger)
     }
 
