@@ -62,8 +62,12 @@ import Testing
             #expect(purged["purged"]?.objectValue?["src"] == .array([.string(rev)]))
             #expect(try await a.send(.get, "/db/src").status == .notFound)
             #expect(try await a.send(.get, "/db/_changes")["results"]?.arrayValue?.count == 1)   // dst only
-            #expect(try await a.send(.put, "/db/_revs_limit", json: "50").status == .forbidden)
             #expect(try await a.send(.get, "/db/_revs_limit").json == 1000)
+            #expect(try await a.send(.put, "/db/_revs_limit", json: "50")["ok"] == true)
+            #expect(try await a.send(.get, "/db/_revs_limit").json == 50)
+            for bad in ["0", "-1", "\"50\"", "1.5", "1000001"] {
+                #expect(try await a.send(.put, "/db/_revs_limit", json: bad).status == .badRequest, "\(bad)")
+            }
         }
     }
 }

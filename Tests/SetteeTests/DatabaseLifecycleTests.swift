@@ -75,6 +75,37 @@ import Testing
         #expect(try third.count == 1)
     }
 
+    /// A depth set on the database is stored with it: it prunes the next saves, outlasts a
+    /// compaction and a reopen with another configured depth, and wins over that one.
+    @Test func aRevisionTreeDepthSetOnTheDatabaseIsKept() throws {
+        let dir = try TemporaryDirectory()
+        do {
+            let db = try openDatabase(dir, "limited", maxRevTreeDepth: 20)
+            #expect(try db.maxRevTreeDepth == 20)
+            for bad in [0, -3, 1_000_001] {
+                #expect(setteeError { try db.setMaxRevTreeDepth(bad) }?.code == .invalidParameter)
+            }
+            try db.setMaxRevTreeDepth(5)
+            #expect(try db.maxRevTreeDepth == 5)
+            let doc = MutableDocument(id: "d")
+            for i in 0 ..< 12 {
+                doc.setValue(.int(Int64(i)), forKey: "n")
+                try db.saveDocument(doc)
+            }
+            #expect(try db.revisionTree(withID: "d")?.revisions.count == 5)
+            _ = try db.compact()
+            #expect(try db.maxRevTreeDepth == 5)
+            try db.close()
+        }
+        let reopened = try openDatabase(dir, "limited", maxRevTreeDepth: 50)
+        #expect(try reopened.maxRevTreeDepth == 5)
+        let doc = try #require(try reopened.document(withID: "d")).toMutable()
+        doc.setValue(.int(99), forKey: "n")
+        try reopened.saveDocument(doc)
+        #expect(try reopened.revisionTree(withID: "d")?.revisions.count == 5)
+        try reopened.close()
+    }
+
     @Test func reopeningAfterCloseKeepsEverything() throws {
         let dir = try TemporaryDirectory()
         var uuid = ""

@@ -344,7 +344,7 @@ struct CompactionCopier {
             return
         }
         let fast = try source.withValue(at: ValueRef(rawValue: treeRef)) { b in
-            try RevTreeRewriter.rewrite(b, maxDepth: core.configuration.maxRevTreeDepth, currentBody: bodyRef) { old, attachments in
+            try RevTreeRewriter.rewrite(b, maxDepth: core.maxRevTreeDepth, currentBody: bodyRef) { old, attachments in
                 try copyBody(old, attachments: attachments, from: source, into: out)
             }
         }
@@ -365,7 +365,7 @@ struct CompactionCopier {
     private mutating func rewriteTree(_ treeRef: UInt64, from source: ReadTransaction,
                                       into out: WriteTransaction) throws -> ([UInt8], UInt64) {
         var tree = try source.withValue(at: ValueRef(rawValue: treeRef)) { b throws(SetteeError) in try RevTree(decoding: b) }
-        tree.prune(maxDepth: core.configuration.maxRevTreeDepth)
+        tree.prune(maxDepth: core.maxRevTreeDepth)
         var keep = tree.leafMask()
         if let base = tree.conflictBase() { keep[base] = true }
         for i in tree.revs.indices where tree.revs[i].hasBody {

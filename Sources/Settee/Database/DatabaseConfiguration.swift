@@ -25,6 +25,8 @@ public struct DatabaseConfiguration: Sendable, Equatable {
     /// config.maxRevTreeDepth = 100
     /// ```
     public var maxRevTreeDepth: Int = 20
+    /// The depths ``Database/setMaxRevTreeDepth(_:)`` accepts (and a stored one may have).
+    static let revTreeDepths: ClosedRange<UInt64> = 1 ... 1_000_000
     /// When true (the default) every committed change is on disk (`fdatasync`) before the call
     /// returns. When false, a crash may lose the last changes, never corrupt the database.
     ///

@@ -37,6 +37,10 @@ final class DatabaseCore: @unchecked Sendable {
     let name: String
     let path: String
     let configuration: DatabaseConfiguration
+    /// The depth revision trees are pruned to: the one stored with the database
+    /// (``MetaKey/revsLimit``), else the configuration's.
+    let revsLimit = Atomic<Int>(0)
+    var maxRevTreeDepth: Int { revsLimit.load(ordering: .relaxed) }
     let store: Store
     let trees: Trees
     let blobs: BlobStore
@@ -113,6 +117,7 @@ final class DatabaseCore: @unchecked Sendable {
         }
         do {
             var uuid: [UInt8] = []
+            var revsLimit = configuration.maxRevTreeDepth
             let trees = try translating {
                 try store.write { tx -> Trees in
                     func tree(_ name: String) throws -> Tree { try tx.tree(named: name) ?? tx.createTree(named: name) }
@@ -131,6 +136,14 @@ final class DatabaseCore: @unchecked Sendable {
                     } else {
                         try tx.put(MetaKey.format, withUnsafeBytes(of: Self.formatVersion.littleEndian, Array.init), in: meta)
                     }
+                    if let r = try tx.value(forKey: MetaKey.revsLimit, in: meta) {
+                        guard r.count == 8 else { throw SetteeError(.corrupted, "the stored revision limit is malformed") }
+                        let limit = r.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+                        guard DatabaseConfiguration.revTreeDepths.contains(limit) else {
+                            throw SetteeError(.corrupted, "the stored revision limit \(limit) is out of range")
+                        }
+                        revsLimit = Int(limit)
+                    }
                     if let u = try tx.value(forKey: MetaKey.uuid, in: meta), u.count == 16 {
                         uuid = u
                     } else {
@@ -146,6 +159,7 @@ final class DatabaseCore: @unchecked Sendable {
             }
             self.trees = trees
             self.uuid = uuid
+            self.revsLimit.store(revsLimit, ordering: .relaxed)
             self.store = store
             self.blobs = try BlobStore(directory: path + "/blobs")
             let loaded = try translating { try store.read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog, maps: [:]) } }

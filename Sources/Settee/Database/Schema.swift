@@ -33,6 +33,10 @@ enum MetaKey {
     static let deadBytes = Array("dead".utf8)
     /// The number of the next index tree (`idx.<n>`).
     static let nextIndexTree = Array("idxn".utf8)
+    /// The revision tree depth set with ``Database/setMaxRevTreeDepth(_:)`` (8 bytes, little
+    /// endian), which then wins over ``DatabaseConfiguration/maxRevTreeDepth``; absent: the
+    /// configuration's.
+    static let revsLimit = Array("revs".utf8)
 }
 
 /// Document-level flags, shared by the by-ID and by-sequence values.

@@ -158,7 +158,7 @@ extension WriteContext {
 
     /// Stores a document's tree and updates every index for its new winner.
     func commit(id: String, key: [UInt8], old: DocMeta?, tree: inout RevTree) throws -> DocMeta {
-        tree.prune(maxDepth: core.configuration.maxRevTreeDepth)
+        tree.prune(maxDepth: core.maxRevTreeDepth)
         let (w, flags) = tree.winnerAndFlags()
         let winner = tree.revs[w]
         let seq = nextSequence()

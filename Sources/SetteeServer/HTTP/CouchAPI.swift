@@ -215,10 +215,17 @@ struct CouchAPI: HTTPResponder {
         case "_revs_limit":
             try allow(method, [.get, .head, .put])
             if method == .put {
-                // The depth is the database's configuration (`revs_limit`), fixed while it is open.
-                throw CouchError.forbidden("revs_limit is set in the configuration file (databases.<name>.revs_limit)")
+                // CouchDB's database property: an admin's, stored with the database (it then
+                // wins over the configuration's `revs_limit`, which is the default).
+                try requireAdmin(call)
+                let value = try await jsonValueBody(&call, limit: 1 << 10)
+                guard case .int(let n) = value, n > 0, n <= 1_000_000 else {
+                    throw CouchError.badRequest("Invalid revs_limit: a positive integer up to 1000000 is expected")
+                }
+                try db.database.setMaxRevTreeDepth(Int(n))
+                return try jsonResponse(["ok": true])
             }
-            return try jsonResponse(.int(Int64(db.config.revsLimit)))
+            return try jsonResponse(.int(Int64(try db.database.maxRevTreeDepth)))
         case "_purge":
             try allow(method, [.post])
             try requireAdmin(call)
