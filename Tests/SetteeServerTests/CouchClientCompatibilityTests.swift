@@ -206,6 +206,12 @@ import Testing
                 #expect(r.status == .notModified && r.headers[.eTag] == "\"\(rev)\"", "\(header)")
             }
             #expect(try await c.send(.get, "/db/a", headers: [.ifNoneMatch: "W/\"1-other\""]).status == .ok)
+            // A revision whose body is gone is 404, not a confirmation of the client's copy.
+            let rev2 = try await put(c, "a", #"{"_rev":"\#(rev)","v":2}"#)
+            _ = try await server.database(named: "db")?.database.compact()
+            let gone = try await c.send(.get, "/db/a?rev=\(rev)", headers: [.ifNoneMatch: "\"\(rev)\""])
+            #expect(gone.status == .notFound, "\(gone.status)")
+            #expect(try await c.send(.get, "/db/a?rev=\(rev2)", headers: [.ifNoneMatch: "\"\(rev2)\""]).status == .notModified)
             let uuids = try await c.send(.get, "/_uuids?count=3")
             #expect(uuids["uuids"]?.arrayValue?.count == 3)
             #expect(uuids.headers[.cacheControl] == "must-revalidate, no-cache")
@@ -383,6 +389,12 @@ import Testing
             #expect(welcome["couchdb"] == "Welcome" && welcome["version"] == .string(CouchAPI.couchDBVersion))
             #expect(welcome["version"]?.stringValue?.hasPrefix("3.") == true)
             #expect(welcome["vendor"]?.objectValue?["name"] == "Settee")
+            // CouchDB's system databases are databases that do not exist here, not bad names.
+            for path in ["/_users", "/_replicator", "/_global_changes", "/_users/org.couchdb.user:bob"] {
+                let r = try await c.send(.get, path)
+                #expect(r.status == .notFound && r["error"] == "not_found", "\(path): \(r.text)")
+            }
+            #expect(try await c.send(.head, "/_users").status == .notFound)
         }
         // Without administrators configured the admin port names nobody: there are no credentials.
         try await server.withClient(admin: true, .live) { c async throws in

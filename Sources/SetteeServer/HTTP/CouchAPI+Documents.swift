@@ -75,8 +75,10 @@ extension CouchAPI {
             target = tree.currentRevisionID
         }
         let etag = "\"\(target)\""
-        if let notModified = Self.notModified(call, etag: etag) { return notModified }
+        // The revision must still be there (compaction drops old bodies) before a cached copy
+        // of it is confirmed.
         guard let revision = try database.revision(withID: id, revisionID: target) else { throw CouchError.notFound("missing") }
+        if let notModified = Self.notModified(call, etag: etag) { return notModified }
         let inline = try inlineAfter(call, tree: tree)
         // Attachments asked for as parts of a multipart/related answer rather than inline.
         let related = inline != nil && (call.request.headers[.accept] ?? "").lowercased().contains("multipart/related")

@@ -177,6 +177,10 @@ struct CouchAPI: HTTPResponder {
             case "_admin":
                 try requireAdmin(call)
                 return try await AdminPages(server: server).respond(&call)
+            case "_users", "_replicator", "_global_changes":
+                // CouchDB's system databases are database names, of databases this server
+                // does not hold (users and replications are its own: Formats/http-api.md).
+                throw CouchError.notFound("Database does not exist.")
             default: throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
             }
         }
