@@ -479,4 +479,58 @@ import Testing
             #expect(json.status == .unsupportedMediaType && json["error"] == "bad_content_type")
         }
     }
+
+    @Test func securityMembersRestrictWhoMayUseTheDatabase() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("settee-security-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let db = try Database(name: "secured", config: DatabaseConfiguration(directory: dir))
+        defer { try? db.close() }
+        try await db.saveDocument(MutableDocument(id: "a", data: ["v": 1]))
+        var config = ServerConfiguration()
+        config.interface = "127.0.0.1:0"
+        config.adminInterface = "127.0.0.1:0"
+        config.log = []
+        let users: [String: ServerConfiguration.UserConfig] = [
+            "GUEST": .init(disabled: false, adminChannels: ["*"]),
+            "alice": .init(password: "pw", adminChannels: ["*"]),
+            "bob": .init(password: "pw", adminChannels: ["*"]),
+            "carol": .init(password: "pw", adminChannels: ["*"], adminRoles: ["staff"]),
+        ]
+        do {
+            let server = try SetteeServer(serving: db, as: "db", configuration: config, users: users)
+            try await withPorts(server) { pub, admin async throws in
+                #expect(try await pub.send(.get, "/db/_security").json == [:])
+                let body = #"{"admins":{"names":["bob"],"roles":[]},"members":{"names":["alice"],"roles":["staff"]}}"#
+                // Setting it is administration: the admin port's.
+                #expect(try await pub.send(.put, "/db/_security", json: body, headers: basic("alice", "pw")).status == .forbidden)
+                #expect(try await admin.send(.put, "/db/_security", json: #"{"members":{"names":"alice"}}"#).status == .badRequest)
+                #expect(try await admin.send(.put, "/db/_security", json: body)["ok"] == true)
+                // carol's role exists (a role is a database's, as Sync Gateway's are).
+                #expect(try await admin.send(.put, "/db/_role/staff", json: #"{"admin_channels":[]}"#).status.code < 300)
+                // Members (by name or role) and admins may use it; another user is 403, anonymous 401.
+                for user in ["alice", "bob", "carol"] {
+                    let r = try await pub.send(.get, "/db/a", headers: basic(user, "pw"))
+                    #expect(r.status == .ok, "\(user): \(r.text)")
+                }
+                let guest = try await pub.send(.get, "/db/a")
+                #expect(guest.status == .unauthorized)
+                #expect(try await pub.send(.get, "/db/_changes").status == .unauthorized)
+                #expect(try await pub.send(.put, "/db/b", json: "{}").status == .unauthorized)
+                let security = try await admin.send(.get, "/db/_security").json
+                #expect(security.objectValue?["members"]?.objectValue?["roles"] == ["staff"])
+                #expect(security.objectValue?["admins"]?.objectValue?["names"] == ["bob"])
+                // Logging in stays open (it is how a member gets a session).
+                #expect(try await pub.send(.post, "/db/_session", json: #"{"name":"alice","password":"pw"}"#).status == .ok)
+            }
+            try server.close()
+        }
+        // Stored with the database: a server started again over it keeps it.
+        let again = try SetteeServer(serving: db, as: "db", configuration: config, users: users)
+        try await withPorts(again) { pub, _ async throws in
+            #expect(try await pub.send(.get, "/db/a", headers: basic("bob", "pw")).status == .ok)
+            #expect(try await pub.send(.get, "/db/a").status == .unauthorized)
+            #expect(try await pub.send(.get, "/db/_security", headers: basic("alice", "pw")).json.objectValue?["members"] != nil)
+        }
+        try again.close()
+    }
 }

@@ -48,6 +48,7 @@ import Testing
         "/{db}/_missing_revs": ["POST"],
         "/{db}/_ensure_full_commit": ["POST"],
         "/{db}/_revs_limit": ["GET", "HEAD", "PUT"],
+        "/{db}/_security": ["GET", "HEAD", "PUT"],
         "/{db}/_purge": ["POST"],
         "/{db}/_compact": ["POST"],
         "/{db}/_resync": ["POST"],
@@ -79,7 +80,7 @@ import Testing
     static let notServed = [
         "/_active_tasks", "/_scheduler/jobs", "/_dbs_info", "/_db_updates", "/_membership",
         "/_node/_local/_config", "/_config", "/_users", "/_utils", "/_expvar",
-        "/db/_security", "/db/_shards", "/db/_purged_infos_limit", "/db/_online", "/db/_offline",
+        "/db/_shards", "/db/_purged_infos_limit", "/db/_online", "/db/_offline",
         "/db/_raw/doc1", "/db/_dump/x", "/db/_config", "/db/_blipsync", "/db/_bulk_docs_by_channel",
     ]
 
@@ -228,6 +229,7 @@ import Testing
         case ("POST", "/{db}/_revs_diff"), ("POST", "/{db}/_missing_revs"): return ("", json, #"{"doc1":["1-x","2-y"]}"#)
         case ("POST", "/{db}/_purge"): return ("", json, #"{"nothing":["1-a"]}"#)
         case ("PUT", "/{db}/_revs_limit"): return ("", json, "1000")
+        case ("PUT", "/{db}/_security"): return ("", json, "{}")
         case ("PUT", "/{db}/_local/{localid}"): return ("", json, #"{"_rev":"0-1","x":2}"#)
         case ("DELETE", "/{db}/_local/{localid}"): return ("?rev=0-1", [:], nil)
         case ("PUT", "/{db}/{docid}"), ("PUT", "/{db}/_design/{ddoc}"):

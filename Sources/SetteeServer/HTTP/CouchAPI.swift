@@ -251,6 +251,17 @@ struct CouchAPI: HTTPResponder {
                 do { _ = try await database.compact() } catch { logger.error("compaction of \(db.name): \(error)") }
             }
             return try jsonResponse(["ok": true], status: .accepted)
+        case "_security":
+            try allow(method, [.get, .head, .put])
+            if method == .put {
+                // Administration is the admin port's (a database's admins there, CouchDB's
+                // server admins alike).
+                try requireAdmin(call)
+                let object = try SecurityObject(json: try await jsonValueBody(&call, limit: 1 << 20))
+                try await db.setSecurity(object)
+                return try jsonResponse(["ok": true])
+            }
+            return try jsonResponse(db.security.withLock { $0.json })
         case "_local":
             guard rest.count == 2 else { throw CouchError.notFound() }
             return try await localDocument(&call, db, id: rest[1])
@@ -399,13 +410,22 @@ struct CouchAPI: HTTPResponder {
     }
 
     /// A database's endpoints need a user of that database: anonymous requests need GUEST enabled.
+    /// When the database's security object lists members, the user must be one of them (or of
+    /// its admins): anonymous requests are then 401, other users 403, as CouchDB answers.
     func requireUser(_ call: Call, _ db: ServedDatabase) throws {
         guard case .user(let name) = call.principal else { return }
         if name == User.guestName {
             guard db.users.guestEnabled else { throw CouchError.unauthorized(realm: realm) }
-            return
+        } else {
+            guard let user = db.users.user(named: name), !user.disabled else { throw CouchError.unauthorized(realm: realm) }
         }
-        guard let user = db.users.user(named: name), !user.disabled else { throw CouchError.unauthorized(realm: realm) }
+        let security = db.security.withLock { $0 }
+        guard !security.members.isEmpty else { return }
+        let roles = name == User.guestName ? [] : Set(try db.access(for: name).roles.keys)
+        guard security.admits(user: name, roles: roles) else {
+            if name == User.guestName { throw CouchError.unauthorized(realm: realm) }
+            throw CouchError.forbidden("You are not allowed to access this db.")
+        }
     }
 
     func requireAdmin(_ call: Call) throws {

@@ -40,6 +40,8 @@ final class ServedDatabase: Sendable {
     let viewErrors = Mutex<[String: Int]>([:])
     /// Compactions asked for over HTTP and not finished yet (what `compact_running` reports).
     let compactionsRunning = Atomic<Int>(0)
+    /// The database's CouchDB security object (`_security`).
+    let security = Mutex(SecurityObject())
     /// The Mango index (design document, name) behind each library index `_find` used.
     let mangoNames = Mutex<[String: (ddoc: String, name: String)]>([:])
     /// Views' JavaScript reduce functions, compiled, by source.
@@ -85,6 +87,7 @@ final class ServedDatabase: Sendable {
                                         routing: try RoutingState(config: config, engine: engine, database: name))
                 try served.startRouting()
                 try served.loadPrincipals()
+                try served.loadSecurity()
             } catch {
                 try? db.close()
                 throw error

@@ -129,6 +129,7 @@ public final class SetteeServer: Sendable {
                                     routing: try RoutingState(config: dbConfig, engine: scripts, database: name))
         try served.startRouting()
         try served.loadPrincipals()
+        try served.loadSecurity()
         databases = Mutex([name: served])
     }
 
