@@ -495,6 +495,7 @@ import Testing
             "alice": .init(password: "pw", adminChannels: ["*"]),
             "bob": .init(password: "pw", adminChannels: ["*"]),
             "carol": .init(password: "pw", adminChannels: ["*"], adminRoles: ["staff"]),
+            "dave": .init(password: "pw", adminChannels: ["*"]),
         ]
         do {
             let server = try SetteeServer(serving: db, as: "db", configuration: config, users: users)
@@ -512,6 +513,13 @@ import Testing
                     let r = try await pub.send(.get, "/db/a", headers: basic(user, "pw"))
                     #expect(r.status == .ok, "\(user): \(r.text)")
                 }
+                // A user of the database who is not a member: nothing, not even what its channels hold.
+                for path in ["/db/a", "/db/_all_docs", "/db/_changes", "/db/_security"] {
+                    let r = try await pub.send(.get, path, headers: basic("dave", "pw"))
+                    #expect(r.status == .forbidden && r["error"] == "forbidden", "\(path): \(r.text)")
+                }
+                #expect(try await pub.send(.put, "/db/mine", json: "{}", headers: basic("dave", "pw")).status == .forbidden)
+                #expect(try await pub.send(.post, "/db/_bulk_docs", json: #"{"docs":[{"_id":"x"}]}"#, headers: basic("dave", "pw")).status == .forbidden)
                 let guest = try await pub.send(.get, "/db/a")
                 #expect(guest.status == .unauthorized)
                 #expect(try await pub.send(.get, "/db/_changes").status == .unauthorized)
