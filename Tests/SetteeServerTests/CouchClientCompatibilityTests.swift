@@ -10,9 +10,7 @@ import Testing
 /// test on a live server on loopback, as a client library reaches it.
 @Suite struct CouchClientCompatibilityTests {
     @Test func ifMatchNamesTheRevisionOfAWrite() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             let rev1 = try await put(c, "a", #"{"v":1}"#)
             // PUT with If-Match only (quoted, as an ETag is): an update.
             let put = try await c.send(.put, "/db/a", json: #"{"v":2}"#, headers: [.ifMatch: "\"\(rev1)\""])
@@ -38,9 +36,7 @@ import Testing
     }
 
     @Test func malformedRevisionsAreBadRequests() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             _ = try await put(c, "a", #"{"v":1}"#)
             let answers = [
                 try await c.send(.get, "/db/a?rev=foo"),
@@ -57,9 +53,7 @@ import Testing
     }
 
     @Test func theURLNamesTheDocumentAndAnyContentTypeIsJSON() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             let put = try await c.send(.put, "/db/b", json: #"{"_id":"other","v":1}"#)
             #expect(put.status == .created && put["id"] == "b", "\(put.text)")
             #expect(try await c.send(.get, "/db/other").status == .notFound)
@@ -83,9 +77,7 @@ import Testing
     }
 
     @Test func batchModeAcceptsWithoutARevision() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             for _ in 0 ..< 2 {
                 // The second is a conflict: accepted all the same, and dropped.
                 let r = try await c.send(.put, "/db/d?batch=ok", json: #"{"v":1}"#)
@@ -109,9 +101,7 @@ import Testing
     }
 
     @Test func documentIDsAreCheckedAsCouchDBChecksThem() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             let answers = [
                 try await c.send(.post, "/db", json: #"{"_id":5}"#),
                 try await c.send(.post, "/db", json: #"{"_id":"_bad"}"#),
@@ -128,9 +118,7 @@ import Testing
     }
 
     @Test func copyGoesToAnotherDocumentOfThisDatabaseOnly() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             _ = try await put(c, "a", #"{"v":1}"#)
             for destination in ["http://evil.example/x", "HTTPS://evil.example/db/x"] {
                 let r = try await c.send(HTTPRequest.Method("COPY")!, "/db/a", headers: [HTTPField.Name("Destination")!: destination])
@@ -176,9 +164,7 @@ import Testing
     }
 
     @Test func attachmentsAnswerAsCouchDBDoes() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             let rev = try await put(c, "a", #"{"v":1}"#)
             let put = try await c.execute(uri: "/db/a/f.txt?rev=\(rev)", method: .put, headers: [.contentType: "text/plain"],
                                           body: ByteBuffer(string: "0123456789"))
@@ -223,9 +209,7 @@ import Testing
     }
 
     @Test func requestIDsBodyTimesAndMethodOverrides() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             let requestID = HTTPField.Name("X-Couch-Request-ID")!, bodyTime = HTTPField.Name("X-CouchDB-Body-Time")!
             let own = try await c.send(.get, "/db", headers: [requestID: "client-42_x"])
             #expect(own.headers[requestID] == "client-42_x")
@@ -251,9 +235,7 @@ import Testing
     }
 
     @Test func queryBooleansAreReadInAnyCase() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             _ = try await put(c, "a", #"{"v":1}"#)
             #expect(try await c.send(.get, "/db/a?revs=True")["_revisions"] != nil)
             #expect(try await c.send(.get, "/db/_all_docs?include_docs=TRUE")["rows"]?.arrayValue?.first?.objectValue?["doc"] != nil)
@@ -263,9 +245,7 @@ import Testing
     }
 
     @Test func allDocsKeysAndOffsetsAsCouchDBAnswersThem() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             for id in ["a", "b", "c", "d", "e"] { _ = try await put(c, id, "{}") }
             func ids(_ r: TestResponse) -> [JSONValue?] { r.rows.map { $0.objectValue?["id"] ?? $0.objectValue?["key"] } }
             let keys = #"["c","a","e","zz"]"#
@@ -293,9 +273,7 @@ import Testing
     }
 
     @Test func bulkDocsAnswersLocalDocumentsAndAtomicBatchesPerRow() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             let r = try await c.send(.post, "/db/_bulk_docs", json: #"{"docs":[{"_id":"a"},{"_id":"_local/x","v":1},{"_id":"b"}]}"#)
             #expect(r.status == .created, "\(r.text)")
             let rows = try #require(try r.json.arrayValue)
@@ -320,9 +298,7 @@ import Testing
     }
 
     @Test func changesFeedsAreWrittenAsCouchDBWritesThem() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             for id in ["a", "b", "c"] { _ = try await put(c, id, "{}") }
             // One result per line, as a client reading the body line by line expects.
             for uri in ["/db/_changes", "/db/_changes?feed=longpoll&since=0&timeout=1000"] {
@@ -404,9 +380,7 @@ import Testing
     }
 
     @Test func aStubNamesTheRevisionThatAddedItsAttachment() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             let rev1 = try await put(c, "a", #"{"_attachments":{"f.txt":{"content_type":"text/plain","data":"aGVsbG8="}}}"#)
             let rev2 = try await put(c, "a", #"{"_rev":"\#(rev1)","v":2,"_attachments":{"f.txt":{"stub":true,"revpos":1}}}"#)
             let wrong = try await c.send(.put, "/db/a", json: #"{"_rev":"\#(rev2)","_attachments":{"f.txt":{"stub":true,"revpos":2}}}"#)
@@ -419,9 +393,7 @@ import Testing
     }
 
     @Test func attachmentsComeAsPartsWhenAMultipartAnswerIsAskedFor() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             let rev = try await put(c, "a", #"{"v":1,"_attachments":{"f.txt":{"content_type":"text/plain","data":"aGVsbG8="}}}"#)
             let r = try await c.send(.get, "/db/a?attachments=true", headers: [.accept: "multipart/related"])
             #expect(r.status == .ok && r.headers[.eTag] == "\"\(rev)\"")
@@ -445,9 +417,7 @@ import Testing
     }
 
     @Test func aFormUploadsAnAttachmentFromAPageOfThisServerOnly() async throws {
-        let server = try makeServer()
-        defer { try? server.close() }
-        try await server.withClient(.live) { c async throws in
+        try await withLiveServer { c async throws in
             let rev = try await put(c, "a", #"{"v":1}"#)
             func form(_ rev: String?, file: String = "notes.txt", content: String = "hello form") -> ByteBuffer {
                 var body = ""
@@ -540,5 +510,13 @@ import Testing
             #expect(try await pub.send(.get, "/db/_security", headers: basic("alice", "pw")).json.objectValue?["members"] != nil)
         }
         try again.close()
+    }
+
+    /// Runs `body` with a client of a live server on loopback (its public port), over walrus
+    /// databases, closed afterwards.
+    private func withLiveServer(_ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let server = try makeServer()
+        defer { try? server.close() }
+        try await server.withClient(.live, body)
     }
 }

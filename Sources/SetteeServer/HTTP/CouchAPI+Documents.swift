@@ -272,16 +272,13 @@ extension CouchAPI {
 
     /// `?batch=ok`: CouchDB's "accepted, not yet written" answer, 202 `{"ok": true, "id": …}`
     /// without a revision. What CouchDB checks before it accepts (the ID, the revision's form,
-    /// the size) is still an error; a conflict or a refusal by the sync function is not: as in
-    /// CouchDB, such a write is dropped and logged (`CRUD`), which is what a client asking for
-    /// batch mode agrees to. The write itself is done before answering, so nothing accepted
-    /// waits in memory.
+    /// the size: `save`'s 400 and 413) is still an error; a conflict or a refusal by the sync
+    /// function is not: as in CouchDB, such a write is dropped and logged (`CRUD`), which is
+    /// what a client asking for batch mode agrees to. The write itself is done before
+    /// answering, so nothing accepted waits in memory.
     private func batchSave(_ incoming: IncomingDocument, to db: ServedDatabase, newEdits: Bool, follows: [String: Data] = [:],
                            as principal: Principal) async throws -> Response {
         guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
-        try checkDocumentID(id)
-        try checkSize(incoming.properties, db)
-        if let rev = incoming.rev, parseRevision(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
         do {
             _ = try await save(incoming, to: db, newEdits: newEdits, follows: follows, as: principal)
         } catch let e as CouchError where [.conflict, .forbidden, .unauthorized].contains(e.status) {

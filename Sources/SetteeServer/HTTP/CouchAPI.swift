@@ -67,8 +67,10 @@ struct CouchAPI: HTTPResponder {
     /// A client's request ID when it is one CouchDB would echo (at most 36 letters, digits, `-`
     /// and `_`: nothing that could forge a header or a log line), else a new random one.
     static func requestID(_ given: String?) -> String {
-        if let given, !given.isEmpty, given.utf8.count <= 36,
-           given.utf8.allSatisfy({ $0 < 0x80 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")) }) {
+        if let given, !given.isEmpty, given.utf8.count <= 36, given.utf8.allSatisfy({ b in
+            (UInt8(ascii: "a") ... UInt8(ascii: "z")).contains(b | 0x20) || (UInt8(ascii: "0") ... UInt8(ascii: "9")).contains(b)
+                || b == UInt8(ascii: "-") || b == UInt8(ascii: "_")
+        }) {
             return given
         }
         return (0 ..< 5).map { _ in String(format: "%02x", UInt8.random(in: 0 ... 255)) }.joined()
@@ -222,11 +224,11 @@ struct CouchAPI: HTTPResponder {
                 // CouchDB's database property: an admin's, stored with the database (it then
                 // wins over the configuration's `revs_limit`, which is the default).
                 try requireAdmin(call)
-                let value = try await jsonValueBody(&call, limit: 1 << 10)
-                guard case .int(let n) = value, n > 0, n <= 1_000_000 else {
-                    throw CouchError.badRequest("Invalid revs_limit: a positive integer up to 1000000 is expected")
+                // The range is the library's (Database.setMaxRevTreeDepth: 400 outside it).
+                guard case .int(let n) = try await jsonValueBody(&call, limit: 1 << 10), let depth = Int(exactly: n) else {
+                    throw CouchError.badRequest("Invalid revs_limit: a positive integer is expected")
                 }
-                try db.database.setMaxRevTreeDepth(Int(n))
+                try db.database.setMaxRevTreeDepth(depth)
                 return try jsonResponse(["ok": true])
             }
             return try jsonResponse(.int(Int64(try db.database.maxRevTreeDepth)))
