@@ -163,18 +163,17 @@ extension CouchAPI {
             let inclusiveEnd = try only != nil || flag(query, "inclusive_end", default: true)
             // An excluded end row is dropped here, so the cursor reads one row more.
             if !inclusiveEnd, end != nil, let limit { options.limit = oneMore(limit) }
-            if let start = options.startKey {
-                // The rows before the range's start (those the reader may read), counted as
-                // CouchDB's offset counts them: a walk of the IDs there, no more than a listing
-                // of them would cost.
+            if let start = options.startKey, reader.readsAll {
+                // The rows before the range's start, counted as CouchDB's offset counts them: a
+                // walk of the IDs there, no more than a listing of them would cost. (A reader of
+                // some channels has no such position: its total is the rows it gets.)
                 var before = AllDocumentsOptions()
                 before.descending = descending
                 before.endKey = start
                 before.prefix = prefix
                 let walk = try database.allDocuments(before)
-                while let doc = try walk.next() {
-                    if doc.id == start { break }
-                    if doc.revisionID != nil, try readable(doc.id) { startOffset += 1 }
+                while let doc = try walk.next(), doc.id != start {
+                    if doc.revisionID != nil { startOffset += 1 }
                 }
             }
             let cursor = try database.allDocuments(options)
