@@ -33,10 +33,10 @@ import Testing
         }
         try await server.withClient(admin: true) { c async throws in
             #expect(try await c.send(.get, "/")["ADMIN"] == true)
-            #expect(try await c.send(.get, "/_all_dbs").json == ["db"])
+            #expect(try await c.send(.get, "/_all_dbs").json == ["_replicator", "_users", "db"])
             #expect(try await c.send(.put, "/made").status == .created)
             #expect(try await c.send(.put, "/made").status == .preconditionFailed)
-            #expect(try await c.send(.get, "/_all_dbs").json == ["db", "made"])
+            #expect(try await c.send(.get, "/_all_dbs").json == ["_replicator", "_users", "db", "made"])
             #expect(try await c.send(.delete, "/made")["ok"] == true)
             #expect(try await c.send(.get, "/made").status == .notFound)
         }

@@ -30,6 +30,10 @@ import Testing
         "/_uuids": ["GET", "HEAD"],
         "/_session": ["GET", "HEAD", "POST", "DELETE"],
         "/_replicate": ["POST"],
+        "/_db_updates": ["GET", "HEAD"],
+        "/_users": ["GET", "HEAD", "PUT", "POST", "DELETE"],
+        "/_users/_all_docs": ["GET", "HEAD"],
+        "/_users/{userdocid}": ["GET", "HEAD", "PUT", "DELETE"],
         "/{db}": ["GET", "HEAD", "PUT", "DELETE", "POST"],
         "/{db}/_all_docs": ["GET", "HEAD", "POST"],
         "/{db}/_design_docs": ["GET", "HEAD", "POST"],
@@ -78,8 +82,8 @@ import Testing
     /// CouchDB and Sync Gateway endpoints the server does not serve: each must be a routing miss.
     /// One that starts being served belongs in `served` and in the YAML.
     static let notServed = [
-        "/_active_tasks", "/_scheduler/jobs", "/_dbs_info", "/_db_updates", "/_membership",
-        "/_node/_local/_config", "/_config", "/_users", "/_utils", "/_expvar",
+        "/_active_tasks", "/_scheduler/jobs", "/_dbs_info", "/_membership",
+        "/_node/_local/_config", "/_config", "/_global_changes", "/_utils", "/_expvar",
         "/db/_shards", "/db/_purged_infos_limit", "/db/_online", "/db/_offline",
         "/db/_raw/doc1", "/db/_dump/x", "/db/_config", "/db/_blipsync", "/db/_bulk_docs_by_channel",
     ]
@@ -202,6 +206,7 @@ import Testing
             .replacingOccurrences(of: "{ddoc}", with: "app")
             .replacingOccurrences(of: "{attname}", with: "att.txt")
             .replacingOccurrences(of: "{localid}", with: "cp")
+            .replacingOccurrences(of: "{userdocid}", with: "org.couchdb.user:alice")
             .replacingOccurrences(of: "{view}", with: "v")
             .replacingOccurrences(of: "{sessionid}", with: f.session)
             .replacingOccurrences(of: "{asset}", with: "admin.css")
@@ -244,6 +249,10 @@ import Testing
         case ("POST", "/{db}/_role/"): return ("", json, #"{"name":"editor","admin_channels":["e"]}"#)
         case ("PUT", "/{db}/_role/{name}"): return ("", json, #"{"admin_channels":["y"]}"#)
         case ("GET", "/_uuids"): return ("?count=2", [:], nil)
+        case ("POST", "/_users"): return ("", json, #"{"_id":"org.couchdb.user:zed","name":"zed","password":"pw","roles":[],"type":"user"}"#)
+        case ("PUT", "/_users/{userdocid}"): return ("", json, #"{"name":"alice","password":"pw9","roles":[],"type":"user"}"#)
+        case ("DELETE", "/_users/{userdocid}"): return ("?rev=1-0123", [:], nil)
+        case ("GET", "/_users/_all_docs"): return ("?include_docs=true", [:], nil)
         case ("GET", "/{db}/_all_docs"): return ("?include_docs=true&update_seq=true", [:], nil)
         case ("GET", "/{db}/_changes"): return ("?include_docs=true&style=all_docs", [:], nil)
         default: return ("", [:], nil)

@@ -105,6 +105,23 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// config.changesDuration = 3_600_000   // every feed reconnects at least hourly
     /// ```
     public var changesDuration: Int?
+    /// Whether anyone may sign up: create a user with `PUT /_users/org.couchdb.user:<name>` on
+    /// the public port, without credentials, as CouchDB and PouchDB's `signUp` allow (the user
+    /// then belongs to every database served, with no channels and no roles of its own). Off by
+    /// default, as Sync Gateway has no sign-up: users are made by the admin port.
+    ///
+    /// ```swift
+    /// config.allowSignUp = true
+    /// ```
+    public var allowSignUp = false
+    /// Where `/_replicator`'s replication documents are kept: `"walrus:"` (the default: in
+    /// memory, forgotten at each start) or a directory, whose documents are started again at
+    /// every start.
+    ///
+    /// ```swift
+    /// config.replicator = "/var/lib/settee"
+    /// ```
+    public var replicator = "walrus:"
     /// The databases served, by name.
     ///
     /// ```swift
@@ -272,6 +289,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         var db = DatabaseConfig(server: directory)
         db.users["GUEST"] = UserConfig(disabled: false, adminChannels: ["*"])
         config.databases["db"] = db
+        config.replicator = directory
         return config
     }
 
@@ -318,6 +336,10 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "maxDocumentDepth": maxDocumentDepth = try r.int(in: 2 ... 200)
             case "changesTimeout": changesTimeout = try r.int(in: 100 ... 3_600_000)
             case "changesDuration": changesDuration = try r.int(in: 100 ... 86_400_000)
+            case "allowSignUp": allowSignUp = try r.bool()
+            case "replicator":
+                replicator = try r.string()
+                guard !replicator.isEmpty else { throw ConfigurationError(path: key, message: "empty: \"walrus:\" or a directory") }
             case "databases":
                 for (name, dv) in try r.object() {
                     let dr = ConfigReader(dv, path: "databases." + name)

@@ -26,6 +26,9 @@ extension CouchAPI {
                 throw CouchError.badRequest("DELETE of a database takes no ?rev=: to delete a document, name it in the path")
             }
             guard call.principal == .admin else { throw CouchError.forbidden("Deleting a database over the public API is unsupported") }
+            if name == ReplicatorDocuments.databaseName {
+                throw CouchError.forbidden("_replicator is the server's own database (its location is the configuration's `replicator`)")
+            }
             if let served = server.database(named: name), !served.owned {
                 throw CouchError.forbidden("this database belongs to the app serving it and is not deleted over HTTP")
             }

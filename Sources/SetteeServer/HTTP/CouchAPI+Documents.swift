@@ -30,6 +30,9 @@ extension CouchAPI {
         o["_id"] = .string(r.documentID)
         o["_rev"] = .string(r.revisionID)
         if r.isDeleted { o["_deleted"] = true }
+        if reader.db.name == ReplicatorDocuments.databaseName {
+            for (key, value) in server.replicatorDocuments.members(of: r.documentID, revision: r.revisionID) { o[key] = value }
+        }
         if revs {
             // Stored before generations were bounded: its history cannot be written for peers
             // that count in doubles (answered as this revision's error where a response has one
@@ -58,7 +61,9 @@ extension CouchAPI {
                 return try jsonResponse(RevisionAnswer.removedJSON(id, rev))
             }
         }
-        if call.query.isEmpty, let fast = try currentDocumentFast(call, database, id: id) { return fast }
+        // A replication document's state is not its revision's: always the full path (below).
+        let replication = db.name == ReplicatorDocuments.databaseName
+        if call.query.isEmpty, !replication, let fast = try currentDocumentFast(call, database, id: id) { return fast }
         let revs = try flag(call, "revs")
         if let openRevs = call.query["open_revs"] {
             return try openRevisions(call, reader, id: id, spec: openRevs, revs: revs)
@@ -74,7 +79,9 @@ extension CouchAPI {
             }
             target = tree.currentRevisionID
         }
-        let etag = "\"\(target)\""
+        // A replication document's ETag changes with its state too.
+        let state = replication ? server.replicatorDocuments.members(of: id, revision: target)["_replication_state_time"]?.stringValue : nil
+        let etag = state.map { "\"\(target)-\($0)\"" } ?? "\"\(target)\""
         // The revision must still be there (compaction drops old bodies) before a cached copy
         // of it is confirmed.
         guard let revision = try database.revision(withID: id, revisionID: target) else { throw CouchError.notFound("missing") }
@@ -238,7 +245,7 @@ extension CouchAPI {
             // PUT as JSON. A page of another site cannot send a PUT without asking first.
             body = try await jsonBody(&call, limit: bodyLimit(db), anyType: true)
         }
-        var incoming = try IncomingDocument(body)
+        var incoming = try IncomingDocument(ReplicatorDocuments.clientMembers(body, of: db))
         // The URL names the document, whatever the body's `_id` says (CouchDB's rule).
         incoming.id = id
         if let rev = call.query["rev"] {
@@ -259,7 +266,7 @@ extension CouchAPI {
     /// `POST /{db}`: a new document, its ID from the body or generated.
     func postDocument(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         let body = try await jsonBody(&call, limit: bodyLimit(db))
-        var incoming = try IncomingDocument(body)
+        var incoming = try IncomingDocument(ReplicatorDocuments.clientMembers(body, of: db))
         let id = incoming.id ?? UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         incoming.id = id
         if call.query["batch"] == "ok" {

@@ -9,6 +9,8 @@ import Synchronization
 /// A continuous replication `POST /_replicate` started: one replicator, or two through a relay.
 protocol ReplicationJob: AnyObject, Sendable {
     var isStopped: Bool { get }
+    /// Why the job stopped on its own, if it did.
+    var failure: ReplicatorError? { get }
     func start()
     func stop()
     /// Returns once the job has stopped, its resources released.
@@ -17,6 +19,7 @@ protocol ReplicationJob: AnyObject, Sendable {
 
 extension Replicator: ReplicationJob {
     var isStopped: Bool { status.activity == .stopped }
+    var failure: ReplicatorError? { status.error }
     func waitUntilDone() async { _ = await waitUntilStopped() }
 }
 
@@ -41,6 +44,7 @@ final class RelayedReplication: ReplicationJob {
     }
 
     var isStopped: Bool { pull.isStopped && push.isStopped }
+    var failure: ReplicatorError? { pull.failure ?? push.failure }
     func start() { pull.start(); push.start() }
     func stop() { pull.stop(); push.stop() }
     func waitUntilDone() async {
@@ -65,6 +69,9 @@ final class ReplicationJobs: Sendable {
 
     func cancel(_ key: String) -> (any ReplicationJob)? { jobs.withLock { $0.removeValue(forKey: key) } }
 
+    /// Whether the job `key` runs.
+    func isRunning(_ key: String) -> Bool { jobs.withLock { $0[key].map { !$0.isStopped } ?? false } }
+
     /// Stops every job (the server is closing).
     func stopAll() async {
         let all = jobs.withLock { j in defer { j = [:] }; return Array(j.values) }
@@ -82,6 +89,15 @@ extension CouchAPI {
         try requireAdmin(call)
         try allow(call.request.method, [.post])
         let body = try await jsonBody(&call, limit: 1 << 20)
+        let run = try await replicate(body)
+        return try jsonResponse(run.answer, status: run.status)
+    }
+
+    /// A replication as `_replicate`'s body describes it (also a `_replicator` document's, whose
+    /// jobs are kept under `jobKey`): a one-shot one has ended when this returns, a continuous
+    /// one runs on as `job`.
+    func replicate(_ body: [String: JSONValue], jobKey: String? = nil) async throws
+    -> (answer: JSONValue, status: HTTPResponse.Status, job: (any ReplicationJob)?) {
         // A URL of this server is its database (CouchDB 3 takes URLs only, its own included).
         let source = local(try Self.endpoint(body["source"], "source"))
         let target = local(try Self.endpoint(body["target"], "target"))
@@ -89,15 +105,16 @@ extension CouchAPI {
             throw CouchError.badRequest("\(flag) must be a boolean")
         }
         let continuous = body["continuous"] == true
-        let key = "\(source.description)→\(target.description)"
+        let description = "\(source.description)→\(target.description)"
+        let key = jobKey ?? description
         if body["create_target"] == true, body["cancel"] != true { try await createTarget(target) }
-        let jobID = key.utf8.reduce(UInt64(1469598103934665603)) { ($0 ^ UInt64($1)) &* 1099511628211 }
+        let jobID = description.utf8.reduce(UInt64(1469598103934665603)) { ($0 ^ UInt64($1)) &* 1099511628211 }
         let localID = String(jobID, radix: 16) + (continuous ? "+continuous" : "")
         if body["cancel"] == true {
             guard let r = server.replications.cancel(key) else { throw CouchError.notFound("replication \(localID) is not running") }
             r.stop()
             await r.waitUntilDone()
-            return try jsonResponse(["ok": true, "_local_id": .string(localID)])
+            return (["ok": true, "_local_id": .string(localID)], .ok, nil)
         }
         // The replicator replicates a database of this server with a peer: a push when the
         // source is served here, else a pull.
@@ -135,14 +152,14 @@ extension CouchAPI {
             guard server.replications.start(key, replicator) else {
                 throw CouchError(.conflict, "conflict", "replication \(localID) is already running")
             }
-            return try jsonResponse(["ok": true, "_local_id": .string(localID)], status: .accepted)
+            return (["ok": true, "_local_id": .string(localID)], .accepted, replicator)
         }
         replicator.start()
         let status = await replicator.waitUntilStopped()
         if let e = status.error { throw Self.replicationFailure(e) }
         let (written, failures) = counts.withLock { ($0.written, $0.failures) }
-        return try jsonResponse(["ok": true, "session_id": .string(localID), "docs_read": .int(Int64(status.progress.completed)),
-                                 "docs_written": .int(Int64(written)), "doc_write_failures": .int(Int64(failures))])
+        return (["ok": true, "session_id": .string(localID), "docs_read": .int(Int64(status.progress.completed)),
+                 "docs_written": .int(Int64(written)), "doc_write_failures": .int(Int64(failures))], .ok, nil)
     }
 
     /// `target` made before replicating (`create_target`): a database of this server that
@@ -172,7 +189,7 @@ extension CouchAPI {
     /// pushed from it to the target, revisions and histories as they are. One-shot: the pull,
     /// then the push. Continuous: both run until cancelled, each change going through the relay.
     private func relay(from: (URL, [String: String]), to: (URL, [String: String]), key: String, localID: String,
-                       continuous: Bool) async throws -> Response {
+                       continuous: Bool) async throws -> (answer: JSONValue, status: HTTPResponse.Status, job: (any ReplicationJob)?) {
         let config = try ServerConfiguration.database(ConfigReader(.object([:]), path: "databases.relay"))
         let relayDB = try ServedDatabase.open(name: "relay", config: config, engine: server.scripts)
         func replicator(_ url: URL, _ headers: [String: String], _ type: ReplicatorType) -> Replicator {
@@ -192,7 +209,7 @@ extension CouchAPI {
                 try? relayDB.close()
                 throw CouchError(.conflict, "conflict", "replication \(localID) is already running")
             }
-            return try jsonResponse(["ok": true, "_local_id": .string(localID)], status: .accepted)
+            return (["ok": true, "_local_id": .string(localID)], .accepted, pair)
         }
         defer { try? relayDB.close() }
         let counts = Mutex((written: 0, failures: 0))
@@ -209,8 +226,8 @@ extension CouchAPI {
             if r === pull { read = Int(status.progress.completed) }
         }
         let (written, failures) = counts.withLock { ($0.written, $0.failures) }
-        return try jsonResponse(["ok": true, "session_id": .string(localID), "docs_read": .int(Int64(read)),
-                                 "docs_written": .int(Int64(written)), "doc_write_failures": .int(Int64(failures))])
+        return (["ok": true, "session_id": .string(localID), "docs_read": .int(Int64(read)),
+                 "docs_written": .int(Int64(written)), "doc_write_failures": .int(Int64(failures))], .ok, nil)
     }
 
     /// A replication's failure as CouchDB answers it.

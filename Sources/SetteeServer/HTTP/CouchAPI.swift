@@ -176,19 +176,23 @@ struct CouchAPI: HTTPResponder {
             case "_uuids": try allow(method, [.get, .head]); return try uuids(call)
             case "_session": return try await session(&call, db: nil)
             case "_replicate": return try await replicate(&call)
+            case "_db_updates": return try await databaseUpdates(call)
             case "_admin":
                 try requireAdmin(call)
                 return try await AdminPages(server: server).respond(&call)
-            case "_users", "_replicator", "_global_changes":
-                // CouchDB's system databases are database names, of databases this server
-                // does not hold (users and replications are its own: Formats/http-api.md).
+            case "_users": return try await usersDatabase(&call)
+            case "_replicator": break   // a database of the server's own, served as any other
+            case "_global_changes":
+                // What CouchDB keeps there is `/_db_updates`' (Formats/http-api.md).
                 throw CouchError.notFound("Database does not exist.")
             default: throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
             }
         }
-        guard ServerConfiguration.isValidDatabaseName(first) else {
+        guard ServerConfiguration.isValidDatabaseName(first) || first == ReplicatorDocuments.databaseName else {
             throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
         }
+        // The server's own database is the admin port's.
+        if first == ReplicatorDocuments.databaseName { try requireAdmin(call) }
         if path.count == 1 { return try await databaseRoot(&call, name: first) }
         guard let db = server.database(named: first) else {
             throw CouchError.notFound("Database does not exist.")
@@ -377,7 +381,7 @@ struct CouchAPI: HTTPResponder {
     /// The databases whose users a request may authenticate as: the one its path names, or all.
     func databases(for path: [String]) -> [ServedDatabase] {
         if let first = path.first, !first.hasPrefix("_"), let db = server.database(named: first) { return [db] }
-        return server.databaseNames.compactMap(server.database(named:))
+        return server.userDatabases
     }
 
     /// CouchDB's session cookie, and Sync Gateway's.
@@ -458,7 +462,9 @@ struct CouchAPI: HTTPResponder {
 
     private func allDatabases(_ call: Call) throws -> Response {
         try requireAdmin(call)
-        return try jsonResponse(.array(server.databaseNames.map(JSONValue.string)))
+        // CouchDB lists its system databases too: here the server's own two.
+        let names = [ReplicatorDocuments.databaseName, UsersDatabase.name] + server.databaseNames
+        return try jsonResponse(.array(names.map(JSONValue.string)))
     }
 
     private func uuids(_ call: Call) throws -> Response {

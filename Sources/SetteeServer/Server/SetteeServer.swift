@@ -67,6 +67,10 @@ public final class SetteeServer: Sendable {
     let logKeys: LogKeys
     /// Continuous replications started with `POST /_replicate`.
     let replications = ReplicationJobs()
+    /// Databases created, updated and deleted while the server runs (`/_db_updates`).
+    let databaseUpdates = DatabaseUpdates()
+    /// The replications `/_replicator`'s documents ask for.
+    let replicatorDocuments = ReplicatorDocuments()
     /// The ports this server's listeners are bound to (the system's choice for port 0), so that
     /// a URL naming this server is known as such (`_replicate`).
     let boundPorts = Mutex<Set<Int>>([])
@@ -99,11 +103,14 @@ public final class SetteeServer: Sendable {
             for (name, config) in configuration.databases.sorted(by: { $0.key < $1.key }) {
                 opened[name] = try ServedDatabase.open(name: name, config: config, engine: scripts)
             }
+            opened[ReplicatorDocuments.databaseName] = try ServedDatabase.open(
+                name: ReplicatorDocuments.databaseName, config: .init(server: configuration.replicator), engine: scripts)
         } catch {
             for db in opened.values { try? db.close() }
             throw error
         }
         databases = Mutex(opened)
+        for db in opened.values { databaseUpdates.watch(db) }
     }
 
     /// A server of one database the app already opened (it stays open when the server stops).
@@ -122,6 +129,8 @@ public final class SetteeServer: Sendable {
         dbConfig.users = users
         config.databases = [name: dbConfig]
         self.configuration = config
+        let replicatorDB = try ServedDatabase.open(name: ReplicatorDocuments.databaseName, config: .init(server: config.replicator),
+                                                   engine: scripts)
         self.logger = logger
         logKeys = LogKeys(config.log)
         adminCredentials = AdministratorCredentials(config.adminUsers)
@@ -130,29 +139,41 @@ public final class SetteeServer: Sendable {
         try served.startRouting()
         try served.loadPrincipals()
         try served.loadSecurity()
-        databases = Mutex([name: served])
+        databases = Mutex([name: served, ReplicatorDocuments.databaseName: replicatorDB])
+        databaseUpdates.watch(served)
+        databaseUpdates.watch(replicatorDB)
     }
 
-    /// The names of the databases served.
+    /// The names of the databases served (not the server's own `_replicator`).
     ///
     /// ```swift
     /// print(server.databaseNames)   // ["db"]
     /// ```
-    public var databaseNames: [String] { databases.withLock { $0.keys.sorted() } }
+    public var databaseNames: [String] { databases.withLock { $0.keys.filter { !$0.hasPrefix("_") }.sorted() } }
 
     func database(named name: String) -> ServedDatabase? { databases.withLock { $0[name] } }
 
     /// Adds a database made at run time (admin `PUT /{db}`); false when the name is taken.
     func addDatabase(_ db: ServedDatabase) -> Bool {
-        databases.withLock { dbs in
+        let added = databases.withLock { dbs in
             guard dbs[db.name] == nil else { return false }
             dbs[db.name] = db
             return true
         }
+        if added {
+            databaseUpdates.watch(db)
+            databaseUpdates.record(db.name, .created)
+        }
+        return added
     }
 
     /// Stops serving a database (admin `DELETE /{db}`); the caller closes it.
-    func removeDatabase(named name: String) -> ServedDatabase? { databases.withLock { $0.removeValue(forKey: name) } }
+    func removeDatabase(named name: String) -> ServedDatabase? {
+        guard let removed = databases.withLock({ $0.removeValue(forKey: name) }) else { return nil }
+        databaseUpdates.stopWatching(name)
+        databaseUpdates.record(name, .deleted)
+        return removed
+    }
 
     /// Answers one request in this process, as the public or the admin port would, with no
     /// socket: what the server's fuzz target feeds its inputs to.
@@ -248,7 +269,11 @@ public final class SetteeServer: Sendable {
                 guard let pub = p.public, !expectAdmin || p.admin != nil else { return nil }
                 return ListeningPorts(publicPort: pub, adminPort: p.admin)
             }
-            if let ready { await onRunning(ready) }
+            if let ready {
+                // Replications of `_replicator` start once URLs of this server are known as such.
+                replicatorDocuments.start(self)
+                await onRunning(ready)
+            }
         }
         var services: [any Service] = [try publicApplication { port in
             ports.withLock { $0.public = port }
@@ -264,10 +289,12 @@ public final class SetteeServer: Sendable {
         do {
             try await group.run()
         } catch {
+            replicatorDocuments.stop()
             await replications.stopAll()
             try? close()
             throw error
         }
+        replicatorDocuments.stop()
         await replications.stopAll()
         try close()
     }
