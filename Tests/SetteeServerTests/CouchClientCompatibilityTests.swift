@@ -333,6 +333,27 @@ import Testing
         }
     }
 
+    /// `filter=_selector`: the changes of the documents a Mango selector (POST body) matches.
+    @Test func changesFilteredByASelector() async throws {
+        try await withLiveServer { c async throws in
+            _ = try await put(c, "a", #"{"type": "task", "n": 1}"#)
+            _ = try await put(c, "b", #"{"type": "note", "n": 2}"#)
+            _ = try await put(c, "c", #"{"type": "task", "n": 3}"#)
+            let tasks = try await c.send(.post, "/db/_changes?filter=_selector", json: #"{"selector": {"type": "task"}}"#)
+            #expect(tasks.rowIDs == ["a", "c"], "\(tasks.text)")
+            let later = try await c.send(.post, "/db/_changes?filter=_selector&since=1", json: #"{"selector": {"n": {"$gt": 1}}}"#)
+            #expect(later.rowIDs == ["b", "c"] && later["last_seq"] == 3, "\(later.text)")
+            // The document's current revision decides: an update out of the selector leaves it.
+            _ = try await c.send(.put, "/db/c", json: #"{"_rev": "\#(try await c.send(.get, "/db/c")["_rev"]?.stringValue ?? "")", "type": "done"}"#)
+            #expect(try await c.send(.post, "/db/_changes?filter=_selector", json: #"{"selector": {"type": "task"}}"#).rowIDs == ["a"])
+            for (body, reason) in [("{}", "Selector must be specified"), (#"{"selector": 1}"#, "Selector must be specified"),
+                                   (#"{"selector": {"n": {"$bogus": 1}}}"#, "$bogus")] {
+                let r = try await c.send(.post, "/db/_changes?filter=_selector", json: body)
+                #expect(r.status == .badRequest && r["reason"]?.stringValue?.contains(reason) == true, "\(body): \(r.text)")
+            }
+        }
+    }
+
     @Test func compactRunningIsTrueUntilTheCompactionHasEnded() async throws {
         let server = try makeServer()
         defer { try? server.close() }

@@ -200,6 +200,23 @@ public class Query: @unchecked Sendable {
         return Columns(names: names, index: index)
     }
 
+    /// Whether the query's `WHERE` holds for one document (a change a feed filtered by a Mango
+    /// selector considers), with the query's parameters; true when it has none.
+    ///
+    /// ```swift
+    /// let selector = try db.createQuery(mango: ["selector": ["type": "task"]])
+    /// if try selector.matches(id: doc.id, properties: doc.toDictionary()) { send(doc) }
+    /// ```
+    ///
+    /// - Throws: the query's compilation error; ``SetteeError/Code/invalidParameter`` for a
+    ///   parameter without a value or a regular expression that cannot run.
+    @_spi(Replication) public func matches(id: String, properties: [String: JSONValue], isDeleted: Bool = false) throws -> Bool {
+        let statement = try plan.get()
+        guard let condition = statement.whereClause else { return true }
+        let row = QueryRow(id: id, revisionID: "", sequence: 0, isDeleted: isDeleted, expiration: nil, properties: properties)
+        return try condition.evaluate(row, parameters: parameters.values).isTrue
+    }
+
     /// How the query would run now: the index it reads and its ranges (or a scan of every
     /// document), whether rows come from the index alone (covering), what is evaluated per row,
     /// and whether a sort follows. The plan is made again at each ``execute()``, from the

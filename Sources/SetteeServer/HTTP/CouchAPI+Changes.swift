@@ -38,6 +38,8 @@ enum ChangesFilter: Sendable {
     /// `filter=ddoc/name`: a design document's filter function, with CouchDB's `req` (its
     /// `query` and `userCtx`) as JSON.
     case design(FilterFunction, request: String)
+    /// `filter=_selector`: the documents a Mango selector (the POST body's `selector`) matches.
+    case selector(Query)
 }
 
 /// Whose channels a feed shows.
@@ -127,10 +129,12 @@ extension CouchAPI {
     func changes(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         var params = call.query
         var docIDs: Set<String>?
+        var selector: JSONValue?
         if call.request.method == .post {
             let body = try await jsonBody(&call, limit: bodyLimit(db))
-            try Self.bodyOptions(body, into: &params, except: ["doc_ids"])
+            try Self.bodyOptions(body, into: &params, except: ["doc_ids", "selector"])
             if let v = body["doc_ids"] { docIDs = try Self.stringSet(v, "doc_ids") }
+            selector = body["selector"]
         }
         let q = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
         var filter = docIDs.map(ChangesFilter.documentIDs)
@@ -145,6 +149,15 @@ extension CouchAPI {
                 if docIDs == nil, let v = try jsonParameter(q, "doc_ids") { docIDs = try Self.stringSet(v, "doc_ids") }
                 guard let docIDs else { throw CouchError.badRequest("filter=_doc_ids needs doc_ids") }
                 filter = .documentIDs(docIDs)
+            } else if name == "_selector" {
+                guard case .object? = selector, let selector else {
+                    throw CouchError.badRequest("Selector must be specified in POST payload")
+                }
+                do {
+                    filter = .selector(try db.database.createQuery(mango: ["selector": selector]))
+                } catch let e as SetteeError {
+                    throw CouchError(.badRequest, "invalid_selector", e.message)
+                }
             } else if let function = db.filters.withLock({ $0[name] }) {
                 let reserved: Set<String> = ["filter", "since", "feed", "style", "limit", "descending", "include_docs", "conflicts",
                                              "attachments", "heartbeat", "timeout", "doc_ids"]
@@ -165,7 +178,7 @@ extension CouchAPI {
                 let req: JSONValue = ["query": query, "userCtx": RoutingState.userContext(writer, database: db.name)]
                 filter = .design(function, request: try req.jsonText())
             } else {
-                throw CouchError.badRequest("Unknown filter \"\(name)\"; this server knows _doc_ids, sync_gateway/bychannel, design documents' filters\(db.filters.withLock { $0.keys.sorted() }.map { ", " + $0 }.joined())")
+                throw CouchError.badRequest("Unknown filter \"\(name)\"; this server knows _doc_ids, _selector, sync_gateway/bychannel, design documents' filters\(db.filters.withLock { $0.keys.sorted() }.map { ", " + $0 }.joined())")
             }
         }
         // A user's feed shows its channels; `*` without a channel filter shows everything.
@@ -317,6 +330,16 @@ extension CouchAPI {
                     return try function.run(doc: json, req: request)
                 } catch {
                     throw CouchError(.internalServerError, "filter_error", "\(error)")
+                }
+            }
+        case .selector(let query)?:
+            entries = try entries.filter { e in
+                if e.removed != nil { return true }
+                guard let doc = try database.document(withID: e.documentID, revisionID: e.revisionID) else { return false }
+                do {
+                    return try query.matches(id: doc.id, properties: doc.toDictionary(), isDeleted: doc.isDeleted)
+                } catch let error as SetteeError {
+                    throw CouchError(.badRequest, "invalid_selector", error.message)
                 }
             }
         case nil:
