@@ -29,6 +29,38 @@ import Testing
     static let alice = basic("alice", "pw")
     static let bob = basic("bob", "pw")
 
+    // MARK: - Bodies past their endpoint's limit
+
+    /// A body larger than its endpoint takes is 413 `too_large`, never read whole and never a
+    /// 500: a login, a user, a sign-up, a database configuration, a document, an attachment.
+    @Test func oversizedBodiesAre413() async throws {
+        var config = try ServerConfiguration(json: Self.config(extra: #""allowSignUp": true, "#))
+        config.databases["db"]?.maxAttachmentSize = 4096
+        config.databases["db"]?.maxDocumentSize = 4096
+        config.interface = "127.0.0.1:0"
+        config.adminInterface = "127.0.0.1:0"
+        let server = try SetteeServer(configuration: config)
+        try await withPorts(server) { pub, admin in
+            let big = String(repeating: "a", count: 2 << 20)
+            let cases: [(any TestClientProtocol, HTTPRequest.Method, String, String, HTTPFields)] = [
+                (pub, .post, "/_session", #"{"name": "alice", "password": "\#(big)"}"#, [:]),
+                (admin, .put, "/db/_user/zed", #"{"password": "\#(big)"}"#, [:]),
+                (pub, .put, "/_users/org.couchdb.user:zed", #"{"name": "zed", "type": "user", "password": "\#(big)"}"#, [:]),
+                (admin, .put, "/newdb", #"{"sync": "\#(big)"}"#, [:]),
+                (pub, .put, "/db/doc", #"{"x": "\#(big)"}"#, Self.alice),
+                (pub, .put, "/db/doc/att", big, Self.alice + [.contentType: "text/plain"]),
+            ]
+            for (client, method, uri, body, headers) in cases {
+                var fields = headers
+                if fields[.contentType] == nil { fields[.contentType] = "application/json" }
+                let r = try await client.execute(uri: uri, method: method, headers: fields, body: ByteBuffer(string: body))
+                #expect(r.status == .contentTooLarge && r["error"] == "too_large", "\(method) \(uri): \(r.status) \(r.text.prefix(200))")
+            }
+            #expect(try await admin.send(.get, "/db/_user/zed").status == .notFound)
+            #expect(try await admin.send(.get, "/newdb").status == .notFound)
+        }
+    }
+
     // MARK: - Numbers from the network are bounded before arithmetic
 
     /// A generation of 2^64 − 1 is refused where it arrives; one at the limit (2^53 − 1) is
