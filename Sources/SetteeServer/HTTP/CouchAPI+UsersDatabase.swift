@@ -203,14 +203,17 @@ extension CouchAPI {
             guard given == nil else { throw CouchError.conflict }
             guard password != nil else { throw CouchError.forbidden("doc.password is required for a new user") }
         }
-        let databases = server.userDatabases
+        // A user changing its own document changes its password where it is a user, and
+        // nothing else: not its roles in another database, not the databases it belongs to.
+        let byItself = call.principal != .admin && current != nil
+        let databases = server.userDatabases.filter { !byItself || $0.users.user(named: name) != nil }
         guard !databases.isEmpty else { throw CouchError.notFound("No database is served: a user belongs to databases") }
         // One hash for every database (PBKDF2 costs a few hundred milliseconds by design).
         let hash = password.map(PasswordHash.init(password:)) ?? current?.first.password
         for db in databases {
             let old = db.users.user(named: name)
             db.users.setUser(User(name: name, password: password == nil ? (old?.password ?? hash) : hash,
-                                  adminChannels: old?.adminChannels ?? [], adminRoles: roles,
+                                  adminChannels: old?.adminChannels ?? [], adminRoles: byItself ? (old?.adminRoles ?? []) : roles,
                                   disabled: old?.disabled ?? false, email: old?.email))
             // A new password logs the user out everywhere, as the `_user` API's does.
             if password != nil, old != nil { try await db.deleteSessions(of: name) }
