@@ -38,6 +38,7 @@ final class ReplicatorDocuments: Sendable {
         var generation: UInt64 = 0
         var token: ListenerToken?
         var ids: AsyncStream<String>.Continuation?
+        var started = false
         /// Each document's state, for the revision it was recorded at.
         var states: [String: (revision: String, members: [String: JSONValue])] = [:]
     }
@@ -56,6 +57,8 @@ final class ReplicatorDocuments: Sendable {
     /// Starts every document's replication that should run, then follows the database's changes.
     func start(_ server: SetteeServer) {
         guard let db = server.database(named: Self.databaseName) else { return }
+        // Once per run, however often the listeners report that they run.
+        guard state.withLock({ s in defer { s.started = true }; return !s.started }) else { return }
         logger.withLock { $0 = server.logger }
         // The states kept at the last run: finished documents stay finished.
         if let kept = try? db.database.localDocument(withID: Self.statesID) {
@@ -159,16 +162,19 @@ final class ReplicatorDocuments: Sendable {
               let doc = try? await db.database.document(withID: id), !doc.isDeleted, let rev = doc.revisionID else { return }
         var all = members
         all["_replication_state_time"] = .string(ISO8601DateFormatter().string(from: Date()))
-        let saved = state.withLock { s -> [String: JSONValue]? in
-            guard s.running[id]?.generation == generation else { return nil }
+        let kept = state.withLock { s -> Bool in
+            guard s.running[id]?.generation == generation else { return false }
             // The replication's ID outlives the state that named it.
             if all["_replication_id"] == nil, let old = s.states[id], old.revision == rev { all["_replication_id"] = old.members["_replication_id"] }
             s.states[id] = (rev, all)
-            return Self.statesJSON(s.states)
+            return true
         }
-        guard let saved else { return }
+        guard kept else { return }
         do {
-            _ = try await db.database.saveLocalDocument(saved, withID: Self.statesID)
+            // The states are read in the write's turn, so the last write holds the latest.
+            try await db.database.inBatch { [self] database in
+                try database.saveLocalDocument(Self.statesJSON(state.withLock { $0.states }), withID: Self.statesID)
+            }
         } catch {
             logger.withLock { $0 }?.error("_replicator: cannot keep the state of \(id): \(error)")
         }
