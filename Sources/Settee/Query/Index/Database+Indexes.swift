@@ -242,68 +242,114 @@ extension DatabaseCore {
         }
     }
 
+    /// What one step of a build read from a snapshot: each document's entry (or full-text
+    /// terms, or the row a map function is to see), and where the next step starts.
+    private final class BuildStep: @unchecked Sendable {
+        // Written by the thread that reads the step, then read by the one that writes it, after
+        // the first has finished (the hand-over waits on a semaphore): never both at once.
+        var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry?, text: FullTextDocumentEntry?, byChannel: [[UInt8]: [UInt8]])] = []
+        var toMap: [(key: [UInt8], sequence: UInt64, row: QueryRow)] = []
+        var last: [UInt8]?
+        var seen = 0
+        var live = 0
+        var failure: (any Error)?
+    }
+
+    static let buildStepSize = 4096
+
+    /// Reads the documents after `after` (a step of them) from a fresh snapshot and computes
+    /// their entries.
+    private func readBuildStep(_ index: CompiledIndex, after: [UInt8]?) throws -> BuildStep {
+        let step = BuildStep()
+        try read { tx in
+            try tx.forEach(in: trees.byID, from: after, reverse: false) { k, v in
+                if let after, k.elementsEqual(after) { return true }
+                let meta = try DocMeta(decoding: v)
+                step.last = Array(k)
+                step.seen += 1
+                if !meta.flags.contains(.deleted) {
+                    step.live += 1
+                    let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: index.documentKeys)
+                    if index.isMap {
+                        step.toMap.append((Array(k), meta.sequence, row))
+                    } else if index.analyzer != nil {
+                        if let t = try index.textEntry(for: row) { step.batch.append((Array(k), meta.sequence, nil, t, [:])) }
+                    } else if let e = try index.entry(for: row) {
+                        var records: [[UInt8]: [UInt8]] = [:]
+                        if index.definition.byChannel {
+                            let channels = try RoutingRecord.load(tx, trees, key: Array(k), sequence: meta.sequence)?.record.applied.channels ?? []
+                            records = IndexEntry.channelRecords(e, id: row.id, channels: channels)
+                        }
+                        step.batch.append((Array(k), meta.sequence, e, nil, records))
+                    }
+                }
+                return step.seen < Self.buildStepSize
+            }
+        }
+        return step
+    }
+
+    /// Fills a building index from the documents already there. Reading a step (parsing the
+    /// documents, making their keys) and writing the step before it run side by side, on
+    /// another thread and this one: a build takes about the longer of the two, not their sum.
+    /// Map functions run on this thread only.
     private func fillIndex(_ index: CompiledIndex, progress: (IndexBuildProgress) -> Bool) throws {
         let total = try read { tx in Int(try counter(tx, MetaKey.liveCount)) }
-        let step = 4096
-        var after: [UInt8]?
         var done = 0
+        var current = try readBuildStep(index, after: nil)
         while true {
             if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
-            // A value index's entry or a full-text index's terms, per document.
-            var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry?, text: FullTextDocumentEntry?, byChannel: [[UInt8]: [UInt8]])] = []
-            var toMap: [(key: [UInt8], sequence: UInt64, row: QueryRow)] = []
-            var last: [UInt8]?
-            var seen = 0
-            try read { tx in
-                try tx.forEach(in: trees.byID, from: after, reverse: false) { k, v in
-                    if let after, k.elementsEqual(after) { return true }
-                    let meta = try DocMeta(decoding: v)
-                    last = Array(k)
-                    seen += 1
-                    if !meta.flags.contains(.deleted) {
-                        done += 1
-                        let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: index.documentKeys)
-                        if index.isMap {
-                            toMap.append((Array(k), meta.sequence, row))
-                        } else if index.analyzer != nil {
-                            if let t = try index.textEntry(for: row) { batch.append((Array(k), meta.sequence, nil, t, [:])) }
-                        } else if let e = try index.entry(for: row) {
-                            var records: [[UInt8]: [UInt8]] = [:]
-                            if index.definition.byChannel {
-                                let channels = try RoutingRecord.load(tx, trees, key: Array(k), sequence: meta.sequence)?.record.applied.channels ?? []
-                                records = IndexEntry.channelRecords(e, id: row.id, channels: channels)
-                            }
-                            batch.append((Array(k), meta.sequence, e, nil, records))
-                        }
-                    }
-                    return seen < step
-                }
-            }
-            // Outside the snapshot: the function may take a while.
-            let made = MapIndexStore.rows(of: index, rows: toMap.map(\.row))
-            let mapped = zip(toMap, made).filter { !$0.1.isEmpty }.map { (key: $0.0.key, sequence: $0.0.sequence, rows: $0.1) }
-            if !batch.isEmpty || !mapped.isEmpty {
-                try write { c in
-                    guard c.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
-                        throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
-                    }
-                    for item in batch where try c.meta(item.key)?.sequence == item.sequence {
-                        if let e = item.entry { try c.tx.put(e.key, e.value, in: index.tree) }
-                        for (k, v) in item.byChannel { try c.tx.put(k, v, in: index.tree) }
-                        if let t = item.text {
-                            try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
-                        }
-                    }
-                    for item in mapped where try c.meta(item.key)?.sequence == item.sequence {
-                        try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows)
+            // The next step is read while this one is written.
+            var next: (step: BuildStep, finished: DispatchSemaphore)?
+            if current.seen == Self.buildStepSize, let last = current.last {
+                let step = BuildStep(), finished = DispatchSemaphore(value: 0)
+                DispatchQueue.global(qos: .utility).async { [self] in
+                    defer { finished.signal() }
+                    do {
+                        let read = try readBuildStep(index, after: last)
+                        (step.batch, step.toMap, step.last, step.seen, step.live) = (read.batch, read.toMap, read.last, read.seen, read.live)
+                    } catch {
+                        step.failure = error
                     }
                 }
+                next = (step, finished)
             }
+            // Whatever happens here, the reader is waited for before this returns or throws.
+            defer { next?.finished.wait() }
+            try writeBuildStep(index, current)
+            done += current.live
             guard progress(IndexBuildProgress(documentsIndexed: done, documentsTotal: max(total, done))) else {
                 throw SetteeError(.cancelled, "index \(index.name): creation cancelled")
             }
-            guard seen == step, let last else { return }
-            after = last
+            guard let (step, finished) = next else { return }
+            finished.wait()
+            next = nil
+            if let failure = step.failure { throw failure }
+            current = step
+        }
+    }
+
+    /// Writes a step's entries in one transaction, skipping every document changed since the
+    /// step's snapshot (the commit that changed it wrote its entry).
+    private func writeBuildStep(_ index: CompiledIndex, _ step: BuildStep) throws {
+        // Outside the snapshot and on this thread: the function may take a while.
+        let made = MapIndexStore.rows(of: index, rows: step.toMap.map(\.row))
+        let mapped = zip(step.toMap, made).filter { !$0.1.isEmpty }.map { (key: $0.0.key, sequence: $0.0.sequence, rows: $0.1) }
+        guard !step.batch.isEmpty || !mapped.isEmpty else { return }
+        try write { c in
+            guard c.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
+                throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
+            }
+            for item in step.batch where try c.meta(item.key)?.sequence == item.sequence {
+                if let e = item.entry { try c.tx.put(e.key, e.value, in: index.tree) }
+                for (k, v) in item.byChannel { try c.tx.put(k, v, in: index.tree) }
+                if let t = item.text {
+                    try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
+                }
+            }
+            for item in mapped where try c.meta(item.key)?.sequence == item.sequence {
+                try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows)
+            }
         }
     }
 
