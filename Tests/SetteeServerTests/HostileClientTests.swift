@@ -430,6 +430,38 @@ extension HostileClientTests {
             let body = try JSONValue(parsing: Array(session.body?.readableBytesView ?? ByteBuffer().readableBytesView))
             let context = body.objectValue?["userCtx"]?.objectValue
             #expect(context?["name"] == "root" && context?["roles"] == ["_admin"], "\(body)")
+
+            // A session, as CouchDB's server admins log in (JSON or a form): its cookie stands for
+            // the credentials on this port, and only there, until the administrator logs out.
+            func json(_ r: TestClient.Response) -> JSONValue { (try? JSONValue(parsing: Array(r.body?.readableBytesView ?? ByteBuffer().readableBytesView))) ?? .null }
+            let anonymous = try await rawRequest(port: port, .get, "/_session", authority: "127.0.0.1")
+            #expect(anonymous.status == .ok && json(anonymous)["userCtx"]?["name"] == .null, "\(json(anonymous))")
+            for wrong in [#"{"name": "root", "password": "wrong"}"#, #"{"name": "alice", "password": "pw"}"#, #"{"name": "root"}"#] {
+                let r = try await rawRequest(port: port, .post, "/_session", authority: "127.0.0.1", headers: [.contentType: "application/json"], body: wrong)
+                #expect(r.status == .unauthorized && r.headers[.setCookie] == nil, "\(wrong)")
+            }
+            let crossSite = try await rawRequest(port: port, .post, "/_session", authority: "127.0.0.1",
+                                                 headers: [.contentType: "application/x-www-form-urlencoded", .origin: "http://evil.example"],
+                                                 body: "name=root&password=s3cret")
+            #expect(crossSite.status == .forbidden && crossSite.headers[.setCookie] == nil)
+            for (type, login) in [("application/json", #"{"name": "root", "password": "s3cret"}"#),
+                                  ("application/x-www-form-urlencoded", "name=root&password=s3cret")] {
+                let r = try await rawRequest(port: port, .post, "/_session", authority: "127.0.0.1", headers: [.contentType: type], body: login)
+                #expect(r.status == .ok && json(r)["roles"] == ["_admin"], "\(type): \(json(r))")
+                let setCookie = try #require(r.headers[.setCookie], "\(type)")
+                #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict"))
+                let cookie: HTTPFields = [.cookie: String(setCookie.prefix { $0 != ";" })]
+                #expect(try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1", headers: cookie).status == .ok)
+                let me = try await rawRequest(port: port, .get, "/_session", authority: "127.0.0.1", headers: cookie)
+                #expect(json(me)["userCtx"]?["name"] == "root" && json(me)["info"]?["authenticated"] == "cookie", "\(json(me))")
+                // Not a key to the public port.
+                #expect(try await rawRequest(port: ports.publicPort, .get, "/_all_dbs", authority: "127.0.0.1", headers: cookie).status != .ok)
+                #expect(try await rawRequest(port: port, .delete, "/_session", authority: "127.0.0.1", headers: cookie).status == .ok)
+                #expect(try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1", headers: cookie).status == .unauthorized)
+            }
+            let forged: HTTPFields = [.cookie: "AuthSession=" + String(repeating: "0", count: 40)]
+            #expect(try await rawRequest(port: port, .get, "/db", authority: "127.0.0.1", headers: forged).status == .unauthorized)
+            #expect(try await rawRequest(port: port, .get, "/_session/x", authority: "127.0.0.1").status == .unauthorized)
         }
         #expect(throws: ConfigurationError.self) { try ServerConfiguration(json: #"{"adminUsers": {"root": {}}}"#) }
     }

@@ -55,6 +55,8 @@ import Testing
             // The design document CouchDB makes of it.
             let ddoc = try await admin.send(.get, "/db/_design/tasks")
             #expect(ddoc["language"] == "query" && ddoc["views"]?["by-n"] != nil, "\(ddoc.text)")
+            // Its definition as it was sent (the listing above shows it normalized).
+            #expect(ddoc["views"]?["by-n"]?["options"]?["def"] == ["fields": ["type", "n"]], "\(ddoc.text)")
             // Used: sorted, paged, no warning.
             let sorted = try await find(admin, #"{"selector": {"type": "task"}, "sort": [{"type": "desc"}, {"n": "desc"}], "limit": 3}"#)
             #expect(ids(sorted) == ["task11", "task10", "task9"], "\(sorted.text)")

@@ -27,8 +27,9 @@ struct SecurityObject: Sendable, Equatable {
 
     var admins = Names()
     var members = Names()
-    /// Members other than `admins` and `members`, kept as they were sent (CouchDB keeps them).
-    var others: [String: JSONValue] = [:]
+    /// The object as it was set, answered as it was sent (CouchDB keeps it whole: an emptied
+    /// `members` stays there, other members too); nil when none was ever set.
+    var stored: [String: JSONValue]?
 
     init() {}
 
@@ -53,18 +54,11 @@ struct SecurityObject: Sendable, Equatable {
         }
         admins = try names("admins")
         members = try names("members")
-        others = o.filter { $0.key != "admins" && $0.key != "members" }
+        stored = o
     }
 
-    /// The object as CouchDB answers it: `{}` when nothing was ever set.
-    var json: JSONValue {
-        if self == SecurityObject() { return .object([:]) }
-        var o = others
-        for (key, n) in [("admins", admins), ("members", members)] {
-            o[key] = ["names": .array(n.names.map(JSONValue.string)), "roles": .array(n.roles.map(JSONValue.string))]
-        }
-        return .object(o)
-    }
+    /// The object as CouchDB answers it: as it was set, `{}` when nothing was.
+    var json: JSONValue { .object(stored ?? [:]) }
 
     /// Whether `user` (GUEST for an anonymous request) may use the database.
     func admits(user: String, roles: Set<String>) -> Bool {

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Synchronization
 
 /// The admin port trusts its network, never a web page: what a browser sends on behalf of
 /// another site, or under a name that is not the admin interface's (DNS rebinding), is refused
@@ -72,15 +73,82 @@ extension CouchAPI {
         text.count <= 100 ? text : String(text.prefix(100)) + "…"
     }
 
-    /// With administrators configured, the admin port's requests need Basic credentials of one
-    /// of them; answers 401 (with a challenge the browser shows) otherwise.
-    func checkAdministrator(_ request: Request) throws {
-        guard !server.adminCredentials.isEmpty else { return }
-        guard let header = request.headers[.authorization], let (name, password) = Self.basicCredentials(header),
-              server.adminCredentials.matches(name: name, password: password) else {
-            throw CouchError.unauthorized(realm: "Settee admin")
+    /// Who an admin-port request is, when the configuration names administrators.
+    enum AdminAccess {
+        /// No administrators configured: the port asks for nothing.
+        case open
+        /// An administrator, by Basic credentials or a session cookie (with the cookie to send
+        /// back when the session was extended).
+        case administrator(String, cookie: Bool, refreshed: HTTPField?)
+        /// Nobody yet, asking `/_session` (to log in, out, or who it is): the only path open so.
+        case anonymousSession
+    }
+
+    /// With administrators configured, the admin port's requests need one's Basic credentials or
+    /// a session of one (`POST /_session` with a name and password, as CouchDB's server admins log
+    /// in); answers 401 (with a challenge the browser shows) otherwise. `/_session` itself is open,
+    /// as nobody, so that a client can log in.
+    func checkAdministrator(_ request: Request, path: [String]) throws -> AdminAccess {
+        guard !server.adminCredentials.isEmpty else { return .open }
+        if let header = request.headers[.authorization] {
+            guard let (name, password) = Self.basicCredentials(header), server.adminCredentials.matches(name: name, password: password) else {
+                throw CouchError.unauthorized(realm: "Settee admin")
+            }
+            return .administrator(name, cookie: false, refreshed: nil)
+        }
+        if let (cookieName, id) = Self.sessionCookie(request.headers[.cookie]), cookieName == Self.couchCookie,
+           let (name, refreshed) = server.adminSessions.session(id) {
+            let cookie = refreshed ? Self.setCookie(Self.couchCookie, id, path: "/", maxAge: Int(AdministratorSessions.ttl), sameSite: "Strict") : nil
+            return .administrator(name, cookie: true, refreshed: cookie)
+        }
+        if path == ["_session"] { return .anonymousSession }
+        throw CouchError.unauthorized(realm: "Settee admin")
+    }
+}
+
+/// The administrators' sessions (`POST /_session` on the admin port): random IDs in memory (a
+/// restart logs everyone out), each lasting ten minutes from its last use, as CouchDB's do.
+///
+/// - Note: Thread-safe: its state is behind a lock.
+final class AdministratorSessions: Sendable {
+    static let ttl: TimeInterval = 600
+    static let maxSessions = 1000
+    private let sessions = Mutex<[String: (name: String, expires: Date)]>([:])
+
+    /// A new session for `name`; its ID is the cookie's value.
+    func create(for name: String) -> String {
+        var bytes = [UInt8](repeating: 0, count: 20)
+        var rng = SystemRandomNumberGenerator()
+        for i in bytes.indices { bytes[i] = UInt8.random(in: 0 ... 255, using: &rng) }
+        let id = bytes.map { String(format: "%02x", $0) }.joined()
+        let now = Date()
+        sessions.withLock { s in
+            s = s.filter { $0.value.expires > now }
+            // Bounded: logging in again and again forgets the oldest.
+            if s.count >= Self.maxSessions, let oldest = s.min(by: { $0.value.expires < $1.value.expires }) { s.removeValue(forKey: oldest.key) }
+            s[id] = (name, now.addingTimeInterval(Self.ttl))
+        }
+        return id
+    }
+
+    /// The administrator of a live session, and whether its life was extended (past a tenth of it).
+    func session(_ id: String) -> (String, refreshed: Bool)? {
+        let now = Date()
+        return sessions.withLock { s in
+            guard let found = s[id] else { return nil }
+            guard found.expires > now else {
+                s.removeValue(forKey: id)
+                return nil
+            }
+            if found.expires.timeIntervalSince(now) < Self.ttl * 0.9 {
+                s[id] = (found.name, now.addingTimeInterval(Self.ttl))
+                return (found.name, true)
+            }
+            return (found.name, false)
         }
     }
+
+    func delete(_ id: String) { _ = sessions.withLock { $0.removeValue(forKey: id) } }
 }
 
 /// The administrators' passwords as the running server keeps them: a SHA-256 under a salt made at

@@ -463,10 +463,10 @@ extension CouchAPI {
         }
         let ddoc = Self.designID(try text("ddoc") ?? digest)
         let name = try text("name") ?? digest
-        let mango = MangoIndex(ddoc: ddoc, name: name, fields: fields, partial: partial)
         let view: JSONValue = ["map": ["fields": .object(Dictionary(uniqueKeysWithValues: fields.map { ($0.field, JSONValue.string($0.descending ? "desc" : "asc")) })),
                                        "partial_filter_selector": partial ?? .object([:])],
-                               "reduce": "_count", "options": ["def": mango.json.objectValue?["def"] ?? .null]]
+                               // The definition as sent (CouchDB keeps it so; `_index` lists it normalized).
+                               "reduce": "_count", "options": ["def": .object(def)]]
         let result = try await db.write(as: .admin) { database -> String in
             let existing = try database.document(withID: ddoc)
             var props = existing?.toDictionary() ?? [:]

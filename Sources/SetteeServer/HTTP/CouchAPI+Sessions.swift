@@ -27,6 +27,11 @@ extension CouchAPI {
             default: throw CouchError.methodNotAllowed("DELETE,GET,HEAD")
             }
         }
+        // The admin port with administrators configured: their own sessions, as CouchDB's
+        // server admins log in.
+        if isAdmin, db == nil, !server.adminCredentials.isEmpty {
+            return try await administratorSession(&call)
+        }
         switch call.request.method {
         case .get, .head:
             // CouchDB's handler names: Basic credentials are "default", a session "cookie".
@@ -34,8 +39,7 @@ extension CouchAPI {
             var context = userContext(call.principal, db, authenticated: via)
             // An administrator who gave credentials (the admin port then requires them) is named,
             // as CouchDB names a server admin.
-            if call.principal == .admin, !server.adminCredentials.isEmpty, let header = call.request.headers[.authorization],
-               let (name, _) = Self.basicCredentials(header), case .object(var ctx)? = context["userCtx"] {
+            if call.principal == .admin, let name = call.administrator, case .object(var ctx)? = context["userCtx"] {
                 ctx["name"] = .string(name)
                 context["userCtx"] = .object(ctx)
                 context["info"] = ["authentication_handlers": ["default", "cookie"], "authenticated": "default"]
@@ -78,6 +82,39 @@ extension CouchAPI {
         }
     }
 
+    /// `/_session` on the admin port when `adminUsers` names administrators: POST logs one in
+    /// with its name and password (JSON or a form) and sets `AuthSession`, which then stands for
+    /// its credentials on this port; GET tells who the request is; DELETE logs out.
+    private func administratorSession(_ call: inout Call) async throws -> Response {
+        func context(_ name: String?, via: JSONValue) -> JSONValue {
+            ["ok": true, "userCtx": ["name": name.map(JSONValue.string) ?? .null, "roles": name == nil ? [] : ["_admin"]],
+             "info": ["authentication_handlers": ["default", "cookie"], "authenticated": name == nil ? .null : via]]
+        }
+        switch call.request.method {
+        case .get, .head:
+            let viaCookie = call.request.headers[.authorization] == nil
+            return try jsonResponse(context(call.administrator, via: viaCookie ? "cookie" : "default"))
+        case .post:
+            let (name, password, _) = try await loginFields(&call, formsOnAdmin: true)
+            guard let password, server.adminCredentials.matches(name: name, password: password) else {
+                if server.logKeys.contains("Auth") { server.logger.info("Auth: administrator login refused") }
+                throw CouchError(.unauthorized, "unauthorized", "Name or password is incorrect.")
+            }
+            let id = server.adminSessions.create(for: name)
+            if server.logKeys.contains("Auth") { server.logger.info("Auth: administrator \(name) logged in") }
+            return try jsonResponse(["ok": true, "name": .string(name), "roles": ["_admin"]],
+                                    headers: [.setCookie: Self.setCookie(Self.couchCookie, id, path: "/", maxAge: Int(AdministratorSessions.ttl),
+                                                                         sameSite: "Strict").value])
+        case .delete:
+            if let (cookieName, id) = Self.sessionCookie(call.request.headers[.cookie]), cookieName == Self.couchCookie {
+                server.adminSessions.delete(id)
+            }
+            return try jsonResponse(["ok": true], headers: [.setCookie: Self.setCookie(Self.couchCookie, "", path: "/", maxAge: 0, sameSite: "Strict").value])
+        default:
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST")
+        }
+    }
+
     /// CouchDB's `userCtx` (and Sync Gateway's channels when a database is named).
     private func userContext(_ principal: Principal, _ db: ServedDatabase?, authenticated via: JSONValue) -> [String: JSONValue] {
         var context: [String: JSONValue] = ["name": .null, "roles": []]
@@ -89,9 +126,13 @@ extension CouchAPI {
         case .user(let name) where name != User.guestName:
             context["name"] = .string(name)
             authenticated = via
-            if let db, db.users.user(named: name) != nil, let access = try? db.access(for: name) {
-                context["roles"] = .array(access.roles.keys.sorted().map(JSONValue.string))
+            if let db, let user = db.users.user(named: name), let access = try? db.access(for: name) {
+                context["roles"] = .array(Set(access.roles.keys).union(user.adminRoles).sorted().map(JSONValue.string))
                 context["channels"] = Self.channelsJSON(access)
+            } else if db == nil {
+                // Server-wide: the user's roles in every database it belongs to.
+                let roles = Set(server.userDatabases.flatMap { $0.users.user(named: name)?.adminRoles ?? [] })
+                context["roles"] = .array(roles.sorted().map(JSONValue.string))
             }
         case .user:
             if let db, let guest = db.users.user(named: User.guestName), !guest.disabled, let access = try? db.access(for: guest.name) {
@@ -108,10 +149,12 @@ extension CouchAPI {
     }
 
     /// `name`, `password` and (for an admin-made session) `ttl` in seconds, from a JSON or form body.
-    private func loginFields(_ call: inout Call) async throws -> (String, String?, TimeInterval?) {
+    /// A form is read on the public port, and on the admin port for an administrator's login
+    /// (`formsOnAdmin`: a form that logs in changes nothing another site could want).
+    private func loginFields(_ call: inout Call, formsOnAdmin: Bool = false) async throws -> (String, String?, TimeInterval?) {
         let type = call.request.headers[.contentType]?.lowercased() ?? ""
         var fields: [String: JSONValue] = [:]
-        if type.hasPrefix("application/x-www-form-urlencoded") && !isAdmin {
+        if type.hasPrefix("application/x-www-form-urlencoded") && (!isAdmin || formsOnAdmin) {
             let buffer = try await call.collectBody(upTo: 64 << 10)
             for (k, v) in try Self.queryParameters(String(decoding: buffer.readableBytesView, as: UTF8.self)) { fields[k] = .string(v) }
         } else {

@@ -26,6 +26,8 @@ struct CouchAPI: HTTPResponder {
         let started: ContinuousClock.Instant
         /// How long reading the request's body took (`X-CouchDB-Body-Time`).
         var bodyTime = BodyTime()
+        /// The administrator an admin-port request authenticated as (none without `adminUsers`).
+        var administrator: String?
 
         /// The request's body, at most `limit` bytes, its reading timed.
         mutating func collectBody(upTo limit: Int) async throws -> ByteBuffer {
@@ -151,14 +153,25 @@ struct CouchAPI: HTTPResponder {
             head.method = method
             request = Request(head: head, body: request.body)
         }
+        let path = try Self.segments(request.uri.path)
+        var access = AdminAccess.open
         if isAdmin {
             try checkAdminRequest(request)
-            try checkAdministrator(request)
+            access = try checkAdministrator(request, path: path)
         }
-        let path = try Self.segments(request.uri.path)
         let query = try Self.queryParameters(request.uri.query)
-        let (principal, refreshedCookie) = try await authenticate(request, path: path)
+        var (principal, refreshedCookie) = try await authenticate(request, path: path)
+        var administrator: String?
+        switch access {
+        case .open: break
+        case .administrator(let name, _, let refreshed):
+            administrator = name
+            refreshedCookie = refreshed
+        case .anonymousSession:
+            principal = .user(User.guestName)
+        }
         var call = Call(request: request, path: path, query: query, principal: principal, started: .now, bodyTime: bodyTime)
+        call.administrator = administrator
         var response = try await dispatch(&call)
         if let refreshedCookie { response.headers.append(refreshedCookie) }
         return response
@@ -247,6 +260,12 @@ struct CouchAPI: HTTPResponder {
         case "_compact":
             try allow(method, [.post])
             try requireAdmin(call)
+            // `_compact/{ddoc}` names a design document, which must be there (CouchDB's 404).
+            if rest.count > 1 {
+                guard let ddoc = try await db.database.document(withID: "_design/" + rest[1]), !ddoc.isDeleted else {
+                    throw CouchError.notFound("missing")
+                }
+            }
             // Counted from the request until the compaction ends, so that a client polling
             // `compact_running` sees it running and then done.
             db.compactionsRunning.add(1, ordering: .sequentiallyConsistent)
@@ -301,6 +320,10 @@ struct CouchAPI: HTTPResponder {
             return try await view(&call, db, ddoc: id, name: rest[1])
         case "_info" where rest.count == 1:
             return try await designInfo(call, db, ddoc: id)
+        case "_show", "_list", "_update", "_rewrite", "_search", "_nouveau", "_geo":
+            // CouchDB's design functions this server does not run: said so, rather than read as
+            // an attachment's name.
+            throw CouchError.notFound("\(rest[0]) is not served by Settee: design documents run views, filters and validate_doc_update only")
         default:
             return try await attachment(&call, db, id: id, name: rest.joined(separator: "/"))
         }
@@ -402,8 +425,8 @@ struct CouchAPI: HTTPResponder {
         return nil
     }
 
-    static func setCookie(_ name: String, _ value: String, path: String, maxAge: Int) -> HTTPField {
-        HTTPField(name: .setCookie, value: "\(name)=\(value); Path=\(path); Max-Age=\(maxAge); HttpOnly; SameSite=Lax")
+    static func setCookie(_ name: String, _ value: String, path: String, maxAge: Int, sameSite: String = "Lax") -> HTTPField {
+        HTTPField(name: .setCookie, value: "\(name)=\(value); Path=\(path); Max-Age=\(maxAge); HttpOnly; SameSite=\(sameSite)")
     }
 
     /// `Basic base64(name:password)`.
@@ -427,7 +450,9 @@ struct CouchAPI: HTTPResponder {
         }
         let security = db.security.withLock { $0 }
         guard !security.members.isEmpty else { return }
-        let roles = name == User.guestName ? [] : Set(try db.access(for: name).roles.keys)
+        // CouchDB's roles are the user's own list (`_users`' `roles`, Settee's admin roles),
+        // whether or not a role of that name is defined, with the sync function's beside.
+        let roles = name == User.guestName ? [] : Set(try db.access(for: name).roles.keys).union(db.users.user(named: name)?.adminRoles ?? [])
         guard security.admits(user: name, roles: roles) else {
             if name == User.guestName { throw CouchError.unauthorized(realm: realm) }
             throw CouchError.forbidden("You are not allowed to access this db.")
@@ -492,6 +517,11 @@ struct CouchAPI: HTTPResponder {
 
     /// `empty`: what an empty body stands for; nil: an empty body is a 400.
     func jsonValueBody(_ call: inout Call, limit: Int, empty: JSONValue? = nil, anyType: Bool = false) async throws -> JSONValue {
+        let buffer = try await call.collectBody(upTo: limit)
+        let bytes = Array(buffer.readableBytesView)
+        // A body that may be left out says nothing whatever its type (aiohttp labels an empty
+        // PUT application/octet-stream); a page of another site cannot send a PUT unasked.
+        if bytes.isEmpty, let empty, call.request.method == .put { return empty }
         if !anyType, let type = call.request.headers[.contentType] {
             let mime = type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             // On the admin port only JSON's own type: text/plain is what a page of another site
@@ -500,8 +530,6 @@ struct CouchAPI: HTTPResponder {
                 throw CouchError.unsupportedMediaType("Content-Type must be application/json")
             }
         }
-        let buffer = try await call.collectBody(upTo: limit)
-        let bytes = Array(buffer.readableBytesView)
         if bytes.isEmpty, let empty { return empty }
         guard !bytes.isEmpty else { throw CouchError.badRequest("Request body is empty") }
         do {

@@ -78,6 +78,8 @@ public final class SetteeServer: Sendable {
     let scripts = ScriptEngine()
     /// The administrators the admin port asks for (none: it asks for no credentials).
     let adminCredentials: AdministratorCredentials
+    /// Their sessions (`POST /_session` on the admin port).
+    let adminSessions = AdministratorSessions()
     /// What the admin page's forms carry back (against requests forged by other sites): random,
     /// made when the server starts.
     let adminFormToken: String = {
