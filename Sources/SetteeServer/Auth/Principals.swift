@@ -71,6 +71,12 @@ struct Session: Sendable, Equatable {
     var user: String
     var expires: Date
     var ttl: TimeInterval = ServedDatabase.sessionTTL
+
+    /// A session ID (a cookie's value): 20 random bytes in hex.
+    static func newID() -> String {
+        var rng = SystemRandomNumberGenerator()
+        return (0 ..< 20).map { _ in String(format: "%02x", UInt8.random(in: 0 ... 255, using: &rng)) }.joined()
+    }
 }
 
 extension ServedDatabase {
@@ -160,10 +166,7 @@ extension ServedDatabase {
     /// A new session for `user` (under `id` when given: one login, several databases) lasting
     /// `ttl` seconds from each use; its ID is the cookie's value.
     func createSession(for user: String, id given: String? = nil, ttl: TimeInterval = sessionTTL) async throws -> (id: String, session: Session) {
-        var bytes = [UInt8](repeating: 0, count: 20)
-        var rng = SystemRandomNumberGenerator()
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0 ... 255, using: &rng) }
-        let id = given ?? bytes.map { String(format: "%02x", $0) }.joined()
+        let id = given ?? Session.newID()
         let session = Session(user: user, expires: Date().addingTimeInterval(ttl), ttl: ttl)
         sessions.withLock { $0[id] = session }
         try await saveSessions()

@@ -79,7 +79,7 @@ extension CouchAPI {
         case open
         /// An administrator, by Basic credentials or a session cookie (with the cookie to send
         /// back when the session was extended).
-        case administrator(String, cookie: Bool, refreshed: HTTPField?)
+        case administrator(String, refreshed: HTTPField?)
         /// Nobody yet, asking `/_session` (to log in, out, or who it is): the only path open so.
         case anonymousSession
     }
@@ -94,12 +94,11 @@ extension CouchAPI {
             guard let (name, password) = Self.basicCredentials(header), server.adminCredentials.matches(name: name, password: password) else {
                 throw CouchError.unauthorized(realm: "Settee admin")
             }
-            return .administrator(name, cookie: false, refreshed: nil)
+            return .administrator(name, refreshed: nil)
         }
         if let (cookieName, id) = Self.sessionCookie(request.headers[.cookie]), cookieName == Self.couchCookie,
            let (name, refreshed) = server.adminSessions.session(id) {
-            let cookie = refreshed ? Self.setCookie(Self.couchCookie, id, path: "/", maxAge: Int(AdministratorSessions.ttl), sameSite: "Strict") : nil
-            return .administrator(name, cookie: true, refreshed: cookie)
+            return .administrator(name, refreshed: refreshed ? AdministratorSessions.cookie(id) : nil)
         }
         if path == ["_session"] { return .anonymousSession }
         throw CouchError.unauthorized(realm: "Settee admin")
@@ -115,12 +114,15 @@ final class AdministratorSessions: Sendable {
     static let maxSessions = 1000
     private let sessions = Mutex<[String: (name: String, expires: Date)]>([:])
 
+    /// The `Set-Cookie` of a session (`id` empty: the one that ends it): the admin port's only,
+    /// never sent along by another site's page.
+    static func cookie(_ id: String) -> HTTPField {
+        CouchAPI.setCookie(CouchAPI.couchCookie, id, path: "/", maxAge: id.isEmpty ? 0 : Int(ttl), sameSite: "Strict")
+    }
+
     /// A new session for `name`; its ID is the cookie's value.
     func create(for name: String) -> String {
-        var bytes = [UInt8](repeating: 0, count: 20)
-        var rng = SystemRandomNumberGenerator()
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0 ... 255, using: &rng) }
-        let id = bytes.map { String(format: "%02x", $0) }.joined()
+        let id = Session.newID()
         let now = Date()
         sessions.withLock { s in
             s = s.filter { $0.value.expires > now }

@@ -103,13 +103,12 @@ extension CouchAPI {
             let id = server.adminSessions.create(for: name)
             if server.logKeys.contains("Auth") { server.logger.info("Auth: administrator \(name) logged in") }
             return try jsonResponse(["ok": true, "name": .string(name), "roles": ["_admin"]],
-                                    headers: [.setCookie: Self.setCookie(Self.couchCookie, id, path: "/", maxAge: Int(AdministratorSessions.ttl),
-                                                                         sameSite: "Strict").value])
+                                    headers: [.setCookie: AdministratorSessions.cookie(id).value])
         case .delete:
             if let (cookieName, id) = Self.sessionCookie(call.request.headers[.cookie]), cookieName == Self.couchCookie {
                 server.adminSessions.delete(id)
             }
-            return try jsonResponse(["ok": true], headers: [.setCookie: Self.setCookie(Self.couchCookie, "", path: "/", maxAge: 0, sameSite: "Strict").value])
+            return try jsonResponse(["ok": true], headers: [.setCookie: AdministratorSessions.cookie("").value])
         default:
             throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST")
         }

@@ -61,6 +61,11 @@ extension SetteeServer {
         databaseNames.compactMap(database(named:))
     }
 
+    /// The names of every served database's users, sorted (GUEST is nobody's document).
+    var userNames: [String] {
+        Set(userDatabases.flatMap(\.users.userNames)).subtracting([User.guestName]).sorted()
+    }
+
     /// The user `name` of every database that has one (GUEST is nobody's document).
     func userRecords(_ name: String) -> UsersDatabase.Records? {
         guard name != User.guestName else { return nil }
@@ -81,8 +86,7 @@ extension CouchAPI {
             switch method {
             case .get, .head:
                 try requireAdmin(call)
-                let count = Set(server.userDatabases.flatMap { $0.users.userNames.filter { $0 != User.guestName } }).count
-                return try jsonResponse(["db_name": .string(UsersDatabase.name), "doc_count": .int(Int64(count)), "doc_del_count": 0,
+                return try jsonResponse(["db_name": .string(UsersDatabase.name), "doc_count": .int(Int64(server.userNames.count)), "doc_del_count": 0,
                                          "update_seq": 0, "committed_update_seq": 0, "purge_seq": 0, "instance_start_time": "0",
                                          "compact_running": false, "disk_format_version": 1, "state": "Online",
                                          "sizes": ["file": 0]])
@@ -105,8 +109,7 @@ extension CouchAPI {
             try requireAdmin(call)
             try allow(method, [.get, .head])
             let includeDocs = try flag(call, "include_docs")
-            let names = Set(server.userDatabases.flatMap(\.users.userNames)).subtracting([User.guestName]).sorted()
-            let rows: [JSONValue] = names.compactMap { name in
+            let rows: [JSONValue] = server.userNames.compactMap { name in
                 guard let records = server.userRecords(name) else { return nil }
                 let id = UsersDatabase.prefix + name
                 var row: [String: JSONValue] = ["id": .string(id), "key": .string(id), "value": ["rev": .string(records.revision)]]

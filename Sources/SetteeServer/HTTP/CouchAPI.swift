@@ -164,7 +164,7 @@ struct CouchAPI: HTTPResponder {
         var administrator: String?
         switch access {
         case .open: break
-        case .administrator(let name, _, let refreshed):
+        case .administrator(let name, let refreshed):
             administrator = name
             refreshedCookie = refreshed
         case .anonymousSession:
@@ -443,16 +443,18 @@ struct CouchAPI: HTTPResponder {
     /// its admins): anonymous requests are then 401, other users 403, as CouchDB answers.
     func requireUser(_ call: Call, _ db: ServedDatabase) throws {
         guard case .user(let name) = call.principal else { return }
+        var user: User?
         if name == User.guestName {
             guard db.users.guestEnabled else { throw CouchError.unauthorized(realm: realm) }
         } else {
-            guard let user = db.users.user(named: name), !user.disabled else { throw CouchError.unauthorized(realm: realm) }
+            user = db.users.user(named: name)
+            guard let user, !user.disabled else { throw CouchError.unauthorized(realm: realm) }
         }
         let security = db.security.withLock { $0 }
         guard !security.members.isEmpty else { return }
         // CouchDB's roles are the user's own list (`_users`' `roles`, Settee's admin roles),
         // whether or not a role of that name is defined, with the sync function's beside.
-        let roles = name == User.guestName ? [] : Set(try db.access(for: name).roles.keys).union(db.users.user(named: name)?.adminRoles ?? [])
+        let roles = try user.map { Set(try db.access(for: name).roles.keys).union($0.adminRoles) } ?? []
         guard security.admits(user: name, roles: roles) else {
             if name == User.guestName { throw CouchError.unauthorized(realm: realm) }
             throw CouchError.forbidden("You are not allowed to access this db.")

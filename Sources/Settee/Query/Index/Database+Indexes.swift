@@ -257,10 +257,9 @@ extension DatabaseCore {
 
     static let buildStepSize = 4096
 
-    /// Reads the documents after `after` (a step of them) from a fresh snapshot and computes
-    /// their entries.
-    private func readBuildStep(_ index: CompiledIndex, after: [UInt8]?) throws -> BuildStep {
-        let step = BuildStep()
+    /// Reads the documents after `after` (a step of them) from a fresh snapshot into `step`, and
+    /// computes their entries.
+    private func readBuildStep(_ index: CompiledIndex, after: [UInt8]?, into step: BuildStep) throws {
         try read { tx in
             try tx.forEach(in: trees.byID, from: after, reverse: false) { k, v in
                 if let after, k.elementsEqual(after) { return true }
@@ -286,7 +285,6 @@ extension DatabaseCore {
                 return step.seen < Self.buildStepSize
             }
         }
-        return step
     }
 
     /// Fills a building index from the documents already there. Reading a step (parsing the
@@ -296,7 +294,8 @@ extension DatabaseCore {
     private func fillIndex(_ index: CompiledIndex, progress: (IndexBuildProgress) -> Bool) throws {
         let total = try read { tx in Int(try counter(tx, MetaKey.liveCount)) }
         var done = 0
-        var current = try readBuildStep(index, after: nil)
+        var current = BuildStep()
+        try readBuildStep(index, after: nil, into: current)
         while true {
             if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
             // The next step is read while this one is written.
@@ -306,8 +305,7 @@ extension DatabaseCore {
                 DispatchQueue.global(qos: .utility).async { [self] in
                     defer { finished.signal() }
                     do {
-                        let read = try readBuildStep(index, after: last)
-                        (step.batch, step.toMap, step.last, step.seen, step.live) = (read.batch, read.toMap, read.last, read.seen, read.live)
+                        try readBuildStep(index, after: last, into: step)
                     } catch {
                         step.failure = error
                     }
