@@ -7,8 +7,19 @@ import PackageDescription
 let serverFuzzingBuild = Context.environment["SETTEE_SERVER_FUZZ"] == "1"
 let serverFuzzing: [SwiftSetting] = serverFuzzingBuild ? [.unsafeFlags(["-sanitize=fuzzer"])] : []
 
+// `SETTEE_PORTABLE_IO=1 swift build` (scripts/test): the engine makes the system calls the Darwin
+// implementation makes where POSIX has them (pwrite, fsync, no membarrier), so that the logic
+// Apple's systems rely on runs the test suite and the crash rounds on Linux (docs/platforms.md).
+let portableIO: [SwiftSetting] = Context.environment["SETTEE_PORTABLE_IO"] == "1" ? [.define("SETTEE_PORTABLE_IO")] : []
+
+/// Apple's platforms, for the conditions below.
+let darwin: [Platform] = [.macOS, .iOS, .tvOS, .watchOS, .visionOS, .macCatalyst]
+
 let package = Package(
     name: "Settee",
+    // The minimums the API needs: Synchronization's `Mutex` and `Atomic`. Linux and Android need
+    // no entry (docs/platforms.md says what is built and tested where).
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "Settee", targets: ["Settee"]),
         .library(name: "SetteeStorage", targets: ["SetteeStorage"]),
@@ -38,37 +49,45 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
     ],
     targets: [
-        // Debian's liblz4-dev: LZ4 and nothing else.
+        // Debian's liblz4-dev: LZ4 and nothing else. Linux and Android only: Apple's systems use
+        // their Compression framework for the same block format (Platform/LZ4.swift).
         .systemLibrary(
             name: "CLZ4",
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]
         ),
-        // The system calls and CPU instructions Swift cannot reach well (pwritev2 with RWF_DSYNC,
-        // CRC32C, SHA-1 with the SHA extensions, atomics for reader slots, membarrier, prefetch):
-        // header-only, every function inline.
-        .systemLibrary(name: "CSystemHelpers"),
+        // The C half of the engine's platform seam (Sources/SetteeStorage/Platform): the system
+        // calls and CPU instructions Swift cannot reach well (pwritev2 with RWF_DSYNC, Darwin's
+        // fcntl syncs, CRC32C, SHA-1 with the SHA extensions, atomics for reader slots,
+        // membarrier, prefetch) and ICU's collation entry points: header-only, every function
+        // inline.
+        .systemLibrary(name: "CSystemHelpers", path: "Sources/SetteeStorage/Platform/CSystemHelpers"),
         .target(
             name: "SetteeStorage",
-            dependencies: ["CLZ4", "CSystemHelpers"],
+            dependencies: [.target(name: "CLZ4", condition: .when(platforms: [.linux, .android])), "CSystemHelpers"],
+            exclude: ["Platform/CSystemHelpers"],
             swiftSettings: [
                 // `swift build -Xswiftc -DSETTEE_INTERNAL_CHECKS` walks tree invariants after every
                 // write; it invalidates every performance figure.
                 .define("SETTEE_INTERNAL_CHECKS", .when(configuration: .debug)),
+            ] + portableIO,
+            // ICU for the seam's root collator (the document layer's collation,
+            // Formats/collation.md): as Foundation carries it on Linux and Android, the system's
+            // libicucore on Apple's platforms.
+            linkerSettings: [
+                .linkedLibrary("_FoundationICU", .when(platforms: [.linux, .android])),
+                .linkedLibrary("icucore", .when(platforms: darwin)),
             ]
         ),
         // The document API: documents, revision trees, conflicts, blobs, change feeds.
         .target(
             name: "Settee",
-            // CSystemHelpers for SHA-1 with the CPU's SHA instructions.
-            dependencies: ["SetteeStorage", "CSystemHelpers", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SetteeStorage", .product(name: "Logging", package: "swift-log")],
             swiftSettings: [
                 // The decoders' fuzz entry points (`DecoderFuzzing`): in debug builds (the tests)
                 // and `scripts/fuzz`, never in a release build an application ships.
                 .define("SETTEE_DECODER_FUZZING", .when(configuration: .debug)),
-            ] + serverFuzzing,
-            // ICU as Foundation carries it (the collation of indexes and queries: Formats/collation.md).
-            linkerSettings: [.linkedLibrary("_FoundationICU", .when(platforms: [.linux]))]
+            ] + serverFuzzing
         ),
         // Push, pull and continuous replication between peers (the CouchDB replication protocol's
         // steps), conflict resolution, filters, checkpoints. Above the document API only: it
@@ -101,15 +120,16 @@ let package = Package(
         ),
         // JavaScriptCore's C API for the server's JavaScript (the sync function, design documents'
         // filters and validate_doc_update): Debian's libjavascriptcoregtk-4.1-dev on Linux, the system
-        // framework on Apple platforms. Its header also declares the execution time limit, which the
-        // library exports but no shipped header declares.
+        // framework on macOS (linked by SetteeServer). Its header also declares the execution time
+        // limit, which the library exports but no shipped header declares.
         .systemLibrary(
             name: "CJavaScriptCore",
             pkgConfig: "javascriptcoregtk-4.1",
             providers: [.apt(["libjavascriptcoregtk-4.1-dev"])]
         ),
         // The sync server: CouchDB's HTTP API on Hummingbird, Sync Gateway's configuration, users
-        // and sessions. Above the document API only: it never imports the engine.
+        // and sessions. Above the document API only: it never imports the engine. A Linux and
+        // macOS product (docs/platforms.md).
         .target(
             name: "SetteeServer",
             dependencies: [
@@ -131,7 +151,8 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: serverFuzzing
+            swiftSettings: serverFuzzing,
+            linkerSettings: [.linkedFramework("JavaScriptCore", .when(platforms: [.macOS]))]
         ),
         // The command-line tool: `settee serve`, `settee info`, `ls`, `cat`, … (Sources/settee).
         .executableTarget(

@@ -1,17 +1,15 @@
 // A short tour of the storage engine: create a store, write a batch, read it back, reopen,
 // check integrity. Usage: settee-storage-demo [directory] [count]
-import Glibc
+import Foundation
 import SetteeStorage
 
 let args = CommandLine.arguments
-let directory = args.count > 1 ? args[1] : "/tmp/settee-demo-\(getpid())"
+let directory = args.count > 1 ? args[1] : NSTemporaryDirectory() + "settee-demo-\(ProcessInfo.processInfo.processIdentifier)"
 let count = args.count > 2 ? Int(args[2]) ?? 100_000 : 100_000
 let removeAfter = args.count <= 1
 
 func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    Double(DispatchTime.now().uptimeNanoseconds) / 1e9
 }
 
 func key(_ i: Int) -> [UInt8] {
@@ -51,7 +49,7 @@ do {
     let report = try store.check()
     print("check: \(report)")
     try store.close()
-    if removeAfter { _ = system("rm -rf '\(directory)'") }
+    if removeAfter { try? FileManager.default.removeItem(atPath: directory) }
 } catch {
     print("error: \(error)")
     exit(1)

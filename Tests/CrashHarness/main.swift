@@ -86,7 +86,7 @@ let dir = options["dir"] ?? scratchBase + "/settee-crash-\(mode)-\(getpid())"
 try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
 defer { if ownDirectory { try? FileManager.default.removeItem(atPath: dir) } }
 
-print("crash-harness \(mode), seed \(seed), directory \(dir)")
+print("crash-harness \(mode), seed \(seed), directory \(dir), system calls \(StoragePlatform.family)")
 let started = Date()
 var failed = false
 switch mode {

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 @_spi(Replication) import Settee
 import SetteeStorage
 

@@ -1,4 +1,4 @@
-import Glibc
+import Foundation
 import SetteeStorage
 
 /// What the disk holds of one file (one inode) under simulated power loss, shared by every
@@ -166,6 +166,17 @@ package final class FaultInjectingFile: StorageFile {
         makeDurable()
     }
 
+    /// As the build's call promises (``StoragePlatform/orderingSyncIsBarrierOnly``): a full sync
+    /// on Linux (`fdatasync`); on Darwin, and in the portable build that stands in for it, a
+    /// barrier (`F_BARRIERFSYNC`), modelled as making nothing durable. That is weaker than a
+    /// barrier (which keeps later writes from landing before earlier ones), so a round that
+    /// passes proves no commit counts on it; every durable write there syncs everything before
+    /// it (``writeDurably(_:at:)``).
+    package func syncForOrdering() throws(StorageError) {
+        guard StoragePlatform.orderingSyncIsBarrierOnly else { return try sync() }
+        if try begin(.sync) { throw powerFails() }
+    }
+
     package func writeDurably(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
         let dying = try begin(.durableWrite)
         if dying || plan.operations == plan.failWriteAt {
@@ -182,6 +193,13 @@ package final class FaultInjectingFile: StorageFile {
             state.pending.append(.write(offset: offset, bytes: Array(bytes)))
             failSync()
             throw StorageError(code: .io, reason: "injected RWF_DSYNC failure", errno: EIO, operation: "pwritev2")
+        }
+        if StoragePlatform.durableWriteSyncsEverything {
+            // A write then a full sync (F_FULLFSYNC, fsync, fdatasync): everything pending is
+            // durable after it.
+            state.pending.append(.write(offset: offset, bytes: Array(bytes)))
+            makeDurable()
+            return
         }
         // RWF_DSYNC makes this write durable, and only this one: other pending writes stay
         // pending (ext4 syncs the written range plus the metadata needed to read it).

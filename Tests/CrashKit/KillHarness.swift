@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import SetteeStorage
 
 /// Figures from a round of SIGKILLs.
@@ -303,7 +302,7 @@ final class ChildProcess {
 
     /// Kills the child and reaps it.
     func kill() -> Status {
-        _ = Glibc.kill(pid, SIGKILL)
+        _ = sendSignal(pid, SIGKILL)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let signal = status & 0x7f
@@ -334,3 +333,6 @@ final class ChildProcess {
         return line
     }
 }
+
+/// `kill(2)`, under a name no method shadows.
+private func sendSignal(_ pid: pid_t, _ signal: Int32) -> Int32 { kill(pid, signal) }

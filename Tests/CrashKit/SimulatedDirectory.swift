@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import SetteeStorage
 
 /// A database directory under simulated power loss, with the directories below it (the blob
@@ -359,7 +358,7 @@ package final class SimulatedDirectory: StorageFileSystem, @unchecked Sendable {
             plan.injected(in: destination, write: true)
             throw StorageError(code: .io, reason: "injected rename failure", errno: EIO, operation: "rename")
         }
-        if Glibc.rename(from, to) != 0 {
+        if renameFile(from, to) != 0 {
             throw StorageError(code: .io, reason: "rename failed", errno: errno, operation: "rename")
         }
         renames += 1
@@ -528,3 +527,6 @@ package final class SimulatedDirectory: StorageFileSystem, @unchecked Sendable {
         return plan.crashedKind
     }
 }
+
+/// `rename(2)`, under a name no method shadows.
+private func renameFile(_ from: String, _ to: String) -> Int32 { rename(from, to) }

@@ -5,11 +5,6 @@ import NIOCore
 import Settee
 import Synchronization
 import Testing
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// `settee serve` killed with SIGKILL under a `_bulk_docs` load, restarted: every acknowledged
 /// document is there, with the body and revision its acknowledgement named.

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import SetteeCrashKit
 import SetteeStorage
 import Testing

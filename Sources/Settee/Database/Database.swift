@@ -146,11 +146,14 @@ public final class Database: Sendable, CustomStringConvertible {
         guard !DatabaseCore.isOpen(path: p) else { throw SetteeError(.busy, "the database is open; close it first") }
         guard FileManager.default.fileExists(atPath: p) else { return }
         // Taking the engine's lock proves no other process has it open while we delete.
-        let lock = open(p + "/lock", O_RDWR | O_CLOEXEC)
-        if lock >= 0 {
-            defer { Glibc.close(lock) }
-            guard flock(lock, LOCK_EX | LOCK_NB) == 0 else { throw SetteeError(.busy, "the database is open in another process") }
+        let lock: LockFile?
+        do {
+            lock = try LockFile.takeExisting(inDirectory: p)
+        } catch {
+            if error.code == .locked { throw SetteeError(.busy, "the database is open in another process") }
+            throw SetteeError(.io, "cannot lock the database to delete it: \(error.reason)")
         }
+        defer { lock?.release() }
         do {
             try FileManager.default.removeItem(atPath: p)
         } catch {

@@ -1,4 +1,4 @@
-import Glibc
+import Foundation
 
 /// Strict RFC 8259 parsing of UTF-8 bytes into ``JSONValue``.
 ///

@@ -1,8 +1,6 @@
 import Foundation
 import Synchronization
-#if canImport(_FoundationICU)
-internal import _FoundationICU
-#endif
+internal import SetteeStorage
 
 /// The one ordering of JSON values that indexes, `ORDER BY` and views use: CouchDB's view
 /// collation (`Formats/collation.md`).
@@ -220,11 +218,8 @@ enum JSONCollation {
     /// let v = try JSONCollation.collatorVersion()   // "153.120.0.0" or similar
     /// ```
     static func collatorVersion() throws(SetteeError) -> String {
-        try withCollator { (collator) throws(SetteeError) -> String in
-            var info: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
-            withUnsafeMutableBytes(of: &info) { b in
-                b.withMemoryRebound(to: UInt8.self) { swift_ucol_getVersion(collator, $0.baseAddress) }
-            }
+        try withCollator { (collator: RootCollator) throws(SetteeError) -> String in
+            let info = collator.version
             return "\(info.0).\(info.1).\(info.2).\(info.3)"
         }
     }
@@ -232,26 +227,14 @@ enum JSONCollation {
     private static func compareStrings(_ a: String, _ b: String) throws(SetteeError) -> ComparisonResult {
         // Equal text is equal under any collation; most index comparisons meet it.
         if a == b { return .orderedSame }
-        return try withCollator { (collator) throws(SetteeError) -> ComparisonResult in
+        return try withCollator { (collator: RootCollator) throws(SetteeError) -> ComparisonResult in
             var a = a, b = b
-            var status = U_ZERO_ERROR
-            let r = a.withUTF8 { x in
-                b.withUTF8 { y in
-                    x.withMemoryRebound(to: CChar.self) { x in
-                        y.withMemoryRebound(to: CChar.self) { y in
-                            swift_ucol_strcollUTF8(collator, x.baseAddress, Int32(x.count), y.baseAddress, Int32(y.count), &status)
-                        }
-                    }
-                }
+            var status: Int32 = 0
+            let r = a.withUTF8 { x in b.withUTF8 { y in collator.compare(x, y, status: &status) } }
+            guard status <= 0 else {
+                throw SetteeError(.unavailable, "ICU could not compare two strings (status \(status))")
             }
-            guard status.rawValue <= U_ZERO_ERROR.rawValue else {
-                throw SetteeError(.unavailable, "ICU could not compare two strings (status \(status.rawValue))")
-            }
-            switch r {
-            case UCOL_LESS: return .orderedAscending
-            case UCOL_GREATER: return .orderedDescending
-            default: return .orderedSame
-            }
+            return r < 0 ? .orderedAscending : (r > 0 ? .orderedDescending : .orderedSame)
         }
     }
 
@@ -274,7 +257,7 @@ enum JSONCollation {
         }
     }
 
-    private static func appendSortKey(_ s: String, with collator: OpaquePointer, to out: inout [UInt8]) throws(SetteeError) {
+    private static func appendSortKey(_ s: String, with collator: RootCollator, to out: inout [UInt8]) throws(SetteeError) {
         let utf16 = Array(s.utf16)
         guard utf16.count <= Int(Int32.max / 4) else {
             throw SetteeError(.invalidParameter, "a string too long to collate")
@@ -289,7 +272,7 @@ enum JSONCollation {
                 // Never nil: `capacity` (at least 32) bytes were just appended.
                 guard let base = buffer.baseAddress else { return 0 }
                 return utf16.withUnsafeBufferPointer { u in
-                    Int(swift_ucol_getSortKey(collator, u.baseAddress, Int32(u.count), base + start, Int32(capacity)))
+                    collator.sortKey(u, into: UnsafeMutableBufferPointer(start: base + start, count: capacity))
                 }
             }
             guard written > 0 else { break }
@@ -321,7 +304,7 @@ enum JSONCollation {
     /// its documentation still asks for one per thread: a pool gives each caller its own.
     private static let pool = Mutex<[Collator]>([])
 
-    private static func withCollator<R>(_ body: (OpaquePointer) throws(SetteeError) -> R) throws(SetteeError) -> R {
+    private static func withCollator<R>(_ body: (RootCollator) throws(SetteeError) -> R) throws(SetteeError) -> R {
         try withCollator { (c: Collator) throws(SetteeError) -> R in try body(c.handle) }
     }
 
@@ -336,7 +319,7 @@ enum JSONCollation {
     /// the sort keys of short strings it made last. Used by one caller at a time (the pool
     /// hands it out), so its cache needs no lock.
     private final class Collator: @unchecked Sendable {
-        let handle: OpaquePointer
+        let handle: RootCollator
         /// Strings of at most this many UTF-8 bytes have their keys kept...
         static let cachedLength = 48
         /// ...up to this many (then the cache starts again): at most about 150 KiB a collator.
@@ -344,14 +327,12 @@ enum JSONCollation {
         var cache: [BytewiseString: [UInt8]] = [:]
 
         init() throws(SetteeError) {
-            var status = U_ZERO_ERROR
-            guard let h = swift_ucol_open("", &status), status.rawValue <= U_ZERO_ERROR.rawValue else {
-                throw SetteeError(.unavailable, "ICU's root collator cannot be opened (status \(status.rawValue))")
+            var status: Int32 = 0
+            guard let h = RootCollator(status: &status) else {
+                throw SetteeError(.unavailable, "ICU's root collator cannot be opened (status \(status))")
             }
             handle = h
         }
-
-        deinit { swift_ucol_close(handle) }
     }
 }
 

@@ -1,5 +1,5 @@
-internal import CSystemHelpers
 import Foundation
+internal import SetteeStorage
 
 /// SHA-1 (FIPS 180-4), streaming.
 ///
@@ -131,11 +131,11 @@ package struct SHA1: Sendable {
     // MARK: Compression
 
     /// Hashes `blocks` 64-byte blocks at `data` into `s`: with the CPU's SHA instructions when it
-    /// has them (C, in the CLZ4 shim), else in Swift.
+    /// has them (the platform seam's C half), else in Swift.
     private static func compress(_ s: inout State, _ data: UnsafeRawPointer, blocks: Int, portable: Bool) {
         // State is five UInt32s, laid out in order: what the C function takes.
         let done = !portable && withUnsafeMutableBytes(of: &s) { raw in
-            settee_sha1_blocks(raw.baseAddress!.assumingMemoryBound(to: UInt32.self), data, blocks) != 0
+            CPU.sha1Blocks(raw.baseAddress!.assumingMemoryBound(to: UInt32.self), data, blocks: blocks)
         }
         guard !done else { return }
         for k in 0..<blocks { compressInSwift(&s, data + k &* 64) }

@@ -1,6 +1,3 @@
-#if canImport(JavaScriptCore)
-import JavaScriptCore
-#endif
 import CJavaScriptCore
 
 /// A design document's `validate_doc_update`, CouchDB's

@@ -1,7 +1,3 @@
-#if canImport(JavaScriptCore)
-// Apple platforms: the system framework (CJavaScriptCore then only adds the time-limit declarations).
-import JavaScriptCore
-#endif
 import CJavaScriptCore
 import Foundation
 import Synchronization
@@ -291,10 +287,9 @@ final class ScriptVM {
             throw ScriptError(.exception("JavaScriptCore could not create a global context"),
                               "\(script.name): JavaScriptCore could not create a global context")
         }
-        #if !canImport(JavaScriptCore)
-        // WebKitGTK would otherwise let a remote inspector (WEBKIT_INSPECTOR_SERVER) attach to it.
+        // No debugger may attach: WebKitGTK's remote inspector (WEBKIT_INSPECTOR_SERVER), Safari's
+        // Web Inspector on Apple's systems.
         JSGlobalContextSetInspectable(context, false)
-        #endif
         // Owns the context from here on: an error below releases it.
         let realm = ScriptRealm(context: context)
         if script.kind == .sync || script.kind == .view {

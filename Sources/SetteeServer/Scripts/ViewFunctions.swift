@@ -1,6 +1,3 @@
-#if canImport(JavaScriptCore)
-import JavaScriptCore
-#endif
 import CJavaScriptCore
 import Foundation
 import Settee

@@ -1,6 +1,3 @@
-#if canImport(JavaScriptCore)
-import JavaScriptCore
-#endif
 import CJavaScriptCore
 import Foundation
 
@@ -70,9 +67,9 @@ struct Watchdog {
     }
 
     /// The process's resident memory in bytes; nil where it cannot be read cheaply (only Linux's
-    /// `/proc/self/statm` is read: elsewhere the memory limit is not enforced).
+    /// `/proc/self/statm` is read: on systems without it, such as macOS, the file does not open
+    /// and the memory limit is not enforced).
     static func residentBytes() -> Int? {
-        #if os(Linux)
         guard statm >= 0 else { return nil }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 128) { buffer -> Int? in
             // One read from the start of the file kept open: a call costs one system call here.
@@ -83,15 +80,10 @@ struct Watchdog {
             guard fields.count >= 2, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return nil }
             return pages.multipliedReportingOverflow(by: pageSize).overflow ? nil : pages * pageSize
         }
-        #else
-        return nil
-        #endif
     }
 
     private static let pageSize = max(1, sysconf(Int32(_SC_PAGESIZE)))
 
-    #if os(Linux)
     /// `/proc/self/statm`, open for the life of the process (-1 when it cannot be opened).
     private static let statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
-    #endif
 }

@@ -81,9 +81,12 @@ enum FileDescriptorLimit {
         return Int(clamping: limit.rlim_cur)
     }
 
-    #if os(Linux)
-    private static let resource = Int32(RLIMIT_NOFILE.rawValue)
-    #else
-    private static let resource = RLIMIT_NOFILE
-    #endif
+    private static let resource = resourceNumber(RLIMIT_NOFILE)
+
+    // RLIMIT_NOFILE is an enumeration's case in glibc and a plain number elsewhere; the overload
+    // that fits turns either into the number getrlimit takes.
+    private static func resourceNumber(_ r: Int32) -> Int32 { r }
+    private static func resourceNumber<R: RawRepresentable>(_ r: R) -> Int32 where R.RawValue: BinaryInteger {
+        Int32(truncatingIfNeeded: r.rawValue)
+    }
 }

@@ -1,5 +1,3 @@
-import CSystemHelpers
-import Glibc
 
 /// The state of one named tree in a snapshot.
 struct TreeState: @unchecked Sendable {
@@ -43,7 +41,7 @@ extension NodeReader {
         while true {
             // Start loading every slot at once: a cold node's binary search then waits for one
             // miss instead of one per probe.
-            settee_prefetch(view.base + view.slotsStart, view.count * NodeField.slotSize)
+            CPU.prefetch(view.base + view.slotsStart, view.count * NodeField.slotSize)
             if view.isLeaf {
                 let (i, found) = view.lowerBound(key, keyCount)
                 return found ? LeafHit(view: view, index: i) : nil

@@ -1,4 +1,3 @@
-import Glibc
 
 /// A node that lives in memory: created or copied by a write transaction, frozen once that
 /// transaction commits (readers then share it), written to the log at the next checkpoint.

@@ -1,4 +1,3 @@
-import CSystemHelpers
 
 /// A reference to a tree node: an offset in the log, or a node still in memory.
 enum NodeRef: @unchecked Sendable {
@@ -30,11 +29,11 @@ struct NodeReader {
     }
 
     @inline(__always) func isVerified(_ offset: UInt64) -> Bool {
-        offset < verifiedLimit && settee_bit_test(verifiedWords, offset >> 6) != 0
+        offset < verifiedLimit && CPU.testBit(verifiedWords, offset >> 6)
     }
 
     @inline(__always) func markVerified(_ offset: UInt64) {
-        if offset < verifiedLimit { settee_bit_set(verifiedWords, offset >> 6) }
+        if offset < verifiedLimit { CPU.setBit(verifiedWords, offset >> 6) }
     }
 
     @inline(__always) func node(at offset: UInt64, height: Int? = nil, tree: String? = nil) throws(StorageError) -> NodeView {
@@ -64,7 +63,7 @@ struct NodeReader {
         if let problem = NodeView.validate(record + Layout.recordHeaderSize, length: header.length) {
             throw StorageError.corrupted("malformed node: \(problem)", offset: offset, tree: tree)
         }
-        if offset < verifiedLimit { settee_bit_set(verifiedWords, offset >> 6) }
+        if offset < verifiedLimit { CPU.setBit(verifiedWords, offset >> 6) }
     }
 
     /// The view of any node reference, and the memory node when it is one.

@@ -1,4 +1,3 @@
-import Glibc
 
 // Little-endian integer access and LEB128 varints over raw memory. Every multi-byte integer in the
 // file is little-endian (see Formats/storage.md).
@@ -160,7 +159,7 @@ final class ByteWriter {
 /// work at these lengths; long runs still go to `memcmp`.
 @inline(__always) func compareMemory(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Int {
     if n > 32 {
-        let c = memcmp(a, b, n)
+        let c = libcCompare(a, b, n)
         return c == 0 ? 0 : (c < 0 ? -1 : 1)
     }
     var i = 0

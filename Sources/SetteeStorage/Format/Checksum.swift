@@ -1,10 +1,3 @@
-import CSystemHelpers
-
-/// CRC32C (Castagnoli) over raw bytes; `seed` chains a previous result.
-@inline(__always) func crc32c(_ seed: UInt32, _ base: UnsafeRawPointer, _ count: Int) -> UInt32 {
-    settee_crc32c(seed, base, count)
-}
-
 /// The starting value of every record and value checksum: the database's salt and the offset where
 /// the bytes live. A valid-looking record copied elsewhere, or crafted by someone who does not know
 /// the salt, does not check.

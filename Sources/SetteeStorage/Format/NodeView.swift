@@ -1,4 +1,3 @@
-import Glibc
 
 // Node layout (in memory and on disk alike; all offsets relative to the node's first byte):
 //

@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 import Synchronization
 
 /// One open log file and what reads it: the file, its memory map, the verified-record bitmap and
@@ -44,19 +43,14 @@ final class LogBacking: @unchecked Sendable {
             // Straight on the descriptor, not through the file seam: this is not a write of the
             // database (no name leads to this file any more), and a crash test's fault plan
             // must not count it.
-            var st = stat()
-            if fstat(file.descriptor, &st) == 0 {
-                var size = UInt64(max(st.st_size, 0))
+            if var size = PosixFile.size(of: file.descriptor) {
                 while size > LogBacking.reapSlice {
                     size -= LogBacking.reapSlice
-                    var t0 = timespec(), t1 = timespec()
-                    clock_gettime(CLOCK_MONOTONIC, &t0)
-                    guard ftruncate(file.descriptor, off_t(size)) == 0 else { break }
-                    clock_gettime(CLOCK_MONOTONIC, &t1)
+                    let started = MonotonicClock.microseconds()
+                    guard PosixFile.truncate(file.descriptor, to: size) else { break }
                     // As long again for the writer's syncs (which wait while a slice is freed),
                     // and at least 2 ms.
-                    let took = (t1.tv_sec - t0.tv_sec) * 1_000_000 + (t1.tv_nsec - t0.tv_nsec) / 1_000
-                    usleep(UInt32(clamping: max(2_000, took)))
+                    MonotonicClock.sleep(microseconds: max(2_000, MonotonicClock.microseconds() - started))
                 }
             }
             file.close()

@@ -1,6 +1,3 @@
-import CSystemHelpers
-import Glibc
-
 /// A read-only shared mapping of the log, reserved once far larger than the file so that it never
 /// moves: pointers handed to readers stay valid while the file grows. Only offsets below a
 /// snapshot's committed end are ever touched, so the unbacked part is never read.
@@ -13,32 +10,30 @@ final class MemoryMap: @unchecked Sendable {
     let reserved: Int
 
     /// Maps `descriptor`, reserving `reservation` bytes (rounded up to whole pages) when given
-    /// (``StoreConfiguration/mapReservation``, for tests), otherwise the largest of 1 TiB, 256,
-    /// 64 and 16 GiB and 4 GiB the system grants.
+    /// (``StoreConfiguration/mapReservation``, for tests), otherwise the largest of
+    /// ``VirtualMemory/reservations`` (1 TiB down to 1 GiB) the system grants.
     init(descriptor: Int32, reservation: Int? = nil) throws(StorageError) {
         let sizes: [Int]
         if let reservation {
-            let page = max(Int(sysconf(Int32(_SC_PAGESIZE))), 4096)
+            let page = VirtualMemory.pageSize
             guard reservation > 0, reservation <= 1 << 40 else {
                 throw StorageError(code: .invalidArgument, reason: "a map reservation of \(reservation) bytes is out of range")
             }
             sizes = [(reservation + page - 1) / page * page]
         } else {
-            // A generous reservation first; smaller ones on systems that limit address space.
-            sizes = [40, 38, 36, 34, 32].map { 1 << $0 }
+            sizes = VirtualMemory.reservations
         }
         for size in sizes {
-            let p = mmap(nil, size, PROT_READ, MAP_SHARED, descriptor, 0)
-            if let p, p != MAP_FAILED {
-                base = UnsafeRawPointer(p)
+            if let p = VirtualMemory.mapSharedReadOnly(descriptor, size: size) {
+                base = p
                 reserved = size
                 return
             }
         }
-        throw StorageError.io("mmap", errno: Glibc.errno)
+        throw StorageError.io("mmap", errno: System.lastError)
     }
 
-    deinit { munmap(UnsafeMutableRawPointer(mutating: base), reserved) }
+    deinit { VirtualMemory.unmap(base, size: reserved) }
 
     /// Throws unless a file of `size` bytes lies wholly inside the mapping: a record past its end
     /// could not be read (the mapping cannot grow in place, and moving it would pull the memory
@@ -47,7 +42,7 @@ final class MemoryMap: @unchecked Sendable {
         guard size > UInt64(reserved) else { return }
         let reason = "the log would grow to \(size) bytes, past the \(reserved) bytes of address space "
             + "reserved for its memory map; compacting the database shrinks it"
-        throw StorageError(code: .io, reason: reason, errno: EFBIG, operation: "grow the log")
+        throw StorageError(code: .io, reason: reason, errno: System.fileTooLarge, operation: "grow the log")
     }
 }
 
@@ -60,15 +55,13 @@ final class VerifiedBitmap: @unchecked Sendable {
 
     init(coveringBytes: Int) throws(StorageError) {
         byteCount = max(4096, coveringBytes / 64 / 8)
-        let p = mmap(nil, byteCount, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-        guard let p, p != MAP_FAILED else { throw StorageError.io("mmap(bitmap)", errno: Glibc.errno) }
-        words = p.assumingMemoryBound(to: UInt64.self)
+        words = try VirtualMemory.mapAnonymous(size: byteCount).assumingMemoryBound(to: UInt64.self)
         coveredBytes = UInt64(byteCount) * 8 * 64
     }
 
-    deinit { munmap(words, byteCount) }
+    deinit { VirtualMemory.unmap(words, size: byteCount) }
 
     @inline(__always) func insert(_ offset: UInt64) {
-        if offset < coveredBytes { settee_bit_set(words, offset >> 6) }
+        if offset < coveredBytes { CPU.setBit(words, offset >> 6) }
     }
 }

@@ -1,5 +1,3 @@
-import CSystemHelpers
-import Glibc
 
 /// The engine's file I/O seam: every byte the engine writes goes through this protocol, so a
 /// fault-injecting implementation can keep what is durable apart from what was only written and
@@ -13,8 +11,13 @@ package protocol StorageFile: AnyObject {
     func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError)
     /// Reads up to `buffer.count` bytes at `offset`; returns how many were read.
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int
-    /// Makes every write so far durable (`fdatasync`).
+    /// Makes every write so far durable (`fdatasync` on Linux, `F_FULLFSYNC` on Darwin).
     func sync() throws(StorageError)
+    /// Makes every write so far reach the disk ahead of every later write, where the system
+    /// can promise that without waiting for durability (`F_BARRIERFSYNC` on Darwin); a full
+    /// ``sync()`` elsewhere. Nothing may count on these writes being durable afterwards: a
+    /// later ``sync()`` or ``writeDurably(_:at:)`` does that.
+    func syncForOrdering() throws(StorageError)
     /// Writes all of `bytes` at `offset` and makes them durable before returning (a commit
     /// in synchronous mode, when every earlier write is already durable).
     func writeDurably(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError)
@@ -27,111 +30,10 @@ package protocol StorageFile: AnyObject {
 }
 
 extension StorageFile {
+    package func syncForOrdering() throws(StorageError) { try sync() }
+
     package func writeDurably(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
         try write(bytes, at: offset)
         try sync()
     }
-}
-
-/// A plain POSIX file.
-package final class PosixFile: StorageFile {
-    package let descriptor: Int32
-    private var isOpen = true
-
-    /// How a file is opened.
-    package enum Mode {
-        /// For reading and writing, created when missing (the engine's logs).
-        case readWrite
-        /// For reading and writing, created here: fails with `EEXIST` when the name is taken
-        /// (a blob's temporary file, whose name must be its own).
-        case createNew
-        /// For reading only; fails with `ENOENT` when missing.
-        case readOnly
-    }
-
-    /// Opens (creating when missing) the file at `path` for reading and writing.
-    package convenience init(path: String) throws(StorageError) {
-        try self.init(path: path, mode: .readWrite)
-    }
-
-    /// Opens the file at `path` as `mode` says.
-    package init(path: String, mode: Mode) throws(StorageError) {
-        let flags: Int32
-        switch mode {
-        case .readWrite: flags = O_RDWR | O_CREAT
-        case .createNew: flags = O_RDWR | O_CREAT | O_EXCL
-        case .readOnly: flags = O_RDONLY
-        }
-        descriptor = try System.call("open") { open(path, flags | O_CLOEXEC, 0o644) }
-    }
-
-    package func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
-        var done = 0
-        while done < bytes.count {
-            let n = try System.callSize("pwrite") {
-                pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
-            }
-            if n == 0 { throw StorageError.io("pwrite", errno: EIO) }
-            done += n
-        }
-    }
-
-    package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int {
-        var done = 0
-        while done < buffer.count {
-            let n = try System.callSize("pread") {
-                pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-            }
-            if n == 0 { break }
-            done += n
-        }
-        return done
-    }
-
-    /// One `pwritev2(RWF_DSYNC)`: the write and its sync in one system call. Falls back to
-    /// `pwrite` + `fdatasync` where the kernel or file system does not support it.
-    package func writeDurably(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
-        if dsyncWrites {
-            var done = 0
-            while done < bytes.count {
-                let n = settee_pwrite_dsync(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
-                if n < 0 {
-                    let e = Glibc.errno
-                    if e == EINTR { continue }
-                    if (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL) && done == 0 {
-                        dsyncWrites = false
-                        break
-                    }
-                    throw StorageError.io("pwritev2", errno: e)
-                }
-                if n == 0 { throw StorageError.io("pwritev2", errno: EIO) }
-                done += n
-            }
-            if dsyncWrites { return }
-        }
-        try write(bytes, at: offset)
-        try sync()
-    }
-
-    private var dsyncWrites = true
-
-    package func sync() throws(StorageError) {
-        try System.call("fdatasync") { fdatasync(descriptor) }
-    }
-
-    package func size() throws(StorageError) -> UInt64 {
-        var st = stat()
-        try System.call("fstat") { fstat(descriptor, &st) }
-        return UInt64(st.st_size)
-    }
-
-    package func truncate(to size: UInt64) throws(StorageError) {
-        try System.call("ftruncate") { ftruncate(descriptor, off_t(size)) }
-    }
-
-    package func close() {
-        if isOpen { Glibc.close(descriptor); isOpen = false }
-    }
-
-    deinit { close() }
 }

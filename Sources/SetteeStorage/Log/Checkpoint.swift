@@ -87,7 +87,7 @@ extension Store {
                         let n = min(Int(Store.compactionSyncInterval), bytes.count - at)
                         try file.write(UnsafeRawBufferPointer(rebasing: bytes[at ..< at + n]), at: start + UInt64(at))
                         at += n
-                        if at < bytes.count { try file.sync() }
+                        if at < bytes.count { try file.syncForOrdering() }
                     }
                 }
                 try file.sync()

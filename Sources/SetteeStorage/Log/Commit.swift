@@ -1,4 +1,3 @@
-import Glibc
 
 /// Commits: a transaction's operations and out-of-line values are one commit record, written with
 /// one `pwrite` at the end of the log and made durable with one `fdatasync`.
@@ -43,7 +42,7 @@ extension Store {
             // flushed as they come, each source sync waits behind a few MiB at most, and the sync
             // before the swap has little left to do. (No record claims durability from this sync.)
             do throws(StorageError) {
-                try file.sync()
+                try file.syncForOrdering()
             } catch {
                 writer.poisoned = error
                 throw error
@@ -136,7 +135,8 @@ extension Store {
         }
         // Synced now, so the blocks are allocated and written before the commits that land in
         // them (delayed allocation would otherwise make each of those commits allocate blocks).
-        try file.sync()
+        // No commit counts on the zeros being durable: ordering is enough where that is cheaper.
+        try file.syncForOrdering()
         writer.allocated = target
     }
 
@@ -147,5 +147,9 @@ extension Store {
     static let directExtension: UInt64 = 128 << 10
 
     static let zeroCount = 1 << 20
-    nonisolated(unsafe) static let zeroBytes: UnsafeRawPointer = UnsafeRawPointer(calloc(1, zeroCount)!)
+    nonisolated(unsafe) static let zeroBytes: UnsafeRawPointer = {
+        let p = UnsafeMutableRawPointer.allocate(byteCount: zeroCount, alignment: 4096)
+        p.initializeMemory(as: UInt8.self, repeating: 0, count: zeroCount)
+        return UnsafeRawPointer(p)
+    }()
 }

@@ -1,5 +1,3 @@
-import CSystemHelpers
-import Glibc
 
 /// What reads need, shared by read and write transactions: the trees as this transaction sees
 /// them, the node reader, and (in a write transaction) the commit being built, whose values are
@@ -92,7 +90,7 @@ struct ReadContext {
         }
         let data = entry + Layout.valueHeaderSize
         // Start every line of the value loading at once, so its misses overlap.
-        settee_prefetch(data, stored)
+        CPU.prefetch(data, stored)
         // Values of 64 bytes or more are verified once per process: the bit of the 64-byte block
         // holding their last byte (no two such values end in one block, and no node record starts
         // in a block that holds a value byte).

@@ -1,50 +1,4 @@
-import CSystemHelpers
-import Glibc
 import Synchronization
-
-/// Numbers the threads that read, so that each has a slot of its own in every store's
-/// ``ReaderTable``. A number goes back to the pool when its thread exits.
-enum ReaderThread {
-    /// Threads numbered at or above this read through a table's locked overflow path.
-    static let capacity = ReaderTable.chunkCount * ReaderTable.slotsPerChunk
-
-    private struct Numbers {
-        var next: UInt32 = 1
-        var free: [UInt32] = []
-    }
-
-    private static let numbers = Mutex(Numbers())
-
-    /// Holds the calling thread's number; its destructor returns the number when the thread exits.
-    /// (A `__thread` variable in the C shim would be cheaper, but each object file Swift emits
-    /// would get its own copy of it.)
-    static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key) { value in
-            ReaderThread.numbers.withLock { $0.free.append(UInt32(truncatingIfNeeded: UInt(bitPattern: value))) }
-        }
-        return key
-    }()
-
-    /// The calling thread's number, from 1 on; `key` is ``key``, passed in so that the hot path
-    /// does not check a global's initialization.
-    @inline(__always) static func current(_ key: pthread_key_t) -> Int {
-        let n = Int(bitPattern: pthread_getspecific(key))
-        return n != 0 ? n : assign(key)
-    }
-
-    private static func assign(_ key: pthread_key_t) -> Int {
-        let n = numbers.withLock { numbers -> UInt32 in
-            if let n = numbers.free.popLast() { return n }
-            defer { numbers.next &+= 1 }
-            return numbers.next
-        }
-        // A destructor of another key that reads again on an exiting thread sets it anew, and
-        // the destructor of this one runs again (POSIX repeats destructors while values remain).
-        pthread_setspecific(key, UnsafeRawPointer(bitPattern: UInt(n)))
-        return Int(n)
-    }
-}
 
 /// Where a store's readers announce what they read, so that the writer releases a replaced
 /// snapshot only once no reader can still be using it (epoch-based reclamation, as LMDB's reader
@@ -68,7 +22,7 @@ final class ReaderTable: @unchecked Sendable {
     static let slotWords = 8
 
     /// Whether the writer's `membarrier` orders the readers' announcements (decided once per process).
-    static let asymmetric: Bool = settee_membarrier_register() != 0
+    static let asymmetric: Bool = ProcessBarrier.register()
 
     /// Chunks of `slotsPerChunk` slots, allocated when a thread of their range first reads.
     private let directory: UnsafeMutablePointer<UnsafeMutableRawPointer?>
@@ -96,7 +50,7 @@ final class ReaderTable: @unchecked Sendable {
     @inline(__always) func slot() -> UnsafeMutablePointer<UInt64>? {
         let t = ReaderThread.current(threadKey)
         guard t < ReaderThread.capacity else { return nil }
-        let chunk = settee_load_acquire_ptr(directory + (t / Self.slotsPerChunk)) ?? addChunk(t / Self.slotsPerChunk)
+        let chunk = CPU.loadAcquire(directory + (t / Self.slotsPerChunk)) ?? addChunk(t / Self.slotsPerChunk)
         return chunk.assumingMemoryBound(to: UInt64.self) + (t % Self.slotsPerChunk) * Self.slotWords
     }
 
@@ -106,7 +60,7 @@ final class ReaderTable: @unchecked Sendable {
             let words = Self.slotsPerChunk * Self.slotWords
             let chunk = UnsafeMutableRawPointer.allocate(byteCount: words * 8, alignment: 64)
             chunk.initializeMemory(as: UInt64.self, repeating: 0, count: words)
-            settee_store_release_ptr(directory + i, chunk)
+            CPU.storeRelease(directory + i, chunk)
             if i >= chunkLimit.load(ordering: .relaxed) { chunkLimit.store(i + 1, ordering: .releasing) }
             return chunk
         }
@@ -117,16 +71,16 @@ final class ReaderTable: @unchecked Sendable {
     /// published the snapshot that replaces the ones it means to release.
     func oldestPinnedEpoch() -> UInt64 {
         if asymmetric {
-            guard settee_membarrier() != 0 else { return 0 }
+            guard ProcessBarrier.run() else { return 0 }
         } else {
-            settee_fence()
+            CPU.fence()
         }
         var oldest = UInt64.max
         for i in 0..<chunkLimit.load(ordering: .acquiring) {
-            guard let chunk = settee_load_acquire_ptr(directory + i) else { continue }
+            guard let chunk = CPU.loadAcquire(directory + i) else { continue }
             let words = chunk.assumingMemoryBound(to: UInt64.self)
             for s in 0..<Self.slotsPerChunk {
-                let pinned = settee_load_acquire_u64(words + s * Self.slotWords)
+                let pinned = CPU.loadAcquire(words + s * Self.slotWords)
                 if pinned != 0 && pinned < oldest { oldest = pinned }
             }
         }

@@ -1,6 +1,4 @@
 import Synchronization
-import CSystemHelpers
-import Glibc
 
 /// A database of named ordered trees in one append-only, memory-mapped log file.
 ///
@@ -310,12 +308,12 @@ public final class Store: @unchecked Sendable {
         let depth = slot[1]
         slot[1] = depth + 1
         if depth == 0 {
-            settee_store_relaxed_u64(slot, epoch.load(ordering: .acquiring))
-            if readers.asymmetric { settee_compiler_fence() } else { settee_fence() }
+            CPU.storeRelaxed(slot, epoch.load(ordering: .acquiring))
+            if readers.asymmetric { CPU.compilerFence() } else { CPU.fence() }
         }
         defer {
             slot[1] = depth
-            if depth == 0 { settee_store_release_u64(slot, 0) }
+            if depth == 0 { CPU.storeRelease(slot, 0) }
         }
         return try body(Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: current.load(ordering: .acquiring))!))
     }

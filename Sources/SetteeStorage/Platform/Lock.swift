@@ -1,4 +1,12 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Android)
+import Android
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A pthread mutex. The writer's lock is error-checking, so a write transaction opened inside
 /// another on the same thread is reported instead of deadlocking.

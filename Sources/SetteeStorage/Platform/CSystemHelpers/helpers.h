@@ -1,9 +1,11 @@
 #ifndef SETTEE_SYSTEM_HELPERS_H
 #define SETTEE_SYSTEM_HELPERS_H
 
-// The few system calls and CPU instructions Swift cannot reach well, for the storage engine
-// (durable writes, checksums, reader announcements, membarrier) and the document layer (SHA-1):
-// header-only, every function static inline.
+// The C half of the platform seam (Sources/SetteeStorage/Platform, docs/platforms.md): the few
+// system calls and CPU instructions Swift cannot reach well (durable writes, checksums, reader
+// announcements, membarrier, SHA-1) and the ICU collation functions, declared for each platform
+// family. Header-only, every function static inline, so a function nobody calls links nothing.
+// Only the seam's Swift files import this module.
 
 #include <stdint.h>
 #include <stddef.h>
@@ -12,8 +14,10 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-// pwritev2 with RWF_DSYNC: a write that is durable when it returns, in one system call. Declared
-// here because the C library hides it without _GNU_SOURCE. Returns -1 with errno on failure.
+#if defined(__linux__)
+// pwritev2 with RWF_DSYNC (Linux only): a write that is durable when it returns, in one system
+// call. Declared here because the C library hides it without _GNU_SOURCE. Returns -1 with errno
+// on failure (ENOSYS where the C library or kernel lacks it).
 #ifndef RWF_DSYNC
 #define RWF_DSYNC 0x00000002
 #endif
@@ -22,6 +26,23 @@ static inline ssize_t settee_pwrite_dsync(int fd, const void *buf, size_t n, off
     struct iovec iov = { (void *)buf, n };
     return pwritev2(fd, &iov, 1, offset, RWF_DSYNC);
 }
+#endif
+
+#if defined(__APPLE__)
+#include <fcntl.h>
+// Darwin's syncs (fcntl(2)): F_FULLFSYNC asks the drive to write its cache to the medium, which
+// plain fsync does not on Apple's systems, and is what a durable commit needs; F_BARRIERFSYNC only
+// orders the writes before it ahead of the writes after it. fcntl is variadic, which Swift cannot
+// call, hence these. Return -1 with errno on failure (a file system without them: ENOTSUP).
+static inline int settee_full_fsync(int fd) { return fcntl(fd, F_FULLFSYNC); }
+static inline int settee_barrier_fsync(int fd) {
+#ifdef F_BARRIERFSYNC
+    return fcntl(fd, F_BARRIERFSYNC);
+#else
+    return fcntl(fd, F_FULLFSYNC);
+#endif
+}
+#endif
 
 // CRC32C (Castagnoli). Uses the SSE4.2 instruction when the CPU has it, a table otherwise.
 // Kept here because Swift has no portable access to the instruction and the engine checksums
@@ -225,15 +246,17 @@ static inline void settee_compiler_fence(void) { __atomic_signal_fence(__ATOMIC_
 // membarrier(2): the writer makes every running thread of the process execute a full barrier,
 // so readers need none of their own. Registers once; returns 0 when the kernel refuses
 // (older than 4.14, or filtered by seccomp), and callers then fence on the reading side.
+#if defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
 #ifndef SETTEE_MEMBARRIER_PRIVATE_EXPEDITED
 #define SETTEE_MEMBARRIER_QUERY 0
 #define SETTEE_MEMBARRIER_PRIVATE_EXPEDITED (1 << 3)
 #define SETTEE_MEMBARRIER_REGISTER_PRIVATE_EXPEDITED (1 << 4)
 #endif
 static inline int settee_membarrier_register(void) {
-#ifdef SYS_membarrier
+#if defined(__linux__) && defined(SYS_membarrier)
     long supported = syscall(SYS_membarrier, SETTEE_MEMBARRIER_QUERY, 0, 0);
     if (supported < 0 || !(supported & SETTEE_MEMBARRIER_PRIVATE_EXPEDITED)) return 0;
     return syscall(SYS_membarrier, SETTEE_MEMBARRIER_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
@@ -242,11 +265,41 @@ static inline int settee_membarrier_register(void) {
 #endif
 }
 static inline int settee_membarrier(void) {
-#ifdef SYS_membarrier
+#if defined(__linux__) && defined(SYS_membarrier)
     return syscall(SYS_membarrier, SETTEE_MEMBARRIER_PRIVATE_EXPEDITED, 0, 0) == 0;
 #else
     return 0;
 #endif
 }
+
+// ICU's collation (Formats/collation.md), for indexes and queries: the five functions used,
+// declared here because no platform ships ICU's headers to applications. Apple's systems export
+// them unrenamed from libicucore; elsewhere Swift's Foundation carries ICU as _FoundationICU,
+// whose entry points have the prefix swift_. A collator is opaque; statuses are ICU's
+// UErrorCode (0 success, below 0 a warning, above 0 an error); results of a comparison are -1,
+// 0 and 1. UChar is a UTF-16 unit.
+#if defined(__APPLE__)
+#define SETTEE_ICU(name) name
+#else
+#define SETTEE_ICU(name) swift_##name
+#endif
+extern void *SETTEE_ICU(ucol_open)(const char *locale, int32_t *status);
+extern void SETTEE_ICU(ucol_close)(void *collator);
+extern int32_t SETTEE_ICU(ucol_getSortKey)(const void *collator, const uint16_t *source, int32_t sourceLength,
+                                           uint8_t *result, int32_t resultCapacity);
+extern int32_t SETTEE_ICU(ucol_strcollUTF8)(const void *collator, const char *a, int32_t aLength,
+                                            const char *b, int32_t bLength, int32_t *status);
+extern void SETTEE_ICU(ucol_getVersion)(const void *collator, uint8_t version[4]);
+
+static inline void *settee_collator_open_root(int32_t *status) { return SETTEE_ICU(ucol_open)("", status); }
+static inline void settee_collator_close(void *c) { SETTEE_ICU(ucol_close)(c); }
+static inline int32_t settee_collator_sort_key(const void *c, const uint16_t *s, int32_t n, uint8_t *out, int32_t capacity) {
+    return SETTEE_ICU(ucol_getSortKey)(c, s, n, out, capacity);
+}
+static inline int32_t settee_collator_compare_utf8(const void *c, const char *a, int32_t an, const char *b, int32_t bn, int32_t *status) {
+    return SETTEE_ICU(ucol_strcollUTF8)(c, a, an, b, bn, status);
+}
+static inline void settee_collator_version(const void *c, uint8_t version[4]) { SETTEE_ICU(ucol_getVersion)(c, version); }
+#undef SETTEE_ICU
 
 #endif
