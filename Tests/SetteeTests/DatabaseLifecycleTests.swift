@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @_spi(Replication) @testable import Settee
+import SetteeStorage
 
 /// Opening, sharing, closing, reopening and deleting databases.
 @Suite struct DatabaseLifecycleTests {
@@ -50,6 +51,23 @@ import Testing
         try Database.delete(withName: "shared", inDirectory: dir.path)
         #expect(!Database.exists(withName: "shared", inDirectory: dir.path))
         try Database.delete(withName: "shared", inDirectory: dir.path)   // nothing there: fine
+    }
+
+    /// Deleting a database whose lock another process holds (an `flock` through another open
+    /// file, as `settee serve` or another app would hold it) is refused with `busy` and deletes
+    /// nothing; once the lock is let go, the deletion goes through.
+    @Test func deletingADatabaseLockedElsewhereIsRefused() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir, "held")
+        try db.saveDocument(MutableDocument(id: "kept", data: ["v": 1]))
+        let path = db.path
+        try db.close()
+        let held = try #require(try LockFile.takeExisting(inDirectory: path))
+        #expect(setteeError { try Database.delete(withName: "held", inDirectory: dir.path) }?.code == .busy)
+        #expect(Database.exists(withName: "held", inDirectory: dir.path))
+        held.release()
+        try Database.delete(withName: "held", inDirectory: dir.path)
+        #expect(!Database.exists(withName: "held", inDirectory: dir.path))
     }
 
     /// A second open in the same process shares the first one's store, so a different
