@@ -44,7 +44,7 @@ package final class PosixFile: StorageFile {
     package func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
         var done = 0
         while done < bytes.count {
-            let n = try System.callSize("pwrite") {
+            let n = try System.call("pwrite") {
                 pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
             }
             if n == 0 { throw StorageError.io("pwrite", errno: EIO) }
@@ -55,7 +55,7 @@ package final class PosixFile: StorageFile {
     package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int {
         var done = 0
         while done < buffer.count {
-            let n = try System.callSize("pread") {
+            let n = try System.call("pread") {
                 pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
             }
             if n == 0 { break }

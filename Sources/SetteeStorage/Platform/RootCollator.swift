@@ -7,9 +7,12 @@ import CSystemHelpers
 ///
 /// ```swift
 /// var status: Int32 = 0
-/// guard let collator = RootCollator(status: &status) else { fatalError("ICU status \(status)") }
-/// var a = "a", b = "B"
-/// let order = a.withUTF8 { x in b.withUTF8 { y in collator.compare(x, y, status: &status) } }   // -1
+/// if let collator = RootCollator(status: &status) {
+///     var a = "a", b = "B"
+///     let order = a.withUTF8 { x in b.withUTF8 { y in collator.compare(x, y, status: &status) } }   // -1
+/// } else {
+///     print("ICU cannot open its root collator: status \(status)")
+/// }
 /// ```
 ///
 /// Not thread-safe: ICU asks for one collator per thread; pool them.
@@ -30,7 +33,8 @@ package final class RootCollator {
     package var version: (UInt8, UInt8, UInt8, UInt8) {
         var info: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
         withUnsafeMutableBytes(of: &info) { b in
-            settee_collator_version(handle, b.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            guard let base = b.baseAddress else { return }   // never nil: four bytes
+            settee_collator_version(handle, base.assumingMemoryBound(to: UInt8.self))
         }
         return info
     }

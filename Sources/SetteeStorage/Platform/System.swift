@@ -31,25 +31,6 @@ enum System {
     /// `EFBIG`: a file would grow past what the engine can address.
     static var fileTooLarge: Int32 { EFBIG }
 
-    /// What this build's system calls are, for diagnostics (`settee info`, the crash harness).
-    ///
-    /// ```swift
-    /// print(System.family)   // "linux-glibc", "linux-portable-posix", "darwin", …
-    /// ```
-    static var family: String {
-        #if SETTEE_PORTABLE_IO
-        return "portable-posix"
-        #elseif canImport(Darwin)
-        return "darwin"
-        #elseif os(Android)
-        return "android"
-        #elseif canImport(Musl)
-        return "linux-musl"
-        #else
-        return "linux-glibc"
-        #endif
-    }
-
     /// Whether the writer may order readers' announcements with `membarrier(2)` (Linux and
     /// Android, unless built for the portable path); elsewhere readers fence.
     static var processBarriers: Bool {
@@ -60,19 +41,10 @@ enum System {
         #endif
     }
 
+    /// Runs `body` (a system call returning a count or a descriptor, negative on failure) again
+    /// while it fails with `EINTR`; any other failure is thrown with the call's name.
     @discardableResult
-    static func call(_ name: String, _ body: () -> Int32) throws(StorageError) -> Int32 {
-        while true {
-            let r = body()
-            if r >= 0 { return r }
-            let e = errno
-            if e == EINTR { continue }
-            throw StorageError.io(name, errno: e)
-        }
-    }
-
-    @discardableResult
-    static func callSize(_ name: String, _ body: () -> Int) throws(StorageError) -> Int {
+    static func call<R: BinaryInteger>(_ name: String, _ body: () -> R) throws(StorageError) -> R {
         while true {
             let r = body()
             if r >= 0 { return r }
@@ -127,7 +99,19 @@ enum System {
 package enum StoragePlatform {
     /// The family of system calls this build makes: `linux-glibc`, `linux-musl`, `android`,
     /// `darwin` or `portable-posix`.
-    package static var family: String { System.family }
+    package static var family: String {
+        #if SETTEE_PORTABLE_IO
+        return "portable-posix"
+        #elseif canImport(Darwin)
+        return "darwin"
+        #elseif os(Android)
+        return "android"
+        #elseif canImport(Musl)
+        return "linux-musl"
+        #else
+        return "linux-glibc"
+        #endif
+    }
 
     /// Whether a durable write (``StorageFile/writeDurably(_:at:)``) makes every earlier write
     /// of the file durable too, as a write followed by a full sync does (everywhere but glibc
