@@ -7,14 +7,24 @@ package enum FuzzTargets {
     /// The first byte of an input for the document layer's decoders. A store file starts with
     /// "SETTEE", so every input that could get past a log's magic still goes to ``storeFile(_:directory:)``.
     package static let documentDecodersTag = UInt8(ascii: "D")
+    /// The first byte of an input for the SQL++ parser and planner, and of one for the Mango
+    /// compiler (``QueryFuzzing``).
+    package static let sqlTag = UInt8(ascii: "Q")
+    package static let mangoTag = UInt8(ascii: "M")
 
     /// libFuzzer's entry point: an input starting with ``documentDecodersTag`` feeds the rest of
-    /// its bytes to every decoder of the document layer (``DecoderFuzzing``); any other is opened
+    /// its bytes to every decoder of the document layer (``DecoderFuzzing``), one starting with
+    /// ``sqlTag`` or ``mangoTag`` to a query language (``QueryFuzzing``); any other is opened
     /// as a database's log (``storeFile(_:directory:)``).
     package static func oneInput(_ bytes: UnsafeRawBufferPointer, directory: String) {
-        if bytes.first == documentDecodersTag {
+        if let tag = bytes.first, [documentDecodersTag, sqlTag, mangoTag].contains(tag) {
             #if SETTEE_DECODER_FUZZING
-            DecoderFuzzing.run(UnsafeRawBufferPointer(rebasing: bytes.dropFirst()))
+            let rest = UnsafeRawBufferPointer(rebasing: bytes.dropFirst())
+            switch tag {
+            case sqlTag: QueryFuzzing.sql(rest)
+            case mangoTag: QueryFuzzing.mango(rest)
+            default: DecoderFuzzing.run(rest)
+            }
             #else
             fatalError("this build has no decoder fuzzing: build with -DSETTEE_DECODER_FUZZING (scripts/fuzz does)")
             #endif
@@ -63,12 +73,16 @@ extension FuzzTargets {
     /// fuzzer: a fresh file, a replay tail of small commits, out-of-line and compressed values,
     /// a checkpoint followed by a tail, and trees several levels deep; and, tagged for the
     /// document decoders, valid revision trees, document metadata, changes entries, a local
-    /// document and JSON bodies.
+    /// document and JSON bodies; and, tagged for the query languages, SQL++ statements and
+    /// Mango queries, wide and deep ones among them.
     package static func writeSeedCorpus(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         #if SETTEE_DECODER_FUZZING
         for (name, bytes) in DecoderFuzzing.seedInputs() {
             try Data([documentDecodersTag] + bytes).write(to: URL(fileURLWithPath: directory + "/docs-" + name))
+        }
+        for (name, sql, bytes) in QueryFuzzing.seedInputs() {
+            try Data([sql ? sqlTag : mangoTag] + bytes).write(to: URL(fileURLWithPath: directory + (sql ? "/sql-" : "/mango-") + name))
         }
         #endif
         let work = directory + "/.work"

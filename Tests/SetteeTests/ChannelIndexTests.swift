@@ -93,7 +93,7 @@ import SetteeCrashKit
             }
             let q = try db.createQuery("SELECT META().id FROM _ WHERE n >= 3 ORDER BY n LIMIT 7")
             q.channels = ["a"]
-            #expect(try q.explain().contains(indexed ? "BY CHANNEL" : "CHANNELS: each row's routing"), "\(what)")
+            #expect(try q.explain().contains(indexed ? "BY CHANNEL" : "CHANNELS: the current documents of 'a'"), "\(what)")
             let empty = try db.createQuery("SELECT META().id FROM _ WHERE n >= 0")
             empty.channels = []
             #expect(try empty.execute().allResults().isEmpty)
@@ -120,7 +120,7 @@ import SetteeCrashKit
         db = try openDatabase(dir)
         db.setRouter(Self.router(alt: true))
         try round("reopened")
-        // Without the index the same queries check each row's routing.
+        // Without the index the same queries read the channels' documents.
         try db.deleteIndex(forName: "n")
         try round("no index", indexed: false)
     }
@@ -148,7 +148,53 @@ import SetteeCrashKit
         try db.createIndex(ValueIndexConfiguration(["n"]), name: "n")
         #expect(try db.indexInfo(forName: "n")?.entryCount == 20)
         #expect(try q.execute().allResults().map { $0.string(at: 0) } == ["d6", "d8", "d10"])
-        #expect(try q.explain().contains("CHANNELS: each row's routing checked against 'even'"))
+        // A plain index is not read for a query limited to channels: their documents are.
+        #expect(try q.explain().contains("SCAN THE CHANNELS' DOCUMENTS"))
+        #expect(try q.explain().contains("CHANNELS: the current documents of 'even'"))
         #expect(try db.check().isHealthy)
+    }
+
+    /// A query limited to channels never evaluates its WHERE on another document: a regular
+    /// expression that fails on a document outside them (it backtracks past the budget there)
+    /// answers as if that document did not exist, with no index, with a plain index (which the
+    /// query then does not read) and with one kept by channel; the same query unlimited fails.
+    @Test func whereNeverRunsOutsideTheChannels() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        db.setRouter(Self.router(alt: false))
+        let evil = String(repeating: "a", count: 40) + "!"
+        for i in 0 ..< 30 {
+            try db.saveDocument(MutableDocument(id: "r\(i)", data: ["s": .string(i % 2 == 0 ? "aaa" : "bbb"), "n": .int(Int64(i)), "channels": ["red"]]))
+        }
+        try db.saveDocument(MutableDocument(id: "hidden", data: ["s": .string(evil), "n": 5, "channels": ["blue"]]))
+        try db.saveDocument(MutableDocument(id: "unrouted", data: ["s": .string(evil), "n": 6]))
+        let sql = "SELECT META().id AS id FROM _ WHERE REGEXP_LIKE(s, '^(a+)+$') AND n >= 0 ORDER BY n"
+        func run(_ what: String) throws {
+            let limited = try db.createQuery(sql)
+            limited.channels = ["red"]
+            let ids = try limited.execute().allResults().compactMap { $0.string(forKey: "id") }
+            #expect(ids == stride(from: 0, to: 30, by: 2).map { "r\($0)" }, "\(what)")
+            let count = try db.createQuery("SELECT count(*) AS c FROM _ WHERE REGEXP_LIKE(s, '^(a+)+$') AND n >= 0")
+            count.channels = ["red", "green"]
+            #expect(try count.execute().allResults().first?.int(forKey: "c") == 15, "\(what)")
+            #expect(throws: SetteeError.self, "\(what): unlimited") { try db.createQuery(sql).execute().allResults() }
+        }
+        try run("no index")
+        try db.createIndex(ValueIndexConfiguration(["n"]), name: "n")
+        try run("a plain index")
+        let limited = try db.createQuery(sql)
+        limited.channels = ["red"]
+        #expect(try limited.indexUsed() == nil)
+        #expect(try db.createQuery(sql).indexUsed() == "n")
+        try db.createIndex(ValueIndexConfiguration(["n"], byChannel: true), name: "n")
+        try run("an index kept by channel")
+        #expect(try limited.indexUsed() == "n")
+        // A full-text search ranks by every document's words: it cannot be limited.
+        try db.createIndex(FullTextIndexConfiguration(["s"]), name: "text")
+        let search = try db.createQuery("SELECT META().id FROM _ WHERE MATCH(text, 'aaa')")
+        search.channels = ["red"]
+        #expect(throws: SetteeError.self) { try search.execute() }
+        #expect(throws: SetteeError.self) { try search.explain() }
     }
 }

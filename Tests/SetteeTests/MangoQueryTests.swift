@@ -341,4 +341,68 @@ import SetteeCrashKit
         for _ in 0 ..< 200 { sel = ["$not": sel] }
         #expect(throws: SetteeError.self) { try db.createQuery(mango: try JSONValue.object(["selector": sel]).jsonText()) }
     }
+
+    /// A selector's width is bounded as its depth is: 20,000 branches of `$or`, `$and` or
+    /// `$nor`, 20,000 fields, or an `$in` of 20,000 values are refused before anything runs,
+    /// naming the bound; a wide selector within it compiles to one flat AND or OR, answers as
+    /// the reference does, and is evaluated without recursing per branch (the test runs on a
+    /// thread of the cooperative pool, whose stack a recursion per branch overflows).
+    @Test func wideSelectorsAreBoundedAndFlat() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        for i in 0 ..< 60 { try db.saveDocument(MutableDocument(id: String(format: "d%02d", i), data: ["n": .int(Int64(i))])) }
+        func branches(_ n: Int, _ make: (Int) -> JSONValue) -> JSONValue { .array((0 ..< n).map(make)) }
+        let hostile: [JSONValue] = [
+            ["$or": branches(20_000) { ["n": .int(Int64($0))] }],
+            ["$and": branches(20_000) { ["n": ["$ne": .int(Int64(-$0))]] }],
+            ["$nor": branches(20_000) { ["n": .int(Int64(-$0))] }],
+            .object(Dictionary(uniqueKeysWithValues: (0 ..< 20_000).map { ("f\($0)", JSONValue.int(1)) })),
+            ["n": ["$in": branches(20_000) { .int(Int64($0)) }]],
+            ["n": ["$or": branches(20_000) { ["$eq": .int(Int64($0))] }]],
+        ]
+        for selector in hostile {
+            let text = try JSONValue.object(["selector": selector]).jsonText()
+            #expect {
+                _ = try db.createQuery(mango: text)
+            } throws: { error in
+                guard let e = error as? SetteeError else { return false }
+                return e.code == .invalidParameter && e.message.contains("more than \(MangoCompiler.maxTerms) terms")
+            }
+        }
+        // Within the bound: 2,000 branches, each one field (4,001 terms).
+        let wide: JSONValue = ["$or": branches(2_000) { ["n": .int(Int64($0 * 3))] }]
+        let statement = try MangoCompiler.statement(["selector": wide])
+        guard case .or(let terms)? = statement.whereClause else { Issue.record("not one flat OR: \(String(describing: statement.whereClause))"); return }
+        #expect(terms.count == 2_000)
+        let query = try db.createQuery(mango: try JSONValue.object(["selector": wide]).jsonText())
+        let ids = try query.execute().allResults().compactMap { $0.string(forKey: "_id") }
+        #expect(ids == stride(from: 0, to: 60, by: 3).map { String(format: "d%02d", $0) })
+        #expect(try query.matches(id: "x", properties: ["n": 57]) && !(try query.matches(id: "x", properties: ["n": 58])))
+        // Three terms a branch: the branch, its field, its operator.
+        let conjunction: JSONValue = ["$and": branches(1_300) { ["n": ["$ne": .int(Int64(-1 - $0))]] }]
+        #expect(try db.createQuery(mango: try JSONValue.object(["selector": conjunction]).jsonText()).execute().allResults().count == 60)
+        let negated: JSONValue = ["$nor": branches(2_000) { ["n": .int(Int64($0 + 10))] }]
+        #expect(try db.createQuery(mango: try JSONValue.object(["selector": negated]).jsonText()).execute().allResults().count == 10)
+    }
+
+    /// An AND or OR of a hundred thousand terms built in the library is one level: evaluated,
+    /// compared, printed and freed without a recursion per term.
+    @Test func flatConditionsDoNotRecursePerTerm() throws {
+        let terms = (0 ..< 100_000).map { QueryExpression.compare(.equal, .property(try! PropertyPath("n")), .literal(.int(Int64($0)))) }
+        let any = QueryExpression.any(terms)
+        let all = QueryExpression.all(terms.map { QueryExpression.not($0) })
+        let row = QueryRow(id: "x", revisionID: "1-x", sequence: 1, isDeleted: false, expiration: nil, properties: ["n": 99_999])
+        #expect(try any.evaluate(row, parameters: [:]) == .bool(true))
+        #expect(try all.evaluate(row, parameters: [:]) == .bool(false))
+        #expect(any == QueryExpression.any(terms) && any != all)
+        #expect(QueryExpression.and(all, all) == .and(terms.map { .not($0) } + terms.map { .not($0) }))
+        #expect(any.sqlText.hasPrefix("((n = 0) OR (n = 1) OR"))
+        // MISSING and NULL as the two-term rules give them, in any order.
+        let missing = QueryExpression.property(try PropertyPath("none"))
+        #expect(try QueryExpression.all([.literal(true), missing, .literal(.null)]).evaluate(row, parameters: [:]) == nil)
+        #expect(try QueryExpression.all([.literal(.null), .literal(true)]).evaluate(row, parameters: [:]) == .null)
+        #expect(try QueryExpression.any([missing, .literal(.null), .literal(false)]).evaluate(row, parameters: [:]) == .null)
+        #expect(try QueryExpression.any([missing, .literal(false)]).evaluate(row, parameters: [:]) == nil)
+    }
 }

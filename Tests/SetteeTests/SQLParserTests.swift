@@ -115,5 +115,19 @@ import Testing
         #expect(items.count == 5_000)
         let modest = (0 ..< 100).map { "a = \($0)" }.joined(separator: " OR ")
         #expect(throws: Never.self) { try SQLParser.parseExpression(modest) }
+        // A chain is one flat OR (or AND), bounded by its operands, not by depth.
+        let long = (0 ..< 4_000).map { "a = \($0)" }.joined(separator: " OR ")
+        guard case .or(let terms) = try SQLParser.parseExpression(long) else { Issue.record("not one OR"); return }
+        #expect(terms.count == 4_000)
+        let mixed = try SQLParser.parseExpression("a AND b AND (c AND d) OR e OR (f OR g)")
+        #expect(mixed == .or([.and([try p("a"), try p("b"), try p("c"), try p("d")]), try p("e"), try p("f"), try p("g")]))
+        let wide = (0 ..< SQLParser.maxTerms / 2 + 1).map { "a = \($0)" }.joined(separator: " AND ")
+        #expect {
+            try SQLParser.parseExpression(wide)
+        } throws: { error in
+            (error as? SetteeError)?.message.contains("more than \(SQLParser.maxTerms) operands") == true
+        }
+        let manyColumns = "SELECT " + Array(repeating: "a", count: SQLParser.maxTerms + 1).joined(separator: ", ") + " FROM _"
+        #expect(throws: SetteeError.self) { try SQLParser.parse(manyColumns) }
     }
 }

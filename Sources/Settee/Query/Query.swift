@@ -141,9 +141,12 @@ public class Query: @unchecked Sendable {
 
     /// The channels the query reads, or nil (the default) for every document: with a set,
     /// only documents whose current revision the router put in at least one of them
-    /// (``Database/setRouter(_:)``; a document never routed is in none). An index kept by
-    /// channel (``ValueIndexConfiguration/byChannel``) serves such a query from those channels'
-    /// entries alone; any other plan checks each row's routing.
+    /// (``Database/setRouter(_:)``; a document never routed is in none). The channels are the
+    /// query's source, not a filter after it: an index kept by channel
+    /// (``ValueIndexConfiguration/byChannel``) serves it from those channels' entries alone, and
+    /// without one it reads the documents the channels' logs list (other indexes are not used).
+    /// `WHERE` is evaluated on no other document, so neither an error nor the time it takes says
+    /// anything about one. A full-text search (`MATCH`) cannot be limited to channels.
     ///
     /// ```swift
     /// let q = try db.createQuery("SELECT META().id, title FROM _ WHERE type = 'task' ORDER BY createdAt LIMIT 20")
@@ -238,13 +241,17 @@ public class Query: @unchecked Sendable {
         let (database, s) = try compiled()
         let channels = self.channels
         return try database.core.read { tx in
-            let plan = try QueryPlanner.plan(s, indexes: try database.core.readyIndexes(tx))
+            let plan = try QueryPlanner.plan(s, indexes: QueryPlanner.candidates(try database.core.readyIndexes(tx), channels: channels))
             var text = plan.explanation(s)
             if let channels {
+                if plan.fullText != nil { throw QueryPlanner.fullTextWithChannels }
                 let names = channels.sorted().map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ")
-                text += plan.scan?.index.definition.byChannel == true
-                    ? "\nBY CHANNEL: the index's entries of \(names) only, merged"
-                    : "\nCHANNELS: each row's routing checked against \(names)"
+                if plan.scan != nil {
+                    text += "\nBY CHANNEL: the index's entries of \(names) only, merged"
+                } else {
+                    text = text.replacingOccurrences(of: "SCAN ALL DOCUMENTS", with: "SCAN THE CHANNELS' DOCUMENTS")
+                    text += "\nCHANNELS: the current documents of \(names), listed by their channel logs, in ID order"
+                }
             }
             return text
         }
@@ -260,9 +267,10 @@ public class Query: @unchecked Sendable {
     /// - Throws: as ``explain()``.
     public func indexUsed() throws -> String? {
         let (database, s) = try compiled()
+        let channels = self.channels
         return try database.core.read { tx in
             // Planned once: the next execute() with the same indexes reuses the plan.
-            let ready = try database.core.readyIndexes(tx)
+            let ready = QueryPlanner.candidates(try database.core.readyIndexes(tx), channels: channels)
             if let known = plans.cached(ready, useIndexes: true) { return known.plan.scan?.index.name ?? known.plan.fullText?.index.name }
             let plan = try QueryPlanner.plan(s, indexes: ready)
             plans.keep(PreparedPlan(plan: plan, statement: plan.scan?.covering ?? s), for: ready, useIndexes: true)

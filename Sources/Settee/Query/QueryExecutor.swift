@@ -74,13 +74,14 @@ struct QueryExecutor {
         let core = database.core
         do {
             // Without indexes (tests comparing plans) a MATCH still has its full-text index.
-            let ready = try core.readyIndexes(tx)
+            let ready = QueryPlanner.candidates(try core.readyIndexes(tx), channels: channels)
             let prepared = try plans?.cached(ready, useIndexes: useIndexes) ?? { () throws -> PreparedPlan in
                 let plan = try QueryPlanner.plan(statement, indexes: useIndexes ? ready : ready.filter { $0.analyzer != nil })
                 let prepared = PreparedPlan(plan: plan, statement: plan.scan?.covering ?? statement)
                 plans?.keep(prepared, for: ready, useIndexes: useIndexes)
                 return prepared
             }()
+            if channels != nil, prepared.plan.fullText != nil { throw QueryPlanner.fullTextWithChannels }
             let plan = prepared.plan
             let covering = plan.scan?.covering
             let s = prepared.statement
@@ -96,10 +97,11 @@ struct QueryExecutor {
             // `SELECT count(*)` alone: rows are counted, not kept (unless a live query needs
             // their IDs); an index range that implies WHERE then yields no rows at all.
             let countOnly = !collecting && prepared.isCountOnly
-            // With channels, an index kept by channel yields only their documents; any other
-            // plan checks each row's routing.
+            // With channels the rows come from them, never from the rest: an index kept by
+            // channel yields only their entries (the planner was given no other index), a scan
+            // reads the documents their logs list. WHERE runs on no other document, so neither its
+            // errors nor its cost can tell anything about one.
             let byChannel = channels != nil && plan.scan?.index.definition.byChannel == true
-            let routed = byChannel ? nil : channels
             // A local function changing nothing but `kept` (a class): no local variable is
             // captured, so no access is checked at run time per row.
             func addPending() throws {
@@ -111,7 +113,6 @@ struct QueryExecutor {
             func keep(_ row: QueryRow, _ implied: Bool, _ continuesGroup: Bool) throws -> Bool {
                 try addPending()
                 if !implied, let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
-                if let routed, !(try core.isRouted(tx, documentID: row.id, toAnyOf: routed)) { return true }
                 kept.found += 1
                 if countOnly { return true }
                 if streaming, let emit {
@@ -134,14 +135,18 @@ struct QueryExecutor {
                     scanner.slotsBeyondWhere = prepared.slotsBeyondWhere
                     scanner.documentKeys = keys
                     scanner.documentKeysBeyondWhere = prepared.documentKeysBeyondWhere
-                    scanner.rowsNeeded = !countOnly || routed != nil
+                    scanner.rowsNeeded = !countOnly
                     if byChannel { scanner.channels = channels }
                     scanner.groupRuns = runs
-                    scanner.idsNeeded = covering == nil || collecting || routed != nil || prepared.readsID
+                    scanner.idsNeeded = covering == nil || collecting || prepared.readsID
                     try scanner.run(keep)
                     try addPending()
                 } else if let fullText = plan.fullText {
                     try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }
+                } else if let channels {
+                    try channelScan(core: core, tx: tx, channels: channels, keys: keys, expiration: prepared.readsExpiration) {
+                        try keep($0, false, false)
+                    }
                 } else {
                     try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }
                 }
@@ -170,6 +175,37 @@ struct QueryExecutor {
             var row = try core.queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: keys)
             if expiration { row.expiration = try core.expiration(tx, key: k) }
             return try body(row)
+        }
+    }
+
+    /// The live documents whose current revision is in at least one of `channels`, in document
+    /// ID order (a full scan's): their IDs read from the channels' logs, then each document. It
+    /// costs what the channels hold, not what the database holds.
+    private func channelScan(core: DatabaseCore, tx: some StoreReading, channels: Set<String>, keys: Set<String>?, expiration: Bool,
+                             _ body: (QueryRow) throws -> Bool) throws {
+        var ids = Set<[UInt8]>()
+        for channel in channels where !channel.isEmpty && !channel.utf8.contains(0) {
+            let prefix = RoutingKey.channelPrefix(channel)
+            try tx.forEach(in: core.trees.channels, from: prefix, reverse: false) { k, v in
+                guard k.count == prefix.count + 8, k.starts(with: prefix) else { return false }
+                // A member entry is the flags byte alone, at the document's current sequence; the
+                // others record a document that left the channel.
+                guard v.count == 1 else { return true }
+                let seq = UInt64(bigEndian: k.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self))
+                guard let entry = try tx.withValue(forKey: [UInt8](bigEndian: seq), in: core.trees.bySequence, { b in
+                    try SequenceEntry(decoding: b)
+                }) else {
+                    throw SetteeError(.corrupted, "the log of channel \(channel) names sequence \(seq), which no document has")
+                }
+                if !entry.flags.contains(.deleted) { ids.insert(Array(entry.documentID.utf8)) }
+                return true
+            }
+        }
+        for key in ids.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else { continue }
+            var row = try core.queryRow(tx, id: String(decoding: key, as: UTF8.self), meta: meta, keys: keys)
+            if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
+            guard try body(row) else { return }
         }
     }
 
@@ -335,7 +371,8 @@ extension QueryExpression {
         case .match(_, let query): [query]
         case .not(let e), .negate(let e), .test(_, let e): [e]
         case .quantified(_, _, let array, let condition): [array, condition]
-        case .and(let a, let b), .or(let a, let b), .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): [a, b]
+        case .and(let terms), .or(let terms): terms
+        case .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): [a, b]
         case .between(let e, let a, let b): [e, a, b]
         case .in(let e, let list): [e] + list
         case .function(_, let args): args

@@ -26,10 +26,12 @@ indirect enum QueryExpression: Sendable, Hashable {
     case meta(MetaProperty)
     /// `NOT e`.
     case not(QueryExpression)
-    /// `a AND b`.
-    case and(QueryExpression, QueryExpression)
-    /// `a OR b`.
-    case or(QueryExpression, QueryExpression)
+    /// `a AND b AND …`: two or more terms, none of them an AND itself (``all(_:)`` and
+    /// ``and(_:_:)`` make one flat). A chain of a thousand terms is one level, not a thousand:
+    /// evaluating, comparing or freeing it recurses only as deep as the expression nests.
+    case and([QueryExpression])
+    /// `a OR b OR …`: two or more terms, none of them an OR itself (``any(_:)``, ``or(_:_:)``).
+    case or([QueryExpression])
     /// `a = b`, `a < b`, …
     case compare(Comparison, QueryExpression, QueryExpression)
     /// `a + b`, …
@@ -204,12 +206,21 @@ extension QueryExpression {
             guard let v = try e.evaluate(in: scope) else { return nil }
             guard let t = Self.truthiness(v) else { return .null }
             return .bool(!t)
-        case .and(let a, let b):
-            let (x, y) = (try a.evaluate(in: scope), try b.evaluate(in: scope))
-            return Self.and(x, y)
-        case .or(let a, let b):
-            let (x, y) = (try a.evaluate(in: scope), try b.evaluate(in: scope))
-            return Self.or(x, y)
+        case .and(let terms):
+            // FALSE as soon as one term is: the rest cannot change the answer.
+            var result: JSONValue? = .bool(true)
+            for t in terms {
+                result = Self.and(result, try t.evaluate(in: scope))
+                if result == .bool(false) { return result }
+            }
+            return result
+        case .or(let terms):
+            var result: JSONValue? = .bool(false)
+            for t in terms {
+                result = Self.or(result, try t.evaluate(in: scope))
+                if result == .bool(true) { return result }
+            }
+            return result
         case .compare(let op, let a, let b):
             return try Self.compare(op, try a.evaluate(in: scope), try b.evaluate(in: scope))
         case .arithmetic(let op, let a, let b):
@@ -303,6 +314,44 @@ extension QueryExpression {
         case .any: return .bool(false)
         case .every: return .bool(true)
         case .anyAndEvery: return .bool(!elements.isEmpty)
+        }
+    }
+
+    /// `a AND b`, flattened: the terms of either that is an AND themselves become terms.
+    static func and(_ a: QueryExpression, _ b: QueryExpression) -> QueryExpression { all([a, b]) }
+
+    /// `a OR b`, flattened as ``and(_:_:)``.
+    static func or(_ a: QueryExpression, _ b: QueryExpression) -> QueryExpression { any([a, b]) }
+
+    /// Every term joined by AND, in one flat ``and(_:)``: TRUE for none, the term itself for one.
+    ///
+    /// ```swift
+    /// let condition = QueryExpression.all(fields.map { .test(.isValued, .property($0)) })
+    /// ```
+    static func all(_ terms: [QueryExpression]) -> QueryExpression {
+        var flat: [QueryExpression] = []
+        flat.reserveCapacity(terms.count)
+        for t in terms {
+            if case .and(let inner) = t { flat.append(contentsOf: inner) } else { flat.append(t) }
+        }
+        switch flat.count {
+        case 0: return .literal(.bool(true))
+        case 1: return flat[0]
+        default: return .and(flat)
+        }
+    }
+
+    /// Every term joined by OR, in one flat ``or(_:)``: FALSE for none, the term itself for one.
+    static func any(_ terms: [QueryExpression]) -> QueryExpression {
+        var flat: [QueryExpression] = []
+        flat.reserveCapacity(terms.count)
+        for t in terms {
+            if case .or(let inner) = t { flat.append(contentsOf: inner) } else { flat.append(t) }
+        }
+        switch flat.count {
+        case 0: return .literal(.bool(false))
+        case 1: return flat[0]
+        default: return .or(flat)
         }
     }
 

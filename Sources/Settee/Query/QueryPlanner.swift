@@ -107,9 +107,24 @@ enum QueryPlanner {
         return plan
     }
 
+    /// The indexes a query may read: with channels (``Query/channels``), only those kept by
+    /// channel, whose entries of other channels it never meets (a scan of the channels' own
+    /// documents serves it otherwise); every ready index without.
+    static func candidates(_ ready: [CompiledIndex], channels: Set<String>?) -> [CompiledIndex] {
+        guard channels != nil else { return ready }
+        return ready.filter { $0.definition.byChannel || $0.analyzer != nil }
+    }
+
+    /// Why a full-text search cannot be limited to channels: its ranking counts every
+    /// document's words.
+    static var fullTextWithChannels: SetteeError {
+        SetteeError(.invalidParameter, "query: a full-text search (MATCH) cannot be limited to channels: its ranking reads every document")
+    }
+
     /// The terms of a condition joined by AND.
     static func conjuncts(_ e: QueryExpression) -> [QueryExpression] {
-        if case .and(let a, let b) = e { return conjuncts(a) + conjuncts(b) }
+        // An AND is flat (QueryExpression.all): its terms are the conjuncts.
+        if case .and(let terms) = e { return terms }
         return [e]
     }
 
@@ -282,8 +297,8 @@ extension QueryExpression {
         case .not(let e): return .not(r(e))
         case .negate(let e): return .negate(r(e))
         case .test(let t, let e): return .test(t, r(e))
-        case .and(let a, let b): return .and(r(a), r(b))
-        case .or(let a, let b): return .or(r(a), r(b))
+        case .and(let terms): return .all(terms.map(r))
+        case .or(let terms): return .any(terms.map(r))
         case .compare(let op, let a, let b): return .compare(op, r(a), r(b))
         case .arithmetic(let op, let a, let b): return .arithmetic(op, r(a), r(b))
         case .like(let a, let b): return .like(r(a), r(b))
@@ -394,8 +409,8 @@ extension QueryExpression {
         case .parameter(let n): return "$" + n
         case .meta(let m): return "META().\(m.rawValue)"
         case .not(let e): return "(NOT \(e.sqlText))"
-        case .and(let a, let b): return "(\(a.sqlText) AND \(b.sqlText))"
-        case .or(let a, let b): return "(\(a.sqlText) OR \(b.sqlText))"
+        case .and(let terms): return "(" + terms.map(\.sqlText).joined(separator: " AND ") + ")"
+        case .or(let terms): return "(" + terms.map(\.sqlText).joined(separator: " OR ") + ")"
         case .compare(let op, let a, let b): return "(\(a.sqlText) \(op.rawValue) \(b.sqlText))"
         case .arithmetic(let op, let a, let b): return "(\(a.sqlText) \(op.rawValue) \(b.sqlText))"
         case .negate(let e): return "(-\(e.sqlText))"

@@ -99,8 +99,8 @@ extension QueryExpression {
             return self
         case .literal, .missing, .parameter, .meta, .variable: return self
         case .not(let e): return .not(r(e))
-        case .and(let a, let b): return .and(r(a), r(b))
-        case .or(let a, let b): return .or(r(a), r(b))
+        case .and(let terms): return .all(terms.map(r))
+        case .or(let terms): return .any(terms.map(r))
         case .compare(let op, let a, let b): return .compare(op, r(a), r(b))
         case .arithmetic(let op, let a, let b): return .arithmetic(op, r(a), r(b))
         case .negate(let e): return .negate(r(e))
@@ -129,6 +129,10 @@ enum SQLParser {
     /// bounds for hostile input (a recursive parser must not overflow its stack).
     static let maxLength = 100_000
     static let maxDepth = 256
+    /// The most operands (constants, names, parameters, calls) a statement may hold: a bound on
+    /// its width, so that the work a statement asks of the planner and of every row it reads
+    /// stays proportional to something small, whatever its length.
+    static let maxTerms = 10_000
 
     /// Parses a whole `SELECT` statement.
     static func parse(_ text: String) throws(SetteeError) -> SelectStatement {
@@ -274,6 +278,8 @@ private struct Parser {
     var tokens: [(Token, Int)]
     var at = 0
     var depth = 0
+    /// Operands read so far (``SQLParser/maxTerms``).
+    var terms = 0
     let length: Int
     /// The variables of the enclosing `ANY`/`EVERY … SATISFIES`, innermost last: inside one, a
     /// path that starts with a variable's name reads the variable, not the document.
@@ -418,27 +424,24 @@ private struct Parser {
         return try or()
     }
 
-    /// One more level of the tree being built: a chain `a OR b OR c` nests as deep as it is
-    /// long, and evaluating (or freeing) a tree recurses through every level.
+    /// One more level of the tree being built: a chain `a + b + c` nests as deep as it is long
+    /// (AND and OR are flat), and evaluating (or freeing) a tree recurses through every level.
     mutating func deeper() throws(SetteeError) {
         depth += 1
         guard depth <= SQLParser.maxDepth else { throw fail("expressions nested more than \(SQLParser.maxDepth) deep") }
     }
 
+    /// A chain `a OR b OR c` is one flat OR of its terms (one level however long).
     mutating func or() throws(SetteeError) -> QueryExpression {
-        let base = depth
-        defer { depth = base }
-        var e = try and()
-        while keyword("OR") { try deeper(); e = .or(e, try and()) }
-        return e
+        var terms = [try and()]
+        while keyword("OR") { terms.append(try and()) }
+        return .any(terms)
     }
 
     mutating func and() throws(SetteeError) -> QueryExpression {
-        let base = depth
-        defer { depth = base }
-        var e = try not()
-        while keyword("AND") { try deeper(); e = .and(e, try not()) }
-        return e
+        var terms = [try not()]
+        while keyword("AND") { terms.append(try not()) }
+        return .all(terms)
     }
 
     mutating func not() throws(SetteeError) -> QueryExpression {
@@ -538,6 +541,8 @@ private struct Parser {
     }
 
     mutating func primary() throws(SetteeError) -> QueryExpression {
+        terms += 1
+        guard terms <= SQLParser.maxTerms else { throw fail("more than \(SQLParser.maxTerms) operands in one statement") }
         switch token {
         case .number(let n):
             advance()

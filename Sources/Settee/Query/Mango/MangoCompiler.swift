@@ -21,6 +21,12 @@ enum MangoCompiler {
 
     /// The deepest nesting of operators compiled (a bound for hostile selectors).
     static let maxDepth = 64
+    /// The most terms a query may hold: every field, operator and branch of its selector, every
+    /// value of an `$in`, `$nin` or `$all`, every sort and `fields` entry counts one. A bound on
+    /// width, as ``maxDepth`` bounds depth, so that what one query asks of each document it
+    /// reads stays small (real selectors hold tens of terms; an `$in` of a few thousand IDs
+    /// fits).
+    static let maxTerms = 4096
 
     static func statement(_ query: JSONValue) throws(SetteeError) -> SelectStatement {
         guard case .object(let q) = query else { throw fail("a Mango query is a JSON object") }
@@ -29,6 +35,8 @@ enum MangoCompiler {
         }
         guard let selector = q["selector"] else { throw fail("missing required key: selector") }
         var compiler = Compiler()
+        if case .array(let list)? = q["fields"] { try compiler.count(list.count) }
+        if case .array(let list)? = q["sort"] { try compiler.count(list.count) }
         var condition = try compiler.selector(selector, base: .document, negated: false, depth: 0)
         var s = SelectStatement()
         s.items = [.expression(.meta(.id), name: "_id"), .expression(.meta(.revisionID), name: "_rev")]
@@ -137,6 +145,16 @@ enum MangoCompiler {
 
     private struct Compiler {
         var variables = 0
+        /// Terms counted so far (``MangoCompiler/maxTerms``).
+        var terms = 0
+
+        /// Counts `n` more terms; past the bound, the query is refused before more is compiled.
+        mutating func count(_ n: Int = 1) throws(SetteeError) {
+            terms += min(n, MangoCompiler.maxTerms + 1)
+            guard terms <= MangoCompiler.maxTerms else {
+                throw fail("the query holds more than \(MangoCompiler.maxTerms) terms (fields, operators, branches and listed values)")
+            }
+        }
 
         mutating func fresh() -> String {
             variables += 1
@@ -150,6 +168,7 @@ enum MangoCompiler {
         mutating func selector(_ value: JSONValue, base: Base, negated: Bool, depth: Int) throws(SetteeError) -> QueryExpression {
             guard depth < MangoCompiler.maxDepth else { throw fail("a selector nested more than \(MangoCompiler.maxDepth) levels") }
             guard case .object(let members) = value else { throw fail("a selector is a JSON object, not \(value.jsonTextOrType)") }
+            try count(members.count)
             var parts: [QueryExpression] = []
             // A sorted order makes the compiled statement (and its plan) the same every time.
             for (key, v) in members.sorted(by: { $0.key < $1.key }) {
@@ -162,17 +181,12 @@ enum MangoCompiler {
             return negated ? disjunction(parts) : conjunction(parts)
         }
 
-        func conjunction(_ parts: [QueryExpression]) -> QueryExpression {
-            guard var out = parts.first else { return .literal(.bool(true)) }
-            for p in parts.dropFirst() { out = .and(out, p) }
-            return out
-        }
+        /// One flat AND of the parts, however many (no level per part).
+        func conjunction(_ parts: [QueryExpression]) -> QueryExpression { .all(parts) }
 
         /// As CouchDB: an empty `$or` matches everything.
         func disjunction(_ parts: [QueryExpression]) -> QueryExpression {
-            guard var out = parts.first else { return .literal(.bool(true)) }
-            for p in parts.dropFirst() { out = .or(out, p) }
-            return out
+            parts.isEmpty ? .literal(.bool(true)) : .any(parts)
         }
 
         /// TRUE where `e` is TRUE, FALSE everywhere else (MISSING and NULL included): what a
@@ -186,6 +200,7 @@ enum MangoCompiler {
             switch op {
             case "$and", "$or", "$nor":
                 guard case .array(let list) = v else { throw fail("\(op) takes an array of selectors") }
+                try count(list.count)
                 // $nor is $and of the negations.
                 let inner = op == "$nor" ? !negated : negated
                 var parts: [QueryExpression] = []
@@ -206,6 +221,7 @@ enum MangoCompiler {
             guard case .object(let members) = v, !members.isEmpty else {
                 return try condition("$eq", v, path: path, base: base, negated: negated, depth: depth)
             }
+            try count(members.count)
             let operators = members.keys.filter { $0.hasPrefix("$") }
             var parts: [QueryExpression] = []
             if operators.isEmpty {
@@ -296,6 +312,7 @@ enum MangoCompiler {
                 return .like(value, .literal(.string(pattern + "%")))
             case "$all":
                 guard case .array(let wanted) = arg else { throw fail("$all takes an array") }
+                try count(wanted.count)
                 if wanted.isEmpty { return .literal(.bool(false)) }
                 let isArray = QueryExpression.compare(.equal, .function(.isArray, [value]), .literal(.bool(true)))
                 var parts: [QueryExpression] = [isArray]
@@ -323,6 +340,7 @@ enum MangoCompiler {
                 return try field(path, arg, base: base, negated: true, depth: depth + 1)
             case "$and", "$or", "$nor":
                 guard case .array(let list) = arg else { throw fail("\(op) takes an array") }
+                try count(list.count)
                 let inner = op == "$nor" ? !negated : negated
                 var parts: [QueryExpression] = []
                 for c in list { parts.append(try field(path, c, base: base, negated: inner, depth: depth + 1)) }
@@ -350,6 +368,7 @@ enum MangoCompiler {
         /// values.
         mutating func inList(_ arg: JSONValue, _ value: QueryExpression, op: String) throws(SetteeError) -> QueryExpression {
             guard case .array(let list) = arg else { throw fail("\(op) takes an array") }
+            try count(list.count)
             func matches(_ e: QueryExpression) -> QueryExpression {
                 var parts: [QueryExpression] = []
                 if list.contains(.null) { parts.append(.test(.isNull, e)) }
