@@ -81,7 +81,7 @@ package enum ServerFuzzing {
         let admin = r.admin
         Task {
             // One channel for every request: each testing channel keeps its pipeline until closed.
-            let context = BasicRequestContext(source: .init(channel: Harness.channel, logger: Harness.logger))
+            let context = ServerRequestContext(source: .init(channel: Harness.channel, logger: Harness.logger))
             do {
                 let response = try await server.respond(to: request, context: context, admin: admin)
                 status.withLock { $0 = Int(response.status.code) }

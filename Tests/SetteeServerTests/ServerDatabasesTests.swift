@@ -16,17 +16,19 @@ import Testing
         {"interface": "127.0.0.1:0", "adminInterface": "127.0.0.1:0", "log": [], "allowSignUp": \(signUp),
          "replicator": "\(replicator)",
          "databases": {
-           "db": {"server": "walrus:", "users": {"alice": {"password": "pw", "admin_channels": ["*"]},
+           "db": {"server": "walrus:", "allowSignUp": true, "users": {"alice": {"password": "pw", "admin_channels": ["*"]},
                                                  "GUEST": {"disabled": false, "admin_channels": ["*"]}}},
-           "other": {"server": "walrus:"}\(databases)}}
+           "other": {"server": "walrus:", "allowSignUp": true},
+           "closed": {"server": "walrus:"}\(databases)}}
         """
     }
 
     // MARK: - _users
 
-    /// A PouchDB sign-up on the public port makes a user of every served database, who then
-    /// logs in; what a user may read and change of `_users` is CouchDB's rule.
-    @Test func signUpMakesAUserOfEveryDatabase() async throws {
+    /// A PouchDB sign-up on the public port makes a user of every database that takes
+    /// sign-ups (and of no other), who then logs in; what a user may read and change of
+    /// `_users` is CouchDB's rule.
+    @Test func signUpMakesAUserOfTheDatabasesThatTakeSignUps() async throws {
         let server = try SetteeServer(configuration: ServerConfiguration(json: Self.config()))
         try await running(server) { pub, admin in
             let bob = #"{"_id": "org.couchdb.user:bob", "name": "bob", "password": "pw", "roles": [], "type": "user"}"#
@@ -36,6 +38,8 @@ import Testing
                 #expect(try await admin.send(.get, "/\(db)/_user/bob").status == .ok, "\(db)")
                 #expect(try await pub.send(.get, "/\(db)", headers: basic("bob", "pw")).status == .ok, "\(db)")
             }
+            #expect(try await admin.send(.get, "/closed/_user/bob").status == .notFound)
+            #expect(try await pub.send(.get, "/closed", headers: basic("bob", "pw")).status == .unauthorized)
             let login = try await pub.send(.post, "/_session", json: #"{"name": "bob", "password": "pw"}"#)
             #expect(login.status == .ok && login["name"] == "bob" && login.headers[.setCookie]?.contains("AuthSession=") == true)
 
@@ -97,7 +101,7 @@ import Testing
             #expect(try await admin.send(.delete, "/_users/org.couchdb.user:bob?rev=x").status == .badRequest)
             #expect(try await admin.send(.delete, "/_users/org.couchdb.user:bob?rev=\(rev)").status == .conflict)
             #expect(try await admin.send(.delete, "/_users/org.couchdb.user:bob?rev=\(current)").status == .ok)
-            for db in ["db", "other"] { #expect(try await admin.send(.get, "/\(db)/_user/bob").status == .notFound) }
+            for db in ["db", "other", "closed"] { #expect(try await admin.send(.get, "/\(db)/_user/bob").status == .notFound) }
             #expect(try await pub.send(.post, "/_session", json: #"{"name": "bob", "password": "pw2"}"#).status == .unauthorized)
         }
     }

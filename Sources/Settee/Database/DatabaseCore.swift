@@ -29,10 +29,36 @@ final class DatabaseCore: @unchecked Sendable {
     /// tree (tree ref 0; older documents keep theirs), version 5 the routing trees (created
     /// empty: no document of an older database was routed), version 6 routing in sequence
     /// entries and one-byte member entries (version 5's full records and entries stay readable),
-    /// version 7 per-revision channels, version 8 the index catalog (created empty).
-    static let formatVersion: UInt64 = 8
-    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5, 6, 7]
+    /// version 7 per-revision channels, version 8 the index catalog (created empty), version 9
+    /// grants to roles apart from grants to users (older routings stay readable; the grants
+    /// older versions kept for `role:` principals move to their own kind when opened).
+    static let formatVersion: UInt64 = 9
+    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5, 6, 7, 8]
     private static let registry = Mutex<[String: DatabaseCore]>([:])
+
+    /// The upgrade to format 9: the grant records of channels to `role:NAME` (how formats 5 to
+    /// 8 kept a role's grants, among users') become records of the role NAME's own kind. Runs
+    /// in the transaction that opens the database; it reads the grants of `role:` principals
+    /// only.
+    private static func separateRoleGrants(_ tx: WriteTransaction, _ grants: Tree) throws {
+        let prefix = [GrantKind.channels.rawValue] + Array("role:".utf8)
+        var moved: [(old: [UInt8], new: [UInt8], value: [UInt8])] = []
+        try tx.forEach(in: grants, from: prefix, reverse: false) { k, v in
+            guard k.starts(with: prefix) else { return false }
+            // Kind, principal, 0, SHA-1: the principal is what lies between the kind and the 0.
+            guard k.count > prefix.count + 21, k[k.count - 21] == 0 else {
+                throw SetteeError(.corrupted, "a grant key is malformed")
+            }
+            let role = Array(k[prefix.count ..< k.count - 21])
+            guard !role.isEmpty else { return true }
+            moved.append((Array(k), [GrantKind.roleChannels.rawValue] + role + Array(k[(k.count - 21)...]), Array(v)))
+            return true
+        }
+        for m in moved {
+            _ = try tx.delete(m.old, in: grants)
+            try tx.put(m.new, m.value, in: grants)
+        }
+    }
 
     let name: String
     let path: String
@@ -122,6 +148,7 @@ final class DatabaseCore: @unchecked Sendable {
                 try store.write { tx -> Trees in
                     func tree(_ name: String) throws -> Tree { try tx.tree(named: name) ?? tx.createTree(named: name) }
                     let meta = try tree(TreeName.meta)
+                    var upgradedFrom: UInt64?
                     if let f = try tx.value(forKey: MetaKey.format, in: meta) {
                         guard f.count == 8 else { throw SetteeError(.corrupted, "format marker is malformed") }
                         let v = f.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
@@ -130,6 +157,7 @@ final class DatabaseCore: @unchecked Sendable {
                             // hold for a database that never had expirations; revision trees of
                             // the older format are read as they are.
                             try tx.put(MetaKey.format, withUnsafeBytes(of: Self.formatVersion.littleEndian, Array.init), in: meta)
+                            upgradedFrom = v
                         } else if v != Self.formatVersion {
                             throw SetteeError(.versionMismatch, "document format \(v); this build reads \(Self.formatVersion)")
                         }
@@ -150,11 +178,13 @@ final class DatabaseCore: @unchecked Sendable {
                         uuid = withUnsafeBytes(of: UUID().uuid, Array.init)
                         try tx.put(MetaKey.uuid, uuid, in: meta)
                     }
+                    let grants = try tree(TreeName.grants)
+                    if let from = upgradedFrom, from < 9 { try Self.separateRoleGrants(tx, grants) }
                     return Trees(byID: try tree(TreeName.byID), bySequence: try tree(TreeName.bySequence),
                                  conflicts: try tree(TreeName.conflicts), local: try tree(TreeName.local), meta: meta,
                                  expiry: try tree(TreeName.expiry), expiryByID: try tree(TreeName.expiryByID),
                                  routing: try tree(TreeName.routing), channels: try tree(TreeName.channels),
-                                 grants: try tree(TreeName.grants), indexCatalog: try tree(TreeName.indexCatalog))
+                                 grants: grants, indexCatalog: try tree(TreeName.indexCatalog))
                 }
             }
             self.trees = trees

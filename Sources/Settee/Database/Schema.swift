@@ -129,11 +129,16 @@ struct SequenceEntry {
         w.string(documentID)
         w.string(revisionID)
         if let routing, !routing.isEmpty {
-            w.u8(1)
+            w.u8(Self.routingMarker)
             routing.encode(into: &w)
         }
         return w.bytes
     }
+
+    /// What precedes the routing: 2 (format 9: grants to users and to roles apart), or 1 in an
+    /// entry written before (``RevisionRouting/init(reading:legacy:)``).
+    static let routingMarker: UInt8 = 2
+    static let legacyRoutingMarker: UInt8 = 1
 
     init(flags: DocFlags, documentID: String, revisionID: String) {
         self.flags = flags
@@ -145,7 +150,7 @@ struct SequenceEntry {
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
         try self.init(reading: &r)
-        guard r.atEnd || r.u8() == 1 else { throw Self.malformed }
+        guard r.atEnd || [Self.routingMarker, Self.legacyRoutingMarker].contains(r.u8()) else { throw Self.malformed }
     }
 
     /// Decodes an entry and the routing stored with it (nil when there is none).
@@ -153,7 +158,8 @@ struct SequenceEntry {
         var r = ByteReader(b)
         let entry = try SequenceEntry(reading: &r)
         if r.atEnd { return (entry, nil) }
-        guard r.u8() == 1, let routing = RevisionRouting(reading: &r), r.atEnd else { throw malformed }
+        guard let marker = r.u8(), marker == routingMarker || marker == legacyRoutingMarker,
+              let routing = RevisionRouting(reading: &r, legacy: marker == legacyRoutingMarker), r.atEnd else { throw malformed }
         return (entry, routing)
     }
 

@@ -73,8 +73,9 @@ extension Database {
         return try translating { try core.read(snapshot: read, batch: read) }
     }
 
-    /// What documents grant a principal (a user name, or `role:` and a role name for
-    /// ``GrantKind/channels``): every channel or role a document's current revision grants, and
+    /// What documents grant a principal (a user's name for ``GrantKind/channels`` and
+    /// ``GrantKind/roles``, a role's for ``GrantKind/roleChannels``): every channel or role a
+    /// document's current revision grants, and
     /// those a document granted once and no longer does (``Grant/isRevoked``, with the sequence
     /// of the revocation).
     ///

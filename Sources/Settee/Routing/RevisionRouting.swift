@@ -9,8 +9,12 @@ import Foundation
 /// (``Database/channelChanges(_:)``, ``Database/grants(to:kind:)``).
 ///
 /// ```swift
-/// let routing = RevisionRouting(channels: ["groceries"], access: ["alice": ["groceries"]])
+/// let routing = RevisionRouting(channels: ["groceries"], access: ["alice": ["groceries"]],
+///                               roleAccess: ["shoppers": ["groceries"]])
 /// ```
+///
+/// Grants to users and grants to roles live in separate namespaces: a user named like a role
+/// (or like `role:` and a role's name) receives nothing granted to the role.
 ///
 /// - Note: A value type; `Sendable`.
 public struct RevisionRouting: Sendable, Hashable {
@@ -20,12 +24,18 @@ public struct RevisionRouting: Sendable, Hashable {
     /// if routing.channels.contains("public") { … }
     /// ```
     public var channels: Set<String>
-    /// Channels granted, by principal (a user name, or `role:` and a role name).
+    /// Channels granted to users, by user name.
     ///
     /// ```swift
-    /// routing.access["role:editors", default: []].insert("drafts")
+    /// routing.access["alice", default: []].insert("drafts")
     /// ```
     public var access: [String: Set<String>]
+    /// Channels granted to roles, by role name (Sync Gateway's `access("role:editors", …)`).
+    ///
+    /// ```swift
+    /// routing.roleAccess["editors", default: []].insert("drafts")
+    /// ```
+    public var roleAccess: [String: Set<String>]
     /// Roles granted, by user name.
     ///
     /// ```swift
@@ -38,15 +48,18 @@ public struct RevisionRouting: Sendable, Hashable {
     /// ```swift
     /// let routing = RevisionRouting(channels: ["a", "b"])
     /// ```
-    public init(channels: Set<String> = [], access: [String: Set<String>] = [:], roles: [String: Set<String>] = [:]) {
+    public init(channels: Set<String> = [], access: [String: Set<String>] = [:], roles: [String: Set<String>] = [:],
+                roleAccess: [String: Set<String>] = [:]) {
         self.channels = channels
         self.access = access
         self.roles = roles
+        self.roleAccess = roleAccess
     }
 
     /// No channel and no grant.
     var isEmpty: Bool {
         channels.isEmpty && access.values.allSatisfy(\.isEmpty) && roles.values.allSatisfy(\.isEmpty)
+            && roleAccess.values.allSatisfy(\.isEmpty)
     }
 
     /// The longest channel, principal or role name a routing may hold, in bytes of UTF-8 (the
@@ -74,6 +87,10 @@ public struct RevisionRouting: Sendable, Hashable {
             try ok(u, "user")
             for r in rs { try ok(r, "role") }
         }
+        for (r, cs) in roleAccess {
+            try ok(r, "role")
+            for c in cs { try ok(c, "channel") }
+        }
     }
 
     func encode(into w: inout ByteWriter) {
@@ -98,9 +115,13 @@ public struct RevisionRouting: Sendable, Hashable {
         strings(channels)
         map(access)
         map(roles)
+        map(roleAccess)
     }
 
-    init?(reading r: inout ByteReader) {
+    /// Reads an encoding; `legacy` is the one written before roles had grants of their own
+    /// (three maps, a role's grants in ``access`` under `role:` and its name), read as the
+    /// server then meant it.
+    init?(reading r: inout ByteReader, legacy: Bool = false) {
         func strings() -> Set<String>? {
             guard let n = r.count(limit: r.remaining) else { return nil }
             var s = Set<String>(minimumCapacity: n)
@@ -120,7 +141,23 @@ public struct RevisionRouting: Sendable, Hashable {
             return m
         }
         guard let c = strings(), let a = map(), let ro = map() else { return nil }
-        self.init(channels: c, access: a, roles: ro)
+        guard legacy else {
+            guard let ra = map() else { return nil }
+            self.init(channels: c, access: a, roles: ro, roleAccess: ra)
+            return
+        }
+        var users: [String: Set<String>] = [:]
+        var roleGrants: [String: Set<String>] = [:]
+        for (principal, channels) in a {
+            if let role = Self.legacyRole(principal) { roleGrants[role, default: []].formUnion(channels) } else { users[principal] = channels }
+        }
+        self.init(channels: c, access: users, roles: ro, roleAccess: roleGrants)
+    }
+
+    /// The role a principal of the legacy encoding names (`role:` and a name), or nil for a user.
+    static func legacyRole(_ principal: String) -> String? {
+        guard principal.hasPrefix("role:"), principal.utf8.count > 5 else { return nil }
+        return String(principal.dropFirst(5))
     }
 }
 
@@ -341,10 +378,13 @@ public struct ChannelChange: Sendable, Hashable {
 ///
 /// - Note: A value type; `Sendable`.
 public enum GrantKind: UInt8, Sendable, Hashable {
-    /// Channels given by ``RevisionRouting/access``.
+    /// Channels given to users by ``RevisionRouting/access``.
     case channels = 0x61
     /// Roles given by ``RevisionRouting/roles``.
     case roles = 0x72
+    /// Channels given to roles by ``RevisionRouting/roleAccess`` (the principal is the role's
+    /// name).
+    case roleChannels = 0x41
 }
 
 /// A grant to a principal by one document: the name granted (a channel or a role), the

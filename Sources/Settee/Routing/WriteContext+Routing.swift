@@ -19,7 +19,8 @@ struct RoutingRecord {
 
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: 64)
-        w.u8(inner.isEmpty ? 1 : 2)
+        // 3 and 4 (format 9) are 1 and 2 with grants to roles apart (RevisionRouting's fourth map).
+        w.u8(inner.isEmpty ? 3 : 4)
         applied.encode(into: &w)
         w.varint(UInt64(leaves.count))
         for k in leaves.keys.sorted() {
@@ -101,11 +102,12 @@ struct RoutingRecord {
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
         let bad = SetteeError(.corrupted, "a document's routing record is malformed")
-        guard let version = r.u8(), version == 1 || version == 2, let applied = RevisionRouting(reading: &r),
-              let nl = r.count(limit: r.remaining) else { throw bad }
+        guard let version = r.u8(), (1 ... 4).contains(version) else { throw bad }
+        let legacy = version <= 2
+        guard let applied = RevisionRouting(reading: &r, legacy: legacy), let nl = r.count(limit: r.remaining) else { throw bad }
         self.applied = applied
         for _ in 0 ..< nl {
-            guard let k = r.string(), let v = RevisionRouting(reading: &r) else { throw bad }
+            guard let k = r.string(), let v = RevisionRouting(reading: &r, legacy: legacy) else { throw bad }
             leaves[k] = v
         }
         guard let nm = r.count(limit: r.remaining) else { throw bad }
@@ -113,10 +115,11 @@ struct RoutingRecord {
             guard let k = r.string(), let f = r.u8(), f <= 1, let s = r.varint() else { throw bad }
             membership[k] = ChannelMembership(sequence: s, isRemoved: f == 1)
         }
-        if version == 2 {
+        if version == 2 || version == 4 {
             guard let ni = r.count(limit: r.remaining), ni > 0 else { throw bad }
             for _ in 0 ..< ni {
-                guard let k = r.string(), let v = RevisionRouting(reading: &r), v.access.isEmpty, v.roles.isEmpty else { throw bad }
+                guard let k = r.string(), let v = RevisionRouting(reading: &r, legacy: legacy), v.access.isEmpty, v.roles.isEmpty,
+                      v.roleAccess.isEmpty else { throw bad }
                 inner[k] = v.channels
             }
         }
@@ -341,6 +344,7 @@ extension WriteContext {
         }
         try updateGrants(.channels, old: record.applied.access, new: routing.access, id: id, key: key, seq: seq)
         try updateGrants(.roles, old: record.applied.roles, new: routing.roles, id: id, key: key, seq: seq)
+        try updateGrants(.roleChannels, old: record.applied.roleAccess, new: routing.roleAccess, id: id, key: key, seq: seq)
         record.applied = routing
     }
 
@@ -369,6 +373,7 @@ extension WriteContext {
         let id = String(decoding: key, as: UTF8.self)
         try updateGrants(.channels, old: record.applied.access, new: [:], id: id, key: key, seq: seq)
         try updateGrants(.roles, old: record.applied.roles, new: [:], id: id, key: key, seq: seq)
+        try updateGrants(.roleChannels, old: record.applied.roleAccess, new: [:], id: id, key: key, seq: seq)
         if stored { try tx.delete(key, in: trees.routing) }
     }
 }

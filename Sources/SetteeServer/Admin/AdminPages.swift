@@ -181,13 +181,18 @@ struct AdminPages {
 
     /// A table of what a revision grants: channels by principal, roles by user ("No grants." when
     /// it grants nothing).
-    private func grantsTable(_ h: inout HTML, attributes: String, access: [String: Set<String>], roles: [String: Set<String>]) {
+    /// A routing's grants: channels to users and to roles (shown as `role:` and the role's
+    /// name, as the sync function names one), roles to users.
+    private func grantsTable(_ h: inout HTML, attributes: String, access: [String: Set<String>], roleAccess: [String: Set<String>],
+                             roles: [String: Set<String>]) {
         h.raw("<table \(attributes)><thead><tr><th>Grants</th><th>To</th><th>Channels or roles</th></tr></thead><tbody>")
-        if access.isEmpty && roles.isEmpty { h.raw("<tr class=\"none\"><td colspan=\"3\" class=\"empty\">No grants.</td></tr>") }
-        for (kind, grants) in [("channels", access), ("roles", roles)] {
+        if access.isEmpty && roleAccess.isEmpty && roles.isEmpty {
+            h.raw("<tr class=\"none\"><td colspan=\"3\" class=\"empty\">No grants.</td></tr>")
+        }
+        for (kind, grants, prefix) in [("channels", access, ""), ("channels", roleAccess, "role:"), ("roles", roles, "")] {
             for principal in grants.keys.sorted() {
                 h.raw("<tr><td>\(kind)</td><td>")
-                h.text(principal)
+                h.text(prefix + principal)
                 h.raw("</td><td>")
                 h.text((grants[principal] ?? []).sorted().joined(separator: ", "))
                 h.raw("</td></tr>")
@@ -282,7 +287,8 @@ struct AdminPages {
         let channels = routing?.current.channels.sorted() ?? []
         if channels.isEmpty { h.raw("<span class=\"empty\">none</span>") } else { channelLinks(&h, db, channels) }
         h.raw("</p>")
-        grantsTable(&h, attributes: #"id="access""#, access: routing?.current.access ?? [:], roles: routing?.current.roles ?? [:])
+        grantsTable(&h, attributes: #"id="access""#, access: routing?.current.access ?? [:], roleAccess: routing?.current.roleAccess ?? [:],
+                    roles: routing?.current.roles ?? [:])
         h.raw("</section>")
 
         h.raw("<section id=\"attachments-section\"><h2>Attachments</h2>")
@@ -568,7 +574,7 @@ struct AdminPages {
         for c in outcome.channels.sorted() { h.element("li", c) }
         if outcome.channels.isEmpty { h.raw("<li class=\"empty\">none</li>") }
         h.raw("</ul><h3>Grants</h3>")
-        grantsTable(&h, attributes: #"class="grants""#, access: outcome.access, roles: outcome.roles)
+        grantsTable(&h, attributes: #"class="grants""#, access: outcome.access, roleAccess: outcome.roleAccess, roles: outcome.roles)
         if let expiry = outcome.expiry { h.raw("<p class=\"expiry\">Expiry: "); h.text("\(expiry)"); h.raw("</p>") }
         return h
     }

@@ -9,8 +9,9 @@ import Synchronization
 /// Format (`Formats/http-api.md`, "Users and sessions on disk"):
 /// - `settee.server/principals`: `{"users": {name: user}, "roles": {name: {"admin_channels": […]}},
 ///   "history": …}` (``PrincipalHistory``),
-///   a user being `{"admin_channels", "admin_roles", "disabled", "email"?, "password_hash"?:
-///   {"algorithm": "pbkdf2-sha256", "rounds", "salt", "hash"}}` (salt and hash in base64);
+///   a user being `{"admin_channels", "admin_roles", "disabled", "email"?, "grants_from"?,
+///   "password_hash"?: {"algorithm": "pbkdf2-sha256", "rounds", "salt", "hash"}}` (salt and hash
+///   in base64; `grants_from` for a user made by signing up, see ``User/grantsFrom``);
 /// - `settee.server/sessions`: `{session id: {"user": name, "expires": unix seconds}}`.
 enum PrincipalRecords {
     static let prefix = "settee.server/"
@@ -33,6 +34,7 @@ enum PrincipalRecords {
             "disabled": .bool(user.disabled),
         ]
         if let email = user.email { o["email"] = .string(email) }
+        if let from = user.grantsFrom { o["grants_from"] = .int(Int64(clamping: from)) }
         if let p = user.password {
             o["password_hash"] = [
                 "algorithm": "pbkdf2-sha256", "rounds": .int(Int64(p.rounds)),
@@ -61,8 +63,14 @@ enum PrincipalRecords {
             }
             password = PasswordHash(salt: Array(s), hash: Array(d), rounds: Int(rounds))
         }
+        var grantsFrom: UInt64?
+        if let g = o["grants_from"] {
+            guard case .int(let n) = g, n >= 0 else { throw SetteeError(.corrupted, "stored user \(name): grants_from is malformed") }
+            grantsFrom = UInt64(n)
+        }
         return User(name: name, password: password, adminChannels: try strings("admin_channels"),
-                    adminRoles: try strings("admin_roles"), disabled: o["disabled"] == true, email: o["email"]?.stringValue)
+                    adminRoles: try strings("admin_roles"), disabled: o["disabled"] == true, email: o["email"]?.stringValue,
+                    grantsFrom: grantsFrom)
     }
 }
 

@@ -65,6 +65,10 @@ struct User: Sendable, Equatable {
     var adminRoles: [String]
     var disabled: Bool
     var email: String?
+    /// For a user made by signing up: the database's last sequence when it was made. What
+    /// documents granted its name up to then (before anyone could have chosen it) is not its;
+    /// what they grant it afterwards is.
+    var grantsFrom: UInt64? = nil
 
     static let guestName = "GUEST"
     var isGuest: Bool { name == Self.guestName }

@@ -201,7 +201,8 @@ extension RoutingState {
                 } catch {
                     throw error.setteeError(function: "sync function")
                 }
-                routing = RevisionRouting(channels: outcome.channels, access: outcome.access, roles: outcome.roles)
+                routing = RevisionRouting(channels: outcome.channels, access: outcome.access, roles: outcome.roles,
+                                          roleAccess: outcome.roleAccess)
                 if let expiry = outcome.expiry { expiries.withLock { $0[doc.id] = expiry } }
             } else if !doc.isDeleted {
                 routing.channels = Self.defaultChannels(doc)

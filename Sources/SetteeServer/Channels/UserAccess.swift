@@ -189,7 +189,10 @@ extension ServedDatabase {
         for (c, span) in history.userChannels[name] ?? [:] {
             if let r = span.revoked { access.revoke(c, at: r) } else { access.grant(c, since: span.granted) }
         }
-        for g in try database.grants(to: name, kind: .channels) {
+        // A signed-up user's name may have been granted things before it existed: not its.
+        let from = users.user(named: name)?.grantsFrom
+        func counts(_ g: Grant) -> Bool { from.map { g.sequence > $0 } ?? true }
+        for g in try database.grants(to: name, kind: .channels) where counts(g) {
             if g.isRevoked { access.revoke(g.name, at: g.sequence) } else { access.grant(g.name, since: g.sequence) }
         }
         // Roles: admin roles and role() grants.
@@ -198,7 +201,7 @@ extension ServedDatabase {
         for (role, span) in history.userRoles[name] ?? [:] {
             if let r = span.revoked { lostRoles[role] = max(lostRoles[role] ?? 0, r) } else { roles[role] = min(roles[role] ?? .max, span.granted) }
         }
-        for g in try database.grants(to: name, kind: .roles) {
+        for g in try database.grants(to: name, kind: .roles) where counts(g) {
             if g.isRevoked { lostRoles[g.name] = max(lostRoles[g.name] ?? 0, g.sequence) } else { roles[g.name] = min(roles[g.name] ?? .max, g.sequence) }
         }
         // A role that no longer exists gives nothing.
@@ -206,7 +209,7 @@ extension ServedDatabase {
         access.roles = roles
         func roleChannels(_ role: String) throws -> [(String, UInt64, UInt64?)] {
             var out: [(String, UInt64, UInt64?)] = (history.roleChannels[role] ?? [:]).map { ($0.key, $0.value.granted, $0.value.revoked) }
-            for g in try database.grants(to: "role:" + role, kind: .channels) {
+            for g in try database.grants(to: role, kind: .roleChannels) {
                 out.append((g.name, g.isRevoked ? 0 : g.sequence, g.isRevoked ? g.sequence : nil))
             }
             return out

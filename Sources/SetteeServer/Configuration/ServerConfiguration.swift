@@ -106,12 +106,15 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// ```
     public var changesDuration: Int?
     /// Whether anyone may sign up: create a user with `PUT /_users/org.couchdb.user:<name>` on
-    /// the public port, without credentials, as CouchDB and PouchDB's `signUp` allow (the user
-    /// then belongs to every database served, with no channels and no roles of its own). Off by
-    /// default, as Sync Gateway has no sign-up: users are made by the admin port.
+    /// the public port, without credentials, as CouchDB and PouchDB's `signUp` allow. The user
+    /// is made in the databases that take sign-ups (``DatabaseConfig/allowSignUp``), and only
+    /// there, with no channels and no roles of its own; what documents granted its name before
+    /// it signed up is not its. Off by default, as Sync Gateway has no sign-up: users are made
+    /// by the admin port.
     ///
     /// ```swift
     /// config.allowSignUp = true
+    /// config.databases["todo"]?.allowSignUp = true
     /// ```
     public var allowSignUp = false
     /// Where `/_replicator`'s replication documents are kept: `"walrus:"` (the default: in
@@ -182,6 +185,14 @@ public struct ServerConfiguration: Sendable, Equatable {
         /// db.sync = "function(doc) { channel(doc.owner); access(doc.owner, doc.owner); }"
         /// ```
         public var sync: String?
+        /// Whether users who sign up (``ServerConfiguration/allowSignUp``) become users of this
+        /// database (`allowSignUp` in the file). Off by default: a database takes only the users
+        /// its configuration and its administrators make.
+        ///
+        /// ```swift
+        /// db.allowSignUp = true
+        /// ```
+        public var allowSignUp = false
 
         /// A database stored at `server` (`"walrus:"` or a directory).
         ///
@@ -420,12 +431,17 @@ public struct ServerConfiguration: Sendable, Equatable {
             case "users":
                 for (name, uv) in try k.object() {
                     let u = k.child(name, uv)
+                    if let problem = PrincipalName.problem(name, kind: .user) { throw ConfigurationError(path: u.path, message: problem) }
                     db.users[name] = try user(u, isGuest: name == "GUEST", requirePassword: true)
                 }
             case "roles":
                 for (name, rv) in try k.object() {
+                    if let problem = PrincipalName.problem(name, kind: .role) {
+                        throw ConfigurationError(path: k.child(name, rv).path, message: problem)
+                    }
                     db.roles[name] = try role(k.child(name, rv))
                 }
+            case "allowSignUp": db.allowSignUp = try k.bool()
             case "revs_limit": db.revsLimit = try k.int(in: 20 ... 100_000)
             case "max_document_size": db.maxDocumentSize = try k.int(in: 1024 ... 16 << 20)
             case "max_attachment_size": db.maxAttachmentSize = try k.int(in: 1024 ... 1 << 31)
@@ -463,7 +479,11 @@ public struct ServerConfiguration: Sendable, Equatable {
             case ("disabled", _): user.disabled = try k.bool()
             case ("admin_channels", _): user.adminChannels = try k.strings()
             case ("password", false): user.password = try k.string()
-            case ("admin_roles", false): user.adminRoles = try k.strings()
+            case ("admin_roles", false):
+                user.adminRoles = try k.strings()
+                for role in user.adminRoles {
+                    if let problem = PrincipalName.problem(role, kind: .role) { throw ConfigurationError(path: k.path, message: problem) }
+                }
             case ("email", false): user.email = try k.string()
             case (_, true) where ["password", "admin_roles", "email"].contains(key):
                 throw ConfigurationError(path: k.path, message: "GUEST takes only disabled and admin_channels")

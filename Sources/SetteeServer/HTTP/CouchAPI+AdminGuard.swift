@@ -33,6 +33,26 @@ extension CouchAPI {
         }
     }
 
+    /// Refuses a request to the public port that changes something (any method but GET, HEAD
+    /// and OPTIONS) when a web page of another site made it: `Sec-Fetch-Site: cross-site`, or an
+    /// `Origin` that is not the host the request names. A browser sends a page's form or
+    /// `text/plain` POST with the user's Basic credentials or session cookie; the server serves
+    /// no CORS, so no page of another site has a reason to write. Clients that are not browsers
+    /// send neither header.
+    func checkPublicRequest(_ request: Request) throws {
+        guard ![.get, .head, .options].contains(request.method) else { return }
+        if request.headers[.secFetchSite]?.lowercased() == "cross-site" {
+            throw CouchError.forbidden("this server does not take changes made by a page of another site (Sec-Fetch-Site: cross-site)")
+        }
+        if let origin = request.headers[.origin] {
+            // "null" is what a sandboxed or file: page sends: another site as well.
+            guard let host = request.head.authority, let url = URL(string: origin), let scheme = url.scheme?.lowercased(),
+                  scheme == "http" || scheme == "https", origin.lowercased() == "\(scheme)://\(host.lowercased())" else {
+                throw CouchError.forbidden("this server does not take changes made by a page of another site (Origin: \(Self.shown(origin)))")
+            }
+        }
+    }
+
     /// Whether `name` (a Host header's host, brackets removed) is one the admin port answers to.
     private func isAdminHost(_ name: String) -> Bool {
         let n = name.lowercased()
@@ -88,12 +108,16 @@ extension CouchAPI {
     /// a session of one (`POST /_session` with a name and password, as CouchDB's server admins log
     /// in); answers 401 (with a challenge the browser shows) otherwise. `/_session` itself is open,
     /// as nobody, so that a client can log in.
-    func checkAdministrator(_ request: Request, path: [String]) throws -> AdminAccess {
+    func checkAdministrator(_ request: Request, path: [String], client: String) throws -> AdminAccess {
         guard !server.adminCredentials.isEmpty else { return .open }
         if let header = request.headers[.authorization] {
+            // Guesses are held back per client (ClientThrottle): a fast hash must not be a fast oracle.
+            try server.passwordGuesses.check(client)
             guard let (name, password) = Self.basicCredentials(header), server.adminCredentials.matches(name: name, password: password) else {
+                server.passwordGuesses.failed(client)
                 throw CouchError.unauthorized(realm: "Settee admin")
             }
+            server.passwordGuesses.succeeded(client)
             return .administrator(name, refreshed: nil)
         }
         if let (cookieName, id) = Self.sessionCookie(request.headers[.cookie]), cookieName == Self.couchCookie,

@@ -10,15 +10,16 @@ extension CouchAPI {
     func databaseRoot(_ call: inout Call, name: String) async throws -> Response {
         switch call.request.method {
         case .get, .head:
-            guard let db = server.database(named: name) else { throw CouchError.notFound("Database does not exist.") }
+            guard let db = server.database(named: name) else { throw missingDatabase }
             try requireUser(call, db)
             return try databaseInfo(db, reader: try Reader(db, call.principal))
         case .put:
+            // Sync Gateway's answer to a replicator's create_target probe on the public port,
+            // whether the database exists or not.
+            guard call.principal == .admin else { throw CouchError.forbidden("Creating a database over the public API is unsupported") }
             if server.database(named: name) != nil {
                 throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
             }
-            // Sync Gateway's answer to a replicator's create_target probe on the public port.
-            guard call.principal == .admin else { throw CouchError.forbidden("Creating a database over the public API is unsupported") }
             return try await createDatabase(&call, name: name)
         case .delete:
             // CouchDB's guard against a document deletion missing its ID: never a database deletion.
@@ -37,7 +38,7 @@ extension CouchAPI {
             if db.walrusDirectory == nil { try db.database.delete() }
             return try jsonResponse(["ok": true])
         case .post:
-            guard let db = server.database(named: name) else { throw CouchError.notFound("Database does not exist.") }
+            guard let db = server.database(named: name) else { throw missingDatabase }
             try requireUser(call, db)
             return try await postDocument(&call, db)
         default:

@@ -36,7 +36,7 @@ extension CouchAPI {
         case .get, .head:
             // CouchDB's handler names: Basic credentials are "default", a session "cookie".
             let via: JSONValue = call.request.headers[.authorization] == nil && Self.sessionCookie(call.request.headers[.cookie]) != nil ? "cookie" : "default"
-            var context = userContext(call.principal, db, authenticated: via)
+            var context = userContext(call.principal, db, authenticated: via, verifiedIn: call.verifiedIn)
             // An administrator who gave credentials (the admin port then requires them) is named,
             // as CouchDB names a server admin.
             if call.principal == .admin, let name = call.administrator, case .object(var ctx)? = context["userCtx"] {
@@ -56,21 +56,26 @@ extension CouchAPI {
             }
             // A server-wide login (`/_session`) opens the session in every database whose user
             // this is, under one ID, so the cookie works wherever those credentials would.
+            try server.passwordGuesses.check(call.client)
             var sessionID: String?
             var loggedIn: User?
-            for candidate in db.map({ [$0] }) ?? databases(for: []) {
+            var verified: Set<String> = []
+            for candidate in db.map({ [$0] }) ?? databases(for: []) where candidate.users.user(named: name) != nil {
                 guard let password, let user = candidate.users.authenticate(name: name, password: password) else { continue }
                 sessionID = try await candidate.createSession(for: user.name, id: sessionID).id
                 loggedIn = loggedIn ?? user
-                if server.logKeys.contains("Auth") { server.logger.info("Auth: session for \(user.name) in \(candidate.name)") }
+                verified.insert(candidate.name)
+                if server.logKeys.contains("Auth") { server.log(.info, "Auth: session for \(user.name) in \(candidate.name)") }
             }
             if let id = sessionID, let user = loggedIn {
-                var body = userContext(.user(user.name), db, authenticated: "default")
+                server.passwordGuesses.succeeded(call.client)
+                var body = userContext(.user(user.name), db, authenticated: "default", verifiedIn: verified)
                 body["name"] = .string(user.name)
                 body["roles"] = .array(user.adminRoles.map(JSONValue.string))
                 return try jsonResponse(.object(body), headers: [.setCookie: Self.setCookie(cookieName, id, path: cookiePath, maxAge: Int(ServedDatabase.sessionTTL)).value])
             }
             if password != nil { PasswordHash.spendCheckTime() }
+            server.passwordGuesses.failed(call.client)
             throw CouchError(.unauthorized, "unauthorized", "Name or password is incorrect.")
         case .delete:
             if let (_, id) = Self.sessionCookie(call.request.headers[.cookie]) {
@@ -96,12 +101,15 @@ extension CouchAPI {
             return try jsonResponse(context(call.administrator, via: viaCookie ? "cookie" : "default"))
         case .post:
             let (name, password, _) = try await loginFields(&call, formsOnAdmin: true)
+            try server.passwordGuesses.check(call.client)
             guard let password, server.adminCredentials.matches(name: name, password: password) else {
-                if server.logKeys.contains("Auth") { server.logger.info("Auth: administrator login refused") }
+                server.passwordGuesses.failed(call.client)
+                if server.logKeys.contains("Auth") { server.log(.info, "Auth: administrator login refused") }
                 throw CouchError(.unauthorized, "unauthorized", "Name or password is incorrect.")
             }
+            server.passwordGuesses.succeeded(call.client)
             let id = server.adminSessions.create(for: name)
-            if server.logKeys.contains("Auth") { server.logger.info("Auth: administrator \(name) logged in") }
+            if server.logKeys.contains("Auth") { server.log(.info, "Auth: administrator \(name) logged in") }
             return try jsonResponse(["ok": true, "name": .string(name), "roles": ["_admin"]],
                                     headers: [.setCookie: AdministratorSessions.cookie(id).value])
         case .delete:
@@ -115,7 +123,8 @@ extension CouchAPI {
     }
 
     /// CouchDB's `userCtx` (and Sync Gateway's channels when a database is named).
-    private func userContext(_ principal: Principal, _ db: ServedDatabase?, authenticated via: JSONValue) -> [String: JSONValue] {
+    private func userContext(_ principal: Principal, _ db: ServedDatabase?, authenticated via: JSONValue,
+                             verifiedIn: Set<String>) -> [String: JSONValue] {
         var context: [String: JSONValue] = ["name": .null, "roles": []]
         var authenticated: JSONValue = .null
         switch principal {
@@ -129,8 +138,9 @@ extension CouchAPI {
                 context["roles"] = .array(Set(access.roles.keys).union(user.adminRoles).sorted().map(JSONValue.string))
                 context["channels"] = Self.channelsJSON(access)
             } else if db == nil {
-                // Server-wide: the user's roles in every database it belongs to.
-                let roles = Set(server.userDatabases.flatMap { $0.users.user(named: name)?.adminRoles ?? [] })
+                // Server-wide: the user's roles in the databases whose user its credentials
+                // proved (the same name elsewhere may be someone else).
+                let roles = Set(server.userDatabases.filter { verifiedIn.contains($0.name) }.flatMap { $0.users.user(named: name)?.adminRoles ?? [] })
                 context["roles"] = .array(roles.sorted().map(JSONValue.string))
             }
         case .user:
@@ -245,6 +255,9 @@ extension CouchAPI {
         // Computed members a client may send back from a GET: ignored.
         for computed in ["all_channels", "roles"] { fields.removeValue(forKey: computed) }
         let reader = ConfigReader(.object(fields), path: "\(kind(isUser)).\(name)")
+        // A new principal's name is checked; one made before the rules keeps its name.
+        let exists = isUser ? db.users.user(named: name) != nil : db.users.role(named: name) != nil
+        if !exists, let problem = PrincipalName.problem(name, kind: isUser ? .user : .role) { throw CouchError.badRequest(problem) }
         if isUser {
             let u: ServerConfiguration.UserConfig
             do {
@@ -259,7 +272,7 @@ extension CouchAPI {
                 throw CouchError.badRequest("a user needs a password")
             }
             db.users.setUser(User(name: name, password: name == User.guestName ? nil : password, adminChannels: u.adminChannels,
-                                  adminRoles: u.adminRoles, disabled: u.disabled, email: u.email))
+                                  adminRoles: u.adminRoles, disabled: u.disabled, email: u.email, grantsFrom: old?.grantsFrom))
             // A disabled user, or one given a new password, is logged out everywhere.
             if u.disabled || u.password.map({ old?.password?.matches($0) != true }) == true {
                 try await db.deleteSessions(of: name)

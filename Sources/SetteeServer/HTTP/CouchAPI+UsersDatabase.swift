@@ -6,13 +6,22 @@ import Hummingbird
 
 /// CouchDB's `_users` database, over Settee's users: the document `org.couchdb.user:NAME` is
 /// the user NAME of the served databases (the configuration's, the `_user` API's, the same
-/// records). A write applies to every served database, so that a user made here logs in with
-/// `/_session` and reaches each database as CouchDB's server-wide users do; channels stay each
-/// database's (`_user` API, sync function), CouchDB's `roles` are Settee's `admin_roles`.
+/// records). An administrator's write applies to every served database, so that a user made
+/// there logs in with `/_session` and reaches each database as CouchDB's server-wide users do;
+/// channels stay each database's (`_user` API, sync function), CouchDB's `roles` are Settee's
+/// `admin_roles`.
+///
+/// Identities are per database (Sync Gateway's model): two databases' users named `bob` may be
+/// different people. A user acting on its own document acts on the records its credentials
+/// proved (``CouchAPI/Call/verifiedIn``) and sees only their hashes; a change or a deletion is
+/// refused while its name also names users of databases its credentials do not open (they
+/// are someone else's, or it must prove them too).
 ///
 /// Who may do what, as CouchDB's `_users` rules say: the admin port anything; a user reads and
-/// updates its own document (its password, never its roles) and deletes it; anyone else creates
-/// a new user only when `allowSignUp` is set, with no roles. Other users' documents are 404.
+/// updates its own document (its password, never its roles) and deletes it; anyone else, when
+/// `allowSignUp` is set, creates a new user with no roles, in the databases that take sign-ups
+/// (`allowSignUp` of the database). Other users' documents are 404; with sign-up off, every
+/// write of another user's document is 403, whether the name is taken or not.
 enum UsersDatabase {
     static let name = "_users"
     static let prefix = "org.couchdb.user:"
@@ -128,15 +137,16 @@ extension CouchAPI {
         }
         switch method {
         case .get, .head:
-            let (_, records) = try readableUser(call, id: first)
+            let (_, records, _) = try readableUser(call, id: first)
             return try jsonResponse(records.document(id: first), headers: [.eTag: "\"\(records.revision)\""])
         case .put:
             return try await writeUserDocument(&call, id: first, body: try await jsonBody(&call, limit: 1 << 20, anyType: true))
         case .delete:
-            let (name, records) = try readableUser(call, id: first)
+            let (name, records, whole) = try readableUser(call, id: first)
+            guard whole else { throw Self.notAllYours }
             let given = try Self.revision(call.query["rev"], ifMatch: call.request.headers[.ifMatch])
             guard given == records.revision else { throw CouchError.conflict }
-            for db in server.userDatabases where db.users.removeUser(named: name) {
+            for db in server.userDatabases where records.records.contains(where: { $0.database == db.name }) && db.users.removeUser(named: name) {
                 try await db.deleteSessions(of: name)
                 try await db.savePrincipals()
             }
@@ -147,23 +157,53 @@ extension CouchAPI {
         }
     }
 
-    /// The user a document ID names, when the request may see it: the admin port, or the user
-    /// itself (to anyone else it does not exist).
-    private func readableUser(_ call: Call, id: String) throws -> (String, UsersDatabase.Records) {
+    /// The user a document ID names, when the request may see it: the admin port (every
+    /// record), or the user itself (the records its credentials proved); to anyone else it does
+    /// not exist. `whole`: whether those are all the records of the name.
+    private func readableUser(_ call: Call, id: String) throws -> (name: String, records: UsersDatabase.Records, whole: Bool) {
         let name = String(id.dropFirst(UsersDatabase.prefix.count))
         guard let records = server.userRecords(name) else { throw CouchError.notFound("missing") }
         switch call.principal {
-        case .admin: return (name, records)
-        case .user(let u) where u == name: return (name, records)
+        case .admin: return (name, records, true)
+        case .user(let u) where u == name:
+            let mine = records.records.filter { call.verifiedIn.contains($0.database) }
+            guard !mine.isEmpty else { throw CouchError.notFound("missing") }
+            return (name, UsersDatabase.Records(records: mine), mine.count == records.records.count)
         case .user: throw CouchError.notFound("missing")
         }
     }
 
-    /// Creates or updates the user a document describes, in every served database.
+    /// Why a user may not change or delete its document: its name also names users of
+    /// databases its credentials do not open.
+    static let notAllYours = CouchError.forbidden(
+        "This name also names users of databases these credentials do not open: change or delete those on the admin port, or log in to each.")
+
+    /// Creates or updates the user a document describes: an administrator's write in every
+    /// served database, a user's own in the databases whose record of it its credentials proved,
+    /// a sign-up in the databases that take sign-ups.
     private func writeUserDocument(_ call: inout Call, id: String, body: [String: JSONValue]) async throws -> Response {
         guard id.hasPrefix(UsersDatabase.prefix) else { throw CouchError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
         let name = String(id.dropFirst(UsersDatabase.prefix.count))
         guard !name.isEmpty, name != User.guestName else { throw CouchError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
+        let current = server.userRecords(name)
+        // Who writes: the administrator, the user itself, or someone signing up. With sign-up
+        // off, anyone but those two is refused before anything about the name is looked at,
+        // so the answer does not say whether it is taken.
+        enum Writer { case admin, itself(whole: Bool), signUp }
+        let writer: Writer
+        switch call.principal {
+        case .admin:
+            writer = .admin
+        case .user(let u) where u == name && current != nil:
+            let mine = current?.records.filter { call.verifiedIn.contains($0.database) } ?? []
+            guard !mine.isEmpty else { throw Self.notAllYours }
+            writer = .itself(whole: mine.count == current?.records.count)
+        case .user:
+            guard server.configuration.allowSignUp else {
+                throw CouchError.forbidden("Sign-up is off on this server (allowSignUp): users are made on the admin port.")
+            }
+            writer = .signUp
+        }
         // CouchDB's `_users` validation, with its reasons.
         guard body["type"] == "user" else { throw CouchError.forbidden("doc.type must be user") }
         guard body["name"] == .string(name) else { throw CouchError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
@@ -186,19 +226,31 @@ extension CouchAPI {
         default: throw CouchError.badRequest("Invalid rev format")
         }
         let given = try Self.revision(bodyRev ?? call.query["rev"], ifMatch: call.request.headers[.ifMatch])
-        let current = server.userRecords(name)
-        switch call.principal {
+        var databases: [ServedDatabase]
+        switch writer {
         case .admin:
-            break
-        case .user(let u) where u == name && current != nil:
+            // A new user joins every database (CouchDB's users are the server's); a change
+            // applies where the user is.
+            databases = server.userDatabases.filter { current == nil || $0.users.user(named: name) != nil }
+        case .itself(let whole):
+            guard whole else { throw Self.notAllYours }
             guard roles == current?.first.adminRoles else { throw CouchError.forbidden("Only _admin may edit roles") }
-        case .user:
+            databases = server.userDatabases.filter { call.verifiedIn.contains($0.name) }
+        case .signUp:
             // The name is taken (a sign-up of an existing user is a conflict, as in CouchDB).
             if current != nil { throw CouchError.conflict }
-            guard server.configuration.allowSignUp else {
-                throw CouchError.forbidden("Sign-up is off on this server (allowSignUp): users are made on the admin port.")
-            }
             guard roles.isEmpty else { throw CouchError.forbidden("Only _admin may set roles") }
+            databases = server.userDatabases.filter(\.config.allowSignUp)
+            guard !databases.isEmpty else {
+                throw CouchError.forbidden("No database of this server takes sign-ups (allowSignUp of a database).")
+            }
+            try server.signUps.admit(call.client)
+        }
+        if current == nil {
+            if let problem = PrincipalName.problem(name, kind: .user) { throw CouchError.badRequest(problem) }
+        }
+        for role in roles {
+            if let problem = PrincipalName.problem(role, kind: .role) { throw CouchError.badRequest(problem) }
         }
         if let current {
             guard given == current.revision else { throw CouchError.conflict }
@@ -206,25 +258,27 @@ extension CouchAPI {
             guard given == nil else { throw CouchError.conflict }
             guard password != nil else { throw CouchError.forbidden("doc.password is required for a new user") }
         }
-        // A user changing its own document changes its password where it is a user, and
-        // nothing else: not its roles in another database, not the databases it belongs to.
-        let byItself = call.principal != .admin && current != nil
-        let databases = server.userDatabases.filter { !byItself || $0.users.user(named: name) != nil }
         guard !databases.isEmpty else { throw CouchError.notFound("No database is served: a user belongs to databases") }
         // One hash for every database (PBKDF2 costs a few hundred milliseconds by design).
         let hash = password.map(PasswordHash.init(password:)) ?? current?.first.password
         for db in databases {
             let old = db.users.user(named: name)
-            db.users.setUser(User(name: name, password: password == nil ? (old?.password ?? hash) : hash,
-                                  adminChannels: old?.adminChannels ?? [], adminRoles: byItself ? (old?.adminRoles ?? []) : roles,
-                                  disabled: old?.disabled ?? false, email: old?.email))
+            var user = User(name: name, password: password == nil ? (old?.password ?? hash) : hash,
+                            adminChannels: old?.adminChannels ?? [], adminRoles: old?.adminRoles ?? [],
+                            disabled: old?.disabled ?? false, email: old?.email, grantsFrom: old?.grantsFrom)
+            if case .admin = writer { user.adminRoles = roles }
+            // What documents granted a name before someone signed up with it is not theirs.
+            if case .signUp = writer { user.grantsFrom = try db.database.lastSequence }
+            db.users.setUser(user)
             // A new password logs the user out everywhere, as the `_user` API's does.
             if password != nil, old != nil { try await db.deleteSessions(of: name) }
             try await db.savePrincipals()
         }
-        if server.logKeys.contains("Auth") { server.logger.info("Auth: user \(name) written through _users") }
+        if server.logKeys.contains("Auth") { server.log(.info, "Auth: user \(name) written through _users") }
         guard let written = server.userRecords(name) else { throw CouchError.notFound("missing") }
-        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(written.revision)], status: .created,
-                                headers: [.eTag: "\"\(written.revision)\""])
+        let shown = call.principal == .admin ? written
+            : UsersDatabase.Records(records: written.records.filter { r in databases.contains { $0.name == r.database } })
+        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(shown.revision)], status: .created,
+                                headers: [.eTag: "\"\(shown.revision)\""])
     }
 }

@@ -13,7 +13,7 @@ import NIOHTTP1
 /// irregular (`/{db}/_design/{name}`, `/{db}/_local/{id}`, IDs with encoded `/`), and each segment
 /// must be decoded exactly once.
 struct CouchAPI: HTTPResponder {
-    typealias Context = BasicRequestContext
+    typealias Context = ServerRequestContext
     let server: SetteeServer
     let isAdmin: Bool
 
@@ -24,10 +24,16 @@ struct CouchAPI: HTTPResponder {
         let query: [String: String]
         let principal: Principal
         let started: ContinuousClock.Instant
+        /// Who sent it, as the throttles count clients (``ServerRequestContext/clientKey(_:)``).
+        var client = "unknown"
         /// How long reading the request's body took (`X-CouchDB-Body-Time`).
         var bodyTime = BodyTime()
         /// The administrator an admin-port request authenticated as (none without `adminUsers`).
         var administrator: String?
+        /// The databases whose user of the principal's name the request's credentials proved
+        /// (its password, or a session of that database): a name proves nothing in another
+        /// database, where it may be someone else's. Empty for GUEST and the admin port.
+        var verifiedIn: Set<String> = []
 
         /// The request's body, at most `limit` bytes, its reading timed.
         mutating func collectBody(upTo limit: Int) async throws -> ByteBuffer {
@@ -54,7 +60,8 @@ struct CouchAPI: HTTPResponder {
         let started = ContinuousClock.now
         let bodyTime = BodyTime()
         let requestID = Self.requestID(request.headers[Self.requestIDHeader])
-        var response = await answer(request, bodyTime: bodyTime, started: started)
+        let client = ServerRequestContext.clientKey(context.remoteAddress)
+        var response = await answer(request, client: client, bodyTime: bodyTime, started: started)
         // Every answer says which request it is (a client's own ID echoed) and how long its
         // body took to arrive, as CouchDB's do.
         response.headers[Self.requestIDHeader] = requestID
@@ -78,11 +85,11 @@ struct CouchAPI: HTTPResponder {
         return (0 ..< 5).map { _ in String(format: "%02x", UInt8.random(in: 0 ... 255)) }.joined()
     }
 
-    private func answer(_ request: Request, bodyTime: BodyTime, started: ContinuousClock.Instant) async -> Response {
+    private func answer(_ request: Request, client: String, bodyTime: BodyTime, started: ContinuousClock.Instant) async -> Response {
         var status = HTTPResponse.Status.internalServerError
         defer { log(request, status: status, since: started) }
         do {
-            var response = try await route(request, bodyTime: bodyTime)
+            var response = try await route(request, client: client, bodyTime: bodyTime)
             status = response.status
             if request.method == .head {
                 // HEAD answers GET's headers, its Content-Length included, without its body.
@@ -143,7 +150,7 @@ struct CouchAPI: HTTPResponder {
 
     // MARK: - Routing
 
-    private func route(_ incoming: Request, bodyTime: BodyTime) async throws -> Response {
+    private func route(_ incoming: Request, client: String, bodyTime: BodyTime) async throws -> Response {
         var request = incoming
         // Clients that can only POST name the method they mean (CouchDB's rule: on a POST only,
         // and only these methods). A page of another site cannot set this header unasked.
@@ -157,10 +164,13 @@ struct CouchAPI: HTTPResponder {
         var access = AdminAccess.open
         if isAdmin {
             try checkAdminRequest(request)
-            access = try checkAdministrator(request, path: path)
+            access = try checkAdministrator(request, path: path, client: client)
+        } else {
+            try checkPublicRequest(request)
         }
         let query = try Self.queryParameters(request.uri.query)
-        var (principal, refreshedCookie) = try await authenticate(request, path: path)
+        let authentication = try await authenticate(request, path: path, client: client)
+        var (principal, refreshedCookie) = (authentication.principal, authentication.cookie)
         var administrator: String?
         switch access {
         case .open: break
@@ -172,6 +182,8 @@ struct CouchAPI: HTTPResponder {
         }
         var call = Call(request: request, path: path, query: query, principal: principal, started: .now, bodyTime: bodyTime)
         call.administrator = administrator
+        call.client = client
+        if case .user = principal { call.verifiedIn = authentication.verifiedIn }
         var response = try await dispatch(&call)
         if let refreshedCookie { response.headers.append(refreshedCookie) }
         return response
@@ -207,9 +219,7 @@ struct CouchAPI: HTTPResponder {
         // The server's own database is the admin port's.
         if first == ReplicatorDocuments.databaseName { try requireAdmin(call) }
         if path.count == 1 { return try await databaseRoot(&call, name: first) }
-        guard let db = server.database(named: first) else {
-            throw CouchError.notFound("Database does not exist.")
-        }
+        guard let db = server.database(named: first) else { throw missingDatabase }
         let rest = Array(path.dropFirst())
         // Logging in is open to anyone; the admin API is the admin port's.
         switch rest[0] {
@@ -367,44 +377,74 @@ struct CouchAPI: HTTPResponder {
 
     // MARK: - Authentication
 
-    /// Who the request acts as, and a cookie to set when its session was extended. The admin port
-    /// needs no credentials. On the public port: Basic credentials, else a session cookie, checked
-    /// against the database the path names (server-wide paths accept any database's user);
-    /// without either, GUEST (whether GUEST is enabled is checked per database).
-    private func authenticate(_ request: Request, path: [String]) async throws -> (Principal, HTTPField?) {
-        if isAdmin { return (.admin, nil) }
+    /// Who a request acts as: the principal, a cookie to set when its session was extended, and
+    /// the databases whose user of that name its credentials proved.
+    struct Authentication {
+        var principal: Principal
+        var cookie: HTTPField?
+        var verifiedIn: Set<String> = []
+    }
+
+    /// Who the request acts as. The admin port needs no credentials. On the public port: Basic
+    /// credentials, else a session cookie, checked against the database the path names (on a
+    /// server-wide path, against every database that has a user of that name: each one whose
+    /// record the credentials prove is one the request may act in, and no other); without
+    /// either, GUEST (whether GUEST is enabled is checked per database).
+    private func authenticate(_ request: Request, path: [String], client: String) async throws -> Authentication {
+        if isAdmin { return Authentication(principal: .admin) }
         let candidates = databases(for: path)
         if let header = request.headers[.authorization] {
             guard let (name, password) = Self.basicCredentials(header) else {
                 throw CouchError.unauthorized(realm: realm)
             }
-            for db in candidates {
-                if let user = db.users.authenticate(name: name, password: password) {
-                    if server.logKeys.contains("Auth") { server.logger.info("Auth: user \(user.name) authenticated") }
-                    return (.user(user.name), nil)
-                }
+            try server.passwordGuesses.check(client)
+            let holders = candidates.filter { $0.users.user(named: name) != nil }
+            var verified: Set<String> = []
+            for db in holders where db.users.authenticate(name: name, password: password) != nil { verified.insert(db.name) }
+            // An unknown name costs what a wrong password does.
+            if holders.isEmpty { PasswordHash.spendCheckTime() }
+            guard !verified.isEmpty else {
+                server.passwordGuesses.failed(client)
+                if server.logKeys.contains("Auth") { server.log(.info, "Auth: invalid credentials") }
+                throw CouchError.unauthorized(realm: realm)
             }
-            if server.logKeys.contains("Auth") { server.logger.info("Auth: invalid credentials") }
-            throw CouchError.unauthorized(realm: realm)
+            server.passwordGuesses.succeeded(client)
+            if server.logKeys.contains("Auth") { server.log(.info, "Auth: user \(name) authenticated") }
+            return Authentication(principal: .user(name), verifiedIn: verified)
         }
         if let (cookieName, id) = Self.sessionCookie(request.headers[.cookie]) {
+            var found: Authentication?
             for db in candidates {
                 guard let (session, refreshed) = try await db.session(id) else { continue }
-                guard let user = db.users.user(named: session.user), !user.disabled else { break }
+                guard let user = db.users.user(named: session.user), !user.disabled else { continue }
+                // One login's session, under one ID, in each database whose user it proved.
+                if let f = found {
+                    if f.principal == .user(user.name) { found?.verifiedIn.insert(db.name) }
+                    continue
+                }
                 let cookie = refreshed ? Self.setCookie(cookieName, id, path: cookieName == Self.couchCookie ? "/" : "/\(db.name)", maxAge: Int(session.ttl)) : nil
-                return (.user(user.name), cookie)
+                found = Authentication(principal: .user(user.name), cookie: cookie, verifiedIn: [db.name])
             }
+            if let found { return found }
             // Logging out with a session that is gone is not an error (CouchDB answers 200).
-            if path.last == "_session" && request.method == .delete { return (.user(User.guestName), nil) }
+            if path.last == "_session" && request.method == .delete { return Authentication(principal: .user(User.guestName)) }
             throw CouchError.unauthorized(realm: realm)
         }
-        return (.user(User.guestName), nil)
+        return Authentication(principal: .user(User.guestName))
     }
 
-    /// The databases whose users a request may authenticate as: the one its path names, or all.
+    /// The databases whose users a request may authenticate as: the one its path names (none
+    /// when it names one that is not served), or all for a server-wide path.
     func databases(for path: [String]) -> [ServedDatabase] {
-        if let first = path.first, !first.hasPrefix("_"), let db = server.database(named: first) { return [db] }
+        if let first = path.first, !first.hasPrefix("_") { return server.database(named: first).map { [$0] } ?? [] }
         return server.userDatabases
+    }
+
+    /// The answer for a database that is not served: 404 on the admin port; on the public port
+    /// what a served database whose user the caller is not answers (401), so that nobody learns
+    /// which names are served without being a user of one.
+    var missingDatabase: CouchError {
+        isAdmin ? CouchError.notFound("Database does not exist.") : CouchError.unauthorized(realm: realm)
     }
 
     /// CouchDB's session cookie, and Sync Gateway's.

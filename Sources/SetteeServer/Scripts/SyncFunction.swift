@@ -36,8 +36,10 @@ enum ExpiryRequest: Sendable, Equatable {
 struct SyncOutcome: Sendable, Equatable {
     /// The channels the revision is in.
     var channels: Set<String> = []
-    /// Grants: principal (a user name, or `role:<name>`) → the channels it may read.
+    /// Grants to users: user name → the channels it may read.
     var access: [String: Set<String>] = [:]
+    /// Grants to roles (`access("role:<name>", …)`): role name → the channels its users may read.
+    var roleAccess: [String: Set<String>] = [:]
     /// Roles given: user name → plain role names.
     var roles: [String: Set<String>] = [:]
     /// The last `expiry()` call's value, resolved; nil when the function did not call it.
@@ -125,7 +127,15 @@ struct SyncFunction: Sendable {
             for (key, value) in entries { m[key] = try strings(value) }
             return m
         }
-        var outcome = SyncOutcome(channels: try strings(o["channels"]), access: try map(o["access"]), roles: try map(o["roles"]))
+        var outcome = SyncOutcome(channels: try strings(o["channels"]), roles: try map(o["roles"]))
+        // `role:` names a role (a user name never holds a colon): its grant is the role's.
+        for (principal, channels) in try map(o["access"]) {
+            if principal.hasPrefix("role:") {
+                outcome.roleAccess[String(principal.dropFirst(5)), default: []].formUnion(channels)
+            } else {
+                outcome.access[principal, default: []].formUnion(channels)
+            }
+        }
         if let e = o["expiry"] {
             guard let expiry = resolveExpiry(e, now: now) else {
                 throw bad("expiry(): \(describe(e)) is not a time (seconds ≤ 30 days, a Unix time, or an ISO-8601 date)")

@@ -6,7 +6,7 @@ import NIOSSL
 import Logging
 import NIOCore
 import ServiceLifecycle
-import Settee
+@_spi(Replication) import Settee
 import SetteeReplicator
 import Synchronization
 @_exported import UnixSignals
@@ -80,6 +80,11 @@ public final class SetteeServer: Sendable {
     let adminCredentials: AdministratorCredentials
     /// Their sessions (`POST /_session` on the admin port).
     let adminSessions = AdministratorSessions()
+    /// Password checks that fail (users' and administrators', Basic or `_session`), held back
+    /// per client: five wrong in a minute, then a wait that doubles with each further one.
+    let passwordGuesses = ClientThrottle(perClient: 5, overall: 50, window: 60)
+    /// Sign-ups (`PUT /_users/…` by anyone): ten a minute from one client, sixty from all.
+    let signUps = ClientThrottle(perClient: 10, overall: 60, window: 60)
     /// What the admin page's forms carry back (against requests forged by other sites): random,
     /// made when the server starts.
     let adminFormToken: String = {
@@ -185,7 +190,7 @@ public final class SetteeServer: Sendable {
     /// let response = try await server.respond(to: request, context: context, admin: false)
     /// ```
     @_spi(Fuzzing)
-    public func respond(to request: Request, context: BasicRequestContext, admin: Bool) async throws -> Response {
+    public func respond(to request: Request, context: ServerRequestContext, admin: Bool) async throws -> Response {
         try await (admin ? adminResponder() : publicResponder()).respond(to: request, context: context)
     }
 
@@ -334,6 +339,19 @@ public final class SetteeServer: Sendable {
             do { try db.close() } catch { firstError = firstError ?? error }
         }
         if let firstError { throw firstError }
+    }
+}
+
+extension SetteeServer {
+    /// Writes one line to the server's log, every control character in it escaped
+    /// (``Swift/String/escapedForLog``): IDs, names and paths come from requests, and a line
+    /// break in one would forge a line of its own.
+    ///
+    /// ```swift
+    /// server.log(.info, "CRUD: \(db.name)/\(id) saved")
+    /// ```
+    func log(_ level: Logger.Level, _ message: String) {
+        logger.log(level: level, "\(message.escapedForLog)")
     }
 }
 
