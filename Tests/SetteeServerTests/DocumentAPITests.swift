@@ -24,10 +24,13 @@ import Testing
             let info = try await c.send(.get, "/db")
             #expect(info["db_name"] == "db" && info["update_seq"] == 0 && info["instance_start_time"] == "0")
             #expect(try await c.send(.head, "/db").status == .ok)
+            // On the public port a database that is not served is answered as one whose user the
+            // caller is not, so that names are not learned by trying them.
             let missing = try await c.send(.get, "/nope")
-            #expect(missing.status == .notFound && missing["error"] == "not_found")
+            #expect(missing.status == .unauthorized && missing["error"] == "unauthorized")
             #expect(try await c.send(.get, "/Bad")["error"] == "illegal_database_name")
-            // A replicator's create_target probe: 412 when it exists, 403 otherwise.
+            // A replicator's create_target probe: 412 to a user of a database that exists, 403
+            // otherwise.
             #expect(try await c.send(.put, "/db").status == .preconditionFailed)
             #expect(try await c.send(.put, "/other").status == .forbidden)
         }

@@ -10,14 +10,18 @@ extension CouchAPI {
     func databaseRoot(_ call: inout Call, name: String) async throws -> Response {
         switch call.request.method {
         case .get, .head:
-            guard let db = server.database(named: name) else { throw missingDatabase }
+            guard let db = server.database(named: name) else { throw missingDatabase(call) }
             try requireUser(call, db)
             return try databaseInfo(db, reader: try Reader(db, call.principal))
         case .put:
-            // Sync Gateway's answer to a replicator's create_target probe on the public port,
-            // whether the database exists or not.
-            guard call.principal == .admin else { throw CouchError.forbidden("Creating a database over the public API is unsupported") }
-            if server.database(named: name) != nil {
+            // A replicator's create_target probe: 412 for a database that exists to one of its
+            // users (CouchDB's replicator goes on); on the public port, 403 to anyone else
+            // whether it exists or not (Sync Gateway's answer), so that nobody learns names.
+            let existing = server.database(named: name)
+            if call.principal != .admin, existing.map({ (try? requireUser(call, $0)) == nil }) ?? true {
+                throw CouchError.forbidden("Creating a database over the public API is unsupported")
+            }
+            if existing != nil {
                 throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
             }
             return try await createDatabase(&call, name: name)
@@ -38,7 +42,7 @@ extension CouchAPI {
             if db.walrusDirectory == nil { try db.database.delete() }
             return try jsonResponse(["ok": true])
         case .post:
-            guard let db = server.database(named: name) else { throw missingDatabase }
+            guard let db = server.database(named: name) else { throw missingDatabase(call) }
             try requireUser(call, db)
             return try await postDocument(&call, db)
         default:

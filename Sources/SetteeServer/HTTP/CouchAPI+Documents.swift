@@ -289,9 +289,9 @@ extension CouchAPI {
         do {
             _ = try await save(incoming, to: db, newEdits: newEdits, follows: follows, as: principal)
         } catch let e as CouchError where [.conflict, .forbidden, .unauthorized].contains(e.status) {
-            server.logger.notice("CRUD: \(db.name)/\(id) in batch mode not saved: \(e.error): \(e.reason)")
+            server.log(.notice, "CRUD: \(db.name)/\(id) in batch mode not saved: \(e.error): \(e.reason)")
         } catch let e as SetteeError where [.conflict, .forbidden, .unauthorized].contains(e.code) {
-            server.logger.notice("CRUD: \(db.name)/\(id) in batch mode not saved: \(e.code): \(e.message)")
+            server.log(.notice, "CRUD: \(db.name)/\(id) in batch mode not saved: \(e.code): \(e.message)")
         }
         return try jsonResponse(["ok": true, "id": .string(id)], status: .accepted)
     }
@@ -324,7 +324,7 @@ extension CouchAPI {
         guard try await saveEdit(edit, db, as: principal), let rev = edit.revisionID else {
             throw CouchError.conflict
         }
-        if server.logKeys.contains("CRUD") { server.logger.info("CRUD: \(db.name)/\(id) saved as \(rev)\(incoming.deleted ? " (deleted)" : "")") }
+        if server.logKeys.contains("CRUD") { server.log(.info, "CRUD: \(db.name)/\(id) saved as \(rev)\(incoming.deleted ? " (deleted)" : "")") }
         return rev
     }
 

@@ -40,7 +40,7 @@ extension CouchAPI {
             return .success(try revisionJSON(r, revs: revs, reader: reader, inlineAfter: inlineAfter))
         } catch {
             let c = CouchError(answering: error)
-            if c.status == .internalServerError { server.logger.error("\(reader.db.name)/\(r.documentID) \(r.revisionID): \(c.error): \(c.reason)") }
+            if c.status == .internalServerError { server.log(.error, "\(reader.db.name)/\(r.documentID) \(r.revisionID): \(c.error): \(c.reason)") }
             return .failure(RevisionError(json: ["id": .string(r.documentID), "rev": .string(r.revisionID),
                                                  "error": .string(c.error), "reason": .string(c.reason)]))
         }

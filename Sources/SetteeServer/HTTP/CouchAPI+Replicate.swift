@@ -140,7 +140,7 @@ extension CouchAPI {
         // A replication an HTTP client waits for gives up on an unreachable peer after a few tries.
         if !continuous { settings.maxAttempts = 3 }
         let log = server.logger
-        settings.logHandler = { level, message in if level >= .warning { log.warning("replication: \(message)") } }
+        settings.logHandler = { level, message in if level >= .warning { log.warning("\("replication: \(message)".escapedForLog)") } }
         let replicator = Replicator(config: settings)
         let counts = Mutex((written: 0, failures: 0))
         replicator.addDocumentReplicationListener { r in
@@ -199,7 +199,7 @@ extension CouchAPI {
             c.continuous = continuous
             if !continuous { c.maxAttempts = 3 }
             let log = server.logger
-            c.logHandler = { level, message in if level >= .warning { log.warning("replication: \(message)") } }
+            c.logHandler = { level, message in if level >= .warning { log.warning("\("replication: \(message)".escapedForLog)") } }
             return Replicator(config: c)
         }
         let pull = replicator(from.0, from.1, .pull), push = replicator(to.0, to.1, .push)

@@ -83,7 +83,7 @@ final class ReplicatorDocuments: Sendable {
             do {
                 try db.database.forEachDocument(AllDocumentsOptions()) { all.append($0.id); return true }
             } catch {
-                server.logger.error("_replicator: cannot read its documents: \(error)")
+                server.log(.error, "_replicator: cannot read its documents: \(error)")
             }
             for id in all { await consider(id, server, db, atStart: true) }
             for await id in ids { await consider(id, server, db, atStart: false) }
@@ -176,7 +176,7 @@ final class ReplicatorDocuments: Sendable {
                 try database.saveLocalDocument(Self.statesJSON(state.withLock { $0.states }), withID: Self.statesID)
             }
         } catch {
-            logger.withLock { $0 }?.error("_replicator: cannot keep the state of \(id): \(error)")
+            logger.withLock { $0 }?.error("\("_replicator: cannot keep the state of \(id): \(error)".escapedForLog)")
         }
     }
 

@@ -244,7 +244,6 @@ extension CouchAPI {
             guard !databases.isEmpty else {
                 throw CouchError.forbidden("No database of this server takes sign-ups (allowSignUp of a database).")
             }
-            try server.signUps.admit(call.client)
         }
         if current == nil {
             if let problem = PrincipalName.problem(name, kind: .user) { throw CouchError.badRequest(problem) }
@@ -258,6 +257,8 @@ extension CouchAPI {
             guard given == nil else { throw CouchError.conflict }
             guard password != nil else { throw CouchError.forbidden("doc.password is required for a new user") }
         }
+        // A sign-up that would be made costs a hash and a user: counted against its client.
+        if case .signUp = writer { try server.signUps.admit(call.client) }
         guard !databases.isEmpty else { throw CouchError.notFound("No database is served: a user belongs to databases") }
         // One hash for every database (PBKDF2 costs a few hundred milliseconds by design).
         let hash = password.map(PasswordHash.init(password:)) ?? current?.first.password

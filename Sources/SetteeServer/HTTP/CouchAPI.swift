@@ -113,7 +113,7 @@ struct CouchAPI: HTTPResponder {
             let c = CouchError(e)
             status = c.status
             if c.status == .internalServerError {
-                server.logger.error("\(request.method) \(request.uri.path): \(e.code): \(e.message)")
+                server.log(.error, "\(request.method) \(request.uri.path): \(e.code): \(e.message)")
             }
             return c.response
         } catch let e as HTTPError where e.status == .contentTooLarge {
@@ -127,7 +127,7 @@ struct CouchAPI: HTTPResponder {
             status = .badRequest
             return CouchError.badRequest("malformed HTTP request body: \(e)").response
         } catch {
-            server.logger.error("\(request.method) \(request.uri.path): \(error)")
+            server.log(.error, "\(request.method) \(request.uri.path): \(error)")
             return CouchError(.internalServerError, "internal_server_error", "\(type(of: error))").response
         }
     }
@@ -145,7 +145,7 @@ struct CouchAPI: HTTPResponder {
         guard server.logKeys.contains("HTTP") else { return }
         let ms = (ContinuousClock.now - started).components
         let millis = Double(ms.seconds) * 1000 + Double(ms.attoseconds) / 1e15
-        server.logger.info("HTTP \(isAdmin ? "admin " : "")\(request.method) \(request.uri.path) \(status.code) \(String(format: "%.1f", millis)) ms")
+        server.log(.info, "HTTP \(isAdmin ? "admin " : "")\(request.method) \(request.uri.path) \(status.code) \(String(format: "%.1f", millis)) ms")
     }
 
     // MARK: - Routing
@@ -219,7 +219,7 @@ struct CouchAPI: HTTPResponder {
         // The server's own database is the admin port's.
         if first == ReplicatorDocuments.databaseName { try requireAdmin(call) }
         if path.count == 1 { return try await databaseRoot(&call, name: first) }
-        guard let db = server.database(named: first) else { throw missingDatabase }
+        guard let db = server.database(named: first) else { throw missingDatabase(call) }
         let rest = Array(path.dropFirst())
         // Logging in is open to anyone; the admin API is the admin port's.
         switch rest[0] {
@@ -283,7 +283,7 @@ struct CouchAPI: HTTPResponder {
             let logger = server.logger
             Task.detached {
                 defer { db.compactionsRunning.subtract(1, ordering: .sequentiallyConsistent) }
-                do { _ = try await database.compact() } catch { logger.error("compaction of \(db.name): \(error)") }
+                do { _ = try await database.compact() } catch { logger.error("\("compaction of \(db.name): \(error)".escapedForLog)") }
             }
             return try jsonResponse(["ok": true], status: .accepted)
         case "_security":
@@ -433,18 +433,20 @@ struct CouchAPI: HTTPResponder {
         return Authentication(principal: .user(User.guestName))
     }
 
-    /// The databases whose users a request may authenticate as: the one its path names (none
-    /// when it names one that is not served), or all for a server-wide path.
+    /// The databases whose users a request may authenticate as: the one its path names, or all
+    /// (a server-wide path, or a database that is not served).
     func databases(for path: [String]) -> [ServedDatabase] {
-        if let first = path.first, !first.hasPrefix("_") { return server.database(named: first).map { [$0] } ?? [] }
+        if let first = path.first, !first.hasPrefix("_"), let db = server.database(named: first) { return [db] }
         return server.userDatabases
     }
 
-    /// The answer for a database that is not served: 404 on the admin port; on the public port
-    /// what a served database whose user the caller is not answers (401), so that nobody learns
-    /// which names are served without being a user of one.
-    var missingDatabase: CouchError {
-        isAdmin ? CouchError.notFound("Database does not exist.") : CouchError.unauthorized(realm: realm)
+    /// The answer for a database that is not served: 404 on the admin port and to a user of the
+    /// server (credentials some database proved: a replicator is told `db_not_found`, as Sync
+    /// Gateway tells it); to anyone else what a served database whose user it is not answers
+    /// (401), so that names are not learned by trying them anonymously.
+    func missingDatabase(_ call: Call) -> CouchError {
+        if isAdmin || !call.verifiedIn.isEmpty { return CouchError.notFound("Database does not exist.") }
+        return CouchError.unauthorized(realm: realm)
     }
 
     /// CouchDB's session cookie, and Sync Gateway's.

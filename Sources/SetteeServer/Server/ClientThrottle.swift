@@ -62,8 +62,8 @@ public struct ServerRequestContext: RequestContext, RemoteAddressRequestContext 
 /// - ``admit(_:)`` is a rate: at most `perClient` attempts per client and `overall` attempts in
 ///   all per `window`; past either, 429 with `Retry-After`.
 /// - ``check(_:)``, ``failed(_:)`` and ``succeeded(_:)`` are a backoff on failures: a client
-///   whose `perClient` failures fall within a `window` waits 1 s before its next attempt, then
-///   2, 4, … up to `maxBackoff`, until one succeeds; and while more than `overall` failures in
+///   whose `perClient` failures fall within a `window` waits 2 s before its next attempt, then
+///   4, 8, … up to `maxBackoff`, until one succeeds; and while more than `overall` failures in
 ///   all fall within one second, a client with a recent failure waits too. A client that has not
 ///   failed is never held up by others' guessing.
 ///
@@ -152,7 +152,7 @@ final class ClientThrottle: Sendable {
             c.failures += 1
             c.lastFailure = now
             if c.failures >= perClient {
-                let doublings = min(c.failures - perClient, 20)
+                let doublings = min(c.failures - perClient + 1, 20)
                 c.blockedUntil = now.addingTimeInterval(min(maxBackoff, Double(1 << doublings)))
             }
             s.recent.append(now)

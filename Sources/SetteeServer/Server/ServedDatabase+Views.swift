@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Settee
+@_spi(Replication) import Settee
 
 /// One view of a design document (`views.<name>` with a JavaScript `map`).
 struct ViewDefinition: Sendable, Equatable {
@@ -132,7 +132,7 @@ extension ServedDatabase {
                 switch result {
                 case .success(let rows): out[position] = rows
                 case .failure(let error):
-                    Self.viewLogger.warning("\(view.ddoc) view \(view.name): document \(docs[position].id): \(error)")
+                    Self.viewLogger.warning("\("\(view.ddoc) view \(view.name): document \(docs[position].id): \(error)".escapedForLog)")
                     self?.viewErrors.withLock { $0[name, default: 0] += 1 }
                 }
             }
@@ -150,7 +150,7 @@ extension ServedDatabase {
             do {
                 try database.createIndex(config, name: view.libraryName)
             } catch {
-                Self.viewLogger.error("\(view.ddoc) view \(view.name) could not be attached: \(error)")
+                Self.viewLogger.error("\("\(view.ddoc) view \(view.name) could not be attached: \(error)".escapedForLog)")
             }
         }
     }
@@ -166,7 +166,7 @@ extension ServedDatabase {
             do {
                 config = try mapConfiguration(view)
             } catch {
-                Self.viewLogger.warning("\(view.ddoc) view \(view.name) does not compile: \(error)")
+                Self.viewLogger.warning("\("\(view.ddoc) view \(view.name) does not compile: \(error)".escapedForLog)")
                 continue
             }
             try await database.createIndex(config, name: view.libraryName)

@@ -374,7 +374,7 @@ extension DatabaseCore {
                         try c.tx.put(Array(index.name.utf8), d.encoded(), in: trees.indexCatalog)
                     }
                 } catch {
-                    Self.logger.error("index \(index.name) could not be emptied for rebuilding: \(error)")
+                    Self.logger.error("\("index \(index.name) could not be emptied for rebuilding: \(error)".escapedForLog)")
                 }
                 continue
             }
@@ -391,7 +391,7 @@ extension DatabaseCore {
                 }
                 try buildIndex(name: index.name) { _ in true }
             } catch {
-                Self.logger.error("index \(index.name) could not be rebuilt: \(error)")
+                Self.logger.error("\("index \(index.name) could not be rebuilt: \(error)".escapedForLog)")
             }
         }
     }

@@ -409,7 +409,7 @@ enum MapIndexStore {
             do {
                 return try config.map(MapIndexDocument(id: row.id, revisionID: row.revisionID, properties: row.properties))
             } catch {
-                DatabaseCore.logger.warning("map index \(index.name): document \(row.id): \(error)")
+                DatabaseCore.logger.warning("\("map index \(index.name): document \(row.id): \(error)".escapedForLog)")
                 return []
             }
         }
@@ -430,7 +430,7 @@ enum MapIndexStore {
                     throw SetteeError(.invalidParameter, "a batch map function returned \(emitted.count) lists of rows for \(chunk.count) documents")
                 }
             } catch {
-                DatabaseCore.logger.warning("map index \(index.name): a call for \(chunk.count) documents failed (\(error)); each is mapped alone")
+                DatabaseCore.logger.warning("\("map index \(index.name): a call for \(chunk.count) documents failed (\(error)); each is mapped alone".escapedForLog)")
                 emitted = chunk.map(one)
             }
             var byID: [String: [Row]] = [:]
@@ -450,7 +450,7 @@ enum MapIndexStore {
         out.reserveCapacity(emitted.count)
         for e in emitted {
             guard out.count < maxRowsPerDocument else {
-                DatabaseCore.logger.warning("map index \(index.name): document \(row.id) emitted over \(maxRowsPerDocument) rows; the rest are left out")
+                DatabaseCore.logger.warning("\("map index \(index.name): document \(row.id) emitted over \(maxRowsPerDocument) rows; the rest are left out".escapedForLog)")
                 break
             }
             do {
@@ -462,12 +462,12 @@ enum MapIndexStore {
                 key.append(UInt8(truncatingIfNeeded: out.count >> 8))
                 key.append(UInt8(truncatingIfNeeded: out.count))
                 guard key.count <= StoreConfiguration.maxKeyLength else {
-                    DatabaseCore.logger.warning("map index \(index.name): document \(row.id) emitted a key too long to index; left out")
+                    DatabaseCore.logger.warning("\("map index \(index.name): document \(row.id) emitted a key too long to index; left out".escapedForLog)")
                     continue
                 }
                 out.append(Row(key: key, value: try JSONValue.array([e.key, e.value]).jsonBytes()))
             } catch {
-                DatabaseCore.logger.warning("map index \(index.name): document \(row.id): \(error)")
+                DatabaseCore.logger.warning("\("map index \(index.name): document \(row.id): \(error)".escapedForLog)")
             }
         }
         return out

@@ -125,7 +125,7 @@ extension WriteContext {
                 var d = index.definition
                 d.state = .building
                 try tx.put(key, d.encoded(), in: core.trees.indexCatalog)
-                DatabaseCore.logger.warning("map index \(index.name) was written to before its function was given: it will be rebuilt")
+                DatabaseCore.logger.warning("\("map index \(index.name) was written to before its function was given: it will be rebuilt".escapedForLog)")
             }
             return
         }
