@@ -81,8 +81,12 @@ struct Transport: Sendable {
 
     init(url: URL, authenticator: (any Authenticator)?, headers extra: [String: String], pinnedCertificate: Data?) throws {
         guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false),
-              let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https", parts.host != nil else {
-            throw ReplicatorError(.invalidRequest, "a URLEndpoint needs an http or https URL of a database, not '\(url)'")
+              let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = parts.host, !host.isEmpty else {
+            throw ReplicatorError(.invalidRequest, "a URLEndpoint needs an http or https URL of a database, not '\(Self.redacted(url))'")
+        }
+        // A port is 16 bits: a larger number must not reach the socket layer (which traps on it).
+        if let port = parts.port, !(1 ... 65535).contains(port) {
+            throw ReplicatorError(.invalidRequest, "the URL '\(Self.redacted(url))' names port \(port), outside 1–65535")
         }
         var fields: [(String, String)] = [("Accept", "application/json")]
         for (k, v) in extra.sorted(by: { $0.key < $1.key }) { fields.append((k, v)) }
@@ -100,7 +104,7 @@ struct Transport: Sendable {
         parts.fragment = nil
         while parts.percentEncodedPath.hasSuffix("/") { parts.percentEncodedPath.removeLast() }
         guard let clean = parts.string, !parts.percentEncodedPath.isEmpty else {
-            throw ReplicatorError(.invalidRequest, "the URL '\(url)' names no database")
+            throw ReplicatorError(.invalidRequest, "the URL '\(Self.redacted(url))' names no database")
         }
         base = clean
         var server = parts
@@ -257,6 +261,16 @@ struct Transport: Sendable {
     }
 
     /// A URL without its query (which may hold filter parameters) for messages.
+    /// A URL as an error may show it: without its credentials, query and fragment.
+    static func redacted(_ url: URL) -> String {
+        guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "the URL" }
+        parts.user = nil
+        parts.password = nil
+        parts.query = nil
+        parts.fragment = nil
+        return parts.string ?? "the URL"
+    }
+
     static func redacted(_ url: String) -> String {
         url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
     }

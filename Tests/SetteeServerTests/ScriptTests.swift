@@ -437,6 +437,30 @@ import Testing
         #expect(failure { try spin.run(doc: "{}", oldDoc: nil, user: nil) }?.kind == .timeout)
     }
 
+    /// JavaScriptCore keeps the pages of a heap that held garbage: a VM during whose calls the
+    /// server grew by more than ``ScriptVM/recycleAfterGrowth`` is replaced when given back
+    /// (releasing it returns its heap to the system), and its functions run on in the new one.
+    /// What the server's resident size did is printed (it is the whole process's, shared with
+    /// every test running beside this one).
+    @Test func aVMWhoseCallsGrewTheServerIsReplaced() throws {
+        let engine = ScriptEngine(contexts: 1, timeLimit: 30)
+        let big = try FilterFunction(name: "big", source: """
+            function(doc) { var a = []; for (var i = 0; i < 150000; i++) a.push('x'.repeat(1000) + i); return a.length > 0; }
+            """, engine: engine)
+        let small = try FilterFunction(name: "small", source: "function(doc) { return doc.ok === true; }", engine: engine)
+        #expect(try small.run(doc: #"{"ok": true}"#, req: "{}"))
+        #expect(engine.replacedCount.load(ordering: .relaxed) == 0)
+        let before = Watchdog.residentBytes() ?? 0
+        for _ in 0 ..< 3 { #expect(try big.run(doc: "{}", req: "{}")) }
+        let grown = Watchdog.residentBytes() ?? 0
+        #expect(engine.replacedCount.load(ordering: .relaxed) >= 1)
+        // The functions run on in the VM that took its place.
+        #expect(try small.run(doc: #"{"ok": true}"#, req: "{}"))
+        Thread.sleep(forTimeInterval: 3)
+        let after = Watchdog.residentBytes() ?? 0
+        print("ScriptTests: resident \(before >> 20) MiB before, \(grown >> 20) MiB after the calls, \(after >> 20) MiB 3 s after the VM was replaced")
+    }
+
     // MARK: Design documents
 
     @Test func filterReadsTheRequestQuery() throws {

@@ -162,13 +162,13 @@ import Testing
             #expect(try await pub.send(.put, "/_replicator/x", json: #"{"source": "db", "target": "other"}"#).status == .forbidden)
 
             try await admin.send(.put, "/_replicator/once", json: #"{"source": "db", "target": "copy", "create_target": true}"#)
-            let once = try await state(admin, "once", until: "completed")
+            let once = try await replicationState(admin, "once", until: "completed")
             #expect(once["_replication_stats"]?["docs_written"] == 5 && once["_replication_id"] != nil, "\(once)")
             #expect(try await admin.send(.get, "/copy")["doc_count"] == 5)
 
             try await admin.send(.put, "/_replicator/live",
                                  json: #"{"source": "db", "target": "feed", "continuous": true, "create_target": true}"#)
-            _ = try await state(admin, "live", until: "triggered")
+            _ = try await replicationState(admin, "live", until: "triggered")
             #expect(server.replications.isRunning(ReplicatorDocuments.jobKey("live")))
             try await admin.send(.put, "/db/later", json: #"{"late": true}"#)
             try await eventually { try await admin.send(.get, "/feed/later").status == .ok }
@@ -185,7 +185,7 @@ import Testing
 
             // A replication that cannot run fails, with its reason.
             try await admin.send(.put, "/_replicator/broken", json: #"{"source": "missing", "target": "db"}"#)
-            let broken = try await state(admin, "broken", until: "failed")
+            let broken = try await replicationState(admin, "broken", until: "failed")
             #expect(broken["_replication_state_reason"]?.stringValue?.contains("missing") == true, "\(broken)")
             #expect(try await admin.send(.delete, "/_replicator").status == .forbidden)
         }
@@ -203,10 +203,10 @@ import Testing
             try await running(server) { _, admin in
                 try await admin.send(.put, "/db/a", json: "{}")
                 try await admin.send(.put, "/_replicator/once", json: #"{"source": "db", "target": "other"}"#)
-                let time = try await state(admin, "once", until: "completed")["_replication_state_time"]
+                let time = try await replicationState(admin, "once", until: "completed")["_replication_state_time"]
                 finishedAt.withLock { $0 = time }
                 try await admin.send(.put, "/_replicator/live", json: #"{"source": "db", "target": "other", "continuous": true}"#)
-                _ = try await state(admin, "live", until: "triggered")
+                _ = try await replicationState(admin, "live", until: "triggered")
             }
         }
         let server = try SetteeServer(configuration: ServerConfiguration(json: config))
@@ -260,49 +260,5 @@ import Testing
             let quiet = try await admin.send(.get, "/_db_updates?feed=continuous&since=now&timeout=100")
             #expect(quiet.text.hasPrefix("{\"last_seq\":"), "\(quiet.text)")
         }
-    }
-
-    // MARK: - Helpers
-
-    /// Runs the whole server (as `settee serve` does, `_replicator` included) while `body` talks
-    /// to its ports.
-    private func running(_ server: SetteeServer,
-                         _ body: @Sendable (_ pub: any TestClientProtocol, _ admin: any TestClientProtocol) async throws -> Void) async throws {
-        try await whileRunning(server) { ports in
-            let pub = TestClient(host: "127.0.0.1", port: ports.publicPort, configuration: .init(timeout: liveClientTimeout))
-            let admin = TestClient(host: "127.0.0.1", port: try #require(ports.adminPort), configuration: .init(timeout: liveClientTimeout))
-            pub.connect()
-            admin.connect()
-            do {
-                try await body(LiveClient(client: pub), LiveClient(client: admin))
-            } catch {
-                try? await pub.shutdown()
-                try? await admin.shutdown()
-                throw error
-            }
-            try? await pub.shutdown()
-            try? await admin.shutdown()
-        }
-    }
-
-    /// The replication document `id` once its state is `wanted`.
-    private func state(_ admin: any TestClientProtocol, _ id: String, until wanted: String) async throws -> JSONValue {
-        var last: JSONValue = .null
-        for _ in 0 ..< 1200 {
-            last = try await admin.send(.get, "/_replicator/\(id)").json
-            if last["_replication_state"]?.stringValue == wanted { return last }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        Issue.record("\(id) never reached \(wanted): \(last)")
-        return last
-    }
-
-    /// Waits for `condition`, failing the test if it never holds.
-    private func eventually(_ condition: @Sendable () async throws -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        for _ in 0 ..< 1200 {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        Issue.record("the condition never held", sourceLocation: sourceLocation)
     }
 }

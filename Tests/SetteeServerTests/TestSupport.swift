@@ -230,3 +230,45 @@ func loopbackSocket(port: Int, timeout: Int = 3) throws -> Int32 {
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
     return fd
 }
+
+/// Runs the whole server (as `settee serve` does, `_replicator` included) while `body` talks
+/// to its ports.
+func running(_ server: SetteeServer,
+             _ body: @Sendable (_ pub: any TestClientProtocol, _ admin: any TestClientProtocol) async throws -> Void) async throws {
+    try await whileRunning(server) { ports in
+        let pub = TestClient(host: "127.0.0.1", port: ports.publicPort, configuration: .init(timeout: liveClientTimeout))
+        let admin = TestClient(host: "127.0.0.1", port: try #require(ports.adminPort), configuration: .init(timeout: liveClientTimeout))
+        pub.connect()
+        admin.connect()
+        do {
+            try await body(LiveClient(client: pub), LiveClient(client: admin))
+        } catch {
+            try? await pub.shutdown()
+            try? await admin.shutdown()
+            throw error
+        }
+        try? await pub.shutdown()
+        try? await admin.shutdown()
+    }
+}
+
+/// The replication document `id` once its state is `wanted`.
+func replicationState(_ admin: any TestClientProtocol, _ id: String, until wanted: String) async throws -> JSONValue {
+    var last: JSONValue = .null
+    for _ in 0 ..< 1200 {
+        last = try await admin.send(.get, "/_replicator/\(id)").json
+        if last["_replication_state"]?.stringValue == wanted { return last }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    Issue.record("\(id) never reached \(wanted): \(last)")
+    return last
+}
+
+/// Waits for `condition`, failing the test if it never holds.
+func eventually(_ condition: @Sendable () async throws -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    for _ in 0 ..< 1200 {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    Issue.record("the condition never held", sourceLocation: sourceLocation)
+}

@@ -201,13 +201,13 @@ extension Database {
             for loserID in loserIDs {
                 if let m = try c.addLocalRevision(id: id, key: key, old: meta, tree: &tree,
                                                   parent: tree.index(of: loserID), body: empty, deleted: true) {
-                    meta = m
+                    meta = m.meta
                 }
             }
             if leaves.count > 1 || merged != nil {
                 if let m = try c.addLocalRevision(id: id, key: key, old: meta, tree: &tree,
                                                   parent: tree.index(of: winnerID), body: winnerBody, deleted: false) {
-                    meta = m
+                    meta = m.meta
                 }
             }
         }

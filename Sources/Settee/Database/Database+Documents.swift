@@ -278,10 +278,12 @@ extension Database {
         }
         // The ID prepared outside the lock holds when the parent is the revision it assumed.
         let prepared = expectedRevisionID.flatMap { parent.map { tree.revs[$0].id } == edit.revisionID ? $0 : nil }
-        let meta = try c.addLocalRevision(id: document.id, key: key, old: old, tree: &tree, parent: parent,
-                                          body: body, deleted: edit.isDeletion, revisionID: prepared)
-        if let meta {
-            document.didSave(revisionID: meta.revisionID, sequence: meta.sequence)
+        let added = try c.addLocalRevision(id: document.id, key: key, old: old, tree: &tree, parent: parent,
+                                           body: body, deleted: edit.isDeletion, revisionID: prepared)
+        if let (meta, revisionID) = added {
+            // The revision saved: not the current one when it continues a conflict's losing
+            // branch (a deletion of that leaf).
+            document.didSave(revisionID: revisionID, sequence: meta.sequence)
         } else if let p = parent {
             // An identical revision exists already: the save is a no-op that lands on it.
             let gen = try RevisionID.child(of: tree.revs[p].generation)

@@ -140,7 +140,7 @@ extension WriteContext {
     /// (identical edits give identical IDs: nothing to store). `revisionID`, when given, is the ID
     /// already computed for this parent, body and deletion.
     func addLocalRevision(id: String, key: [UInt8], old: DocMeta?, tree: inout RevTree, parent: Int?,
-                          body: PreparedBody, deleted: Bool, revisionID: String? = nil) throws -> DocMeta? {
+                          body: PreparedBody, deleted: Bool, revisionID: String? = nil) throws -> (meta: DocMeta, revisionID: String)? {
         let parentID = parent.map { tree.revs[$0].id }
         let generation = try RevisionID.child(of: parent.map { tree.revs[$0].generation } ?? 0)
         let revID = revisionID ?? RevisionID.make(parent: parentID, generation: generation, deleted: deleted, canonicalBody: body.bytes)
@@ -153,7 +153,8 @@ extension WriteContext {
         defer { pendingProperties = nil }
         tree.add(id: revID, generation: generation, parent: parent, deleted: deleted,
                  hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
-        return try commit(id: id, key: key, old: old, tree: &tree)
+        // The document's metadata names its winner, which need not be the revision added.
+        return (try commit(id: id, key: key, old: old, tree: &tree), revID)
     }
 
     /// Stores a document's tree and updates every index for its new winner.

@@ -89,6 +89,9 @@ extension CouchAPI {
         } catch {
             throw CouchError.badRequest("database configuration: \(error)")
         }
+        if !dbConfig.isWalrus, !server.isDataDirectory(dbConfig.server) {
+            throw CouchError.forbidden("a database made over HTTP is kept in memory (\"walrus:\") or in a directory of the configuration's databases (or under one), with no \"..\"")
+        }
         let served = try ServedDatabase.open(name: name, config: dbConfig, engine: server.scripts)
         guard server.addDatabase(served) else {
             try served.close()

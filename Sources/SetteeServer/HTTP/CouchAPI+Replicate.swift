@@ -240,9 +240,14 @@ extension CouchAPI {
     }
 
     /// `end` as a database of this server when it is a URL of this server (a loopback or
-    /// configured host, one of the ports it listens on) whose path names one database.
+    /// configured host, one of the ports it listens on) whose path names one database, and
+    /// carries no credentials: a URL with a user's name and password (or an `Authorization` or
+    /// `Cookie` header) is replicated over HTTP, as that user, with its authentication and
+    /// channels, exactly as any other client's.
     private func local(_ end: ReplicationEnd) -> ReplicationEnd {
-        guard case .remote(let url, _) = end, let host = url.host?.lowercased() else { return end }
+        guard case .remote(let url, let headers) = end, let host = url.host?.lowercased() else { return end }
+        guard url.user == nil, url.password == nil,
+              !headers.keys.contains(where: { ["authorization", "cookie"].contains($0.lowercased()) }) else { return end }
         let port = url.port ?? (url.scheme == "https" ? 443 : 80)
         guard server.boundPorts.withLock({ $0.contains(port) }) else { return end }
         let configured = [server.configuration.interface, server.configuration.adminInterface ?? ""]
@@ -276,7 +281,10 @@ extension CouchAPI {
         }
         guard let text, !text.isEmpty else { throw CouchError.badRequest("\(name) must be a database name or a URL") }
         if text.hasPrefix("http://") || text.hasPrefix("https://") {
-            guard let url = URL(string: text), url.host != nil else { throw CouchError.badRequest("\(name) is not a valid URL") }
+            guard let url = URL(string: text), let host = url.host, !host.isEmpty else { throw CouchError.badRequest("\(name) is not a valid URL") }
+            if let port = url.port, !(1 ... 65535).contains(port) {
+                throw CouchError.badRequest("\(name) names port \(port), outside 1–65535")
+            }
             return .remote(url, headers)
         }
         guard ServerConfiguration.isValidDatabaseName(text) else { throw CouchError.badRequest("\(name) is not a database name or an http(s) URL") }

@@ -28,6 +28,13 @@ extension CouchAPI {
     }
 
     /// Inserts replicated revisions (`new_edits=false`) for `principal`.
+    ///
+    /// Under the default sync function, a user may not add a branch to a document whose
+    /// current revision it cannot read: the branch would win over that revision or stand in
+    /// conflict with it, changing a document the user cannot see. Such a revision is refused
+    /// (`forbidden`), unless the document already holds it. A custom sync function decides for
+    /// itself (it is given the revision it would replace as `oldDoc`, and may `requireUser` or
+    /// `requireAccess` on it). The check runs in the write's turn, so no write comes between.
     func insert(_ revisions: [ReplicatedRevision], _ db: ServedDatabase, as principal: Principal) async throws -> [RevisionInsertOutcome] {
         var allowed: [ReplicatedRevision] = []
         var refusals: [Int: RevisionInsertOutcome] = [:]
@@ -40,7 +47,22 @@ extension CouchAPI {
             }
         }
         let outcomes: [RevisionInsertOutcome]
-        if db.routing.needsWriter {
+        let guarded = db.config.sync == nil ? try Reader(db, principal) : nil
+        if let reader = guarded, !reader.readsAll {
+            let list = allowed
+            outcomes = try await db.write(as: principal) { d in
+                var checked: [ReplicatedRevision] = []
+                var hidden: Set<Int> = []
+                for (i, r) in list.enumerated() {
+                    if try Self.changesAHiddenDocument(r, d, reader) { hidden.insert(i) } else { checked.append(r) }
+                }
+                var inserted = try d.insertRevisions(checked).makeIterator()
+                return list.indices.map { i in
+                    hidden.contains(i) ? .rejected(SetteeError(.forbidden, "the document holds revisions this user cannot read"))
+                        : inserted.next() ?? .alreadyPresent
+                }
+            }
+        } else if db.routing.needsWriter {
             let list = allowed
             outcomes = try await db.write(as: principal) { d in try d.insertRevisions(list) }
         } else {
@@ -51,6 +73,14 @@ extension CouchAPI {
         var next = outcomes.makeIterator()
         for i in revisions.indices { merged.append(refusals[i] ?? next.next() ?? .alreadyPresent) }
         return merged
+    }
+
+    /// Whether `revision` would change a document whose current revision `reader` cannot read
+    /// (a document that exists, tombstones included, and does not hold the revision yet).
+    static func changesAHiddenDocument(_ revision: ReplicatedRevision, _ db: Database, _ reader: Reader) throws -> Bool {
+        guard let tree = try db.revisionTree(withID: revision.documentID) else { return false }
+        if tree.revisions.contains(where: { $0.revisionID == revision.revisionID }) { return false }
+        return try reader.readability(of: revision.documentID, revision: nil) != .readable
     }
 
     /// Design documents are written through the admin port only (as in CouchDB, where only

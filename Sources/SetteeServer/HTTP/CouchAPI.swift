@@ -66,6 +66,16 @@ struct CouchAPI: HTTPResponder {
         // body took to arrive, as CouchDB's do.
         response.headers[Self.requestIDHeader] = requestID
         response.headers[Self.bodyTimeHeader] = String(bodyTime.milliseconds)
+        if request.method == .connect {
+            // The HTTP decoder reads what follows a CONNECT as a tunnel's bytes, never as another
+            // request: the connection ends with this answer instead of idling until its timeout
+            // (connections held so would fill the listener).
+            response.headers[.connection] = "close"
+            let channel = context.channel
+            channel.close(mode: .input).whenFailure { _ in
+                channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
+            }
+        }
         return response
     }
 

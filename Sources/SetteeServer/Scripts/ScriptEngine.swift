@@ -50,6 +50,9 @@ final class ScriptEngine: @unchecked Sendable {
     /// drops when next taken (only the thread holding a VM may touch its contexts).
     private var released: [[UInt64]]
     private let nextScriptID = Atomic<UInt64>(1)
+    /// How many VMs were replaced by fresh ones (a stopped script's, or one whose calls grew the
+    /// server past ``ScriptVM/recycleAfterGrowth``).
+    let replacedCount = Atomic<Int>(0)
 
     /// - Parameters:
     ///   - contexts: how many functions can run at once (VMs are created as needed, up to this).
@@ -140,6 +143,7 @@ final class ScriptEngine: @unchecked Sendable {
         // functions are compiled again as they are run); if none can be made now, its slot is
         // freed and the next check-out tries again.
         let index = vm.index
+        replacedCount.add(1, ordering: .relaxed)
         let fresh = ScriptVM(index: index, timeLimit: timeLimit, memoryLimit: memoryLimit)
         condition.lock()
         released[index] = []
@@ -243,8 +247,16 @@ final class ScriptVM {
     /// there), read by the same thread after the call.
     private let watchdog: UnsafeMutablePointer<Watchdog>
     private var realms: [UInt64: ScriptRealm] = [:]
-    /// False once a script was stopped and the VM then failed a trivial evaluation.
+    /// False once a script was stopped and the VM then failed a trivial evaluation, or once the
+    /// server grew by ``recycleAfterGrowth`` while the VM's scripts ran.
     private(set) var isUsable = true
+    /// How much the server's resident memory grew during this VM's calls, in all.
+    private var grown = 0
+    /// JavaScriptCore keeps a heap's pages once they held garbage (its collector frees objects,
+    /// not the pages): only releasing the context group gives them back to the system. A VM
+    /// during whose calls the server grew this much is replaced by a fresh one when given back,
+    /// its functions compiled again as they are run.
+    static let recycleAfterGrowth = 64 << 20
 
     /// nil when JavaScriptCore cannot create a context group (out of memory).
     init?(index: Int, timeLimit: Double, memoryLimit: Int) {
@@ -452,9 +464,17 @@ final class ScriptVM {
         let result = arguments.withUnsafeBufferPointer { args in
             JSObjectCallAsFunction(context, function, nil, args.count, args.baseAddress, &exception)
         }
+        noteGrowth()
         if let exception { throw error(from: exception, in: context, name: name) }
         guard let result else { throw ScriptError(.exception("no value"), "\(name): the call produced no value") }
         return result
+    }
+
+    /// Adds what the server grew by during the call just made; past ``recycleAfterGrowth`` the
+    /// VM is replaced when given back, which returns its heap to the system.
+    private func noteGrowth() {
+        grown += max(0, watchdog.pointee.growthSinceStart)
+        if grown > Self.recycleAfterGrowth { isUsable = false }
     }
 
     /// A JSON text parsed into a value of `context`, protected from the collector (the caller

@@ -39,6 +39,13 @@ struct Watchdog {
         startResident = Self.residentBytes() ?? 0
     }
 
+    /// Bytes the server's resident memory grew by since the current call began (negative when
+    /// it shrank); 0 where the system does not say.
+    var growthSinceStart: Int {
+        guard let now = Self.residentBytes(), startResident > 0 else { return 0 }
+        return now - startResident
+    }
+
     /// Sets the next check for the group `watchdog` watches.
     static func arm(_ watchdog: UnsafeMutablePointer<Watchdog>) {
         JSContextGroupSetExecutionTimeLimit(watchdog.pointee.group, slice, check, watchdog)

@@ -24,6 +24,8 @@ public struct ServerRequestContext: RequestContext, RemoteAddressRequestContext 
     /// print(context.remoteAddress?.ipAddress ?? "unknown")
     /// ```
     public let remoteAddress: SocketAddress?
+    /// The connection the request came on.
+    let channel: any Channel
 
     /// The context of a request arriving on `source`'s channel.
     ///
@@ -33,6 +35,7 @@ public struct ServerRequestContext: RequestContext, RemoteAddressRequestContext 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        channel = source.channel
     }
 
     /// What a client is counted as: its IPv4 address, the /64 network of its IPv6 address (one
@@ -81,6 +84,15 @@ final class ClientThrottle: Sendable {
     let window: TimeInterval
     let maxBackoff: TimeInterval
     static let maxClients = 100_000
+    /// Seconds since 1970 the throttle reads as now when set (tests stop its clock); the
+    /// system's time otherwise.
+    let frozenTime = Atomic<Double>(-1)
+
+    /// Now, as the throttle reads it.
+    var now: Date {
+        let frozen = frozenTime.load(ordering: .relaxed)
+        return frozen >= 0 ? Date(timeIntervalSince1970: frozen) : Date()
+    }
 
     private struct Client {
         var attempts: [Date] = []
@@ -112,7 +124,8 @@ final class ClientThrottle: Sendable {
 
     /// Counts an attempt of `client`, or refuses it when the client or everyone together has
     /// made as many as the window allows.
-    func admit(_ client: String, now: Date = Date()) throws(CouchError) {
+    func admit(_ client: String, now given: Date? = nil) throws(CouchError) {
+        let now = given ?? self.now
         let wait: TimeInterval? = state.withLock { s in
             let since = now.addingTimeInterval(-window)
             s.recent.removeAll { $0 <= since }
@@ -132,7 +145,8 @@ final class ClientThrottle: Sendable {
     }
 
     /// Refuses `client`'s attempt while it is held back by its own failures, or by everyone's.
-    func check(_ client: String, now: Date = Date()) throws(CouchError) {
+    func check(_ client: String, now given: Date? = nil) throws(CouchError) {
+        let now = given ?? self.now
         let wait: TimeInterval? = state.withLock { s in
             guard let c = s.clients[client] else { return nil }
             if c.blockedUntil > now { return c.blockedUntil.timeIntervalSince(now) }
@@ -145,7 +159,8 @@ final class ClientThrottle: Sendable {
     }
 
     /// Records a failed attempt (a wrong password) of `client`.
-    func failed(_ client: String, now: Date = Date()) {
+    func failed(_ client: String, now given: Date? = nil) {
+        let now = given ?? self.now
         state.withLock { s in
             var c = s.clients[client] ?? Client()
             if now.timeIntervalSince(c.lastFailure) > window { c.failures = 0 }

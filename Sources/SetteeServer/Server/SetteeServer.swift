@@ -174,6 +174,31 @@ public final class SetteeServer: Sendable {
         return added
     }
 
+    /// Whether a database made at run time may keep its files in `path`: one of the directories
+    /// the configuration's databases (or `_replicator`) use, or a directory under one, with no
+    /// `..` in it, once symbolic links are followed. The configuration's directories are the
+    /// server's data; an administrator's request must not write beside other files of the host.
+    func isDataDirectory(_ path: String) -> Bool {
+        guard !path.isEmpty, !path.split(separator: "/").contains("..") else { return false }
+        // Links are followed in the part of the path that exists (a directory to be made under
+        // a link out of the data is out of the data).
+        func resolved(_ p: String) -> String {
+            var existing = URL(fileURLWithPath: p).standardizedFileURL
+            var rest: [String] = []
+            while !FileManager.default.fileExists(atPath: existing.path), existing.pathComponents.count > 1 {
+                rest.insert(existing.lastPathComponent, at: 0)
+                existing.deleteLastPathComponent()
+            }
+            var out = existing.resolvingSymlinksInPath()
+            for part in rest { out.appendPathComponent(part) }
+            return out.standardizedFileURL.path
+        }
+        let roots = (configuration.databases.values.filter { !$0.isWalrus }.map(\.server) + [configuration.replicator])
+            .filter { $0 != "walrus:" && !$0.isEmpty }.map(resolved)
+        let target = resolved(path)
+        return roots.contains { root in target == root || target.hasPrefix(root.hasSuffix("/") ? root : root + "/") }
+    }
+
     /// Stops serving a database (admin `DELETE /{db}`); the caller closes it.
     func removeDatabase(named name: String) -> ServedDatabase? {
         guard let removed = databases.withLock({ $0.removeValue(forKey: name) }) else { return nil }
@@ -199,25 +224,51 @@ public final class SetteeServer: Sendable {
     /// The admin API's responder.
     func adminResponder() -> CouchAPI { CouchAPI(server: self, isAdmin: true) }
 
-    /// The public port's application, listening on `address`.
-    func publicApplication(onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
-        try application(publicResponder(), configuration.interface, name: "public", onRunning: onRunning)
+    /// The public port's application, listening on `address`, holding at most `connections`
+    /// connections (the configuration's `maxIncomingConnections` unless ``run(gracefulShutdownSignals:onRunning:)``
+    /// lowered it to the descriptors the system grants).
+    func publicApplication(connections: Int? = nil, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+        try application(publicResponder(), configuration.interface, name: "public", connections: connections ?? configuration.maxIncomingConnections,
+                        onRunning: onRunning)
     }
 
     /// The admin port's application.
-    func adminApplication(address: String, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
-        try application(adminResponder(), address, name: "admin", onRunning: onRunning)
+    func adminApplication(address: String, connections: Int? = nil,
+                          onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+        try application(adminResponder(), address, name: "admin", connections: connections ?? configuration.maxIncomingConnections,
+                        onRunning: onRunning)
     }
 
-    private func application(_ responder: CouchAPI, _ address: String, name: String,
+    /// The connections each listener may hold when the process may open `descriptors` files
+    /// (nil: unknown): the configured `maxIncomingConnections`, lowered so that both listeners
+    /// together leave `reserve` descriptors for the databases' files (32, and 16 more a
+    /// database), with a tenth of what sockets may use kept for the admin port, so that clients
+    /// holding the public port full cannot lock out the administrator. 0 (no limit) configured
+    /// is also bounded by the descriptors.
+    ///
+    /// ```swift
+    /// let caps = SetteeServer.connectionLimits(descriptors: 1024, configured: 2000, databases: 1)
+    /// // (public: 879, admin: 97)
+    /// ```
+    static func connectionLimits(descriptors: Int?, configured: Int, databases: Int) -> (public: Int, admin: Int) {
+        guard let descriptors else { return (configured, configured) }
+        let reserve = 32 + 16 * max(1, databases)
+        let sockets = max(0, descriptors - reserve)
+        let admin = max(8, sockets / 10)
+        let pub = max(16, sockets - admin)
+        func cap(_ n: Int) -> Int { configured == 0 ? n : min(configured, n) }
+        return (cap(pub), cap(admin))
+    }
+
+    private func application(_ responder: CouchAPI, _ address: String, name: String, connections: Int,
                              onRunning: @escaping @Sendable (Int) async -> Void) throws -> Application<CouchAPI> {
         guard let bind = ListenAddress(address) else {
             throw ConfigurationError(path: name == "admin" ? "adminInterface" : "interface", message: "expected host:port, got \"\(address)\"")
         }
         var http = HTTP1Channel.Configuration()
         http.idleTimeout = TimeAmount.seconds(Int64(configuration.serverReadTimeout))
-        // Each listener counts its own connections against the limit.
-        let limiter = ConnectionLimiter(limit: configuration.maxIncomingConnections)
+        // Each listener counts its own connections against its limit.
+        let limiter = ConnectionLimiter(limit: connections)
         var tls: TLSConfiguration?
         if let cert = configuration.sslCert, let key = configuration.sslKey {
             do {
@@ -265,6 +316,11 @@ public final class SetteeServer: Sendable {
         if let descriptors, descriptors < configuration.maxFileDescriptors {
             logger.warning("the system allows \(descriptors) open files, less than maxFileDescriptors (\(configuration.maxFileDescriptors))")
         }
+        let limits = Self.connectionLimits(descriptors: descriptors, configured: configuration.maxIncomingConnections,
+                                           databases: databaseNames.count + 1)
+        if limits.public < configuration.maxIncomingConnections || configuration.maxIncomingConnections == 0 {
+            logger.notice("connections limited to \(limits.public) on the public port and \(limits.admin) on the admin port (\(descriptors.map(String.init) ?? "?") open files allowed)")
+        }
         if configuration.adminUsers.isEmpty, let admin = configuration.adminInterface.flatMap(ListenAddress.init),
            !["127.0.0.1", "::1", "localhost"].contains(admin.host) {
             logger.warning("the admin port listens on \(admin.host), not loopback, and asks for no credentials (set adminUsers)")
@@ -282,12 +338,12 @@ public final class SetteeServer: Sendable {
                 await onRunning(ready)
             }
         }
-        var services: [any Service] = [try publicApplication { port in
+        var services: [any Service] = [try publicApplication(connections: limits.public) { port in
             ports.withLock { $0.public = port }
             await report()
         }]
         if let admin = configuration.adminInterface {
-            services.append(try adminApplication(address: admin) { port in
+            services.append(try adminApplication(address: admin, connections: limits.admin) { port in
                 ports.withLock { $0.admin = port }
                 await report()
             })
