@@ -243,6 +243,8 @@ let package = Package(
             name: "SetteeServerTests",
             dependencies: [
                 "SetteeServer", "Settee", "SetteeHTTP", "SetteeServerFuzzKit",
+                // The crash kit's simulated full disk, under a served database.
+                "SetteeCrashKit", "SetteeStorage",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

@@ -5,7 +5,9 @@ import NIOCore
 import Synchronization
 import Testing
 @_spi(Replication) import Settee
+import SetteeCrashKit
 import SetteeHTTP
+import SetteeStorage
 import SetteeReplicator
 @testable import SetteeServer
 
@@ -214,6 +216,62 @@ import SetteeReplicator
             #expect(try await admin.send(.put, "/inside", json: #"{"server": "\#(data)/more"}"#).status == .created)
             #expect(try await admin.send(.put, "/memory", json: #"{"server": "walrus:"}"#).status == .created)
             #expect(try await admin.send(.put, "/plain").status == .created)
+        }
+    }
+
+    /// A database whose disk fills answers writes 507 with a plain reason (no system call, no
+    /// error number) and `Retry-After`, serves reads meanwhile, and takes writes again by itself
+    /// once space is freed; nothing acknowledged is lost.
+    @Test func aFullDiskAnswers507AndHealsByItself() async throws {
+        let directory = NSTemporaryDirectory() + "settee-full-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let disk = FullDisk(capacity: 1 << 40)
+        let db = try Database(name: "db", config: DatabaseConfiguration(directory: directory),
+                              openFile: { (path) throws(StorageError) in try disk.open(path) })
+        defer { try? db.close() }
+        try await db.saveDocument(MutableDocument(id: "first"))
+        disk.capacity = disk.used + (64 << 10)
+        var config = ServerConfiguration()
+        config.interface = "127.0.0.1:0"
+        config.adminInterface = "127.0.0.1:0"
+        config.log = []
+        let server = try SetteeServer(serving: db, as: "db", configuration: config,
+                                      users: ["GUEST": .init(disabled: false, adminChannels: ["*"])])
+        try await withPorts(server) { pub, admin in
+            var random = SplitMix(seed: 3)
+            func noise() -> String { String((0 ..< 4000).map { _ in Character(UnicodeScalar(UInt8(97 + random.next(below: 26)))) }) }
+            var acknowledged: [String] = []
+            var full: TestResponse?
+            for i in 0 ..< 2000 {
+                let docs = (0 ..< 4).map { #"{"_id": "d\#(i)-\#($0)", "pad": "\#(noise())"}"# }.joined(separator: ",")
+                let r = try await pub.send(.post, "/db/_bulk_docs", json: #"{"docs": [\#(docs)]}"#)
+                if r.status == .created, let rows = (try? r.json)?.arrayValue {
+                    if let failed = rows.first(where: { $0["error"] != nil }) {
+                        #expect(failed["error"] == "insufficient_storage", "\(failed)")
+                        full = r
+                        break
+                    }
+                    acknowledged += rows.compactMap { $0["id"]?.stringValue }
+                } else {
+                    full = r
+                    break
+                }
+            }
+            let refused = try #require(full, "the disk never filled")
+            #expect(!refused.text.contains("errno") && !refused.text.contains("pwrite") && !refused.text.lowercased().contains("no space left"),
+                    "\(refused.text)")
+            let single = try await pub.send(.put, "/db/more", json: #"{"pad": "\#(noise())\#(noise())\#(noise())"}"#)
+            #expect(single.status.code == 507 && single["error"] == "insufficient_storage" && single.headers[.retryAfter] != nil,
+                    "\(single.status) \(single.text)")
+            // Reads go on.
+            #expect(try await pub.send(.get, "/db/first").status == .ok)
+            #expect(try await pub.send(.get, "/db/_all_docs?limit=5").status == .ok)
+            #expect(try await admin.send(.get, "/db").status == .ok)
+            // Space is back: the same server and database take writes.
+            disk.capacity = 1 << 40
+            #expect(try await pub.send(.put, "/db/more", json: #"{"pad": "x"}"#).status == .created)
+            for id in acknowledged.shuffled().prefix(50) { #expect(try await pub.send(.get, "/db/\(id)").status == .ok, "\(id)") }
+            #expect(try await admin.send(.get, "/db")["doc_count"]?.intValue == acknowledged.count + 2)
         }
     }
 

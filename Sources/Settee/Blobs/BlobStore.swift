@@ -267,6 +267,7 @@ final class BlobStore: Sendable {
         do {
             return try body()
         } catch let e as StorageError {
+            if e.code == .noSpace { throw SetteeError(.diskFull, "cannot \(what): the disk is full") }
             throw SetteeError(.io, "cannot \(what): " + describe(e))
         } catch {
             throw SetteeError(.io, "cannot \(what): \(error)")

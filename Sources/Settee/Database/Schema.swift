@@ -270,6 +270,9 @@ extension SetteeError {
             let call = e.operation.map { "\($0): " } ?? ""
             let number = e.errno.map { " (errno \($0): \(String(cString: strerror($0))))" } ?? ""
             return SetteeError(.io, call + e.reason + number)
+        case .noSpace:
+            let call = e.operation.map { " (\($0))" } ?? ""
+            return SetteeError(.diskFull, "the disk is full: the write was not made; it can be made again once space is freed" + call)
         case .versionMismatch: return SetteeError(.versionMismatch, e.reason)
         case .valueTooLarge: return SetteeError(.tooLarge, e.reason)
         case .closed: return SetteeError(.notOpen, "the database is closed")

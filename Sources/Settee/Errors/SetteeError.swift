@@ -129,13 +129,21 @@ public struct SetteeError: Error, Equatable, Sendable, CustomStringConvertible {
         /// if error.code == .unavailable { … }
         /// ```
         public static let unavailable = Code(rawValue: "unavailable")
+        /// The disk (or the user's quota) is full: the write was not made, and nothing of it
+        /// was kept. The database stays open and readable, and takes writes again by itself once
+        /// space is freed: retry later (or free space, compact).
+        ///
+        /// ```swift
+        /// do { try db.saveDocument(doc) } catch let e as SetteeError where e.code == .diskFull { retryLater() }
+        /// ```
+        public static let diskFull = Code(rawValue: "diskFull")
 
         /// Every code this version throws (a later version may add more: match with `default`).
         ///
         /// ```swift
         /// for code in SetteeError.Code.allCases { print(code) }
         /// ```
-        public static let allCases: [Code] = [.notFound, .conflict, .forbidden, .unauthorized, .invalidParameter, .invalidJSON, .tooLarge, .corrupted, .busy, .notOpen, .io, .versionMismatch, .cancelled, .unavailable]
+        public static let allCases: [Code] = [.notFound, .conflict, .forbidden, .unauthorized, .invalidParameter, .invalidJSON, .tooLarge, .corrupted, .busy, .notOpen, .io, .versionMismatch, .cancelled, .unavailable, .diskFull]
     }
 
     /// What went wrong.

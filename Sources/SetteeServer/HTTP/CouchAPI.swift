@@ -122,7 +122,7 @@ struct CouchAPI: HTTPResponder {
         } catch let e as SetteeError {
             let c = CouchError(e)
             status = c.status
-            if c.status == .internalServerError {
+            if c.status == .internalServerError || e.code == .diskFull {
                 server.log(.error, "\(request.method) \(request.uri.path): \(e.code): \(e.message)")
             }
             return c.response

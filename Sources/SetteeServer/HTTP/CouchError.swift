@@ -49,6 +49,13 @@ struct CouchError: Error, Sendable {
         case .notOpen: self.init(.serviceUnavailable, "service_unavailable", "the database is closed")
         case .busy: self.init(.serviceUnavailable, "service_unavailable", error.message)
         case .cancelled: self.init(.serviceUnavailable, "service_unavailable", "cancelled")
+        case .diskFull:
+            // Reads go on; writes are taken again by themselves once space is freed.
+            self.init(HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), "insufficient_storage", "The server's disk is full: nothing was written. Try again later.")
+            headers[.retryAfter] = "60"
+        case .io:
+            // What failed and why is the server's log's business, not the client's.
+            self.init(.internalServerError, "internal_server_error", "The server could not read or write its files.")
         default: self.init(.internalServerError, "internal_server_error", "\(error.code): \(error.message)")
         }
     }

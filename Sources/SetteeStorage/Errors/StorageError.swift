@@ -37,6 +37,12 @@ public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible 
         case invalidValueRef
         /// An earlier write or `fdatasync` failed; the store refuses writes until it is reopened.
         case poisoned
+        /// The file system, or the user's quota, is full (`ENOSPC`, `EDQUOT`;
+        /// ``StorageError/errno`` and ``StorageError/operation`` say which call). Nothing of the
+        /// write that met it was kept; unless a sync of writes not yet durable failed with it
+        /// (then the store is ``poisoned``), the store stays usable and a later write, once
+        /// space is freed, succeeds.
+        case noSpace
         /// The store was closed.
         case closed
         /// An argument or configuration value is out of range.
@@ -107,8 +113,14 @@ public struct StorageError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 
     static func io(_ operation: String, errno: Int32) -> StorageError {
-        StorageError(code: .io, reason: "system call failed", errno: errno, operation: operation)
+        if System.isOutOfSpace(errno) {
+            return StorageError(code: .noSpace, reason: "the file system is full", errno: errno, operation: operation)
+        }
+        return StorageError(code: .io, reason: "system call failed", errno: errno, operation: operation)
     }
+
+    /// The error of a simulated full disk (the crash kit's fault-injecting file).
+    package static func noSpace(_ operation: String) -> StorageError { io(operation, errno: System.noSpaceError) }
 }
 
 extension StorageError.Code {

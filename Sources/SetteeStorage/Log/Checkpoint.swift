@@ -70,6 +70,8 @@ extension Store {
         // is written, the store stays usable.
         let recordFootprint = RecordType.checkpoint.footprint(payload: Checkpoint.encodedSize(trees))
         try backing.map.checkCovers(start + UInt64(w.count) + UInt64(recordFootprint))
+        let allocatedBefore = writer.allocated
+        var headerWritten = false
         do throws(StorageError) {
             // 1. Nodes.
             if w.count > 0 {
@@ -110,6 +112,7 @@ extension Store {
             header.generation += 1
             header.checkpoint = start
             header.replayFrom = replayFrom
+            headerWritten = true
             try Store.writeHeader(header, to: file)
             try file.sync()
             writer.header = header
@@ -119,6 +122,13 @@ extension Store {
             writer.replayBytes = 0
             writer.priorDurable = true
         } catch {
+            // A full disk before the header points at anything new: nothing changed (the nodes and
+            // the record written lie past the log's end, where the next commit writes).
+            if survives(error), !headerWritten {
+                writer.allocated = allocatedBefore
+                w.reset()
+                throw error
+            }
             writer.poisoned = error
             throw error
         }

@@ -20,6 +20,7 @@ extension Store {
         // Refused before anything is written, so the store stays usable (a compaction can still
         // shrink the log).
         try backing.map.checkCovers(start + UInt64(footprint))
+        let allocated = writer.allocated
         do throws(StorageError) {
             try ensureAllocated(from: start, to: start + UInt64(footprint))
             if synchronous {
@@ -28,6 +29,14 @@ extension Store {
                 try file.write(w.bytes, at: start)
             }
         } catch {
+            if survives(error) {
+                // A full disk: the commit is not made, the log ends where it did, and the space
+                // written ahead is counted again from what is known to be there.
+                writer.allocated = allocated
+                w.reset()
+                writer.operations.reset()
+                throw error
+            }
             // After a failed write or sync nothing about the file's state is known (the kernel may
             // have dropped the pages): refuse to write again until reopened.
             writer.poisoned = error
@@ -61,6 +70,15 @@ extension Store {
             // The commit is durable and visible; a failed checkpoint poisons the store for the next write.
             try? writeCheckpoint()
         }
+    }
+
+    /// Whether the store stays usable after `error` ended a write of the log: a full disk met
+    /// by a write (nothing past the log's end is kept: the next record overwrites it, recovery
+    /// ignores it), or by a sync when every commit before it is durable already (the sync could
+    /// only have lost the failed record's own pages). A full disk met by the sync of commits not
+    /// yet durable, or any other failure, leaves the file's state unknown.
+    func survives(_ error: StorageError) -> Bool {
+        error.code == .noSpace && (configuration.durability == .synchronous || error.operation == "pwrite")
     }
 
     /// The value entries of a commit just written were checksummed from these bytes: they count
@@ -125,12 +143,20 @@ extension Store {
             return
         }
         // 4 MiB at a time: about a millisecond of writing, shared by thousands of small commits.
+        // On a disk too full for that much, only what this write needs: the disk fills to the
+        // last block before a write is refused.
         let chunk: UInt64 = 4 << 20
-        let target = min(alignUp(end, 1 << 20) + chunk, UInt64(backing.map.reserved))
+        var target = min(alignUp(end, 1 << 20) + chunk, UInt64(backing.map.reserved))
         var at = writer.allocated
         while at < target {
             let n = min(UInt64(Store.zeroCount), target - at)
-            try file.write(UnsafeRawBufferPointer(start: Store.zeroBytes, count: Int(n)), at: at)
+            do throws(StorageError) {
+                try file.write(UnsafeRawBufferPointer(start: Store.zeroBytes, count: Int(n)), at: at)
+            } catch where error.code == .noSpace && target > end {
+                // What this write needs is there already, or may still fit.
+                target = at >= end ? at : end
+                continue
+            }
             at += n
         }
         // Synced now, so the blocks are allocated and written before the commits that land in

@@ -31,6 +31,13 @@ enum System {
     /// `EFBIG`: a file would grow past what the engine can address.
     static var fileTooLarge: Int32 { EFBIG }
 
+    /// Whether `error` says the file system (or the user's quota) has no room left:
+    /// `ENOSPC`, `EDQUOT`.
+    static func isOutOfSpace(_ error: Int32) -> Bool { error == ENOSPC || error == EDQUOT }
+
+    /// `ENOSPC`, for the crash kit's simulated full disk.
+    static var noSpaceError: Int32 { ENOSPC }
+
     /// Whether the writer may order readers' announcements with `membarrier(2)` (Linux and
     /// Android, unless built for the portable path); elsewhere readers fence.
     static var processBarriers: Bool {
