@@ -231,4 +231,58 @@ import SetteeCrashKit
             #expect(got == want, "seed \(seed): \(lo) … \(hi) descending \(descending) inclusive \(inclusive)")
         }
     }
+
+    /// A commit spends at most `mapTimePerCommit` in map functions: the documents of a batch
+    /// whose function is slow are left marked for after the commit (so the write lock is not
+    /// held for the function), and a read of the index makes their rows first, so it never sees
+    /// a document's old rows beside its new revision; a document changed while it waits gets
+    /// its new revision's rows; the marks survive a close.
+    @Test func slowMapFunctionsRunAfterTheCommit() throws {
+        let dir = try TemporaryDirectory()
+        var config = DatabaseConfiguration(directory: dir.path)
+        config.mapTimePerCommit = 0.02
+        // Calls made on the thread that commits (the test's): those the commit waited for.
+        let inCommit = Mutex(0)
+        let slow = MapIndexConfiguration(version: "slow") { doc in
+            if Thread.current.threadDictionary["committing"] != nil { inCommit.withLock { $0 += 1 } }
+            if doc.properties["slow"] == true { Thread.sleep(forTimeInterval: 0.01) }
+            return [MapIndexEmission(key: doc.properties["v"] ?? nil, value: .string(doc.id))]
+        }
+        var db = try Database(name: "db", config: config)
+        try db.createIndex(slow, name: "slow")
+        func pending(_ db: Database) throws -> [String] {
+            let tree = try #require(db.core.indexSet.withLock { $0.indexes.first { $0.name == "slow" }?.tree })
+            return try db.core.read { tx in try MapIndexStore.pending(tx, tree: tree, limit: 1000) }
+        }
+        Thread.current.threadDictionary["committing"] = true
+        try db.inBatch { for i in 0 ..< 60 { try db.saveDocument(MutableDocument(id: String(format: "s%02d", i), data: ["v": .int(Int64(i)), "slow": true])) } }
+        Thread.current.threadDictionary.removeObject(forKey: "committing")
+        // Not every document was mapped in the commit: the rest were left for after it.
+        let mapped = inCommit.withLock { $0 }
+        #expect(mapped < 60, "\(mapped) of 60 mapped in the commit")
+        // Changed while it may still wait: the read shows its new revision's rows only.
+        let changed = "s59"
+        let edit = try #require(try db.document(withID: changed)).toMutable()
+        edit.setValue(.int(1000), forKey: "v")
+        edit.setValue(.bool(false), forKey: "slow")
+        try db.saveDocument(edit)
+        let read = try rows(db, "slow")
+        #expect(read.count == 60)
+        #expect(read.filter { $0.documentID == changed }.map(\.key) == [.int(1000)])
+        #expect(Set(read.map(\.documentID)).count == 60)
+        #expect(try pending(db).isEmpty)
+        // Marks outlive a close: the reopened database makes those rows before a read.
+        try db.inBatch { for i in 0 ..< 60 { try db.saveDocument(MutableDocument(id: String(format: "t%02d", i), data: ["v": .int(Int64(100 + i)), "slow": true])) } }
+        try db.close()
+        db = try Database(name: "db", config: config)
+        defer { try? db.close() }
+        try db.createIndex(slow, name: "slow")
+        var range = MapIndexRange()
+        range.startKey = .int(100)
+        range.endKey = .int(159)
+        let again = try rows(db, "slow", [range])
+        #expect(again.map(\.documentID) == (0 ..< 60).map { String(format: "t%02d", $0) })
+        #expect(try pending(db).isEmpty)
+        #expect(try db.check().isHealthy)
+    }
 }

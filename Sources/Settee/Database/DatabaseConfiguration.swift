@@ -97,6 +97,17 @@ public struct DatabaseConfiguration: Sendable, Equatable {
     /// Opening a database throws ``SetteeError/Code/invalidParameter`` when the age is negative,
     /// infinite or NaN.
     public var tombstoneMaxAge: TimeInterval? = nil
+    /// The longest a commit spends running map functions (``MapIndexConfiguration``), in
+    /// seconds; default 0.25. The rows of a commit's documents are made in the commit, while
+    /// every other writer waits; past this, the rest of them are made after it, outside the
+    /// write lock, and a read of the index waits until they are (it never sees a document's old
+    /// rows beside its new revision). A slow function, or documents built to make it slow, then
+    /// delays reads of its index, not every other write.
+    ///
+    /// ```swift
+    /// config.mapTimePerCommit = 0.05
+    /// ```
+    public var mapTimePerCommit: TimeInterval = 0.25
 
     /// A configuration for databases in `directory` (default: the current directory).
     ///
@@ -126,6 +137,7 @@ extension DatabaseConfiguration {
         if autoCompactionMinimumSize != other.autoCompactionMinimumSize {
             out.append("autoCompactionMinimumSize \(other.autoCompactionMinimumSize), not \(autoCompactionMinimumSize)")
         }
+        if mapTimePerCommit != other.mapTimePerCommit { out.append("mapTimePerCommit \(other.mapTimePerCommit), not \(mapTimePerCommit)") }
         if tombstoneMaxAge != other.tombstoneMaxAge {
             out.append("tombstoneMaxAge \(other.tombstoneMaxAge.map { "\($0)" } ?? "nil"), not \(tombstoneMaxAge.map { "\($0)" } ?? "nil")")
         }

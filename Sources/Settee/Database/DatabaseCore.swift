@@ -123,6 +123,8 @@ final class DatabaseCore: @unchecked Sendable {
     let compactionCancelled = Atomic<Bool>(false)
     /// Whether an automatic compaction is queued or running.
     let autoCompactionScheduled = Atomic<Bool>(false)
+    /// Map indexes whose deferred rows a background thread makes (``catchUpLater(_:)``).
+    let mapCatchUp = Mutex<(running: Bool, waiting: Set<String>)>((false, []))
     /// How many `Database` objects use this core; guarded by the registry lock.
     private var users = 0
 
@@ -285,6 +287,7 @@ final class DatabaseCore: @unchecked Sendable {
         if let context {
             publish(context)
             compactIfWorthwhile(deadBytes: context.deadBytes)
+            catchUpLater(context.deferredMaps)
         }
         return result
     }
@@ -314,6 +317,7 @@ final class DatabaseCore: @unchecked Sendable {
         if let context {
             publish(context)
             compactIfWorthwhile(deadBytes: context.deadBytes)
+            catchUpLater(context.deferredMaps)
         }
     }
 
@@ -427,6 +431,8 @@ final class WriteContext {
     /// (nil: no rows, deleted or purged): made together, so a function that takes many
     /// documents at once is called once per 256.
     var pendingMaps: [String: (index: CompiledIndex, documents: [String: QueryRow?])] = [:]
+    /// The map indexes some of whose documents this transaction left to be mapped after it.
+    var deferredMaps: Set<String> = []
 
     init(core: DatabaseCore, tx: WriteTransaction) throws {
         self.core = core

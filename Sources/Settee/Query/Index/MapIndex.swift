@@ -329,6 +329,9 @@ extension Database {
     public func mapIndexRows(_ name: String, ranges: [MapIndexRange] = [MapIndexRange()], descending: Bool = false,
                              _ body: (MapIndexRow) throws -> Bool) throws {
         try checkOpen()
+        // Rows a commit left to be made after it are made first: a read never sees a
+        // document's old rows beside its new revision.
+        try core.catchUpMapIndex(name)
         try core.read { tx in
             let tree = try core.readyMapTree(tx, name: name)
             for range in ranges {
@@ -363,6 +366,78 @@ extension Database {
 }
 
 extension DatabaseCore {
+    /// Makes the rows of map index `name`'s documents that commits left to be made
+    /// (``DatabaseConfiguration/mapTimePerCommit``): a slice at a time, read from a snapshot,
+    /// mapped outside the write lock, then written in a short transaction for each document
+    /// that has not changed since (a document that changed had its rows made, or was marked
+    /// again, by the commit that changed it). Returns once none is left; `busy` when new ones
+    /// keep coming faster than they are made.
+    func catchUpMapIndex(_ name: String) throws {
+        for _ in 0 ..< 256 {
+            guard let index = indexSet.withLock({ $0.indexes.first { $0.name == name } }), index.isMap, index.map != nil else { return }
+            var items: [(id: String, key: [UInt8], sequence: UInt64?, row: QueryRow?)] = []
+            try read { tx in
+                for id in try MapIndexStore.pending(tx, tree: index.tree, limit: MapIndexStore.batchSize) {
+                    let key = Array(id.utf8)
+                    guard let meta = try self.meta(tx, id: key) else {
+                        items.append((id, key, nil, nil))
+                        continue
+                    }
+                    let row = meta.flags.contains(.deleted) ? nil : try queryRow(tx, id: id, meta: meta, keys: index.documentKeys)
+                    items.append((id, key, meta.sequence, row))
+                }
+            }
+            if items.isEmpty { return }
+            let live = items.compactMap(\.row)
+            var rows: [String: [MapIndexStore.Row]] = [:]
+            for (row, made) in zip(live, MapIndexStore.rows(of: index, rows: live)) { rows[row.id] = made }
+            try write { c in
+                guard c.indexes.contains(where: { $0.name == name && $0.record == index.record }) else { return }
+                for item in items where try c.tx.value(forKey: [MapIndexStore.pendingTag] + item.key, in: index.tree) != nil {
+                    guard try c.meta(item.key)?.sequence == item.sequence else { continue }
+                    try MapIndexStore.replace(c.tx, tree: index.tree, id: item.id, with: rows[item.id] ?? [])
+                    try MapIndexStore.clearPending(c.tx, tree: index.tree, id: item.id)
+                }
+            }
+        }
+        throw SetteeError(.busy, "map index \(name) is still making the rows of recent changes")
+    }
+
+    /// Has the map indexes in `names` caught up in the background (one thread at a time).
+    func catchUpLater(_ names: Set<String>) {
+        guard !names.isEmpty else { return }
+        let start = mapCatchUp.withLock { state -> Bool in
+            state.waiting.formUnion(names)
+            if state.running { return false }
+            state.running = true
+            return true
+        }
+        guard start else { return }
+        let thread = Thread { [weak self] in
+            while let self {
+                let next = self.mapCatchUp.withLock { state -> String? in
+                    guard let name = state.waiting.first else {
+                        state.running = false
+                        return nil
+                    }
+                    state.waiting.remove(name)
+                    return name
+                }
+                guard let name = next else { return }
+                do {
+                    try self.catchUpMapIndex(name)
+                } catch let e as SetteeError where e.code == .notOpen {
+                    self.mapCatchUp.withLock { $0 = (running: false, waiting: []) }
+                    return
+                } catch {
+                    Self.logger.warning("\("map index \(name): the rows of recent changes could not be made yet: \(error)".escapedForLog)")
+                }
+            }
+        }
+        thread.name = "settee map index"
+        thread.start()
+    }
+
     /// The tree of a ready map index in `tx`'s snapshot.
     func readyMapTree(_ tx: some StoreReading, name: String) throws -> Tree {
         guard let d = try tx.withValue(forKey: Array(name.utf8), in: trees.indexCatalog, { b in try IndexDefinition(decoding: b) }),
@@ -385,10 +460,14 @@ extension DatabaseCore {
 ///   a document's rows of equal keys, in the order they were emitted.
 /// - `0x02 ‖ document ID`: the keys of the document's rows, each a varint length and the key,
 ///   so a write removes them without running the function on the old revision.
+/// - `0x03 ‖ document ID` (empty value): the document's rows wait to be made, after the commit
+///   that changed it ran out of map time (``DatabaseConfiguration/mapTimePerCommit``); until
+///   they are, the rows listed under `0x02` are its old revision's and no read may use the index.
 enum MapIndexStore {
     static let countKey: [UInt8] = [0]
     static let rowTag: UInt8 = 1
     static let documentTag: UInt8 = 2
+    static let pendingTag: UInt8 = 3
     /// Rows one document may emit into one index (the ordinal's range).
     static let maxRowsPerDocument = 1 << 16
 
@@ -403,7 +482,14 @@ enum MapIndexStore {
     /// The rows `index`'s function makes of each of `rows` (none for a document it throws on:
     /// logged), in order; a batch function gets them 256 at a time.
     static func rows(of index: CompiledIndex, rows: [QueryRow]) -> [[Row]] {
+        Self.rows(of: index, rows: rows, until: nil).map { $0 ?? [] }
+    }
+
+    /// The same, made until `deadline`: nil for each document not mapped by then (the calls
+    /// already begun finish).
+    static func rows(of index: CompiledIndex, rows: [QueryRow], until deadline: ContinuousClock.Instant?) -> [[Row]?] {
         guard let config = index.map else { return rows.map { _ in [] } }
+        func late() -> Bool { deadline.map { ContinuousClock.now >= $0 } ?? false }
         func one(_ row: QueryRow) -> [MapIndexEmission] {
             if row.isDeleted { return [] }
             do {
@@ -413,29 +499,69 @@ enum MapIndexStore {
                 return []
             }
         }
-        var out: [[Row]] = []
+        var out: [[Row]?] = []
         out.reserveCapacity(rows.count)
         guard let batch = config.batch else {
-            for row in rows { out.append(encode(one(row), of: row, index: index)) }
+            for row in rows { out.append(late() ? nil : encode(one(row), of: row, index: index)) }
             return out
         }
         var start = 0
+        // Under a deadline, calls grow from one document as the time each took allows: a call
+        // already begun is not stopped, so one never asks for much more than the time left.
+        var size = deadline == nil ? batchSize : 1
         while start < rows.count {
-            let chunk = rows[start ..< min(start + batchSize, rows.count)].filter { !$0.isDeleted }
-            start += batchSize
-            var emitted: [[MapIndexEmission]]
-            do {
-                emitted = try batch(chunk.map { MapIndexDocument(id: $0.id, revisionID: $0.revisionID, properties: $0.properties) })
-                if emitted.count != chunk.count {
-                    throw SetteeError(.invalidParameter, "a batch map function returned \(emitted.count) lists of rows for \(chunk.count) documents")
+            let slice = rows[start ..< min(start + size, rows.count)]
+            start += slice.count
+            if late() {
+                out.append(contentsOf: slice.map { _ in nil })
+                continue
+            }
+            let began = ContinuousClock.now
+            defer {
+                if let deadline {
+                    let spent = max(ContinuousClock.now - began, .microseconds(1))
+                    let left = deadline - ContinuousClock.now
+                    let fits = left > .zero ? Int((left / spent) * Double(slice.count)) : 1
+                    size = max(1, min(batchSize, min(size * 2, fits)))
                 }
+            }
+            let chunk = slice.filter { !$0.isDeleted }
+            var emitted: [[MapIndexEmission]?]
+            do {
+                let made = try batch(chunk.map { MapIndexDocument(id: $0.id, revisionID: $0.revisionID, properties: $0.properties) })
+                if made.count != chunk.count {
+                    throw SetteeError(.invalidParameter, "a batch map function returned \(made.count) lists of rows for \(chunk.count) documents")
+                }
+                emitted = made
             } catch {
                 DatabaseCore.logger.warning("\("map index \(index.name): a call for \(chunk.count) documents failed (\(error)); each is mapped alone".escapedForLog)")
-                emitted = chunk.map(one)
+                emitted = chunk.map { late() ? nil : one($0) }
             }
-            var byID: [String: [Row]] = [:]
-            for (row, e) in zip(chunk, emitted) { byID[row.id] = encode(e, of: row, index: index) }
-            out.append(contentsOf: rows[(start - batchSize) ..< min(start, rows.count)].map { byID[$0.id] ?? [] })
+            var byID: [String: [Row]?] = [:]
+            for (row, e) in zip(chunk, emitted) { byID[row.id] = e.map { encode($0, of: row, index: index) } }
+            out.append(contentsOf: slice.map { $0.isDeleted ? [] : byID[$0.id] ?? nil })
+        }
+        return out
+    }
+
+    /// Marks document `id`'s rows as waiting to be made (their revision ran out of map time).
+    static func markPending(_ tx: WriteTransaction, tree: Tree, id: String) throws {
+        try tx.put([pendingTag] + Array(id.utf8), [], in: tree)
+    }
+
+    /// Clears the mark of document `id`; true when there was one.
+    @discardableResult
+    static func clearPending(_ tx: WriteTransaction, tree: Tree, id: String) throws -> Bool {
+        try tx.delete([pendingTag] + Array(id.utf8), in: tree)
+    }
+
+    /// Up to `limit` documents whose rows wait to be made, in ID order.
+    static func pending(_ tx: some StoreReading, tree: Tree, limit: Int) throws -> [String] {
+        var out: [String] = []
+        try tx.forEach(in: tree, from: [pendingTag], reverse: false) { k, _ in
+            guard k.first == pendingTag else { return false }
+            out.append(String(decoding: UnsafeRawBufferPointer(rebasing: k[1...]), as: UTF8.self))
+            return out.count < limit
         }
         return out
     }

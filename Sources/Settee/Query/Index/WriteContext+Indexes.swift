@@ -134,18 +134,31 @@ extension WriteContext {
         pendingMaps[index.name]?.documents.updateValue(row, forKey: id)
     }
 
-    /// Makes and writes the rows of the documents this transaction changed, index by index.
+    /// Makes and writes the rows of the documents this transaction changed, index by index,
+    /// for at most ``DatabaseConfiguration/mapTimePerCommit``: the documents not mapped by then
+    /// are marked (``MapIndexStore/markPending(_:tree:id:)``) and mapped after the commit,
+    /// outside the write lock (``DatabaseCore/catchUpMapIndex(_:)``).
     func flushMapIndexes() throws {
         guard !pendingMaps.isEmpty else { return }
         let pending = pendingMaps
         pendingMaps = [:]
-        for (_, p) in pending {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(max(0, core.configuration.mapTimePerCommit) * 1000))
+        for (name, p) in pending.sorted(by: { $0.key < $1.key }) {
             let ids = Array(p.documents.keys)
             let live = ids.compactMap { id in p.documents[id] ?? nil }
-            let made = MapIndexStore.rows(of: p.index, rows: live)
-            var rowsByID: [String: [MapIndexStore.Row]] = [:]
+            let made = MapIndexStore.rows(of: p.index, rows: live, until: deadline)
+            var rowsByID: [String: [MapIndexStore.Row]?] = [:]
             for (row, rows) in zip(live, made) { rowsByID[row.id] = rows }
-            for id in ids { try MapIndexStore.replace(tx, tree: p.index.tree, id: id, with: rowsByID[id] ?? []) }
+            for id in ids {
+                // Deleted or purged: no rows (nothing to map). Not mapped in time: marked.
+                guard let rows = rowsByID[id] ?? [] else {
+                    try MapIndexStore.markPending(tx, tree: p.index.tree, id: id)
+                    deferredMaps.insert(name)
+                    continue
+                }
+                try MapIndexStore.replace(tx, tree: p.index.tree, id: id, with: rows)
+                try MapIndexStore.clearPending(tx, tree: p.index.tree, id: id)
+            }
         }
     }
 }
