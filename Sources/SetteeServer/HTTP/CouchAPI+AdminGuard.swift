@@ -112,12 +112,14 @@ extension CouchAPI {
         guard !server.adminCredentials.isEmpty else { return .open }
         if let header = request.headers[.authorization] {
             // Guesses are held back per client (ClientThrottle): a fast hash must not be a fast oracle.
-            try server.passwordGuesses.check(client)
-            guard let (name, password) = Self.basicCredentials(header), server.adminCredentials.matches(name: name, password: password) else {
-                server.passwordGuesses.failed(client)
+            let credentials = Self.basicCredentials(header)
+            let guess = ClientThrottle.key(client: client, name: "_admin:" + (credentials?.0 ?? ""))
+            try server.passwordGuesses.check(guess)
+            guard let (name, password) = credentials, server.adminCredentials.matches(name: name, password: password) else {
+                server.passwordGuesses.failed(guess)
                 throw CouchError.unauthorized(realm: "Settee admin")
             }
-            server.passwordGuesses.succeeded(client)
+            server.passwordGuesses.succeeded(guess)
             return .administrator(name, refreshed: nil)
         }
         if let (cookieName, id) = Self.sessionCookie(request.headers[.cookie]), cookieName == Self.couchCookie,

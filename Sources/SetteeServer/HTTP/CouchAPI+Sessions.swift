@@ -56,7 +56,8 @@ extension CouchAPI {
             }
             // A server-wide login (`/_session`) opens the session in every database whose user
             // this is, under one ID, so the cookie works wherever those credentials would.
-            try server.passwordGuesses.check(call.client)
+            let guess = ClientThrottle.key(client: call.client, name: name)
+            try server.passwordGuesses.check(guess)
             var sessionID: String?
             var loggedIn: User?
             var verified: Set<String> = []
@@ -68,14 +69,14 @@ extension CouchAPI {
                 if server.logKeys.contains("Auth") { server.log(.info, "Auth: session for \(user.name) in \(candidate.name)") }
             }
             if let id = sessionID, let user = loggedIn {
-                server.passwordGuesses.succeeded(call.client)
+                server.passwordGuesses.succeeded(guess)
                 var body = userContext(.user(user.name), db, authenticated: "default", verifiedIn: verified)
                 body["name"] = .string(user.name)
                 body["roles"] = .array(user.adminRoles.map(JSONValue.string))
                 return try jsonResponse(.object(body), headers: [.setCookie: Self.setCookie(cookieName, id, path: cookiePath, maxAge: Int(ServedDatabase.sessionTTL)).value])
             }
             if password != nil { PasswordHash.spendCheckTime() }
-            server.passwordGuesses.failed(call.client)
+            server.passwordGuesses.failed(guess)
             throw CouchError(.unauthorized, "unauthorized", "Name or password is incorrect.")
         case .delete:
             if let (_, id) = Self.sessionCookie(call.request.headers[.cookie]) {
@@ -101,13 +102,14 @@ extension CouchAPI {
             return try jsonResponse(context(call.administrator, via: viaCookie ? "cookie" : "default"))
         case .post:
             let (name, password, _) = try await loginFields(&call, formsOnAdmin: true)
-            try server.passwordGuesses.check(call.client)
+            let guess = ClientThrottle.key(client: call.client, name: "_admin:" + name)
+            try server.passwordGuesses.check(guess)
             guard let password, server.adminCredentials.matches(name: name, password: password) else {
-                server.passwordGuesses.failed(call.client)
+                server.passwordGuesses.failed(guess)
                 if server.logKeys.contains("Auth") { server.log(.info, "Auth: administrator login refused") }
                 throw CouchError(.unauthorized, "unauthorized", "Name or password is incorrect.")
             }
-            server.passwordGuesses.succeeded(call.client)
+            server.passwordGuesses.succeeded(guess)
             let id = server.adminSessions.create(for: name)
             if server.logKeys.contains("Auth") { server.log(.info, "Auth: administrator \(name) logged in") }
             return try jsonResponse(["ok": true, "name": .string(name), "roles": ["_admin"]],

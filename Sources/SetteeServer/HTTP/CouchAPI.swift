@@ -407,18 +407,19 @@ struct CouchAPI: HTTPResponder {
             guard let (name, password) = Self.basicCredentials(header) else {
                 throw CouchError.unauthorized(realm: realm)
             }
-            try server.passwordGuesses.check(client)
+            let guess = ClientThrottle.key(client: client, name: name)
+            try server.passwordGuesses.check(guess)
             let holders = candidates.filter { $0.users.user(named: name) != nil }
             var verified: Set<String> = []
             for db in holders where db.users.authenticate(name: name, password: password) != nil { verified.insert(db.name) }
             // An unknown name costs what a wrong password does.
             if holders.isEmpty { PasswordHash.spendCheckTime() }
             guard !verified.isEmpty else {
-                server.passwordGuesses.failed(client)
+                server.passwordGuesses.failed(guess)
                 if server.logKeys.contains("Auth") { server.log(.info, "Auth: invalid credentials") }
                 throw CouchError.unauthorized(realm: realm)
             }
-            server.passwordGuesses.succeeded(client)
+            server.passwordGuesses.succeeded(guess)
             if server.logKeys.contains("Auth") { server.log(.info, "Auth: user \(name) authenticated") }
             return Authentication(principal: .user(name), verifiedIn: verified)
         }

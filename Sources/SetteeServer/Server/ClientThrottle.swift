@@ -70,11 +70,13 @@ public struct ServerRequestContext: RequestContext, RemoteAddressRequestContext 
 ///   all fall within one second, a client with a recent failure waits too. A client that has not
 ///   failed is never held up by others' guessing.
 ///
-/// Clients are counted by IP address (behind a proxy, the proxy's). At most `maxClients` are
-/// remembered; past that the oldest are forgotten.
+/// Clients are counted by IP address (behind a proxy, the proxy's); password guesses by client
+/// and name together (``key(client:name:)``), so that one name guessed at does not hold up
+/// another behind the same address. At most `maxClients` are remembered; past that the oldest
+/// are forgotten.
 ///
 /// ```swift
-/// try server.passwordGuesses.check(call.client)
+/// try server.passwordGuesses.check(ClientThrottle.key(client: call.client, name: name))
 /// ```
 ///
 /// - Note: Thread-safe: its state is behind a lock.
@@ -114,6 +116,9 @@ final class ClientThrottle: Sendable {
         self.window = window
         self.maxBackoff = maxBackoff
     }
+
+    /// What password guesses are counted by: the client and the name it tries.
+    static func key(client: String, name: String) -> String { client + "\u{0}" + name }
 
     /// The error a refused attempt answers.
     static func tooMany(retryAfter seconds: TimeInterval) -> CouchError {
