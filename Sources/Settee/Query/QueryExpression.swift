@@ -328,30 +328,25 @@ extension QueryExpression {
     /// ```swift
     /// let condition = QueryExpression.all(fields.map { .test(.isValued, .property($0)) })
     /// ```
-    static func all(_ terms: [QueryExpression]) -> QueryExpression {
-        var flat: [QueryExpression] = []
-        flat.reserveCapacity(terms.count)
-        for t in terms {
-            if case .and(let inner) = t { flat.append(contentsOf: inner) } else { flat.append(t) }
-        }
-        switch flat.count {
-        case 0: return .literal(.bool(true))
-        case 1: return flat[0]
-        default: return .and(flat)
-        }
-    }
+    static func all(_ terms: [QueryExpression]) -> QueryExpression { joined(terms, and: true) }
 
     /// Every term joined by OR, in one flat ``or(_:)``: FALSE for none, the term itself for one.
-    static func any(_ terms: [QueryExpression]) -> QueryExpression {
+    static func any(_ terms: [QueryExpression]) -> QueryExpression { joined(terms, and: false) }
+
+    /// The terms joined by AND (or OR), the terms of any that is one themselves.
+    private static func joined(_ terms: [QueryExpression], and: Bool) -> QueryExpression {
         var flat: [QueryExpression] = []
         flat.reserveCapacity(terms.count)
         for t in terms {
-            if case .or(let inner) = t { flat.append(contentsOf: inner) } else { flat.append(t) }
+            switch (t, and) {
+            case (.and(let inner), true), (.or(let inner), false): flat.append(contentsOf: inner)
+            default: flat.append(t)
+            }
         }
         switch flat.count {
-        case 0: return .literal(.bool(false))
+        case 0: return .literal(.bool(and))
         case 1: return flat[0]
-        default: return .or(flat)
+        default: return and ? .and(flat) : .or(flat)
         }
     }
 
