@@ -168,7 +168,8 @@ private final class InboundHandler: ChannelInboundHandler, @unchecked Sendable {
         sent += buffer.readableBytes
         if case .stall(let d) = fault {
             let ms = Int64(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
-            outbound.eventLoop.scheduleTask(in: .milliseconds(ms)) { outbound.writeAndFlush(buffer, promise: nil) }
+            let held = buffer
+            outbound.eventLoop.scheduleTask(in: .milliseconds(ms)) { outbound.writeAndFlush(held, promise: nil) }
         } else {
             outbound.writeAndFlush(buffer, promise: nil)
         }

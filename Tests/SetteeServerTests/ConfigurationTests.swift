@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 @testable import SetteeServer
 
@@ -42,7 +43,8 @@ import Testing
     @Test(arguments: [
         (#"{"databases": {"todo": {"userz": {}}}}"#, "databases.todo.userz: unknown key"),
         (#"{"interfase": ":4984"}"#, "interfase: unknown key"),
-        (#"{"interface": true}"#, "interface: expected a string"),
+        (#"{"interface": true}"#, "interface: expected a port number or host:port (4984, \":4984\", \"127.0.0.1:4985\"), got true"),
+        (#"{"interface": 4984.5}"#, "interface: expected a port number or host:port (4984, \":4984\", \"127.0.0.1:4985\"), got 4984.5"),
         (#"{"interface": 70000}"#, "interface: 70000 is out of range 0…65535"),
         (#"{"interface": "localhost"}"#, #"interface: expected host:port (":4984", "127.0.0.1:4985", "[::1]:0"), got "localhost""#),
         (#"{"log": "HTTP"}"#, "log: expected an array of strings"),
@@ -64,6 +66,25 @@ import Testing
         } catch {
             #expect(error.description == expected)
         }
+    }
+
+    /// Sync Gateway's log keys are read as it reads them: `HTTP+` is `HTTP` (and logs requests),
+    /// `*` is all, its other keys are accepted; a key neither knows is named in a warning at start.
+    @Test func syncGatewaysLogKeysAndAWarningForUnknownOnes() async throws {
+        let keys = LogKeys(["HTTP+", "crud", "Cache", "Bogus", "Chnages"])
+        #expect(keys.contains("HTTP") && keys.contains("CRUD") && !keys.contains("Auth"))
+        #expect(keys.unknown == ["Bogus", "Chnages"])
+        #expect(keys.warning?.contains(#""Bogus", "Chnages""#) == true)
+        #expect(LogKeys(["*"]).contains("Changes") && LogKeys(["*"]).warning == nil && LogKeys(["HTTP+", "Access"]).warning == nil)
+        // At start, and in effect: HTTP+ logs each request.
+        let lines = LogLines()
+        var config = try ServerConfiguration(json: #"{"log": ["HTTP+", "Bogus"], "databases": {"db": {"users": {"GUEST": {"disabled": false}}}}}"#)
+        config.interface = "127.0.0.1:0"
+        config.adminInterface = "127.0.0.1:0"
+        let server = try SetteeServer(configuration: config, logger: Logger(label: "test") { _ in CapturingLogHandler(lines: lines) })
+        #expect(lines.all.contains { $0.contains(#""Bogus""#) && $0.contains("not a log key") }, "\(lines.all)")
+        try await server.withClient(.live) { c in _ = try await c.send(.get, "/db") }
+        #expect(lines.all.contains { $0.hasPrefix("HTTP GET /db 200") }, "\(lines.all)")
     }
 
     @Test func malformedJSONIsAnError() {

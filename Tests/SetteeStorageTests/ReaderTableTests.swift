@@ -27,7 +27,7 @@ import Testing
 
     @Test func aReplacedSnapshotIsReleasedOnceNoReadRuns() throws {
         let (dir, store, tree) = try openStore("readers-release"); defer { dir.cleanup() }
-        weak var old = store.currentSnapshot
+        weak let old = store.currentSnapshot
         #expect(old != nil)
         try commit(Store.reclaimBatch * 2, in: store, tree)
         #expect(old == nil, "a snapshot no read pins is released within a batch of commits")

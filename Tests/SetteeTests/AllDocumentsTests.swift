@@ -170,7 +170,7 @@ import Testing
             try db.insertRevision(rev(id, "1-a", ["1-a"], ["v": 1]))
         }
         for id in ["k3", "k1", "k2"] {
-            try db.insertRevisions([rev(id, "2-b", ["2-b", "1-a"], ["v": 2]), rev(id, "2-c", ["2-c", "1-a"], ["v": 3])])
+            _ = try db.insertRevisions([rev(id, "2-b", ["2-b", "1-a"], ["v": 2]), rev(id, "2-c", ["2-c", "1-a"], ["v": 3])])
         }
         #expect(try Self.ids(db) { $0.onlyConflicts = true } == ["k1", "k2", "k3"])
         #expect(try Self.ids(db) { $0.onlyConflicts = true; $0.descending = true } == ["k3", "k2", "k1"])

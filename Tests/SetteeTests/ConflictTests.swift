@@ -197,7 +197,7 @@ import Testing
         // the other one."
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
-        try db.insertRevisions([rev("doc", "1-a", ["1-a"], ["v": 0]), rev("doc", "2-a", ["2-a", "1-a"], ["v": 1]),
+        _ = try db.insertRevisions([rev("doc", "1-a", ["1-a"], ["v": 0]), rev("doc", "2-a", ["2-a", "1-a"], ["v": 1]),
                                 rev("doc", "2-b", ["2-b", "1-a"], ["v": 2]), rev("doc", "2-c", ["2-c", "1-a"], ["v": 3])])
         let conflicts = try db.conflictingRevisions(withID: "doc")
         #expect(conflicts.map(\.revisionID) == ["2-c", "2-b", "2-a"])
@@ -223,7 +223,7 @@ import Testing
     @Test func anEditOfALosingLeafContinuesThatBranchUnderFailOnConflict() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
-        try db.insertRevisions([rev("doc", "1-a", ["1-a"], ["v": 0]), rev("doc", "2-a", ["2-a", "1-a"], ["v": 1]),
+        _ = try db.insertRevisions([rev("doc", "1-a", ["1-a"], ["v": 0]), rev("doc", "2-a", ["2-a", "1-a"], ["v": 1]),
                                 rev("doc", "2-b", ["2-b", "1-a"], ["v": 2])])
         let loser = try #require(try db.document(withID: "doc", revisionID: "2-a")).toMutable()
         loser.setInt(10, forKey: "v")

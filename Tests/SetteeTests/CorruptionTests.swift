@@ -65,7 +65,7 @@ import Testing
         let path = dir.path + "/" + name + ".settee"
         try? FileManager.default.removeItem(atPath: path)
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: path + "/log", contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: path + "/log", contents: Data(bytes))
         var outcome = "opened"
         do {
             let db = try openDatabase(dir, name)

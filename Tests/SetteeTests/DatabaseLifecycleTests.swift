@@ -133,7 +133,7 @@ import SetteeStorage
             let db = try openDatabase(dir, "durable", fullSync: true)
             uuid = db.uuid
             try db.saveDocument(MutableDocument(id: "plain", data: ["title": "kept", "n": 1.25]))
-            try db.insertRevisions([rev("conflicted", "1-a", ["1-a"], ["v": 1]), rev("conflicted", "2-b", ["2-b", "1-a"], ["v": 2]),
+            _ = try db.insertRevisions([rev("conflicted", "1-a", ["1-a"], ["v": 1]), rev("conflicted", "2-b", ["2-b", "1-a"], ["v": 2]),
                                     rev("conflicted", "2-c", ["2-c", "1-a"], ["v": 3])])
             let gone = MutableDocument(id: "gone", data: ["worker_id": "w"])
             try db.saveDocument(gone)

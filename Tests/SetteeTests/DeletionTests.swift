@@ -116,7 +116,7 @@ import Testing
     @Test func purgingAConflictedDocumentClearsTheConflictsIndex() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
-        try db.insertRevisions([rev("d", "1-a", ["1-a"], ["v": 1]), rev("d", "2-b", ["2-b", "1-a"], ["v": 2]),
+        _ = try db.insertRevisions([rev("d", "1-a", ["1-a"], ["v": 1]), rev("d", "2-b", ["2-b", "1-a"], ["v": 2]),
                                 rev("d", "2-c", ["2-c", "1-a"], ["v": 3])])
         #expect(try conflictsIndexCount(db) == 1)
         try db.purgeDocument(withID: "d")

@@ -209,9 +209,9 @@ import SetteeCrashKit
         try healthy("deletes, purges, batches")
         #expect(try ids(db, "SELECT META().id FROM _ WHERE MATCH(text, 'milk milk')").contains("gone") == false)
         let rev1 = try #require(try db.document(withID: "d10")).revisionID ?? ""
-        try db.insertRevisions([ReplicatedRevision(documentID: "d10", revisionID: "2-aaaa", history: ["2-aaaa", rev1], isDeleted: false,
+        _ = try db.insertRevisions([ReplicatedRevision(documentID: "d10", revisionID: "2-aaaa", history: ["2-aaaa", rev1], isDeleted: false,
                                                    properties: ["title": "fresh eggs"])])
-        try db.insertRevisions([ReplicatedRevision(documentID: "d10", revisionID: "3-bbbb", history: ["3-bbbb", "2-bbbb", rev1], isDeleted: false,
+        _ = try db.insertRevisions([ReplicatedRevision(documentID: "d10", revisionID: "3-bbbb", history: ["3-bbbb", "2-bbbb", rev1], isDeleted: false,
                                                    properties: ["title": "stale bread"])])
         try healthy("replicated branches")
         #expect(try ids(db, "SELECT META().id FROM _ WHERE MATCH(text, 'stale')") == ["d10"])

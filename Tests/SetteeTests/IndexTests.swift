@@ -184,9 +184,9 @@ import SetteeStorage
         // A replicated conflict: the losing branch changes nothing; a longer branch wins and
         // moves the entry; resolving the conflict moves it again.
         let rev1 = try #require(try db.document(withID: "d10")).revisionID ?? ""
-        try db.insertRevisions([ReplicatedRevision(documentID: "d10", revisionID: "2-aaaa", history: ["2-aaaa", rev1], isDeleted: false,
+        _ = try db.insertRevisions([ReplicatedRevision(documentID: "d10", revisionID: "2-aaaa", history: ["2-aaaa", rev1], isDeleted: false,
                                                    properties: ["type": "task", "createdAt": 200])])
-        try db.insertRevisions([ReplicatedRevision(documentID: "d10", revisionID: "3-bbbb", history: ["3-bbbb", "2-bbbb", rev1], isDeleted: false,
+        _ = try db.insertRevisions([ReplicatedRevision(documentID: "d10", revisionID: "3-bbbb", history: ["3-bbbb", "2-bbbb", rev1], isDeleted: false,
                                                    properties: ["type": "note", "createdAt": 300])])
         try healthy("replicated branches")
         #expect(try ids(db, "SELECT META().id FROM _ WHERE type = 'note' AND createdAt >= 300").contains("d10"))

@@ -446,11 +446,11 @@ import Testing
           {"@type":"blob"},{"@type":"other","digest":"sha1-CCCC"},{"@type":"blob","digest":7}],
           "deep":{"x":{"@type":"blob","digest":"sha1-DDDD","inner":{"@type":"blob","digest":"sha1-EEEE"}}}}
         """
-        let scan = try JSONParser.scanBody(UnsafeRawBufferPointer(start: Array(body.utf8), count: body.utf8.count))
+        let scan = try Array(body.utf8).withUnsafeBytes { try JSONParser.scanBody($0) }
         #expect(scan.blobDigests.sorted() == ["sha1-AAAA", "sha1-BBBB", "sha1-DDDD", "sha1-EEEE"])
         #expect(!scan.isEmpty)
         expectScanAgrees(Array(body.utf8), "blob references")
-        #expect(try JSONParser.scanBody(UnsafeRawBufferPointer(start: Array(" { } ".utf8), count: 5)).isEmpty)
+        #expect(try Array(" { } ".utf8).withUnsafeBytes { try JSONParser.scanBody($0) }.isEmpty)
 
         for reserved in ["{\"_id\":1}", "{\"a\":1,\"_rev\":2}", "{\"\\u005fdeleted\":true}"] {
             let bytes = Array(reserved.utf8)

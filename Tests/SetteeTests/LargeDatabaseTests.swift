@@ -20,10 +20,10 @@ extension HeavyTests {
             }
             let conflicted = [id(17), id(50_000), id(99_999)]
             for d in conflicted.reversed() {
-                try db.insertRevisions([rev(d, "2-b", ["2-b", "1-a"], ["side": "b"]), rev(d, "2-c", ["2-c", "1-a"], ["side": "c"])])
+                _ = try db.insertRevisions([rev(d, "2-b", ["2-b", "1-a"], ["side": "b"]), rev(d, "2-c", ["2-c", "1-a"], ["side": "c"])])
             }
             // Not conflicts: a second branch that is deleted, and a plain update.
-            try db.insertRevisions([rev(id(3), "2-x", ["2-x", "1-a"], deleted: true), rev(id(3), "2-y", ["2-y", "1-a"])])
+            _ = try db.insertRevisions([rev(id(3), "2-x", ["2-x", "1-a"], deleted: true), rev(id(3), "2-y", ["2-y", "1-a"])])
             try db.insertRevision(rev(id(4), "2-z", ["2-z", "1-a"]))
             print("100k documents built in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
             #expect(try db.count == UInt64(total))

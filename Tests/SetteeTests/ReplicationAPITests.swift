@@ -72,7 +72,7 @@ import Testing
     @Test func changesOfAConflictedDocumentListEveryLeaf() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
-        try db.insertRevisions([
+        _ = try db.insertRevisions([
             rev("doc", "1-a", ["1-a"], ["v": 1]),
             rev("doc", "2-b", ["2-b", "1-a"], ["v": 2]),
             rev("doc", "2-c", ["2-c", "1-a"], ["v": 3]),
@@ -94,7 +94,7 @@ import Testing
     @Test func revsDiffAndRevisionsWithHistory() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
-        try db.insertRevisions([rev("d", "1-a", ["1-a"], ["v": 1]), rev("d", "2-b", ["2-b", "1-a"], ["v": 2]),
+        _ = try db.insertRevisions([rev("d", "1-a", ["1-a"], ["v": 1]), rev("d", "2-b", ["2-b", "1-a"], ["v": 2]),
                                 rev("d", "3-c", ["3-c", "2-b", "1-a"], ["v": 3])])
         let diff = try db.revsDiff(["d": ["3-c", "4-x", "2-b", "4-x"], "unknown": ["1-z", "2-y"], "_bad": ["1-a"]])
         #expect(diff["d"] == RevsDiffResult(missing: ["4-x"], possibleAncestors: ["3-c"]))

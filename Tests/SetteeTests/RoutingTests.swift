@@ -47,7 +47,7 @@ import Testing
         #expect(try channels(side) == ["side"])
         let onSide = try #require(try db.document(withID: "a", revisionID: side)).toMutable()
         onSide.setData(["channels": ["green"], "v": 6])
-        try db.saveDocument(onSide, concurrencyControl: .failOnConflict)
+        _ = try db.saveDocument(onSide, concurrencyControl: .failOnConflict)
         #expect(try channels(side) == ["side"] && channels(revs[0]) == ["red"] && channels(revs[2]) == ["blue"])
         // Kept across a reopen.
         try db.close()

@@ -118,7 +118,7 @@ import Testing
     @Test func resolutionsAreValidatedToo() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)
-        try db.insertRevisions([rev("c", "1-a", ["1-a"], ["n": 1]), rev("c", "2-b", ["2-b", "1-a"], ["n": 2]),
+        _ = try db.insertRevisions([rev("c", "1-a", ["1-a"], ["n": 1]), rev("c", "2-b", ["2-b", "1-a"], ["n": 2]),
                                 rev("c", "2-c", ["2-c", "1-a"], ["n": 3])])
         db.addValidation(named: "n") { new, _ in
             if !new.isDeleted, new.int(forKey: "n") > 100 { throw SetteeError.forbidden("n too large") }

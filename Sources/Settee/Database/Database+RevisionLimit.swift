@@ -9,6 +9,9 @@ extension Database {
     /// ```swift
     /// print(try db.maxRevTreeDepth)   // 20 unless set
     /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/notOpen`` once closed; ``SetteeError/Code/corrupted`` when
+    ///   the stored depth is damaged.
     public var maxRevTreeDepth: Int {
         get throws {
             try checkOpen()

@@ -592,7 +592,11 @@ struct ConfigReader {
     /// `bareHost`: every interface for the public port, loopback for the admin port (which is
     /// only ever reachable from this machine unless a host says otherwise).
     func address(bareHost: String = "") throws(ConfigurationError) -> String {
-        if case .int = value { return "\(bareHost):\(try int(in: 0 ... 65535))" }
+        switch value {
+        case .int: return "\(bareHost):\(try int(in: 0 ... 65535))"
+        case .string: break
+        default: throw ConfigurationError(path: path, message: "expected a port number or host:port (4984, \":4984\", \"127.0.0.1:4985\"), got \((try? value.jsonText()) ?? "a value of another type")")
+        }
         let s = try string()
         guard ListenAddress(s) != nil else {
             throw ConfigurationError(path: path, message: "expected host:port (\":4984\", \"127.0.0.1:4985\", \"[::1]:0\"), got \"\(s)\"")

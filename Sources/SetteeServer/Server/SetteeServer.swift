@@ -104,6 +104,7 @@ public final class SetteeServer: Sendable {
         self.configuration = configuration
         self.logger = logger
         logKeys = LogKeys(configuration.log)
+        if let warning = logKeys.warning { logger.warning("\(warning.escapedForLog)") }
         adminCredentials = AdministratorCredentials(configuration.adminUsers)
         var opened: [String: ServedDatabase] = [:]
         do {
@@ -140,6 +141,7 @@ public final class SetteeServer: Sendable {
                                                    engine: scripts)
         self.logger = logger
         logKeys = LogKeys(config.log)
+        if let warning = logKeys.warning { logger.warning("\(warning.escapedForLog)") }
         adminCredentials = AdministratorCredentials(config.adminUsers)
         let served = ServedDatabase(name: name, database: database, config: dbConfig, walrusDirectory: nil, owned: false,
                                     routing: try RoutingState(config: dbConfig, engine: scripts, database: name))
@@ -412,8 +414,44 @@ extension SetteeServer {
 }
 
 /// Which log keys (Sync Gateway's `log` setting) are on.
+///
+/// Keys are Sync Gateway's, in any case: `HTTP`, `CRUD`, `Auth` and `Changes` are what Settee
+/// writes under; a `+` form (`HTTP+`, Sync Gateway's "more detail") is its key (Settee has one
+/// level); `*` is all. Sync Gateway's other keys are accepted and write nothing here; a key
+/// neither knows is ignored and named in a warning at start.
 struct LogKeys: Sendable {
     let keys: Set<String>
-    init(_ keys: [String]) { self.keys = Set(keys.map { $0.uppercased() }) }
+    /// The configured keys that are no log key at all.
+    let unknown: [String]
+
+    /// What Settee writes under.
+    static let written: Set<String> = ["HTTP", "CRUD", "AUTH", "CHANGES"]
+    /// Sync Gateway's other keys (2.x and 3.x).
+    static let gateway: Set<String> = [
+        "ACCESS", "ADMIN", "ATTACH", "BLIP", "BUCKET", "CACHE", "CBGT", "CONFIG", "DCP", "EVENTS", "GOCB", "IMPORT",
+        "JAVASCRIPT", "MIGRATE", "QUERY", "REPLICATE", "SGCLUSTER", "SGREPLICATE", "SYNC", "SYNCMSG", "WS", "WEBSOCKET",
+        "SECURITY", "AUDIT", "SYNC_MSG", "DCP+",
+    ]
+
+    init(_ configured: [String]) {
+        var keys = Set<String>()
+        var unknown: [String] = []
+        for k in configured {
+            var key = k.uppercased()
+            while key.hasSuffix("+") { key.removeLast() }
+            if key != "*" && !Self.written.contains(key) && !Self.gateway.contains(key) { unknown.append(k) }
+            keys.insert(key)
+        }
+        self.keys = keys
+        self.unknown = unknown
+    }
+
     func contains(_ key: String) -> Bool { keys.contains("*") || keys.contains(key.uppercased()) }
+
+    /// The warning to give at start, if a configured key is no log key.
+    var warning: String? {
+        guard !unknown.isEmpty else { return nil }
+        let names = unknown.map { "\"\($0)\"" }.joined(separator: ", ")
+        return "log: \(names) \(unknown.count == 1 ? "is" : "are") not a log key (Settee writes HTTP, CRUD, Auth and Changes; `*` is all); ignored"
+    }
 }

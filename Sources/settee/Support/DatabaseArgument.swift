@@ -136,8 +136,8 @@ func readJSONObject(_ text: String?, what: String) throws -> [String: JSONValue]
     let value: JSONValue
     do {
         value = try JSONValue(parsing: bytes)
-    } catch let e as SetteeError {
-        throw CLIError(.usage, "\(what) is not valid JSON: \(e.message)")
+    } catch {
+        throw CLIError(.usage, "\(what) is not valid JSON: \(error.message)")
     }
     guard case .object(let o) = value else { throw CLIError(.usage, "\(what) must be a JSON object ({...})") }
     return o

@@ -95,6 +95,9 @@ extension Database {
     /// ```swift
     /// if try !db.indexes.contains("tasks") { try db.createIndex(ValueIndexConfiguration(["type"]), name: "tasks") }
     /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/notOpen`` once closed; ``SetteeError/Code/corrupted`` when
+    ///   the index catalog cannot be read.
     public var indexes: [String] {
         get throws {
             try checkOpen()
