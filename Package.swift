@@ -127,6 +127,8 @@ let package = Package(
             pkgConfig: "javascriptcoregtk-4.1",
             providers: [.apt(["libjavascriptcoregtk-4.1-dev"])]
         ),
+        // JavaScriptCore's options, set in the environment by the loader, before any thread runs.
+        .target(name: "CScriptOptions", path: "Sources/CScriptOptions"),
         // The sync server: CouchDB's HTTP API on Hummingbird, Sync Gateway's configuration, users
         // and sessions. Above the document API only: it never imports the engine. A Linux and
         // macOS product (docs/platforms.md).
@@ -138,6 +140,7 @@ let package = Package(
                 "SetteeHTTP",
                 "CZlib",
                 "CJavaScriptCore",
+                "CScriptOptions",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 // HTTPParserError: a malformed body (a bad chunk) is the client's 400.
@@ -247,7 +250,8 @@ let package = Package(
                 "SetteeCrashKit", "SetteeStorage",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
-            ]
+            ],
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "SetteeHTTPTests",

@@ -1,4 +1,5 @@
 import CJavaScriptCore
+import CScriptOptions
 import Foundation
 import Synchronization
 
@@ -63,8 +64,9 @@ final class ScriptEngine: @unchecked Sendable {
         precondition(contexts > 0 && timeLimit > 0 && memoryLimit > 0)
         // JavaScriptCore's time limit stops a loop already running as compiled code only with
         // polling traps (its default, signal-based traps sometimes never land: the loop spun on
-        // while the watchdog kept signalling). Set before the first VM; an explicit setting wins.
-        setenv("JSC_usePollingTraps", "1", 0)
+        // while the watchdog kept signalling). The loader set them (CScriptOptions): setting the
+        // environment here would race with threads reading it.
+        precondition(settee_script_options_set() == 1, "JavaScriptCore's options were not set at load")
         self.contextCount = contexts
         self.timeLimit = timeLimit
         self.memoryLimit = memoryLimit
