@@ -57,17 +57,28 @@ import Testing
         }
     }
 
-    @Test func passwordsAreKeptOnlyAsSaltedHashes() throws {
+    @Test func passwordsAreKeptOnlyAsSaltedHashes() async throws {
         let a = PasswordHash(password: "frank"), b = PasswordHash(password: "frank")
         #expect(a.salt != b.salt && a.hash != b.hash)
         #expect(a.matches("frank") && !a.matches("Frank") && !a.matches(""))
         #expect(a.rounds == PasswordHash.rounds)
-        let store = UserStore(users: [User(name: "u", password: a, adminChannels: [], adminRoles: [], disabled: false)], roles: [])
-        #expect(store.authenticate(name: "u", password: "frank")?.name == "u")
-        #expect(store.authenticate(name: "u", password: "frank")?.name == "u")   // remembered
+        let directory = NSTemporaryDirectory() + "settee-auth-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let db = try Database(name: "auth", config: DatabaseConfiguration(directory: directory))
+        defer { try? db.close() }
+        let store = try PrincipalStore(database: db)
+        try await store.saveUser(User(name: "u", password: a, adminChannels: [], adminRoles: [], disabled: false))
+        #expect(try await store.authenticate(name: "u", password: "frank")?.name == "u")
+        #expect(try await store.authenticate(name: "u", password: "frank")?.name == "u")   // remembered
+        #expect(try await store.authenticate(name: "u", password: "nope") == nil)
+        #expect(try await store.authenticate(name: "nobody", password: "frank") == nil)
         // A changed password forgets what was remembered.
-        store.setUser(User(name: "u", password: PasswordHash(password: "new"), adminChannels: [], adminRoles: [], disabled: false))
-        #expect(store.authenticate(name: "u", password: "frank") == nil)
-        #expect(store.authenticate(name: "u", password: "new") != nil)
+        try await store.saveUser(User(name: "u", password: PasswordHash(password: "new"), adminChannels: [], adminRoles: [], disabled: false))
+        #expect(try await store.authenticate(name: "u", password: "frank") == nil)
+        #expect(try await store.authenticate(name: "u", password: "new") != nil)
+        // The stored record holds the hash, never the password.
+        let stored = try #require(try db.localDocument(withID: PrincipalRecords.userID("u")))
+        #expect(!(try JSONValue.object(stored).jsonText()).contains("new\""))
+        #expect(stored["password_hash"]?.objectValue?["algorithm"] == "pbkdf2-sha256")
     }
 }

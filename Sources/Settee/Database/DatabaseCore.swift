@@ -96,6 +96,11 @@ final class DatabaseCore: @unchecked Sendable {
     let waitingWriters = Atomic<Int>(0)
     /// Counts the commits that changed what documents grant (``Database/grantsVersion``).
     let grantsVersion = Atomic<UInt64>(0)
+    /// What the last commits that changed grants changed, by ``grantsVersion`` (oldest first; nil
+    /// for a commit that changed too many principals to list): what
+    /// ``Database/grantChanges(after:)`` answers from.
+    let grantLog = Mutex<[(version: UInt64, changes: [GrantKind: Set<String>]?)]>([])
+    static let grantLogSize = 512
     /// The indexes writers maintain; replaced only with the write lock held, once the catalog
     /// change committed.
     let indexSet = Mutex(IndexSet())
@@ -323,7 +328,15 @@ final class DatabaseCore: @unchecked Sendable {
 
     /// Tells listeners what committed, and the sweeper about a new earliest due time.
     private func publish(_ c: WriteContext) {
-        if c.grantsChanged { grantsVersion.add(1, ordering: .releasing) }
+        if c.grantsChanged {
+            // Logged before the version moves on: whoever reads the new version finds its entry.
+            grantLog.withLock { log in
+                let next = grantsVersion.load(ordering: .relaxed) + 1
+                log.append((next, c.grantChanges))
+                if log.count > Self.grantLogSize { log.removeFirst(log.count - Self.grantLogSize / 2) }
+                grantsVersion.store(next, ordering: .releasing)
+            }
+        }
         hub.publish(DatabaseChange(database: name, changes: c.changes))
         sweeper.note(due: c.earliestDue)
     }
@@ -419,6 +432,10 @@ final class WriteContext {
     var pendingRouting: (key: [UInt8], revisionID: String, routing: RevisionRouting)?
     /// Whether this transaction wrote to `doc.grants`.
     var grantsChanged = false
+    /// The principals whose grants this transaction changed, by kind; nil past
+    /// ``maxListedGrantChanges`` (then any may have).
+    var grantChanges: [GrantKind: Set<String>]? = [:]
+    static let maxListedGrantChanges = 4096
     /// The properties of the revision being added by a local save, so that index maintenance
     /// does not parse the body it was just written from.
     var pendingProperties: (revisionID: String, properties: [String: JSONValue])?

@@ -154,12 +154,13 @@ struct SequenceEntry {
     }
 
     /// Decodes an entry and the routing stored with it (nil when there is none).
-    static func decodingRouting(_ b: UnsafeRawBufferPointer) throws(SetteeError) -> (entry: SequenceEntry, routing: RevisionRouting?) {
+    /// `grants: false` reads the routing's channels only.
+    static func decodingRouting(_ b: UnsafeRawBufferPointer, grants: Bool = true) throws(SetteeError) -> (entry: SequenceEntry, routing: RevisionRouting?) {
         var r = ByteReader(b)
         let entry = try SequenceEntry(reading: &r)
         if r.atEnd { return (entry, nil) }
         guard let marker = r.u8(), marker == routingMarker || marker == legacyRoutingMarker,
-              let routing = RevisionRouting(reading: &r, legacy: marker == legacyRoutingMarker), r.atEnd else { throw malformed }
+              let routing = RevisionRouting(reading: &r, legacy: marker == legacyRoutingMarker, grants: grants), r.atEnd else { throw malformed }
         return (entry, routing)
     }
 

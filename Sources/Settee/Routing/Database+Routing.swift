@@ -27,11 +27,23 @@ extension Database {
     /// let channels = try db.routing(ofDocumentWithID: "list1")?.current.channels ?? []
     /// ```
     public func routing(ofDocumentWithID id: String) throws -> DocumentRouting? {
+        try routing(ofDocumentWithID: id, grants: true)
+    }
+
+    /// ``routing(ofDocumentWithID:)`` with the grants left out when `grants` is false: every
+    /// ``RevisionRouting`` it holds has its channels only, and a document that grants 100,000
+    /// channels costs what one that grants none does (what a feed or a read check needs).
+    ///
+    /// ```swift
+    /// let channels = try db.routing(ofDocumentWithID: "list1", grants: false)?.current.channels ?? []
+    /// ```
+    @_spi(Replication)
+    public func routing(ofDocumentWithID id: String, grants: Bool) throws -> DocumentRouting? {
         try checkOpen()
         let key = try validateDocumentID(id)
         func read(_ tx: some StoreReading) throws -> DocumentRouting? {
             guard let meta = try core.meta(tx, id: key),
-                  let r = try RoutingRecord.load(tx, core.trees, key: key, sequence: meta.sequence)?.record
+                  let r = try RoutingRecord.load(tx, core.trees, key: key, sequence: meta.sequence, grants: grants)?.record
             else { return nil }
             return DocumentRouting(current: r.applied, leaves: r.leaves, membership: r.membership, innerChannels: r.inner)
         }
@@ -109,6 +121,34 @@ extension Database {
     /// if cached.version != db.grantsVersion { cached = (db.grantsVersion, try compute()) }
     /// ```
     public var grantsVersion: UInt64 { core.grantsVersion.load(ordering: .acquiring) }
+
+    /// The principals whose grants changed in the commits after ``grantsVersion`` was
+    /// `version`, by kind (a user's name under ``GrantKind/channels`` and ``GrantKind/roles``, a
+    /// role's under ``GrantKind/roleChannels``); nil when that is further back than the last few
+    /// hundred such commits are remembered, or one of them changed thousands of principals
+    /// (then anyone's may have changed). What was computed from one principal's grants at
+    /// `version` still holds when the answer does not name it.
+    ///
+    /// ```swift
+    /// let now = db.grantsVersion
+    /// if let changed = db.grantChanges(after: cached.version), changed[.channels]?.contains("alice") != true {
+    ///     cached.version = now   // alice's grants are as they were
+    /// }
+    /// ```
+    @_spi(Replication)
+    public func grantChanges(after version: UInt64) -> [GrantKind: Set<String>]? {
+        core.grantLog.withLock { log in
+            guard version < core.grantsVersion.load(ordering: .relaxed) else { return [:] }
+            // Complete only when its oldest entry is at most the next version.
+            guard let first = log.first, first.version <= version + 1 else { return nil }
+            var out: [GrantKind: Set<String>] = [:]
+            for entry in log where entry.version > version {
+                guard let changes = entry.changes else { return nil }
+                for (kind, names) in changes { out[kind, default: []].formUnion(names) }
+            }
+            return out
+        }
+    }
 
     /// Takes the next sequence without changing a document, and returns it: an application's own
     /// event that must be ordered among document changes (the server's user and role changes,

@@ -121,7 +121,29 @@ public struct RevisionRouting: Sendable, Hashable {
     /// Reads an encoding; `legacy` is the one written before roles had grants of their own
     /// (three maps, a role's grants in ``access`` under `role:` and its name), read as the
     /// server then meant it.
-    init?(reading r: inout ByteReader, legacy: Bool = false) {
+    ///
+    /// `grants: false` reads the channels alone and steps over the grants without making them
+    /// (a document granting 100,000 channels costs its bytes, not 100,000 strings and sets).
+    init?(reading r: inout ByteReader, legacy: Bool = false, grants: Bool = true) {
+        guard grants else {
+            func skipStrings() -> Bool {
+                guard let n = r.count(limit: r.remaining) else { return false }
+                for _ in 0 ..< n {
+                    guard let len = r.count(limit: r.remaining), r.bytes(len) != nil else { return false }
+                }
+                return true
+            }
+            func skipMap() -> Bool {
+                guard let n = r.count(limit: r.remaining) else { return false }
+                for _ in 0 ..< n {
+                    guard let len = r.count(limit: r.remaining), r.bytes(len) != nil, skipStrings() else { return false }
+                }
+                return true
+            }
+            guard let c = Self.readStrings(&r), skipMap(), skipMap(), legacy || skipMap() else { return nil }
+            self.init(channels: c)
+            return
+        }
         func strings() -> Set<String>? {
             guard let n = r.count(limit: r.remaining) else { return nil }
             var s = Set<String>(minimumCapacity: n)
@@ -152,6 +174,16 @@ public struct RevisionRouting: Sendable, Hashable {
             if let role = Self.legacyRole(principal) { roleGrants[role, default: []].formUnion(channels) } else { users[principal] = channels }
         }
         self.init(channels: c, access: users, roles: ro, roleAccess: roleGrants)
+    }
+
+    private static func readStrings(_ r: inout ByteReader) -> Set<String>? {
+        guard let n = r.count(limit: r.remaining) else { return nil }
+        var s = Set<String>(minimumCapacity: n)
+        for _ in 0 ..< n {
+            guard let x = r.string() else { return nil }
+            s.insert(x)
+        }
+        return s
     }
 
     /// The role a principal of the legacy encoding names (`role:` and a name), or nil for a user.

@@ -87,27 +87,28 @@ struct RoutingRecord {
     /// A document's record: its `doc.routing` value, or else the one its sequence entry at
     /// `sequence` (the document's current one) implies; nil when it has neither. `stored` says
     /// which.
-    static func load(_ tx: some StoreReading, _ trees: Trees, key: [UInt8], sequence: UInt64?) throws
+    /// `grants: false` leaves every routing's grants empty (``RevisionRouting/init(reading:legacy:grants:)``).
+    static func load(_ tx: some StoreReading, _ trees: Trees, key: [UInt8], sequence: UInt64?, grants: Bool = true) throws
         -> (record: RoutingRecord, stored: Bool)? {
-        if let r = try tx.withValue(forKey: key, in: trees.routing, { b in try RoutingRecord(decoding: b) }) { return (r, true) }
+        if let r = try tx.withValue(forKey: key, in: trees.routing, { b in try RoutingRecord(decoding: b, grants: grants) }) { return (r, true) }
         guard let sequence,
               let e = try tx.withValue(forKey: [UInt8](bigEndian: sequence), in: trees.bySequence, { b in
-                  try SequenceEntry.decodingRouting(b)
+                  try SequenceEntry.decodingRouting(b, grants: grants)
               }),
               let routing = e.routing
         else { return nil }
         return (RoutingRecord(simple: routing, winner: e.entry.revisionID, sequence: sequence), false)
     }
 
-    init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
+    init(decoding b: UnsafeRawBufferPointer, grants: Bool = true) throws(SetteeError) {
         var r = ByteReader(b)
         let bad = SetteeError(.corrupted, "a document's routing record is malformed")
         guard let version = r.u8(), (1 ... 4).contains(version) else { throw bad }
         let legacy = version <= 2
-        guard let applied = RevisionRouting(reading: &r, legacy: legacy), let nl = r.count(limit: r.remaining) else { throw bad }
+        guard let applied = RevisionRouting(reading: &r, legacy: legacy, grants: grants), let nl = r.count(limit: r.remaining) else { throw bad }
         self.applied = applied
         for _ in 0 ..< nl {
-            guard let k = r.string(), let v = RevisionRouting(reading: &r, legacy: legacy) else { throw bad }
+            guard let k = r.string(), let v = RevisionRouting(reading: &r, legacy: legacy, grants: grants) else { throw bad }
             leaves[k] = v
         }
         guard let nm = r.count(limit: r.remaining) else { throw bad }
@@ -362,6 +363,10 @@ extension WriteContext {
             for n in before.subtracting(now) { names[n] = (seq, true) }
             try tx.put(k, RoutingKey.grants(id: id, names), in: trees.grants)
             grantsChanged = true
+            if grantChanges != nil {
+                grantChanges?[kind, default: []].insert(principal)
+                if (grantChanges?.values.reduce(0) { $0 + $1.count } ?? 0) > Self.maxListedGrantChanges { grantChanges = nil }
+            }
         }
     }
 

@@ -26,6 +26,9 @@ package enum DecoderFuzzing {
                   againRouting == routing || (againRouting == nil && routing?.isEmpty == true)
             else { preconditionFailure("a changes entry does not survive re-encoding") }
             precondition((try? SequenceEntry(decoding: data)) != nil, "a changes entry decodes with its routing but not without")
+            // Read without its grants, the same entry has the same channels.
+            let channelsOnly = try? SequenceEntry.decodingRouting(data, grants: false)
+            precondition(channelsOnly?.routing?.channels == routing?.channels, "a changes entry read without grants has other channels")
         }
         if let x = try? ExpiryRecord(decoding: data) {
             precondition(!x.isEmpty && x.due != nil, "a decoded expiration record holds no time")

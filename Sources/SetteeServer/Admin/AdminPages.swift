@@ -19,6 +19,7 @@ struct AdminPages {
 
     /// Documents per page of a list.
     static let pageSize = 50
+    static let usersPageSize = 200
     /// Documents a filtered list reads at most per request (only deleted ones, say, among a
     /// million live ones): the page ends there with a link to go on.
     static let scanLimit = 5000
@@ -48,7 +49,7 @@ struct AdminPages {
             case ("doc", 2): return try await page { try await documentPage(call, db, id: sub[1]) }
             case ("doc", 3) where resolving: return try await resolve(&call, db, id: sub[1])
             case ("row", 2): return try await page { try await documentRow(db, id: sub[1]) }
-            case ("users", 1): return try await page { try usersPage(db) }
+            case ("users", 1): return try await page { try usersPage(call, db) }
             case ("channels", 2): return try await page { try channelPage(call, db, channel: sub[1]) }
             case ("sync", 1): return try await syncPage(&call, db)
             case ("query", 1): return try await queryPage(&call, db)
@@ -156,7 +157,7 @@ struct AdminPages {
         let database = db.database
         let base = HTML.path("_admin", "db", db.name)
         let conflicts = try doc.isDeleted ? 0 : conflictCount(database, id: doc.id)
-        let channels = try database.routing(ofDocumentWithID: doc.id)?.current.channels.sorted() ?? []
+        let channels = try database.routing(ofDocumentWithID: doc.id, grants: false)?.current.channels.sorted() ?? []
         h.raw("<tr data-id=\"\(HTML.escape(doc.id))\"\(doc.isDeleted ? " class=\"deleted\"" : "")><td class=\"id\">")
         h.link(base + "/doc/" + HTML.segment(doc.id), doc.id)
         h.raw("</td><td class=\"rev\">")
@@ -326,8 +327,10 @@ struct AdminPages {
         return Response(status: .seeOther, headers: [.location: location, .contentLength: "0"])
     }
 
-    /// `/_admin/db/{db}/users`: users and roles with the channels they read.
-    private func usersPage(_ db: ServedDatabase) throws -> Response {
+    /// `/_admin/db/{db}/users`: users and roles with the channels they read, a page of
+    /// ``usersPageSize`` users (after `?after=NAME`) at a time: a database may have 100,000.
+    private func usersPage(_ call: CouchAPI.Call, _ db: ServedDatabase) throws -> Response {
+        let after = call.query["after"]
         let base = HTML.path("_admin", "db", db.name)
         var h = HTML()
         h.raw("<h1>Users and roles</h1><nav class=\"tabs\">")
@@ -336,8 +339,11 @@ struct AdminPages {
         h.link(base + "/sync", "Sync function")
         h.link(base + "/query", "Queries")
         h.raw("</nav><h2>Users</h2><table id=\"users\"><thead><tr><th>User</th><th>State</th><th>Admin channels</th><th>Roles</th><th>Reads (computed)</th></tr></thead><tbody>")
-        for name in db.users.userNames {
-            guard let user = db.users.user(named: name) else { continue }
+        let names = try db.principals.userNames()
+        let start = after.map { a in names.firstIndex { $0 > a } ?? names.endIndex } ?? names.startIndex
+        let shown = names[start...].prefix(Self.usersPageSize)
+        for name in shown {
+            guard let user = try db.principals.user(named: name) else { continue }
             let access = try db.access(for: name)
             h.raw("<tr data-user=\"\(HTML.escape(name))\"><td class=\"name\">")
             h.text(name)
@@ -349,9 +355,16 @@ struct AdminPages {
             channelLinks(&h, db, access.channelNames)
             h.raw("</td></tr>")
         }
-        h.raw("</tbody></table><h2>Roles</h2><table id=\"roles\"><thead><tr><th>Role</th><th>Admin channels</th></tr></thead><tbody>")
-        for name in db.users.roleNames {
-            guard let role = db.users.role(named: name) else { continue }
+        h.raw("</tbody></table>")
+        h.raw("<p class=\"paging\">Users \(names.isEmpty ? 0 : start + 1)–\(start + shown.count) of \(names.count)")
+        if let last = shown.last, start + shown.count < names.count {
+            h.raw(" ")
+            h.link(base + "/users" + HTML.query([("after", last)]), "Next page →", class: "next")
+        }
+        if after != nil { h.raw(" "); h.link(base + "/users", "← First page") }
+        h.raw("</p><h2>Roles</h2><table id=\"roles\"><thead><tr><th>Role</th><th>Admin channels</th></tr></thead><tbody>")
+        for name in try db.principals.roleNames().prefix(Self.usersPageSize) {
+            guard let role = try db.principals.role(named: name) else { continue }
             h.raw("<tr data-role=\"\(HTML.escape(name))\"><td class=\"name\">")
             h.text(name)
             h.raw("</td><td class=\"channels\">")

@@ -195,7 +195,7 @@ extension ServedDatabase {
                 if let known = readableNow[e.documentID] {
                     readable = known
                 } else {
-                    readable = try database.routing(ofDocumentWithID: e.documentID).map { access.canRead($0.current.channels) } ?? false
+                    readable = try database.routing(ofDocumentWithID: e.documentID, grants: false).map { access.canRead($0.current.channels) } ?? false
                     readableNow[e.documentID] = readable
                 }
                 if readable { continue }
@@ -233,7 +233,7 @@ extension ServedDatabase {
         var out: [String: [LogEntry]] = [:]
         guard after < through else { return out }
         for change in try database.changes(since: after) where change.sequence <= through {
-            guard let routing = try database.routing(ofDocumentWithID: change.documentID) else { continue }
+            guard let routing = try database.routing(ofDocumentWithID: change.documentID, grants: false) else { continue }
             for (channel, m) in routing.membership where channels.contains(channel) && m.sequence > after && m.sequence <= through {
                 if m.isRemoved {
                     // The removal entry names the revision that took the document out.

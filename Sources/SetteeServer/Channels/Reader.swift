@@ -35,13 +35,13 @@ struct Reader: Sendable {
     var readsAll: Bool { access == nil }
 
     /// The channels whose current documents the user may read (nil: every document).
-    var channels: Set<String>? { access.map { Set($0.channels.keys) } }
+    var channels: Set<String>? { access.map { $0.readable.count == $0.channels.count ? $0.readable : Set($0.channels.keys) } }
 
     /// Whether the user may read revision `revision` of a document (the current one when nil).
     func readability(of id: String, revision: String?) throws -> ServedDatabase.Readability {
         guard let access, !id.hasPrefix("_design/") else { return .readable }
         // No routing: in no channel (or saved before any router), so no user reads it.
-        guard let routing = try db.database.routing(ofDocumentWithID: id) else { return .hidden }
+        guard let routing = try db.database.routing(ofDocumentWithID: id, grants: false) else { return .hidden }
         let channels = revision.map { routing.channels(ofRevision: $0) } ?? routing.current.channels
         if access.canRead(channels) { return .readable }
         // It left a channel the user reads, or it is in one the user lost: the user had it.
@@ -53,7 +53,7 @@ struct Reader: Sendable {
     /// A filter for the revisions of one document: whether the user may know of each.
     func revisionFilter(of id: String) throws -> (String) -> Bool {
         guard let access, !id.hasPrefix("_design/") else { return { _ in true } }
-        guard let routing = try db.database.routing(ofDocumentWithID: id) else { return { _ in false } }
+        guard let routing = try db.database.routing(ofDocumentWithID: id, grants: false) else { return { _ in false } }
         return { rev in access.canRead(routing.channels(ofRevision: rev)) }
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) import Settee
 import Synchronization
 
 /// What one user may read, with the sequence from which it may (Sync Gateway's timed channel
@@ -16,6 +16,9 @@ struct UserAccess: Sendable, Equatable {
     var revoked: [String: UInt64] = [:]
     /// The user's roles, each with the sequence from which it has had it.
     var roles: [String: UInt64] = [:]
+    /// The names of ``channels``, made once when the access is worked out (a user may read
+    /// 10,000 channels; a query asks for them as a set).
+    var readable: Set<String> = []
 
     /// `*`: every document, whatever its channels.
     var readsAll: Bool { channels["*"] != nil }
@@ -41,22 +44,45 @@ struct UserAccess: Sendable, Equatable {
     }
 }
 
-/// When each admin-made channel and role of a user or role began and ended (the admin API and
-/// the configuration change them without a document, so the server takes a sequence for each
-/// change and keeps it here). Kept in the principals record under `history`
-/// (Formats/http-api.md, "Users and sessions on disk").
-struct PrincipalHistory: Sendable, Equatable {
-    /// name → since (nil ended) / ended at.
+/// When each admin-made channel (and, for a user, each role) of one user or role began and
+/// ended: the admin API and the configuration change them without a document, so the server takes
+/// a sequence for each change and keeps it in the principal's record (Formats/http-api.md, "Users,
+/// roles and sessions on disk").
+///
+/// Compacted as it is written: every span still held, and the ``keptRevoked`` most recently
+/// ended, so its size follows what the principal holds, not every change ever made. A span
+/// forgotten is one whose revocation a client more than a hundred revocations behind no longer
+/// hears of (its documents stay on the client until it next asks for them).
+///
+/// ```swift
+/// var history = GrantHistory()
+/// _ = history.apply(channels: ["a"], roles: [], at: 0)
+/// ```
+///
+/// - Note: A value type; `Sendable`.
+struct GrantHistory: Sendable, Equatable {
+    /// Held since `granted`; ended at `revoked` when not nil.
     struct Span: Sendable, Equatable {
         var granted: UInt64
         var revoked: UInt64?
     }
-    var userChannels: [String: [String: Span]] = [:]
-    var userRoles: [String: [String: Span]] = [:]
-    var roleChannels: [String: [String: Span]] = [:]
+    var channels: [String: Span] = [:]
+    var roles: [String: Span] = [:]
 
-    /// Brings `spans` in line with `current`, changes marked at `seq`; true when anything changed.
-    static func update(_ spans: inout [String: Span], to current: Set<String>, at seq: UInt64) -> Bool {
+    /// Ended spans kept per kind.
+    static let keptRevoked = 100
+    /// Stands for "the sequence this change takes" until one is taken (``stamp(_:)``).
+    static let pending = UInt64.max
+
+    /// Brings the spans in line with what the principal holds now, changes marked at `seq`
+    /// (``pending`` for a sequence yet to take); true when anything changed.
+    mutating func apply(channels current: Set<String>, roles currentRoles: Set<String>, at seq: UInt64) -> Bool {
+        let a = Self.update(&channels, to: current, at: seq)
+        let b = Self.update(&roles, to: currentRoles, at: seq)
+        return a || b
+    }
+
+    private static func update(_ spans: inout [String: Span], to current: Set<String>, at seq: UInt64) -> Bool {
         var changed = false
         for name in current where spans[name].map({ $0.revoked != nil }) ?? true {
             spans[name] = Span(granted: seq, revoked: nil)
@@ -69,128 +95,134 @@ struct PrincipalHistory: Sendable, Equatable {
         return changed
     }
 
-    /// Applies the users' and roles' current admin channels and roles; a sequence is taken only
-    /// if a known principal's changed (a principal seen for the first time has had what it has
-    /// from the start: no client of it can have missed anything). Returns whether anything changed.
-    mutating func update(users: [User], roles: [Role], takeSequence: () throws -> UInt64) rethrows -> Bool {
-        var copy = self
-        // A sequence far above any real one stands for "the one to take" while comparing.
-        let marker = UInt64.max
-        var changed = false
-        for u in users {
-            let at: UInt64 = userChannels[u.name] == nil ? 0 : marker
-            changed = Self.update(&copy.userChannels[u.name, default: [:]], to: Set(u.adminChannels), at: at) || changed
-            changed = Self.update(&copy.userRoles[u.name, default: [:]], to: Set(u.adminRoles), at: at) || changed
-        }
-        for r in roles {
-            let at: UInt64 = roleChannels[r.name] == nil ? 0 : marker
-            changed = Self.update(&copy.roleChannels[r.name, default: [:]], to: Set(r.adminChannels), at: at) || changed
-        }
-        // A deleted user or role loses everything it had.
-        let userNames = Set(users.map(\.name))
-        for name in copy.userChannels.keys where !userNames.contains(name) {
-            changed = Self.update(&copy.userChannels[name, default: [:]], to: [], at: marker) || changed
-            changed = Self.update(&copy.userRoles[name, default: [:]], to: [], at: marker) || changed
-        }
-        let roleNames = Set(roles.map(\.name))
-        for name in copy.roleChannels.keys where !roleNames.contains(name) {
-            changed = Self.update(&copy.roleChannels[name, default: [:]], to: [], at: marker) || changed
-        }
-        guard changed else { return false }
-        let stamped = [copy.userChannels, copy.userRoles, copy.roleChannels].contains { m in
-            m.values.contains { $0.values.contains { $0.granted == marker || $0.revoked == marker } }
-        }
-        guard stamped else {
-            self = copy
-            return true
-        }
-        let seq = try takeSequence()
-        func stamp(_ m: inout [String: [String: Span]]) {
-            for (k, spans) in m {
-                m[k] = spans.mapValues { s in Span(granted: s.granted == marker ? seq : s.granted, revoked: s.revoked == marker ? seq : s.revoked) }
+    /// Whether a change waits for its sequence.
+    var needsSequence: Bool {
+        [channels, roles].contains { $0.values.contains { $0.granted == Self.pending || $0.revoked == Self.pending } }
+    }
+
+    /// Gives the pending changes their sequence, and forgets the oldest ended spans.
+    mutating func stamp(_ seq: UInt64) {
+        func fix(_ m: inout [String: Span]) {
+            for (k, s) in m where s.granted == Self.pending || s.revoked == Self.pending {
+                m[k] = Span(granted: s.granted == Self.pending ? seq : s.granted, revoked: s.revoked == Self.pending ? seq : s.revoked)
             }
         }
-        stamp(&copy.userChannels)
-        stamp(&copy.userRoles)
-        stamp(&copy.roleChannels)
-        self = copy
-        return true
+        fix(&channels)
+        fix(&roles)
     }
+
+    /// Keeps every span still held and the ``keptRevoked`` most recently ended of each kind.
+    mutating func compact() {
+        func trim(_ m: inout [String: Span]) {
+            let ended = m.filter { $0.value.revoked != nil }
+            guard ended.count > Self.keptRevoked else { return }
+            let oldest = ended.sorted { ($0.value.revoked ?? 0, $0.key) < ($1.value.revoked ?? 0, $1.key) }
+            for (k, _) in oldest.prefix(ended.count - Self.keptRevoked) { m.removeValue(forKey: k) }
+        }
+        trim(&channels)
+        trim(&roles)
+    }
+
+    var isEmpty: Bool { channels.isEmpty && roles.isEmpty }
 
     // MARK: Stored form
 
+    /// `{"channels": {name: [granted, revoked or null]}, "roles": {…}}`, `roles` only when any.
     var json: JSONValue {
-        func pair(_ span: Span) -> JSONValue {
-            let revoked: JSONValue = span.revoked.map { JSONValue.int(Int64($0)) } ?? JSONValue.null
-            return JSONValue.array([JSONValue.int(Int64(span.granted)), revoked])
+        func spans(_ m: [String: Span]) -> JSONValue {
+            .object(m.mapValues { s in .array([.int(Int64(clamping: s.granted)), s.revoked.map { .int(Int64(clamping: $0)) } ?? .null]) })
         }
-        func spans(_ m: [String: [String: Span]]) -> JSONValue {
-            var out: [String: JSONValue] = [:]
-            for (k, s) in m { out[k] = JSONValue.object(s.mapValues(pair)) }
-            return JSONValue.object(out)
-        }
-        return ["user_channels": spans(userChannels), "user_roles": spans(userRoles), "role_channels": spans(roleChannels)]
+        var o: [String: JSONValue] = ["channels": spans(channels)]
+        if !roles.isEmpty { o["roles"] = spans(roles) }
+        return .object(o)
     }
 
     init() {}
 
-    init(json: JSONValue?) throws {
+    /// Reads the stored form; `what` names the record in an error.
+    init(json: JSONValue?, what: String) throws {
         guard let json else { return }
-        func spans(_ key: String) throws -> [String: [String: Span]] {
-            guard let v = json.objectValue?[key] else { return [:] }
-            guard case .object(let o) = v else { throw SetteeError(.corrupted, "stored principal history: \(key) is not an object") }
-            return try o.mapValues { inner in
-                guard case .object(let names) = inner else { throw SetteeError(.corrupted, "stored principal history is malformed") }
-                return try names.mapValues { pair in
-                    guard case .array(let a) = pair, a.count == 2, case .int(let g) = a[0], g >= 0 else {
-                        throw SetteeError(.corrupted, "stored principal history is malformed")
-                    }
-                    if case .int(let r) = a[1], r >= 0 { return Span(granted: UInt64(g), revoked: UInt64(r)) }
-                    return Span(granted: UInt64(g), revoked: nil)
-                }
+        guard case .object(let o) = json else { throw SetteeError(.corrupted, "\(what): history is not an object") }
+        channels = try Self.spans(o["channels"], what)
+        roles = try Self.spans(o["roles"], what)
+    }
+
+    static func spans(_ v: JSONValue?, _ what: String) throws -> [String: Span] {
+        guard let v else { return [:] }
+        guard case .object(let names) = v else { throw SetteeError(.corrupted, "\(what): history is malformed") }
+        return try names.mapValues { pair in
+            guard case .array(let a) = pair, a.count == 2, case .int(let g) = a[0], g >= 0 else {
+                throw SetteeError(.corrupted, "\(what): history is malformed")
+            }
+            switch a[1] {
+            case .null: return Span(granted: UInt64(g), revoked: nil)
+            case .int(let r) where r >= 0: return Span(granted: UInt64(g), revoked: UInt64(r))
+            default: throw SetteeError(.corrupted, "\(what): history is malformed")
             }
         }
-        userChannels = try spans("user_channels")
-        userRoles = try spans("user_roles")
-        roleChannels = try spans("role_channels")
     }
+}
+
+/// A user's access as cached, with what it was worked out from: the library's grants version,
+/// the principals' version, and the roles it depends on (held, lost or named but missing).
+struct CachedAccess: Sendable {
+    var grants: UInt64
+    var principals: UInt64
+    var access: UserAccess
+    var roles: Set<String>
 }
 
 extension ServedDatabase {
     /// What `name` may read now (a user of this database, or GUEST): worked out from the
-    /// database's grants and the admin-made channels and roles, and kept until either changes
-    /// (the library's ``Database/grantsVersion``, the server's ``principalsVersion``), so a grant,
-    /// a revocation or an admin change counts at once, and a user granted 100,000 channels does
-    /// not read them all again for every request.
+    /// database's grants and the admin-made channels and roles when first asked for, and kept
+    /// until something it was worked out from changes: a commit that changes this user's grants
+    /// or its roles' (the library names the principals each commit touched), or a change of the
+    /// user or one of its roles. A grant to one user leaves everyone else's access as cached;
+    /// a grant, a revocation or an admin change counts at once for whom it names.
     func access(for name: String) throws -> UserAccess {
         // The versions are read before the work: a change meanwhile makes the entry stale.
         let grants = database.grantsVersion
-        let principals = principalsVersion.load(ordering: .acquiring)
-        if let hit = accessCache.withLock({ $0[name] }), hit.grants == grants, hit.principals == principals {
-            return hit.access
+        let principalsVersion = principals.version
+        if var hit = accessCache.withLock({ $0[name] }) {
+            if hit.grants == grants && hit.principals == principalsVersion { return hit.access }
+            if stillHolds(hit, for: name) {
+                hit.grants = grants
+                hit.principals = principalsVersion
+                let kept = hit
+                accessCache.withLock { $0[name] = kept }
+                return hit.access
+            }
         }
-        let access = try computeAccess(for: name)
-        accessCache.withLock { cache in
-            if cache.count >= Self.accessCacheSize { cache.removeAll(keepingCapacity: true) }
-            cache[name] = (grants, principals, access)
-        }
+        let (access, roles) = try computeAccess(for: name)
+        accessCache.withLock { $0[name] = CachedAccess(grants: grants, principals: principalsVersion, access: access, roles: roles) }
         return access
     }
 
-    /// How many users' access is kept at once (past it, the cache starts again).
-    static let accessCacheSize = 4096
+    /// How many users' access is kept at once.
+    static let accessCacheSize = 10_000
 
-    private func computeAccess(for name: String) throws -> UserAccess {
+    /// Whether nothing `cached` was worked out from changed since.
+    private func stillHolds(_ cached: CachedAccess, for name: String) -> Bool {
+        guard let grants = database.grantChanges(after: cached.grants), let changed = principals.changes(after: cached.principals) else {
+            return false
+        }
+        if grants[.channels]?.contains(name) == true || grants[.roles]?.contains(name) == true { return false }
+        if let roles = grants[.roleChannels], !roles.isDisjoint(with: cached.roles) { return false }
+        return !changed.users.contains(name) && changed.roles.isDisjoint(with: cached.roles)
+    }
+
+    /// Works out a user's access; returns it with the roles it depends on.
+    private func computeAccess(for name: String) throws -> (UserAccess, Set<String>) {
         var access = UserAccess()
         access.grant("!", since: 0)
-        let history = principalHistory.withLock { $0 }
         let database = self.database
+        let record = try principals.userRecord(named: name)
         // Channels: the user's admin channels, with their history.
-        for (c, span) in history.userChannels[name] ?? [:] {
+        for (c, span) in record?.history.channels ?? [:] {
             if let r = span.revoked { access.revoke(c, at: r) } else { access.grant(c, since: span.granted) }
         }
         // A signed-up user's name may have been granted things before it existed: not its.
-        let from = users.user(named: name)?.grantsFrom
+        let from = record?.user.grantsFrom
         func counts(_ g: Grant) -> Bool { from.map { g.sequence > $0 } ?? true }
         for g in try database.grants(to: name, kind: .channels) where counts(g) {
             if g.isRevoked { access.revoke(g.name, at: g.sequence) } else { access.grant(g.name, since: g.sequence) }
@@ -198,17 +230,19 @@ extension ServedDatabase {
         // Roles: admin roles and role() grants.
         var roles: [String: UInt64] = [:]
         var lostRoles: [String: UInt64] = [:]
-        for (role, span) in history.userRoles[name] ?? [:] {
+        for (role, span) in record?.history.roles ?? [:] {
             if let r = span.revoked { lostRoles[role] = max(lostRoles[role] ?? 0, r) } else { roles[role] = min(roles[role] ?? .max, span.granted) }
         }
         for g in try database.grants(to: name, kind: .roles) where counts(g) {
             if g.isRevoked { lostRoles[g.name] = max(lostRoles[g.name] ?? 0, g.sequence) } else { roles[g.name] = min(roles[g.name] ?? .max, g.sequence) }
         }
+        let dependsOn = Set(roles.keys).union(lostRoles.keys)
         // A role that no longer exists gives nothing.
-        for role in roles.keys where users.role(named: role) == nil { lostRoles[role] = roles.removeValue(forKey: role) }
+        for role in roles.keys where try principals.role(named: role) == nil { lostRoles[role] = roles.removeValue(forKey: role) }
         access.roles = roles
         func roleChannels(_ role: String) throws -> [(String, UInt64, UInt64?)] {
-            var out: [(String, UInt64, UInt64?)] = (history.roleChannels[role] ?? [:]).map { ($0.key, $0.value.granted, $0.value.revoked) }
+            let history = try principals.roleRecord(named: role)?.history ?? principals.formerRole(named: role)?.history ?? GrantHistory()
+            var out: [(String, UInt64, UInt64?)] = history.channels.map { ($0.key, $0.value.granted, $0.value.revoked) }
             for g in try database.grants(to: role, kind: .roleChannels) {
                 out.append((g.name, g.isRevoked ? 0 : g.sequence, g.isRevoked ? g.sequence : nil))
             }
@@ -224,17 +258,7 @@ extension ServedDatabase {
         }
         // Revoked means lost and not held through anything else.
         access.revoked = access.revoked.filter { access.channels[$0.key] == nil }
-        return access
-    }
-
-    /// Records, with a sequence of their own, the changes of admin channels and roles since the
-    /// last record (inside the write that saves the principals).
-    func updatePrincipalHistory(_ db: Database) throws {
-        let allUsers = users.userNames.compactMap(users.user(named:))
-        let allRoles = users.roleNames.compactMap(users.role(named:))
-        var history = principalHistory.withLock { $0 }
-        if try history.update(users: allUsers, roles: allRoles, takeSequence: { try db.takeSequence() }) {
-            principalHistory.withLock { $0 = history }
-        }
+        access.readable = Set(access.channels.keys)
+        return (access, dependsOn)
     }
 }

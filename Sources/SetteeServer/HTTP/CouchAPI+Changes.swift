@@ -444,7 +444,7 @@ extension CouchAPI {
         let logChanges = server.logKeys.contains("Changes")
         let logger = server.logger
         let body = ResponseBody { writer in
-            let registration = db.registerFeed(signal)
+            let registration = db.registerFeed(signal, user: o.scope?.user)
             defer {
                 token.remove()
                 if let registration { db.unregisterFeed(registration) }

@@ -18,11 +18,11 @@ extension CouchAPI {
             guard let db else { throw CouchError.notFound() }
             switch call.request.method {
             case .get, .head:
-                guard let (session, _) = try await db.session(sessionID) else { throw CouchError.notFound("missing") }
+                guard let (session, _) = try await db.principals.session(sessionID) else { throw CouchError.notFound("missing") }
                 return try jsonResponse(["session_id": .string(sessionID), "user": .string(session.user),
                                          "expires": .string(ISO8601DateFormatter().string(from: session.expires))])
             case .delete:
-                try await db.deleteSession(sessionID)
+                try await db.principals.deleteSession(sessionID)
                 return try jsonResponse(["ok": true])
             default: throw CouchError.methodNotAllowed("DELETE,GET,HEAD")
             }
@@ -36,7 +36,7 @@ extension CouchAPI {
         case .get, .head:
             // CouchDB's handler names: Basic credentials are "default", a session "cookie".
             let via: JSONValue = call.request.headers[.authorization] == nil && Self.sessionCookie(call.request.headers[.cookie]) != nil ? "cookie" : "default"
-            var context = userContext(call.principal, db, authenticated: via, verifiedIn: call.verifiedIn)
+            var context = try userContext(call.principal, db, authenticated: via, verifiedIn: call.verifiedIn)
             // An administrator who gave credentials (the admin port then requires them) is named,
             // as CouchDB names a server admin.
             if call.principal == .admin, let name = call.administrator, case .object(var ctx)? = context["userCtx"] {
@@ -49,8 +49,8 @@ extension CouchAPI {
             let (name, password, ttl) = try await loginFields(&call)
             if call.principal == .admin, let db {
                 // Sync Gateway's admin-made session: no password needed, `ttl` seconds long.
-                guard let user = db.users.user(named: name), !user.isGuest else { throw CouchError.notFound("no such user") }
-                let (id, session) = try await db.createSession(for: user.name, ttl: ttl ?? ServedDatabase.sessionTTL)
+                guard let user = try db.principals.user(named: name), !user.isGuest else { throw CouchError.notFound("no such user") }
+                let (id, session) = try await db.principals.createSession(for: user.name, ttl: ttl ?? ServedDatabase.sessionTTL)
                 return try jsonResponse(["session_id": .string(id), "cookie_name": .string(cookieName),
                                          "expires": .string(ISO8601DateFormatter().string(from: session.expires))])
             }
@@ -61,26 +61,26 @@ extension CouchAPI {
             var sessionID: String?
             var loggedIn: User?
             var verified: Set<String> = []
-            for candidate in db.map({ [$0] }) ?? databases(for: []) where candidate.users.user(named: name) != nil {
-                guard let password, let user = candidate.users.authenticate(name: name, password: password) else { continue }
-                sessionID = try await candidate.createSession(for: user.name, id: sessionID).id
+            for candidate in db.map({ [$0] }) ?? databases(for: []) where try candidate.principals.user(named: name) != nil {
+                guard let password, let user = try await candidate.principals.authenticate(name: name, password: password) else { continue }
+                sessionID = try await candidate.principals.createSession(for: user.name, id: sessionID, ttl: ServedDatabase.sessionTTL).id
                 loggedIn = loggedIn ?? user
                 verified.insert(candidate.name)
                 if server.logKeys.contains("Auth") { server.log(.info, "Auth: session for \(user.name) in \(candidate.name)") }
             }
             if let id = sessionID, let user = loggedIn {
                 server.passwordGuesses.succeeded(guess)
-                var body = userContext(.user(user.name), db, authenticated: "default", verifiedIn: verified)
+                var body = try userContext(.user(user.name), db, authenticated: "default", verifiedIn: verified)
                 body["name"] = .string(user.name)
                 body["roles"] = .array(user.adminRoles.map(JSONValue.string))
                 return try jsonResponse(.object(body), headers: [.setCookie: Self.setCookie(cookieName, id, path: cookiePath, maxAge: Int(ServedDatabase.sessionTTL)).value])
             }
-            if password != nil { PasswordHash.spendCheckTime() }
+            if password != nil { try await PasswordHasher.shared.spendCheckTime() }
             server.passwordGuesses.failed(guess)
             throw CouchError(.unauthorized, "unauthorized", "Name or password is incorrect.")
         case .delete:
             if let (_, id) = Self.sessionCookie(call.request.headers[.cookie]) {
-                for candidate in db.map({ [$0] }) ?? databases(for: []) { try await candidate.deleteSession(id) }
+                for candidate in db.map({ [$0] }) ?? databases(for: []) { try await candidate.principals.deleteSession(id) }
             }
             return try jsonResponse(["ok": true], headers: [.setCookie: Self.setCookie(cookieName, "", path: cookiePath, maxAge: 0).value])
         default:
@@ -126,7 +126,7 @@ extension CouchAPI {
 
     /// CouchDB's `userCtx` (and Sync Gateway's channels when a database is named).
     private func userContext(_ principal: Principal, _ db: ServedDatabase?, authenticated via: JSONValue,
-                             verifiedIn: Set<String>) -> [String: JSONValue] {
+                             verifiedIn: Set<String>) throws -> [String: JSONValue] {
         var context: [String: JSONValue] = ["name": .null, "roles": []]
         var authenticated: JSONValue = .null
         switch principal {
@@ -136,18 +136,20 @@ extension CouchAPI {
         case .user(let name) where name != User.guestName:
             context["name"] = .string(name)
             authenticated = via
-            if let db, let user = db.users.user(named: name), let access = try? db.access(for: name) {
+            if let db, let user = try db.principals.user(named: name) {
+                let access = try db.access(for: name)
                 context["roles"] = .array(Set(access.roles.keys).union(user.adminRoles).sorted().map(JSONValue.string))
                 context["channels"] = Self.channelsJSON(access)
             } else if db == nil {
                 // Server-wide: the user's roles in the databases whose user its credentials
                 // proved (the same name elsewhere may be someone else).
-                let roles = Set(server.userDatabases.filter { verifiedIn.contains($0.name) }.flatMap { $0.users.user(named: name)?.adminRoles ?? [] })
+                var roles: Set<String> = []
+                for db in server.userDatabases where verifiedIn.contains(db.name) { roles.formUnion(try db.principals.user(named: name)?.adminRoles ?? []) }
                 context["roles"] = .array(roles.sorted().map(JSONValue.string))
             }
         case .user:
-            if let db, let guest = db.users.user(named: User.guestName), !guest.disabled, let access = try? db.access(for: guest.name) {
-                context["channels"] = Self.channelsJSON(access)
+            if let db, let guest = try db.principals.user(named: User.guestName), !guest.disabled {
+                context["channels"] = Self.channelsJSON(try db.access(for: guest.name))
             }
         }
         return ["ok": true, "userCtx": .object(context),
@@ -197,16 +199,16 @@ extension CouchAPI {
     func principals(_ call: inout Call, _ db: ServedDatabase, kind: String, name: String?) async throws -> Response {
         let isUser = kind == "_user"
         let method = call.request.method
+        let store = db.principals
+        func exists(_ n: String) throws -> Bool { isUser ? try store.user(named: n) != nil : try store.role(named: n) != nil }
         guard let name else {
             switch method {
             case .get, .head:
-                return try jsonResponse(.array((isUser ? db.users.userNames : db.users.roleNames).map(JSONValue.string)))
+                return try jsonResponse(.array((isUser ? try store.userNames() : try store.roleNames()).map(JSONValue.string)))
             case .post:
                 let body = try await jsonBody(&call, limit: 1 << 20)
                 guard case .string(let n)? = body["name"], !n.isEmpty else { throw CouchError.badRequest("name is required") }
-                if (isUser ? db.users.user(named: n) != nil : db.users.role(named: n) != nil) {
-                    throw CouchError(.conflict, "conflict", "\(isUser ? "User" : "Role") \(n) exists")
-                }
+                if try exists(n) { throw CouchError(.conflict, "conflict", "\(isUser ? "User" : "Role") \(n) exists") }
                 try await writePrincipal(db, isUser: isUser, name: n, body: body)
                 return try jsonResponse(["ok": true], status: .created)
             default: throw CouchError.methodNotAllowed("GET,HEAD,POST")
@@ -215,7 +217,7 @@ extension CouchAPI {
         switch method {
         case .get, .head:
             if isUser {
-                guard let user = db.users.user(named: name) else { throw CouchError.notFound("missing") }
+                guard let user = try store.user(named: name) else { throw CouchError.notFound("missing") }
                 let access = try db.access(for: user.name)
                 var o: [String: JSONValue] = [
                     "name": .string(user.name),
@@ -228,20 +230,19 @@ extension CouchAPI {
                 if let email = user.email { o["email"] = .string(email) }
                 return try jsonResponse(.object(o))
             }
-            guard let role = db.users.role(named: name) else { throw CouchError.notFound("missing") }
+            guard let role = try store.role(named: name) else { throw CouchError.notFound("missing") }
             return try jsonResponse(["name": .string(role.name), "admin_channels": .array(role.adminChannels.map(JSONValue.string)),
                                      "all_channels": .array((role.adminChannels + ["!"]).sorted().map(JSONValue.string))])
         case .put:
             let body = try await jsonBody(&call, limit: 1 << 20)
             if case .string(let n)? = body["name"], n != name { throw CouchError.badRequest("name does not match the URL") }
-            let existed = isUser ? db.users.user(named: name) != nil : db.users.role(named: name) != nil
+            let existed = try exists(name)
             try await writePrincipal(db, isUser: isUser, name: name, body: body)
             return try jsonResponse(["ok": true], status: existed ? .ok : .created)
         case .delete:
-            let removed = isUser ? db.users.removeUser(named: name) : db.users.removeRole(named: name)
+            let removed = isUser ? try await store.deleteUser(named: name) : try await store.deleteRole(named: name)
             guard removed else { throw CouchError.notFound("missing") }
-            if isUser { try await db.deleteSessions(of: name) }
-            try await db.savePrincipals()
+            db.principalChanged(user: isUser ? name : nil)
             return try jsonResponse(["ok": true])
         default:
             throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
@@ -250,44 +251,62 @@ extension CouchAPI {
 
     private func kind(_ isUser: Bool) -> String { isUser ? "_user" : "_role" }
 
-    /// Validates and stores a user or role from its JSON (the configuration's keys, plus `name`).
+    /// Validates and stores a user or role from its JSON (the configuration's keys, plus `name`;
+    /// for a user, `password_hash` in the stored form may stand for `password`: a user moved
+    /// from another server keeps its password without it being known here).
     private func writePrincipal(_ db: ServedDatabase, isUser: Bool, name: String, body: [String: JSONValue]) async throws {
         var fields = body
         fields.removeValue(forKey: "name")
         // Computed members a client may send back from a GET: ignored.
         for computed in ["all_channels", "roles"] { fields.removeValue(forKey: computed) }
-        let reader = ConfigReader(.object(fields), path: "\(kind(isUser)).\(name)")
+        let store = db.principals
         // A new principal's name is checked; one made before the rules keeps its name.
-        let exists = isUser ? db.users.user(named: name) != nil : db.users.role(named: name) != nil
+        let exists = isUser ? try store.user(named: name) != nil : try store.role(named: name) != nil
         if !exists, let problem = PrincipalName.problem(name, kind: isUser ? .user : .role) { throw CouchError.badRequest(problem) }
         if isUser {
+            var madeHash: PasswordHash?
+            if let h = fields.removeValue(forKey: "password_hash") {
+                guard name != User.guestName, fields["password"] == nil, let hash = PrincipalRecords.decodePasswordHash(h) else {
+                    throw CouchError.badRequest(
+                        "password_hash is {\"algorithm\": \"pbkdf2-sha256\", \"rounds\": 1000 to 10000000, \"salt\" and \"hash\" in base64}, for a user other than GUEST, without password")
+                }
+                madeHash = hash
+            }
+            let reader = ConfigReader(.object(fields), path: "\(kind(isUser)).\(name)")
             let u: ServerConfiguration.UserConfig
             do {
                 u = try ServerConfiguration.user(reader, isGuest: name == User.guestName, requirePassword: false)
             } catch {
                 throw CouchError.badRequest(error.description)
             }
-            let old = db.users.user(named: name)
+            let old = try store.user(named: name)
             // A PUT without a password keeps the one stored.
-            let password = u.password.map(PasswordHash.init(password:)) ?? old?.password
+            var password = madeHash ?? old?.password
+            if let given = u.password { password = try await PasswordHasher.shared.hash(given) }
             if name != User.guestName && password == nil && !u.disabled {
                 throw CouchError.badRequest("a user needs a password")
             }
-            db.users.setUser(User(name: name, password: name == User.guestName ? nil : password, adminChannels: u.adminChannels,
-                                  adminRoles: u.adminRoles, disabled: u.disabled, email: u.email, grantsFrom: old?.grantsFrom))
             // A disabled user, or one given a new password, is logged out everywhere.
-            if u.disabled || u.password.map({ old?.password?.matches($0) != true }) == true {
-                try await db.deleteSessions(of: name)
+            var newPassword = false
+            if let given = u.password, let oldHash = old?.password {
+                newPassword = try await !PasswordHasher.shared.check(given, against: oldHash)
+            } else if let madeHash, let oldHash = old?.password {
+                newPassword = madeHash != oldHash
             }
+            try await store.saveUser(User(name: name, password: name == User.guestName ? nil : password, adminChannels: u.adminChannels,
+                                          adminRoles: u.adminRoles, disabled: u.disabled, email: u.email, grantsFrom: old?.grantsFrom),
+                                     endSessions: u.disabled || newPassword)
+            db.principalChanged(user: name)
         } else {
+            let reader = ConfigReader(.object(fields), path: "\(kind(isUser)).\(name)")
             let r: ServerConfiguration.RoleConfig
             do {
                 r = try ServerConfiguration.role(reader)
             } catch {
                 throw CouchError.badRequest(error.description)
             }
-            db.users.setRole(Role(name: name, adminChannels: r.adminChannels))
+            try await store.saveRole(Role(name: name, adminChannels: r.adminChannels))
+            db.principalChanged(user: nil)
         }
-        try await db.savePrincipals()
     }
 }

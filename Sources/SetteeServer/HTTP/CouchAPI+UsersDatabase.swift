@@ -71,14 +71,17 @@ extension SetteeServer {
     }
 
     /// The names of every served database's users, sorted (GUEST is nobody's document).
-    var userNames: [String] {
-        Set(userDatabases.flatMap(\.users.userNames)).subtracting([User.guestName]).sorted()
+    func userNames() throws -> [String] {
+        var names: Set<String> = []
+        for db in userDatabases { names.formUnion(try db.principals.userNames()) }
+        return names.subtracting([User.guestName]).sorted()
     }
 
     /// The user `name` of every database that has one (GUEST is nobody's document).
-    func userRecords(_ name: String) -> UsersDatabase.Records? {
+    func userRecords(_ name: String) throws -> UsersDatabase.Records? {
         guard name != User.guestName else { return nil }
-        let records = userDatabases.compactMap { db in db.users.user(named: name).map { (db.name, $0) } }
+        var records: [(database: String, user: User)] = []
+        for db in userDatabases { if let u = try db.principals.user(named: name) { records.append((db.name, u)) } }
         return records.isEmpty ? nil : UsersDatabase.Records(records: records)
     }
 }
@@ -95,7 +98,7 @@ extension CouchAPI {
             switch method {
             case .get, .head:
                 try requireAdmin(call)
-                return try jsonResponse(["db_name": .string(UsersDatabase.name), "doc_count": .int(Int64(server.userNames.count)), "doc_del_count": 0,
+                return try jsonResponse(["db_name": .string(UsersDatabase.name), "doc_count": .int(Int64(try server.userNames().count)), "doc_del_count": 0,
                                          "update_seq": 0, "committed_update_seq": 0, "purge_seq": 0, "instance_start_time": "0",
                                          "compact_running": false, "disk_format_version": 1, "state": "Online",
                                          "sizes": ["file": 0]])
@@ -118,8 +121,8 @@ extension CouchAPI {
             try requireAdmin(call)
             try allow(method, [.get, .head])
             let includeDocs = try flag(call, "include_docs")
-            let rows: [JSONValue] = server.userNames.compactMap { name in
-                guard let records = server.userRecords(name) else { return nil }
+            let rows: [JSONValue] = try server.userNames().compactMap { name in
+                guard let records = try server.userRecords(name) else { return nil }
                 let id = UsersDatabase.prefix + name
                 var row: [String: JSONValue] = ["id": .string(id), "key": .string(id), "value": ["rev": .string(records.revision)]]
                 if includeDocs { row["doc"] = records.document(id: id) }
@@ -146,9 +149,8 @@ extension CouchAPI {
             guard whole else { throw Self.notAllYours }
             let given = try Self.revision(call.query["rev"], ifMatch: call.request.headers[.ifMatch])
             guard given == records.revision else { throw CouchError.conflict }
-            for db in server.userDatabases where records.records.contains(where: { $0.database == db.name }) && db.users.removeUser(named: name) {
-                try await db.deleteSessions(of: name)
-                try await db.savePrincipals()
+            for db in server.userDatabases where records.records.contains(where: { $0.database == db.name }) {
+                if try await db.principals.deleteUser(named: name) { db.principalChanged(user: name) }
             }
             let tombstone = "2-" + UsersDatabase.Records.hex(Array(Insecure.MD5.hash(data: Array(records.revision.utf8))))
             return try jsonResponse(["ok": true, "id": .string(first), "rev": .string(tombstone)])
@@ -162,7 +164,7 @@ extension CouchAPI {
     /// not exist. `whole`: whether those are all the records of the name.
     private func readableUser(_ call: Call, id: String) throws -> (name: String, records: UsersDatabase.Records, whole: Bool) {
         let name = String(id.dropFirst(UsersDatabase.prefix.count))
-        guard let records = server.userRecords(name) else { throw CouchError.notFound("missing") }
+        guard let records = try server.userRecords(name) else { throw CouchError.notFound("missing") }
         switch call.principal {
         case .admin: return (name, records, true)
         case .user(let u) where u == name:
@@ -185,7 +187,7 @@ extension CouchAPI {
         guard id.hasPrefix(UsersDatabase.prefix) else { throw CouchError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
         let name = String(id.dropFirst(UsersDatabase.prefix.count))
         guard !name.isEmpty, name != User.guestName else { throw CouchError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
-        let current = server.userRecords(name)
+        let current = try server.userRecords(name)
         // Who writes: the administrator, the user itself, or someone signing up. With sign-up
         // off, anyone but those two is refused before anything about the name is looked at,
         // so the answer does not say whether it is taken.
@@ -231,7 +233,10 @@ extension CouchAPI {
         case .admin:
             // A new user joins every database (CouchDB's users are the server's); a change
             // applies where the user is.
-            databases = server.userDatabases.filter { current == nil || $0.users.user(named: name) != nil }
+            databases = try server.userDatabases.filter { db in
+                guard current != nil else { return true }
+                return try db.principals.user(named: name) != nil
+            }
         case .itself(let whole):
             guard whole else { throw Self.notAllYours }
             guard roles == current?.first.adminRoles else { throw CouchError.forbidden("Only _admin may edit roles") }
@@ -261,22 +266,22 @@ extension CouchAPI {
         if case .signUp = writer { try server.signUps.admit(call.client) }
         guard !databases.isEmpty else { throw CouchError.notFound("No database is served: a user belongs to databases") }
         // One hash for every database (PBKDF2 costs a few hundred milliseconds by design).
-        let hash = password.map(PasswordHash.init(password:)) ?? current?.first.password
+        var hash = current?.first.password
+        if let password { hash = try await PasswordHasher.shared.hash(password) }
         for db in databases {
-            let old = db.users.user(named: name)
+            let old = try db.principals.user(named: name)
             var user = User(name: name, password: password == nil ? (old?.password ?? hash) : hash,
                             adminChannels: old?.adminChannels ?? [], adminRoles: old?.adminRoles ?? [],
                             disabled: old?.disabled ?? false, email: old?.email, grantsFrom: old?.grantsFrom)
             if case .admin = writer { user.adminRoles = roles }
             // What documents granted a name before someone signed up with it is not theirs.
             if case .signUp = writer { user.grantsFrom = try db.database.lastSequence }
-            db.users.setUser(user)
             // A new password logs the user out everywhere, as the `_user` API's does.
-            if password != nil, old != nil { try await db.deleteSessions(of: name) }
-            try await db.savePrincipals()
+            try await db.principals.saveUser(user, endSessions: password != nil && old != nil)
+            db.principalChanged(user: name)
         }
         if server.logKeys.contains("Auth") { server.log(.info, "Auth: user \(name) written through _users") }
-        guard let written = server.userRecords(name) else { throw CouchError.notFound("missing") }
+        guard let written = try server.userRecords(name) else { throw CouchError.notFound("missing") }
         let shown = call.principal == .admin ? written
             : UsersDatabase.Records(records: written.records.filter { r in databases.contains { $0.name == r.database } })
         return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(shown.revision)], status: .created,

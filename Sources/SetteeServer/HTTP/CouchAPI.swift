@@ -409,11 +409,12 @@ struct CouchAPI: HTTPResponder {
             }
             let guess = ClientThrottle.key(client: client, name: name)
             try server.passwordGuesses.check(guess)
-            let holders = candidates.filter { $0.users.user(named: name) != nil }
+            var holders: [ServedDatabase] = []
+            for db in candidates where try db.principals.user(named: name) != nil { holders.append(db) }
             var verified: Set<String> = []
-            for db in holders where db.users.authenticate(name: name, password: password) != nil { verified.insert(db.name) }
+            for db in holders where try await db.principals.authenticate(name: name, password: password) != nil { verified.insert(db.name) }
             // An unknown name costs what a wrong password does.
-            if holders.isEmpty { PasswordHash.spendCheckTime() }
+            if holders.isEmpty { try await PasswordHasher.shared.spendCheckTime() }
             guard !verified.isEmpty else {
                 server.passwordGuesses.failed(guess)
                 if server.logKeys.contains("Auth") { server.log(.info, "Auth: invalid credentials") }
@@ -426,8 +427,8 @@ struct CouchAPI: HTTPResponder {
         if let (cookieName, id) = Self.sessionCookie(request.headers[.cookie]) {
             var found: Authentication?
             for db in candidates {
-                guard let (session, refreshed) = try await db.session(id) else { continue }
-                guard let user = db.users.user(named: session.user), !user.disabled else { continue }
+                guard let (session, refreshed) = try await db.principals.session(id) else { continue }
+                guard let user = try db.principals.user(named: session.user), !user.disabled else { continue }
                 // One login's session, under one ID, in each database whose user it proved.
                 if let f = found {
                     if f.principal == .user(user.name) { found?.verifiedIn.insert(db.name) }
@@ -498,9 +499,9 @@ struct CouchAPI: HTTPResponder {
         guard case .user(let name) = call.principal else { return }
         var user: User?
         if name == User.guestName {
-            guard db.users.guestEnabled else { throw CouchError.unauthorized(realm: realm) }
+            guard try db.principals.guestEnabled else { throw CouchError.unauthorized(realm: realm) }
         } else {
-            user = db.users.user(named: name)
+            user = try db.principals.user(named: name)
             guard let user, !user.disabled else { throw CouchError.unauthorized(realm: realm) }
         }
         let security = db.security.withLock { $0 }

@@ -6,28 +6,23 @@ import Synchronization
 /// One database the server serves: the open `Database`, its configuration and users, and for a
 /// walrus database the in-memory directory that holds it while the server runs.
 ///
-/// Thread-safe: immutable but for the `Database` and the user store, which are thread-safe.
+/// Thread-safe: immutable but for the `Database` and the principal store, which are thread-safe.
 final class ServedDatabase: Sendable {
     let name: String
     let database: Database
     let config: ServerConfiguration.DatabaseConfig
-    let users: UserStore
+    /// The database's users, roles and sessions, each its own record.
+    let principals: PrincipalStore
     /// The walrus database's directory, removed when the database is closed.
     let walrusDirectory: String?
     /// Whether the server opened the database (and closes it), or an app handed it over.
     let owned: Bool
-    /// Logged-in sessions by ID (the cookie's value); kept with the database too.
-    let sessions = Mutex<[String: Session]>([:])
     /// The rows continuous feeds woken by one commit share (`CouchAPI.encodedRows`).
     let feedCache = Mutex<[FeedKey: (bytes: [UInt8], count: Int, last: FeedPosition)]>([:])
     /// Filter functions `_changes?filter=<name>` runs, registered by the app serving the database.
     let filters = Mutex<[String: PeerFilterFunction]>([:])
-    /// When admin-made channels and roles began and ended.
-    let principalHistory = Mutex(PrincipalHistory())
-    /// Counts the changes of users, roles and their history (after each is made).
-    let principalsVersion = Atomic<UInt64>(0)
-    /// Each user's access with the versions it was worked out at (``access(for:)``).
-    let accessCache = Mutex<[String: (grants: UInt64, principals: UInt64, access: UserAccess)]>([:])
+    /// Each user's access with what it was worked out from (``access(for:)``).
+    let accessCache = Mutex(RecentCache<String, CachedAccess>(capacity: ServedDatabase.accessCacheSize))
     /// The sync function, design documents' functions and who is writing (see SyncRouting.swift).
     let routing: RoutingState
     /// Views' compiled map functions by library index name, with the version they make
@@ -48,19 +43,14 @@ final class ServedDatabase: Sendable {
     let viewReduces = Mutex<[String: ViewReduceFunction]>([:])
 
     init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool,
-         routing: RoutingState) {
+         routing: RoutingState) throws {
         self.routing = routing
         self.name = name
         self.database = database
         self.config = config
         self.walrusDirectory = walrusDirectory
         self.owned = owned
-        users = UserStore(
-            users: config.users.map { name, u in
-                User(name: name, password: u.password.map(PasswordHash.init(password:)), adminChannels: u.adminChannels,
-                     adminRoles: u.adminRoles, disabled: u.disabled, email: u.email)
-            },
-            roles: config.roles.map { Role(name: $0.key, adminChannels: $0.value.adminChannels) })
+        principals = try PrincipalStore(database: database, users: config.users, roles: config.roles)
     }
 
     /// Opens (creating if needed) the database `name` as `config` says.
@@ -83,10 +73,9 @@ final class ServedDatabase: Sendable {
             let db = try Database(name: Self.fileName(for: name), config: dbConfig)
             let served: ServedDatabase
             do {
-                served = ServedDatabase(name: name, database: db, config: config, walrusDirectory: walrus, owned: true,
-                                        routing: try RoutingState(config: config, engine: engine, database: name))
+                served = try ServedDatabase(name: name, database: db, config: config, walrusDirectory: walrus, owned: true,
+                                            routing: try RoutingState(config: config, engine: engine, database: name))
                 try served.startRouting()
-                try served.loadPrincipals()
                 try served.loadSecurity()
             } catch {
                 try? db.close()
@@ -107,14 +96,15 @@ final class ServedDatabase: Sendable {
     /// Closes the database (if the server opened it) and removes a walrus database's files.
     /// The streaming feeds open on this database, woken when it closes so that each ends its
     /// answer cleanly rather than having its connection cut.
-    let openFeeds = Mutex<(closing: Bool, signals: [UInt64: ChangeSignal], next: UInt64)>((false, [:], 0))
+    let openFeeds = Mutex<(closing: Bool, signals: [UInt64: (user: String?, signal: ChangeSignal)], next: UInt64)>((false, [:], 0))
 
-    /// Registers a feed's signal; nil when the database is closing (the feed ends at once).
-    func registerFeed(_ signal: ChangeSignal) -> UInt64? {
+    /// Registers a feed's signal, with the user it reads for (nil: the admin port); nil when the
+    /// database is closing (the feed ends at once).
+    func registerFeed(_ signal: ChangeSignal, user: String?) -> UInt64? {
         openFeeds.withLock { f in
             guard !f.closing else { return nil }
             f.next += 1
-            f.signals[f.next] = signal
+            f.signals[f.next] = (user, signal)
             return f.next
         }
     }
@@ -123,16 +113,22 @@ final class ServedDatabase: Sendable {
 
     var isClosing: Bool { openFeeds.withLock { $0.closing } }
 
-    /// Wakes every open feed (its user's access may have changed).
-    func wakeFeeds() {
-        for signal in openFeeds.withLock({ Array($0.signals.values) }) { signal.fire() }
+    /// How many streaming feeds are open.
+    var openFeedCount: Int { openFeeds.withLock { $0.signals.count } }
+
+    /// Wakes the open feeds of `users` (every feed when nil): their access may have changed.
+    func wakeFeeds(of users: Set<String>? = nil) {
+        let signals = openFeeds.withLock { f in
+            f.signals.values.filter { feed in users.map { feed.user.map($0.contains) ?? false } ?? true }.map(\.signal)
+        }
+        for signal in signals { signal.fire() }
     }
 
     func close() throws {
         routing.stop()
         let feeds = openFeeds.withLock { f in
             f.closing = true
-            return Array(f.signals.values)
+            return f.signals.values.map(\.signal)
         }
         for signal in feeds { signal.fire() }
         defer { if let walrusDirectory { try? FileManager.default.removeItem(atPath: walrusDirectory) } }

@@ -143,10 +143,9 @@ public final class SetteeServer: Sendable {
         logKeys = LogKeys(config.log)
         if let warning = logKeys.warning { logger.warning("\(warning.escapedForLog)") }
         adminCredentials = AdministratorCredentials(config.adminUsers)
-        let served = ServedDatabase(name: name, database: database, config: dbConfig, walrusDirectory: nil, owned: false,
-                                    routing: try RoutingState(config: dbConfig, engine: scripts, database: name))
+        let served = try ServedDatabase(name: name, database: database, config: dbConfig, walrusDirectory: nil, owned: false,
+                                        routing: try RoutingState(config: dbConfig, engine: scripts, database: name))
         try served.startRouting()
-        try served.loadPrincipals()
         try served.loadSecurity()
         databases = Mutex([name: served, ReplicatorDocuments.databaseName: replicatorDB])
         databaseUpdates.watch(served)
