@@ -202,6 +202,63 @@ import Testing
         #expect(try db.grants(to: "role:staff", kind: .channels).map(\.isRevoked) == [true])
     }
 
+    /// Each commit that changes grants names the principals it changed them for, so that what
+    /// was worked out for anyone else still holds.
+    @Test func grantChangesNameWhomEachCommitTouched() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        let v0 = db.grantsVersion
+        #expect(db.grantChanges(after: v0) == [:])
+        try save(db, "g", ["to": "alice", "grant": ["x"]])
+        let v1 = db.grantsVersion
+        #expect(v1 == v0 + 1)
+        #expect(db.grantChanges(after: v0) == [.channels: ["alice"]])
+        try save(db, "plain", ["channels": ["x"]])          // grants nothing: no new version
+        #expect(db.grantsVersion == v1)
+        try db.inBatch {
+            try save(db, "h", ["to": "bob", "grant": ["y"]])
+            try save(db, "g", ["to": "carol", "grant": ["x"]])   // alice loses x, carol gains it
+        }
+        #expect(db.grantChanges(after: v1) == [.channels: ["bob", "alice", "carol"]])
+        #expect(db.grantChanges(after: v0) == [.channels: ["alice", "bob", "carol"]])
+        // A commit that changes thousands of principals' grants lists none: anyone may have changed.
+        let many = (0 ..< WriteContext.maxListedGrantChanges + 1).map { JSONValue.string("u\($0)") }
+        db.setRouter { input in
+            RevisionRouting(access: Dictionary(uniqueKeysWithValues: (input.revision.array(forKey: "to") ?? []).compactMap(\.stringValue).map { ($0, ["c"]) }))
+        }
+        let v2 = db.grantsVersion
+        try save(db, "wide", ["to": .array(many)])
+        #expect(db.grantChanges(after: v2) == nil)
+        // Further back than the log reaches: unknown.
+        db.setRouter(Self.router)
+        for i in 0 ..< DatabaseCore.grantLogSize + 1 { try save(db, "g", ["to": "alice", "grant": [.string("c\(i)")]]) }
+        #expect(db.grantChanges(after: v0) == nil)
+        #expect(db.grantChanges(after: db.grantsVersion - 1) == [.channels: ["alice"]])
+    }
+
+    /// Read without its grants, a document that grants 100,000 channels has the same channels
+    /// and membership, and no grants.
+    @Test func routingReadsWithoutGrants() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        db.setRouter(Self.router)
+        let granted = (0 ..< 100_000).map { JSONValue.string("c\($0)") }
+        try save(db, "wide", ["channels": ["a", "b"], "to": "alice", "grant": .array(granted)])
+        // Two leaves, so the record is stored on its own (not in the sequence entry).
+        try save(db, "two", ["channels": ["a"], "to": "bob", "grant": ["x"]])
+        try save(db, "two", ["channels": ["b"], "to": "bob", "grant": ["y"]])
+        for id in ["wide", "two"] {
+            let full = try #require(try db.routing(ofDocumentWithID: id))
+            let light = try #require(try db.routing(ofDocumentWithID: id, grants: false))
+            #expect(light.current.channels == full.current.channels)
+            #expect(light.membership == full.membership)
+            #expect(light.leaves.mapValues(\.channels) == full.leaves.mapValues(\.channels))
+            #expect(light.current.access.isEmpty && !full.current.access.isEmpty)
+        }
+        #expect(try db.routing(ofDocumentWithID: "wide")?.current.access["alice"]?.count == 100_000)
+    }
+
     @Test func rejectionsAreReportedPerRevisionAndReplicatedRevisionsAreRouted() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir, "a")

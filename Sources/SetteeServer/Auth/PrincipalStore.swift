@@ -95,6 +95,9 @@ final class PrincipalStore: Sendable {
         var userCount = 0
         var roleCount = 0
         var sessionCount = 0
+        /// When sessions that are over were last swept away (``sweepSessionsNowAndThen()``).
+        var lastSweep = Date()
+        var sweeping = false
     }
     private let state = Mutex(State())
     /// Counts the changes of users and roles (``changes(after:)``).
@@ -416,7 +419,30 @@ final class PrincipalStore: Sendable {
             s.sessions[id] = .some(session)
             if !existed { s.sessionCount += 1 }
         }
+        sweepSessionsNowAndThen()
         return (id, session)
+    }
+
+    /// How often the records of sessions that are over are swept away, at most.
+    static let sweepInterval: TimeInterval = 3600
+
+    /// Starts a sweep in the background when the last was ``sweepInterval`` ago: called at each
+    /// login, so a server that nobody logs in to has nothing to sweep and does no work for it.
+    private func sweepSessionsNowAndThen() {
+        let due = state.withLock { s -> Bool in
+            guard !s.sweeping, Date().timeIntervalSince(s.lastSweep) >= Self.sweepInterval else { return false }
+            s.sweeping = true
+            return true
+        }
+        guard due else { return }
+        Task.detached { [self] in
+            // A failure (a full disk, a closed database) leaves the records to the next sweep.
+            _ = try? await sweepSessions()
+            state.withLock { s in
+                s.sweeping = false
+                s.lastSweep = Date()
+            }
+        }
     }
 
     /// The live session with this ID, and whether this use extended it: a session used after a

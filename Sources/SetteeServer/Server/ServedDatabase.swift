@@ -23,6 +23,8 @@ final class ServedDatabase: Sendable {
     let filters = Mutex<[String: PeerFilterFunction]>([:])
     /// Each user's access with what it was worked out from (``access(for:)``).
     let accessCache = Mutex(RecentCache<String, CachedAccess>(capacity: ServedDatabase.accessCacheSize))
+    /// How many times a user's access was worked out (not found in the cache still true).
+    let accessComputations = Atomic<UInt64>(0)
     /// The sync function, design documents' functions and who is writing (see SyncRouting.swift).
     let routing: RoutingState
     /// Views' compiled map functions by library index name, with the version they make
