@@ -45,6 +45,9 @@ let package = Package(
         // The replicator's HTTP client (URLEndpoint), and TLS for a pinned server certificate.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.0"),
+        // What `GET /_metrics` answers: swift-metrics' API, written in Prometheus' text format.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // The `settee` command line.
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
     ],
@@ -153,6 +156,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: serverFuzzing,
             linkerSettings: [.linkedFramework("JavaScriptCore", .when(platforms: [.macOS]))]

@@ -31,6 +31,7 @@ import Testing
         "/_session": ["GET", "HEAD", "POST", "DELETE"],
         "/_replicate": ["POST"],
         "/_db_updates": ["GET", "HEAD"],
+        "/_metrics": ["GET", "HEAD"],
         "/_users": ["GET", "HEAD", "PUT", "POST", "DELETE"],
         "/_users/_all_docs": ["GET", "HEAD"],
         "/_users/{userdocid}": ["GET", "HEAD", "PUT", "DELETE"],

@@ -85,6 +85,34 @@ extension Database {
         return try translating { try core.read(snapshot: read, batch: read) }
     }
 
+    /// How many channels have a log: every channel a document is in or has left. Costs one
+    /// seek per channel (its entries are stepped over), never a walk of their entries.
+    ///
+    /// ```swift
+    /// print(try db.channelCount())
+    /// ```
+    @_spi(Replication)
+    public func channelCount() throws -> Int {
+        try checkOpen()
+        func read(_ tx: some StoreReading) throws -> Int {
+            var count = 0
+            var from: [UInt8]? = nil
+            while true {
+                var next: [UInt8]?
+                try tx.forEach(in: core.trees.channels, from: from, reverse: false) { k, _ in
+                    guard let zero = k.firstIndex(of: 0) else { throw SetteeError(.corrupted, "a channel log key is malformed") }
+                    // The next channel's entries start after every key of this one: its name and 1.
+                    next = Array(k[..<zero]) + [1]
+                    return false
+                }
+                guard let n = next else { return count }
+                count += 1
+                from = n
+            }
+        }
+        return try translating { try core.read(snapshot: read, batch: read) }
+    }
+
     /// What documents grant a principal (a user's name for ``GrantKind/channels`` and
     /// ``GrantKind/roles``, a role's for ``GrantKind/roleChannels``): every channel or role a
     /// document's current revision grants, and

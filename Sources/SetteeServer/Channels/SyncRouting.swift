@@ -26,6 +26,9 @@ final class RoutingState: Sendable {
     /// Design documents' functions, by design document ID.
     let design = Mutex<[String: DesignFunctions]>([:])
     private let listener = Mutex<ListenerToken?>(nil)
+    /// Sync-function runs (the default function's too) and the time they took, for `/_metrics`.
+    let calls = Atomic<UInt64>(0)
+    let nanoseconds = Atomic<UInt64>(0)
 
     /// The functions of one design document.
     struct DesignFunctions: Sendable {
@@ -191,6 +194,11 @@ extension RoutingState {
         let writer = self.writer.withLock { $0 }
         var routing = RevisionRouting()
         if !doc.id.hasPrefix("_design/") {
+            let started = DispatchTime.now().uptimeNanoseconds
+            defer {
+                calls.add(1, ordering: .relaxed)
+                nanoseconds.add(DispatchTime.now().uptimeNanoseconds &- started, ordering: .relaxed)
+            }
             if let sync {
                 let docJSON = try Self.json(doc)
                 let oldJSON = try input.parent.map(Self.json)

@@ -117,9 +117,11 @@ extension CouchAPI {
             try server.passwordGuesses.check(guess)
             guard let (name, password) = credentials, server.adminCredentials.matches(name: name, password: password) else {
                 server.passwordGuesses.failed(guess)
+                server.authentications.count(false)
                 throw CouchError.unauthorized(realm: "Settee admin")
             }
             server.passwordGuesses.succeeded(guess)
+            server.authentications.count(true)
             return .administrator(name, refreshed: nil)
         }
         if let (cookieName, id) = Self.sessionCookie(request.headers[.cookie]), cookieName == Self.couchCookie,

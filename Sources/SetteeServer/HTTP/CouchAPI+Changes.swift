@@ -362,7 +362,10 @@ extension CouchAPI {
             ]
             if e.isDeleted { row["deleted"] = true }
             if let removed = e.removed { row["removed"] = .array(removed.sorted().map(JSONValue.string)) }
-            if o.includeDocs { Self.include(into: &row) { try feedDocument(db, o, e) } }
+            if o.includeDocs {
+                db.counters.read()
+                Self.include(into: &row) { try feedDocument(db, o, e) }
+            }
             rows.append(.object(row))
         }
         if !o.descending { last = max(last, since) }

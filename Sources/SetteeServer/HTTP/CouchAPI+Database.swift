@@ -146,6 +146,7 @@ extension CouchAPI {
                 if deleted { value["deleted"] = true }
                 var row: [String: JSONValue] = ["id": .string(key), "key": .string(key), "value": .object(value)]
                 if includeDocs {
+                    db.counters.read()
                     let doc = deleted ? nil : try await database.document(withID: key)
                     Self.include(into: &row) { try doc.map(docJSON) ?? .null }
                 }
@@ -192,7 +193,10 @@ extension CouchAPI {
                 if !inclusiveEnd, let end, doc.id == end { continue }
                 guard let rev = doc.revisionID, try readable(doc.id) else { continue }
                 var row: [String: JSONValue] = ["id": .string(doc.id), "key": .string(doc.id), "value": ["rev": .string(rev)]]
-                if includeDocs { Self.include(into: &row) { try docJSON(doc) } }
+                if includeDocs {
+                    db.counters.read()
+                    Self.include(into: &row) { try docJSON(doc) }
+                }
                 rows.append(.object(row))
             }
         }
@@ -490,8 +494,10 @@ extension CouchAPI {
             }
         }
         if acceptsMultipartMixed(call) {
+            db.counters.read(results.reduce(0) { $0 + $1.answers.count })
             return try multipartMixed(results.flatMap(\.answers), revs: revs, reader: reader)
         }
+        db.counters.read(results.reduce(0) { $0 + $1.answers.count })
         return try jsonResponse(["results": .array(results.map { id, answers in
             ["id": id, "docs": .array(answers.map { answer in
                 switch answer {

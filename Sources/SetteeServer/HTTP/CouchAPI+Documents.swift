@@ -61,6 +61,7 @@ extension CouchAPI {
                 return try jsonResponse(RevisionAnswer.removedJSON(id, rev))
             }
         }
+        db.counters.read()
         // A replication document's state is not its revision's: always the full path (below).
         let replication = db.name == ReplicatorDocuments.databaseName
         if call.query.isEmpty, !replication, let fast = try currentDocumentFast(call, database, id: id) { return fast }

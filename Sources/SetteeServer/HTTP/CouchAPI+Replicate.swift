@@ -15,10 +15,13 @@ protocol ReplicationJob: AnyObject, Sendable {
     func stop()
     /// Returns once the job has stopped, its resources released.
     func waitUntilDone() async
+    /// Documents replicated so far.
+    var completed: UInt64 { get }
 }
 
 extension Replicator: ReplicationJob {
     var isStopped: Bool { status.activity == .stopped }
+    var completed: UInt64 { status.progress.completed }
     var failure: ReplicatorError? { status.error }
     func waitUntilDone() async { _ = await waitUntilStopped() }
 }
@@ -45,6 +48,7 @@ final class RelayedReplication: ReplicationJob {
 
     var isStopped: Bool { pull.isStopped && push.isStopped }
     var failure: ReplicatorError? { pull.failure ?? push.failure }
+    var completed: UInt64 { pull.completed &+ push.completed }
     func start() { pull.start(); push.start() }
     func stop() { pull.stop(); push.stop() }
     func waitUntilDone() async {
@@ -68,6 +72,11 @@ final class ReplicationJobs: Sendable {
     }
 
     func cancel(_ key: String) -> (any ReplicationJob)? { jobs.withLock { $0.removeValue(forKey: key) } }
+
+    /// Each job's key, whether it runs, and what it replicated so far (for `/_metrics`).
+    func progress() -> [(key: String, running: Bool, completed: UInt64)] {
+        jobs.withLock { all in all.map { ($0.key, !$0.value.isStopped, $0.value.completed) } }
+    }
 
     /// Whether the job `key` runs.
     func isRunning(_ key: String) -> Bool { jobs.withLock { $0[key].map { !$0.isStopped } ?? false } }

@@ -70,6 +70,7 @@ extension CouchAPI {
             }
             if let id = sessionID, let user = loggedIn {
                 server.passwordGuesses.succeeded(guess)
+                server.authentications.count(true)
                 var body = try userContext(.user(user.name), db, authenticated: "default", verifiedIn: verified)
                 body["name"] = .string(user.name)
                 body["roles"] = .array(user.adminRoles.map(JSONValue.string))
@@ -77,6 +78,7 @@ extension CouchAPI {
             }
             if password != nil { try await PasswordHasher.shared.spendCheckTime() }
             server.passwordGuesses.failed(guess)
+            server.authentications.count(false)
             throw CouchError(.unauthorized, "unauthorized", "Name or password is incorrect.")
         case .delete:
             if let (_, id) = Self.sessionCookie(call.request.headers[.cookie]) {
@@ -106,10 +108,12 @@ extension CouchAPI {
             try server.passwordGuesses.check(guess)
             guard let password, server.adminCredentials.matches(name: name, password: password) else {
                 server.passwordGuesses.failed(guess)
+                server.authentications.count(false)
                 if server.logKeys.contains("Auth") { server.log(.info, "Auth: administrator login refused") }
                 throw CouchError(.unauthorized, "unauthorized", "Name or password is incorrect.")
             }
             server.passwordGuesses.succeeded(guess)
+            server.authentications.count(true)
             let id = server.adminSessions.create(for: name)
             if server.logKeys.contains("Auth") { server.log(.info, "Auth: administrator \(name) logged in") }
             return try jsonResponse(["ok": true, "name": .string(name), "roles": ["_admin"]],

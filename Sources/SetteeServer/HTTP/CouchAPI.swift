@@ -97,7 +97,11 @@ struct CouchAPI: HTTPResponder {
 
     private func answer(_ request: Request, client: String, bodyTime: BodyTime, started: ContinuousClock.Instant) async -> Response {
         var status = HTTPResponse.Status.internalServerError
-        defer { log(request, status: status, since: started) }
+        defer {
+            log(request, status: status, since: started)
+            server.metrics.request(admin: isAdmin, route: ServerMetrics.routeFamily(request.uri.path), method: request.method.rawValue,
+                                   status: status.code, duration: .now - started)
+        }
         do {
             var response = try await route(request, client: client, bodyTime: bodyTime)
             status = response.status
@@ -212,6 +216,11 @@ struct CouchAPI: HTTPResponder {
             case "_session": return try await session(&call, db: nil)
             case "_replicate": return try await replicate(&call)
             case "_db_updates": return try await databaseUpdates(call)
+            case "_metrics":
+                try requireAdmin(call)
+                try allow(method, [.get, .head])
+                return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: try server.metrics.scrape(server))))
             case "_admin":
                 try requireAdmin(call)
                 return try await AdminPages(server: server).respond(&call)
@@ -293,7 +302,12 @@ struct CouchAPI: HTTPResponder {
             let logger = server.logger
             Task.detached {
                 defer { db.compactionsRunning.subtract(1, ordering: .sequentiallyConsistent) }
-                do { _ = try await database.compact() } catch { logger.error("\("compaction of \(db.name): \(error)".escapedForLog)") }
+                do {
+                    _ = try await database.compact()
+                    db.counters.compactions.add(1, ordering: .relaxed)
+                } catch {
+                    logger.error("\("compaction of \(db.name): \(error)".escapedForLog)")
+                }
             }
             return try jsonResponse(["ok": true], status: .accepted)
         case "_security":
@@ -417,10 +431,12 @@ struct CouchAPI: HTTPResponder {
             if holders.isEmpty { try await PasswordHasher.shared.spendCheckTime() }
             guard !verified.isEmpty else {
                 server.passwordGuesses.failed(guess)
+                server.authentications.count(false)
                 if server.logKeys.contains("Auth") { server.log(.info, "Auth: invalid credentials") }
                 throw CouchError.unauthorized(realm: realm)
             }
             server.passwordGuesses.succeeded(guess)
+            server.authentications.count(true)
             if server.logKeys.contains("Auth") { server.log(.info, "Auth: user \(name) authenticated") }
             return Authentication(principal: .user(name), verifiedIn: verified)
         }

@@ -55,7 +55,11 @@ final class DatabaseUpdates: Sendable {
     /// Reports every commit of `db` as an update of it, until ``stopWatching(_:)``.
     func watch(_ db: ServedDatabase) {
         let name = db.name
-        let token = db.database.addChangeListener { [weak self] _ in self?.record(name, .updated) }
+        let counters = db.counters
+        let token = db.database.addChangeListener { [weak self] change in
+            counters.documentsWritten.add(UInt64(change.changes.count), ordering: .relaxed)
+            self?.record(name, .updated)
+        }
         let old = state.withLock { s in
             defer { s.listeners[name] = token }
             return s.listeners[name]

@@ -25,6 +25,8 @@ final class ServedDatabase: Sendable {
     let accessCache = Mutex(RecentCache<String, CachedAccess>(capacity: ServedDatabase.accessCacheSize))
     /// How many times a user's access was worked out (not found in the cache still true).
     let accessComputations = Atomic<UInt64>(0)
+    /// What `/_metrics` reports of this database that is counted as it happens.
+    let counters = DatabaseCounters()
     /// The sync function, design documents' functions and who is writing (see SyncRouting.swift).
     let routing: RoutingState
     /// Views' compiled map functions by library index name, with the version they make
@@ -172,4 +174,19 @@ enum Walrus {
             }
         }
     }
+}
+
+/// Totals of one database counted as they happen, for `/_metrics`.
+///
+/// Thread-safe: atomics.
+final class DatabaseCounters: Sendable {
+    /// Document changes committed (each saved, deleted or purged document of a commit).
+    let documentsWritten = Atomic<UInt64>(0)
+    /// Documents sent to clients (a document, a `_bulk_get` or `open_revs` revision, a row with
+    /// its document).
+    let documentsRead = Atomic<UInt64>(0)
+    /// Compactions asked for over HTTP and finished.
+    let compactions = Atomic<UInt64>(0)
+
+    func read(_ n: Int = 1) { documentsRead.add(UInt64(max(0, n)), ordering: .relaxed) }
 }

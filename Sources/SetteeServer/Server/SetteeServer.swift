@@ -69,6 +69,12 @@ public final class SetteeServer: Sendable {
     let replications = ReplicationJobs()
     /// Databases created, updated and deleted while the server runs (`/_db_updates`).
     let databaseUpdates = DatabaseUpdates()
+    /// What `GET /_metrics` answers.
+    let metrics = ServerMetrics()
+    /// Each listener's connections, by port name (`public`, `admin`), for `/_metrics`.
+    let listeners = Mutex<[String: ConnectionLimiter]>([:])
+    /// Password checks that succeeded and failed (users' Basic credentials and logins).
+    let authentications = AuthenticationCounters()
     /// The replications `/_replicator`'s documents ask for.
     let replicatorDocuments = ReplicatorDocuments()
     /// The ports this server's listeners are bound to (the system's choice for port 0), so that
@@ -270,6 +276,7 @@ public final class SetteeServer: Sendable {
         http.idleTimeout = TimeAmount.seconds(Int64(configuration.serverReadTimeout))
         // Each listener counts its own connections against its limit.
         let limiter = ConnectionLimiter(limit: connections)
+        listeners.withLock { $0[name] = limiter }
         var tls: TLSConfiguration?
         if let cert = configuration.sslCert, let key = configuration.sslKey {
             do {
@@ -452,5 +459,17 @@ struct LogKeys: Sendable {
         guard !unknown.isEmpty else { return nil }
         let names = unknown.map { "\"\($0)\"" }.joined(separator: ", ")
         return "log: \(names) \(unknown.count == 1 ? "is" : "are") not a log key (Settee writes HTTP, CRUD, Auth and Changes; `*` is all); ignored"
+    }
+}
+
+/// Password checks that succeeded and failed, for `/_metrics`.
+///
+/// Thread-safe: atomics.
+final class AuthenticationCounters: Sendable {
+    let succeeded = Atomic<UInt64>(0)
+    let failed = Atomic<UInt64>(0)
+
+    func count(_ ok: Bool) {
+        if ok { succeeded.add(1, ordering: .relaxed) } else { failed.add(1, ordering: .relaxed) }
     }
 }
