@@ -492,12 +492,15 @@ def feeds_phase(args, admin, password_hash):
                             chunk = writer.recv(1 << 16)
                         except (BlockingIOError, InterruptedError):
                             continue
-                        if not chunk:
-                            raise BenchError("the writer's connection closed before its answer: %r" % wbuf[:300])
-                        wbuf += chunk
-                        r = parse_response(wbuf)
+                        if chunk:
+                            wbuf += chunk
+                        r = parse_response(wbuf, eof=not chunk)
                         if r is not None:
                             answer = r
+                        if not chunk:
+                            if answer is None:
+                                raise BenchError("the writer's connection closed before its answer: %r" % wbuf[:300])
+                            ep.unregister(fd)  # closed after its answer (Connection: close)
                         continue
                     try:
                         chunk = socks[index[fd]].recv(1 << 16)
@@ -532,7 +535,10 @@ def feeds_phase(args, admin, password_hash):
                     try:
                         arrivals, answer, waiting = drain_into(doc.encode(), watched, stray, w, t0 + TIMEOUT)
                     finally:
-                        ep.unregister(w.fileno())
+                        try:
+                            ep.unregister(w.fileno())
+                        except OSError:
+                            pass  # already, at its end
                 finally:
                     w.close()
                 if answer is None:

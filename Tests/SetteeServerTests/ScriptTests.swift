@@ -260,8 +260,9 @@ import Testing
     // MARK: The engine
 
     @Test func anEndlessLoopIsStoppedAndTheEngineGoesOn() throws {
-        // One VM: the call after the timeout runs in the VM that was stopped.
-        let engine = ScriptEngine(contexts: 1, timeLimit: 0.2)
+        // One VM: the call after the timeout runs in the VM that was stopped. Only time may stop
+        // these calls (the memory limit is on the whole process, shared with the other tests).
+        let engine = ScriptEngine(contexts: 1, timeLimit: 0.2, memoryLimit: 1 << 50)
         let f = try SyncFunction(source: """
             function(doc) {
               if (doc.loop) { while (true) {} }
@@ -431,8 +432,10 @@ import Testing
         #expect(error?.message.contains("64 MiB") == true, "\(String(describing: error))")
         let fine = try SyncFunction(source: #"function(doc) { channel("ok"); }"#, engine: engine)
         #expect(try fine.run(doc: "{}", oldDoc: nil, user: nil).channels == ["ok"])
-        // The time limit still stops a loop that allocates nothing.
-        let quick = ScriptEngine(contexts: 1, timeLimit: 0.3)
+        // The time limit still stops a loop that allocates nothing. (Its memory limit is out of
+        // reach: the limit is on the whole process's growth, and the tests beside this one may
+        // grow it by hundreds of MiB while the loop spins.)
+        let quick = ScriptEngine(contexts: 1, timeLimit: 0.3, memoryLimit: 1 << 50)
         let spin = try SyncFunction(source: "function(doc) { while (true) {} }", engine: quick)
         #expect(failure { try spin.run(doc: "{}", oldDoc: nil, user: nil) }?.kind == .timeout)
     }

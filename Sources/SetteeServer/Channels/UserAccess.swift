@@ -25,7 +25,10 @@ struct UserAccess: Sendable, Equatable {
 
     /// Whether a revision in `channels` is readable.
     func canRead(_ docChannels: Set<String>) -> Bool {
-        readsAll || docChannels.contains { channels[$0] != nil }
+        if readsAll { return true }
+        // The smaller side is walked: a document in 10,000 channels read by a user of ten.
+        if channels.count < docChannels.count { return channels.keys.contains { docChannels.contains($0) } }
+        return docChannels.contains { channels[$0] != nil }
     }
 
     /// Sync Gateway's `all_channels`.
