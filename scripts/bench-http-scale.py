@@ -14,10 +14,11 @@ In order, against one database `db` (file storage):
             each block; 100 logins right after the first block (bytes written per login on a
             small database); then 20 users with a plaintext password (one hash each) and the
             hash's cost from /_metrics;
-  GET       one user GETs one document, one request at a time: 5 s idle, then while
   logins    1,000 logins of 1,000 distinct users (POST /db/_session, 16 connections at once)
-            run: GET p50/p99 of both, logins per second beside the hash pool's rate, bytes
-            written per login;
+            alone: logins per second beside the hash pool's rate, bytes written per login;
+  GET       one user GETs one document, one request at a time: 5 s idle, then while 1,000
+            logins of 1,000 other users run as before: GET p50/p99 of both, and those logins'
+            rate;
   feeds     1,000 continuous _changes feeds of 1,000 users with 10 channels each (`common` and 9
             of the 10,000), one epoll loop over raw sockets: the server's RSS with them open; 10
             writes into `common` (each reaches every feed) and 10 into a channel only feeder-0
@@ -212,12 +213,14 @@ class Conn:
 
 # -- The server process ----------------------------------------------------------------------------
 
-def rss_mib(pid):
+def rss_mib(pid, field="VmRSS"):
+    """VmRSS (or RssAnon, RssFile: its anonymous memory and the pages of files mapped, the executable's,
+    its libraries' and the database's) in MiB."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
-    raise BenchError("no VmRSS in /proc/%d/status" % pid)
+    raise BenchError("no %s in /proc/%d/status" % (field, pid))
 
 
 def wchar(pid):
@@ -408,13 +411,29 @@ class GetLoop(threading.Thread):
         return self.times
 
 
-def logins_bytes(pid, port, names):
-    """A login storm, with the server's wchar before and after. Returns (seconds, wchar delta,
-    bytes read from the server)."""
+def logins_bytes(pid, port, admin, names):
+    """A login storm, with what the server wrote meanwhile: "wchar" (its wchar's delta), "sockets"
+    (what the client read: the server's writes to the sockets), "zeros" (the database file's
+    growth: the engine writes zeros ahead of its appends, 4 MiB and more at a time, and wchar
+    counts them), "net" (wchar less both), also the storm's "seconds", "ms" (each login's) and
+    the hashes' cost meanwhile ("hash_ms"). /_metrics is read outside the window."""
+    m = metrics(admin)
+    size0, hashes0, hash_s0 = (metric(m, "settee_database_file_size_bytes", "db"), metric(m, "settee_password_hashes_total"),
+                               metric(m, "settee_password_hash_seconds_total"))
+    compactions0 = metric(m, "settee_database_compactions_total", "db")
     w0 = wchar(pid)
-    seconds, received, _ = login_storm(port, names)
+    seconds, received, ms = login_storm(port, names)
     time.sleep(0.5)  # what a login leaves to write after its answer
-    return seconds, wchar(pid) - w0, received
+    written = wchar(pid) - w0
+    m = metrics(admin)
+    zeros = metric(m, "settee_database_file_size_bytes", "db") - size0
+    hashes = metric(m, "settee_password_hashes_total") - hashes0
+    hash_ms = (metric(m, "settee_password_hash_seconds_total") - hash_s0) / max(1, hashes) * 1000
+    compactions = metric(m, "settee_database_compactions_total", "db") - compactions0
+    if compactions:
+        log("warning: %d compactions during %d logins: their bytes are in wchar, the file's growth is not the zeros alone" % (compactions, len(names)))
+    return {"seconds": seconds, "ms": ms, "wchar": written, "sockets": received, "zeros": zeros, "compactions": compactions,
+            "net": written - received - zeros, "hashes": hashes, "hash_ms": hash_ms}
 
 
 def feeds_phase(args, admin, password_hash):
@@ -471,6 +490,7 @@ def feeds_phase(args, admin, password_hash):
             ep.register(s.fileno(), select.EPOLLIN)
         time.sleep(1.0)
         rss_open = rss_mib(args.pid)
+        split_open = (rss_mib(args.pid, "RssAnon"), rss_mib(args.pid, "RssFile"))
         m = metrics(admin)
         open_feeds = metric(m, "settee_database_continuous_feeds", "db")
         if int(open_feeds) != FEEDS:
@@ -586,7 +606,7 @@ def feeds_phase(args, admin, password_hash):
     every = [ms for r in common for ms in r.values()]
     per_feed_p99 = [pct([r[fd] for r in common], 99) for fd in index]
     own = [r[own_fd] for r in private]
-    return {"rss_before_mib": rss_before, "rss_open_mib": rss_open, "open_feeds_metric": open_feeds,
+    return {"rss_before_mib": rss_before, "rss_open_mib": rss_open, "split_open": split_open, "open_feeds_metric": open_feeds,
             "all_median_ms": statistics.median(alls), "all_p99_ms": pct(alls, 99), "all_each_ms": alls,
             "arrival_p99_ms": pct(every, 99), "feed_p99_median_ms": statistics.median(per_feed_p99),
             "feed_p99_max_ms": max(per_feed_p99),
@@ -614,7 +634,7 @@ def run(args):
 
     # Users, a block of N/10 at a time.
     rss0 = rss_mib(args.pid)
-    block_ms, block_rss = [], []
+    block_ms, block_rss, block_split = [], [], []
     small = None
     # The same request each time but for the name and channel: built here, out of the timing.
     prefix = '{"password_hash": %s, "admin_channels": ["ch-' % json.dumps(password_hash)
@@ -625,14 +645,14 @@ def run(args):
             admin.request("PUT", "/db/_user/user-%d" % i, (prefix + '%d"]}' % (i % CHANNELS)).encode(), ok=(201,))
         block_ms.append((time.perf_counter() - t) * 1000 / block)
         block_rss.append(rss_mib(args.pid))
+        block_split.append((rss_mib(args.pid, "RssAnon"), rss_mib(args.pid, "RssFile")))
         log("  %.3f ms per user, RSS %.0f MiB" % (block_ms[-1], block_rss[-1]))
         if b == 0:
             # Bytes written per login while the database is small: users 0-99.
             quiesce(args.pid)
-            secs, written, received = logins_bytes(args.pid, args.port, ["user-%d" % i for i in range(SMALL_LOGINS)])
-            small = {"seconds": secs, "wchar": written, "received": received}
-            log("  %d logins: %.0f bytes written per login (%.0f of them to sockets)"
-                % (SMALL_LOGINS, written / SMALL_LOGINS, received / SMALL_LOGINS))
+            small = logins_bytes(args.pid, args.port, admin, ["user-%d" % i for i in range(SMALL_LOGINS)])
+            log("  %d logins: %.0f bytes written per login (%.0f of them to sockets, %.0f zeros ahead)"
+                % (SMALL_LOGINS, small["wchar"] / SMALL_LOGINS, small["sockets"] / SMALL_LOGINS, small["zeros"] / SMALL_LOGINS))
     m = metrics(admin)
     users_metric = metric(m, "settee_database_users", "db")
     file_after_users = metric(m, "settee_database_file_size_bytes", "db")
@@ -662,24 +682,33 @@ def run(args):
     time.sleep(IDLE_GET_SECONDS)
     idle = loop.stop()
 
+    # Two sets of 1,000 distinct users spread over blocks 2-10 (never logged in before): the
+    # first logs in alone (the rate beside the pool's, and the bytes each login writes: the
+    # server's wchar less what it wrote to the sockets), the second with the GET loop running
+    # (whose answers, and the event-loop wake-ups each costs, would swamp a login's bytes).
     span = n - block
-    names = ["user-%d" % (block + k * span // LOGINS) for k in range(LOGINS)]
-    assert len(set(names)) == LOGINS
+    alone_names = ["user-%d" % (block + (2 * k) * span // (2 * LOGINS)) for k in range(LOGINS)]
+    storm_names = ["user-%d" % (block + (2 * k + 1) * span // (2 * LOGINS)) for k in range(LOGINS)]
+    assert len(set(alone_names) | set(storm_names)) == 2 * LOGINS
+    quiesce(args.pid)
+    log("%d logins, %d at a time, alone" % (LOGINS, LOGIN_CONCURRENCY))
+    alone = logins_bytes(args.pid, args.port, admin, alone_names)
+    alone_s, alone_ms, alone_hash_ms = alone["seconds"], alone["ms"], alone["hash_ms"]
+    m = metrics(admin)
+    hashes2, hash_seconds2 = metric(m, "settee_password_hashes_total"), metric(m, "settee_password_hash_seconds_total")
+
     quiesce(args.pid)
     log("%d logins, %d at a time, with the GET loop running" % (LOGINS, LOGIN_CONCURRENCY))
     loop = GetLoop(args.port, "/db/chdoc-0", auth)
     w0 = wchar(args.pid)
     loop.start()
-    storm_s, storm_received, login_ms = login_storm(args.port, names)
+    storm_s, storm_received, login_ms = login_storm(args.port, storm_names)
     storm = loop.stop()
     time.sleep(0.5)
     storm_written = wchar(args.pid) - w0
-    storm_received += loop.conn.received
     m = metrics(admin)
-    storm_hashes = metric(m, "settee_password_hashes_total") - hashes0
-    storm_hash_ms = (metric(m, "settee_password_hash_seconds_total") - hash_seconds0) / max(1, storm_hashes) * 1000
+    storm_hash_ms = (metric(m, "settee_password_hash_seconds_total") - hash_seconds2) / max(1, metric(m, "settee_password_hashes_total") - hashes2) * 1000
     sessions_metric = metric(m, "settee_database_sessions", "db")
-    login_rate = LOGINS / storm_s
 
     feeds = feeds_phase(args, admin, password_hash)
     m = metrics(admin)
@@ -689,8 +718,8 @@ def run(args):
     end_load = loadavg()
 
     # The table.
-    big_per = (storm_written - storm_received) / LOGINS
-    small_per = (small["wchar"] - small["received"]) / SMALL_LOGINS
+    big_per = alone["net"] / LOGINS
+    small_per = small["net"] / SMALL_LOGINS
     ratio = block_ms[-1] / block_ms[0]
     rows.append(("scale-user-first", block_ms[0], "ms", "per user, users 0-%d" % (block - 1),
                  "admin PUT /db/_user with a pre-made password_hash, one at a time, keep-alive"))
@@ -700,26 +729,35 @@ def run(args):
     rows.append(("scale-user-ratio", ratio, "x", "last ÷ first block (target ≤ 1.2)",
                  "ms per user of users %d-%d ÷ users 0-%d" % (n - block, n - 1, block - 1)))
     rows.append(("scale-user-rss", block_rss[-1], "MiB", "after %d users (before: %.0f; after block 1: %.0f)" % (n, rss0, block_rss[0]),
-                 "VmRSS after each block: %s" % " ".join("%.0f" % r for r in block_rss)))
+                 "VmRSS after each block: %s; of it anonymous: %s; files mapped (the executable, its libraries, the database): %s"
+                 % (" ".join("%.0f" % r for r in block_rss), " ".join("%.0f" % a for a, _ in block_split),
+                    " ".join("%.0f" % f for _, f in block_split))))
     rows.append(("scale-user-plain", plain_ms, "ms", "per user; %.1f ms of it the hash" % hash_ms,
                  "%d users with a plaintext password (one PBKDF2-SHA256 of %d rounds each)" % (PLAIN_USERS, ROUNDS)))
     rows.append(("scale-hash", hash_ms, "ms", "%d pool thread(s): %.1f hashes/s" % (threads, pool_rate),
                  "settee_password_hash_seconds_total ÷ hashes_total (%d hashes) before the logins" % hashes0))
-    rows.append(("scale-logins", login_rate, "/s", "%.2f × the pool's %.1f/s (target ≥ 0.9)" % (login_rate / pool_rate, pool_rate),
-                 "%d logins of distinct users, %d connections, GET loop running; %.2f × the rate of the hashes' cost during them (%.1f ms each); login p50 %.0f ms, p99 %.0f ms"
-                 % (LOGINS, LOGIN_CONCURRENCY, login_rate / (threads / (storm_hash_ms / 1000)), storm_hash_ms,
-                    pct(login_ms, 50), pct(login_ms, 99))))
+    alone_rate, storm_rate = LOGINS / alone_s, LOGINS / storm_s
+    rows.append(("scale-logins", alone_rate, "/s", "%.2f × the pool's %.1f/s (target ≥ 0.9)" % (alone_rate / pool_rate, pool_rate),
+                 "%d logins of distinct users, %d connections, nothing else running; %.2f × the rate of the hashes' cost during them (%.1f ms each); login p50 %.0f ms, p99 %.0f ms"
+                 % (LOGINS, LOGIN_CONCURRENCY, alone_rate / (threads / (alone_hash_ms / 1000)), alone_hash_ms,
+                    pct(alone_ms, 50), pct(alone_ms, 99))))
+    rows.append(("scale-logins-gets", storm_rate, "/s", "%.2f × the pool's %.1f/s (target ≥ 0.9)" % (storm_rate / pool_rate, pool_rate),
+                 "%d more logins, the GET loop running beside them; %.2f × the rate of the hashes' cost during them (%.1f ms each); login p50 %.0f ms, p99 %.0f ms"
+                 % (LOGINS, storm_rate / (threads / (storm_hash_ms / 1000)), storm_hash_ms, pct(login_ms, 50), pct(login_ms, 99))))
     rows.append(("scale-login-bytes", big_per, "B", "%.2f × after block 1's %.0f B (target ≈ 1, O(1))" % (big_per / small_per, small_per),
-                 "wchar per login less what went to sockets, %d logins at %d users (raw %.0f B; %d logins at %d users: raw %.0f B)"
-                 % (LOGINS, n, storm_written / LOGINS, SMALL_LOGINS, block, small["wchar"] / SMALL_LOGINS)))
+                 "server wchar per login less its socket writes and the zeros written ahead, %d logins alone at %d users "
+                 "(wchar %.0f B, sockets %.0f B, zeros %.0f B a login; %d logins at %d users: wchar %.0f, sockets %.0f, zeros %.0f; "
+                 "the %d with the GET loop: wchar %.0f B a login)"
+                 % (LOGINS, n, alone["wchar"] / LOGINS, alone["sockets"] / LOGINS, alone["zeros"] / LOGINS, SMALL_LOGINS, block,
+                    small["wchar"] / SMALL_LOGINS, small["sockets"] / SMALL_LOGINS, small["zeros"] / SMALL_LOGINS, LOGINS, storm_written / LOGINS)))
     idle_p99, storm_p99 = pct(idle, 99), pct(storm, 99)
     rows.append(("scale-get-idle-p99", idle_p99, "ms", "p50 %.2f ms" % pct(idle, 50),
                  "GET one document, Basic auth (verified once), one at a time, %.0f s idle: %d requests" % (IDLE_GET_SECONDS, len(idle))))
     rows.append(("scale-get-logins-p99", storm_p99, "ms", "%.2f × idle p99 (target ≤ 2); p50 %.2f ms" % (storm_p99 / idle_p99, pct(storm, 50)),
                  "the same during the %d logins (%.1f s): %d requests" % (LOGINS, storm_s, len(storm))))
     rows.append(("scale-feeds-rss", feeds["rss_open_mib"], "MiB", "target ≤ 400",
-                 "server VmRSS with %d continuous feeds open (%.0f before them; %d users; /_metrics counts %d feeds)"
-                 % (FEEDS, feeds["rss_before_mib"], users_end, feeds["open_feeds_metric"])))
+                 "server VmRSS with %d continuous feeds open (%.0f anonymous, %.0f files mapped; %.0f before them; %d users; /_metrics counts %d feeds)"
+                 % (FEEDS, feeds["split_open"][0], feeds["split_open"][1], feeds["rss_before_mib"], users_end, feeds["open_feeds_metric"])))
     rows.append(("scale-feeds-all-p99", feeds["all_p99_ms"], "ms", "target < 50; median %.1f ms" % feeds["all_median_ms"],
                  "a write into `common` until all %d feeds have it, %d writes: %s ms"
                  % (FEEDS, FEED_WRITES, " ".join("%.1f" % x for x in feeds["all_each_ms"]))))
@@ -736,6 +774,9 @@ def run(args):
           % (n, users_metric, sessions_metric, CHANNELS, file_after_users / 2**20, file_end / 2**20, time.monotonic() - t_start))
     print("scale: load average (1, 5, 15 min) %s at the start, %s at the end; %d cores%s"
           % (start_load, end_load, os.cpu_count(), "" if not admin.reconnects else "; %d keep-alive reconnects" % admin.reconnects))
+    for what, r in (("the %d logins after block 1" % SMALL_LOGINS, small), ("the %d logins alone" % LOGINS, alone)):
+        if r["compactions"]:
+            print("scale: warning: %d compactions during %s: scale-login-bytes is not a login's bytes alone" % (r["compactions"], what))
     if feeds["stray"]:
         print("scale: ERROR: documents reached feeds that do not have their channel: %s" % feeds["stray"][:10])
     sys.stdout.flush()
@@ -760,11 +801,11 @@ def main():
     p.add_argument("--port", type=int, required=True, help="the public port")
     p.add_argument("--admin", type=int, required=True, help="the admin port")
     p.add_argument("--pid", type=int, required=True, help="the server's process ID")
-    p.add_argument("--users", type=int, default=100000, help="users made (a multiple of 10, at least 2000)")
+    p.add_argument("--users", type=int, default=100000, help="users made (a multiple of 10, at least 3000)")
     p.add_argument("--json", default="", help="add the figures to this JSON file's results")
     args = p.parse_args()
-    if args.users < 2000 or args.users % 10:
-        p.error("--users must be a multiple of 10, at least 2000")
+    if args.users < 3000 or args.users % 10:
+        p.error("--users must be a multiple of 10, at least 3000")
     sys.setswitchinterval(0.0005)  # the GET thread waits less for the interpreter's lock
     try:
         run(args)
