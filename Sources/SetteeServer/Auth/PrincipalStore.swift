@@ -87,7 +87,7 @@ final class PrincipalStore: Sendable {
         var formerRoles = RecentCache<String, FormerPrincipal?>(capacity: 1024)
         var sessions = RecentCache<String, Session?>(capacity: PrincipalStore.cacheSize)
         /// SHA-256 of (name, password) → the hash those credentials matched.
-        var verified = RecentCache<[UInt8], [UInt8]>(capacity: PrincipalStore.cacheSize)
+        var verified = RecentCache<CredentialKey, [UInt8]>(capacity: PrincipalStore.cacheSize)
         /// Counts writes: a read that began before one does not fill the cache with what it read.
         var generation: UInt64 = 0
         /// (version, user or role name, is a role) for each change, oldest first.
@@ -391,7 +391,7 @@ final class PrincipalStore: Sendable {
     /// The user whose name and password these are, or nil; an unknown name and a wrong password
     /// take the same time and give the same answer. PBKDF2 runs on ``PasswordHasher``'s threads.
     func authenticate(name: String, password: String) async throws -> User? {
-        let key = Array(SHA256.hash(data: Array(name.utf8) + [0] + Array(password.utf8)))
+        let key = Self.credentialKey(name: name, password: password)
         guard let user = try user(named: name), !user.isGuest, !user.disabled, let hash = user.password else {
             try await PasswordHasher.shared.spendCheckTime()
             return nil
@@ -401,6 +401,32 @@ final class PrincipalStore: Sendable {
         guard try await PasswordHasher.shared.check(password, against: hash) else { return nil }
         state.withLock { $0.verified[key] = hash.hash }
         return user
+    }
+
+    /// What a verified name and password are remembered under: a digest of both, never the
+    /// password itself; hashed in place (it is worked out on every request with credentials).
+    private static func credentialKey(name: String, password: String) -> CredentialKey {
+        var hasher = SHA256()
+        var name = name, password = password
+        name.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        withUnsafeBytes(of: UInt8(0)) { hasher.update(bufferPointer: $0) }
+        password.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        return hasher.finalize().withUnsafeBytes { raw in
+            CredentialKey(words: (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                                  raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self)))
+        }
+    }
+
+    /// A SHA-256 digest as four words: a key hashed without an allocation.
+    struct CredentialKey: Hashable, Sendable {
+        var words: (UInt64, UInt64, UInt64, UInt64)
+        static func == (a: Self, b: Self) -> Bool { a.words == b.words }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(words.0)
+            hasher.combine(words.1)
+            hasher.combine(words.2)
+            hasher.combine(words.3)
+        }
     }
 
     // MARK: Sessions

@@ -108,19 +108,21 @@ extension CouchAPI {
     /// a session of one (`POST /_session` with a name and password, as CouchDB's server admins log
     /// in); answers 401 (with a challenge the browser shows) otherwise. `/_session` itself is open,
     /// as nobody, so that a client can log in.
-    func checkAdministrator(_ request: Request, path: [String], client: String) throws -> AdminAccess {
+    func checkAdministrator(_ request: Request, path: [String], client: ClientAddress) throws -> AdminAccess {
         guard !server.adminCredentials.isEmpty else { return .open }
         if let header = request.headers[.authorization] {
             // Guesses are held back per client (ClientThrottle): a fast hash must not be a fast oracle.
             let credentials = Self.basicCredentials(header)
-            let guess = ClientThrottle.key(client: client, name: "_admin:" + (credentials?.0 ?? ""))
-            try server.passwordGuesses.check(guess)
+            func guess() -> String { ClientThrottle.key(client: client.key, name: "_admin:" + (credentials?.0 ?? "")) }
+            // Nothing to check nor forget while no client's guesses are remembered.
+            let throttled = server.passwordGuesses.remembersAnyone
+            if throttled { try server.passwordGuesses.check(guess()) }
             guard let (name, password) = credentials, server.adminCredentials.matches(name: name, password: password) else {
-                server.passwordGuesses.failed(guess)
+                server.passwordGuesses.failed(guess())
                 server.authentications.count(false)
                 throw CouchError.unauthorized(realm: "Settee admin")
             }
-            server.passwordGuesses.succeeded(guess)
+            if throttled { server.passwordGuesses.succeeded(guess()) }
             server.authentications.count(true)
             return .administrator(name, refreshed: nil)
         }

@@ -516,9 +516,30 @@ extension CouchAPI {
         return Response(status: .notModified, headers: [.eTag: etag, .contentLength: "0"])
     }
 
+    /// A path segment with every byte that is not a path character percent-encoded: letters,
+    /// digits and `-._~!$&'()*+,=:@` are kept (Foundation's `urlPathAllowed` without `/`; `;` is
+    /// encoded, as it is there), `/` included: byte by byte, and the text
+    /// itself when nothing needs encoding (most IDs; it runs for every created document's
+    /// `Location`).
     static func percentEncoded(_ id: String) -> String {
-        var allowed = CharacterSet.urlPathAllowed
-        allowed.remove(charactersIn: "/?#")
-        return id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
+        if id.utf8.allSatisfy({ segmentAllowed[Int($0)] }) { return id }
+        var out: [UInt8] = []
+        out.reserveCapacity(id.utf8.count * 3)
+        for b in id.utf8 {
+            if segmentAllowed[Int(b)] {
+                out.append(b)
+            } else {
+                out.append(UInt8(ascii: "%"))
+                out.append(upperHexDigits[Int(b >> 4)])
+                out.append(upperHexDigits[Int(b & 0xF)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
+
+    private static let segmentAllowed: [Bool] = (0 ... 255).map { b in
+        (UInt8(ascii: "a") ... UInt8(ascii: "z")).contains(UInt8(b)) || (UInt8(ascii: "A") ... UInt8(ascii: "Z")).contains(UInt8(b))
+            || (UInt8(ascii: "0") ... UInt8(ascii: "9")).contains(UInt8(b)) || "-._~!$&'()*+,=:@".utf8.contains(UInt8(b))
+    }
+    private static let upperHexDigits = Array("0123456789ABCDEF".utf8)
 }

@@ -56,7 +56,7 @@ extension CouchAPI {
             }
             // A server-wide login (`/_session`) opens the session in every database whose user
             // this is, under one ID, so the cookie works wherever those credentials would.
-            let guess = ClientThrottle.key(client: call.client, name: name)
+            let guess = ClientThrottle.key(client: call.client.key, name: name)
             try server.passwordGuesses.check(guess)
             var sessionID: String?
             var loggedIn: User?
@@ -104,7 +104,7 @@ extension CouchAPI {
             return try jsonResponse(context(call.administrator, via: viaCookie ? "cookie" : "default"))
         case .post:
             let (name, password, _) = try await loginFields(&call, formsOnAdmin: true)
-            let guess = ClientThrottle.key(client: call.client, name: "_admin:" + name)
+            let guess = ClientThrottle.key(client: call.client.key, name: "_admin:" + name)
             try server.passwordGuesses.check(guess)
             guard let password, server.adminCredentials.matches(name: name, password: password) else {
                 server.passwordGuesses.failed(guess)

@@ -263,7 +263,7 @@ extension CouchAPI {
             guard password != nil else { throw CouchError.forbidden("doc.password is required for a new user") }
         }
         // A sign-up that would be made costs a hash and a user: counted against its client.
-        if case .signUp = writer { try server.signUps.admit(call.client) }
+        if case .signUp = writer { try server.signUps.admit(call.client.key) }
         guard !databases.isEmpty else { throw CouchError.notFound("No database is served: a user belongs to databases") }
         // One hash for every database (PBKDF2 costs a few hundred milliseconds by design).
         var hash = current?.first.password

@@ -18,12 +18,13 @@ public struct ServerRequestContext: RequestContext, RemoteAddressRequestContext 
     /// let logger = context.coreContext.logger
     /// ```
     public var coreContext: CoreRequestContextStorage
-    /// The peer's address, when the connection has one.
+    /// The peer's address, when the connection has one (read from the channel when asked: most
+    /// requests never need it).
     ///
     /// ```swift
     /// print(context.remoteAddress?.ipAddress ?? "unknown")
     /// ```
-    public let remoteAddress: SocketAddress?
+    public var remoteAddress: SocketAddress? { channel.remoteAddress }
     /// The connection the request came on.
     let channel: any Channel
 
@@ -34,7 +35,6 @@ public struct ServerRequestContext: RequestContext, RemoteAddressRequestContext 
     /// ```
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
-        remoteAddress = source.channel.remoteAddress
         channel = source.channel
     }
 
@@ -56,6 +56,37 @@ public struct ServerRequestContext: RequestContext, RemoteAddressRequestContext 
         case nil:
             return "unknown"
         }
+    }
+}
+
+/// The client of one request, as the throttles count it (``ServerRequestContext/clientKey(_:)``),
+/// worked out from the connection the first time it is asked for: a request that neither logs in,
+/// signs up nor is throttled never reads its peer's address.
+///
+/// ```swift
+/// try server.signUps.admit(call.client.key)
+/// ```
+///
+/// - Note: Not thread-safe: one request's task.
+final class ClientAddress {
+    private let channel: (any Channel)?
+    private var known: String?
+
+    /// The client of a request that came on `channel`.
+    init(channel: any Channel) { self.channel = channel }
+
+    /// A client already known by its key.
+    init(key: String) {
+        channel = nil
+        known = key
+    }
+
+    /// The client's key: its IPv4 address, its IPv6 address's /64, or `unknown`.
+    var key: String {
+        if let known { return known }
+        let key = ServerRequestContext.clientKey(channel?.remoteAddress)
+        known = key
+        return key
     }
 }
 
@@ -109,6 +140,17 @@ final class ClientThrottle: Sendable {
     }
 
     private let state = Mutex(State())
+    /// How many clients are remembered (the state's count, readable without the lock).
+    private let rememberedCount = Atomic<Int>(0)
+
+    /// Whether any client is remembered. When none is, ``check(_:now:)`` and
+    /// ``succeeded(_:)`` have nothing to do, and a request need not work out who it is from
+    /// (a request with Basic credentials would otherwise pay for it every time).
+    ///
+    /// ```swift
+    /// if server.passwordGuesses.remembersAnyone { try server.passwordGuesses.check(guess) }
+    /// ```
+    var remembersAnyone: Bool { rememberedCount.load(ordering: .acquiring) > 0 }
 
     init(perClient: Int, overall: Int, window: TimeInterval, maxBackoff: TimeInterval = 300) {
         self.perClient = perClient
@@ -199,5 +241,6 @@ final class ClientThrottle: Sendable {
             if s.clients.count >= Self.maxClients { s.clients.removeAll(keepingCapacity: true) }
         }
         s.clients[client] = c
+        rememberedCount.store(s.clients.count, ordering: .releasing)
     }
 }

@@ -24,13 +24,14 @@ final class ServerMetrics: Sendable {
     private let factory: PrometheusMetricsFactory
 
     private struct RequestKey: Hashable {
-        var port: String
+        var admin: Bool
         var route: String
-        var method: String
+        /// The index in ``methods``; its count for any other.
+        var method: Int
         var status: Int
     }
     private struct Handles {
-        var requests: [RequestKey: CoreMetrics.Counter] = [:]
+        var requests: [RequestKey: (CoreMetrics.Counter, CoreMetrics.Timer)] = [:]
         var latency: [String: CoreMetrics.Timer] = [:]
         /// Totals kept elsewhere, published as counters: what was published of each so far.
         var published: [String: (counter: CoreMetrics.Counter, value: UInt64)] = [:]
@@ -57,21 +58,22 @@ final class ServerMetrics: Sendable {
 
     /// Counts and times one answered request. `route` is a family from ``routeFamily(_:)``.
     func request(admin: Bool, route: String, method: String, status: Int, duration: Duration) {
-        let key = RequestKey(port: admin ? "admin" : "public", route: route, method: Self.methods.contains(method) ? method : "OTHER",
+        // A key of a bit, a literal and two small numbers: hashed on every request, under the lock.
+        let key = RequestKey(admin: admin, route: route, method: Self.methods.firstIndex(of: method) ?? Self.methods.count,
                              status: (100 ... 599).contains(status) ? status : 0)
         let (counter, timer) = handles.withLock { h -> (CoreMetrics.Counter, CoreMetrics.Timer) in
-            let counter = h.requests[key] ?? {
-                let c = CoreMetrics.Counter(label: "settee_http_requests_total",
-                                            dimensions: [("port", key.port), ("route", key.route), ("method", key.method), ("status", String(key.status))],
-                                            factory: factory)
-                h.requests[key] = c
-                return c
-            }()
-            let timer = h.latency[key.route] ?? {
-                let t = CoreMetrics.Timer(label: "settee_http_request_duration_seconds", dimensions: [("route", key.route)], factory: factory)
-                h.latency[key.route] = t
+            if let known = h.requests[key] { return known }
+            let counter = CoreMetrics.Counter(label: "settee_http_requests_total",
+                                              dimensions: [("port", admin ? "admin" : "public"), ("route", route),
+                                                           ("method", key.method < Self.methods.count ? Self.methods[key.method] : "OTHER"),
+                                                           ("status", String(key.status))],
+                                              factory: factory)
+            let timer = h.latency[route] ?? {
+                let t = CoreMetrics.Timer(label: "settee_http_request_duration_seconds", dimensions: [("route", route)], factory: factory)
+                h.latency[route] = t
                 return t
             }()
+            h.requests[key] = (counter, timer)
             return (counter, timer)
         }
         counter.increment()
@@ -79,14 +81,37 @@ final class ServerMetrics: Sendable {
         timer.recordNanoseconds(parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000)
     }
 
-    private static let methods: Set<String> = ["GET", "HEAD", "PUT", "POST", "DELETE", "COPY", "OPTIONS"]
+    private static let methods = ["GET", "HEAD", "PUT", "POST", "DELETE", "COPY", "OPTIONS"]
 
     /// The family of a request path, a small fixed set (a label's values must not grow with
-    /// the requests: no database name, document ID or user in it).
+    /// the requests: no database name, document ID or user in it). Read from the path's first
+    /// four segments in place: it runs on every request.
     static func routeFamily(_ path: String) -> String {
-        let parts = path.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: true)
-        guard let first = parts.first else { return "root" }
-        if first.hasPrefix("_") {
+        var segments: (Substring, Substring, Substring, Substring) = ("", "", "", "")
+        var found = 0
+        let bytes = path.utf8
+        var index = bytes.startIndex
+        while found < 4, index < bytes.endIndex {
+            guard bytes[index] != UInt8(ascii: "/") else {
+                index = bytes.index(after: index)
+                continue
+            }
+            let end = bytes[index...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+            switch found {
+            case 0: segments.0 = path[index ..< end]
+            case 1: segments.1 = path[index ..< end]
+            case 2: segments.2 = path[index ..< end]
+            default: segments.3 = path[index ..< end]
+            }
+            found += 1
+            index = end
+        }
+        guard found > 0 else { return "root" }
+        func special(_ segment: Substring) -> Bool { segment.utf8.first == UInt8(ascii: "_") }
+        let first = segments.0
+        // A document's path names no special segment: answered before any comparison.
+        if found == 2, !special(first), !special(segments.1) { return "document" }
+        if special(first) {
             switch first {
             case "_session": return "session"
             case "_users": return "users"
@@ -97,8 +122,9 @@ final class ServerMetrics: Sendable {
             default: return "server"
             }
         }
-        guard parts.count > 1 else { return "database" }
-        switch parts[1] {
+        guard found > 1 else { return "database" }
+        let second = segments.1
+        switch second {
         case "_changes": return "changes"
         case "_bulk_docs": return "bulk_docs"
         case "_bulk_get": return "bulk_get"
@@ -108,10 +134,10 @@ final class ServerMetrics: Sendable {
         case "_session": return "session"
         case "_user", "_role": return "principals"
         case "_local": return "local"
-        case "_design": return parts.count > 3 && parts[3].hasPrefix("_view") ? "view" : "design"
+        case "_design": return found > 3 && segments.3.hasPrefix("_view") ? "view" : "design"
         default:
-            if parts[1].hasPrefix("_") { return "database" }
-            return parts.count > 2 ? "attachment" : "document"
+            if special(second) { return "database" }
+            return found > 2 ? "attachment" : "document"
         }
     }
 
