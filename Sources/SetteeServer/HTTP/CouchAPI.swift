@@ -65,8 +65,9 @@ struct CouchAPI: HTTPResponder {
         var response = await answer(request, client: client, bodyTime: bodyTime, started: started)
         // Every answer says which request it is (a client's own ID echoed) and how long its
         // body took to arrive, as CouchDB's do.
-        response.headers[Self.requestIDHeader] = requestID
-        response.headers[Self.bodyTimeHeader] = String(bodyTime.milliseconds)
+        // Appended: no answer sets them before this (a subscript would search the fields first).
+        response.headers.append(HTTPField(name: Self.requestIDHeader, value: requestID))
+        response.headers.append(HTTPField(name: Self.bodyTimeHeader, value: bodyTime.milliseconds == 0 ? "0" : String(bodyTime.milliseconds)))
         if request.method == .connect {
             // The HTTP decoder reads what follows a CONNECT as a tunnel's bytes, never as another
             // request: the connection ends with this answer instead of idling until its timeout
