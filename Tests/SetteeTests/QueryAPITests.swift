@@ -41,6 +41,37 @@ import Settee
         query.parameters = Parameters()
         #expect(throws: SetteeError.self) { try query.execute() }
 
+        // Couchbase Lite's idiom, as written: an object whose setters change it.
+        let params = Parameters()
+        params.setString("list-4", forName: "list")
+        query.parameters = params
+        #expect(try query.execute().allResults().isEmpty)
+        params.setString("list-8", forName: "list")
+        // The query kept a copy: nothing changes until the parameters are set again.
+        #expect(try query.execute().allResults().isEmpty)
+        #expect(query.parameters?.value(forName: "list") == "list-4")
+        query.parameters = params
+        #expect(try query.execute().allResults().map { $0.string(at: 1) } == ["Dishes"])
+        // What the query gives is a copy too; a copy made from it can be changed and set.
+        query.parameters?.setString("list-7", forName: "list")
+        #expect(query.parameters?.value(forName: "list") == "list-8")
+        query.parameters = Parameters(parameters: query.parameters).setString("list-7", forName: "list")
+        #expect(try query.execute().allResults().count == 3)
+        // Each setter's value, as documents hold the same values.
+        let all = Parameters()
+        all.setInt(1, forName: "i").setInt64(1 << 40, forName: "l").setDouble(2.5, forName: "d").setFloat(0.5, forName: "f")
+            .setBoolean(true, forName: "b").setDate(Date(timeIntervalSince1970: 0), forName: "t")
+            .setArray(["x"], forName: "a").setDictionary(["k": 1], forName: "o").setString(nil, forName: "i")
+            .setBlob(Blob(contentType: "text/plain", data: Data("hi".utf8)), forName: "blob")
+        #expect(all.value(forName: "i") == nil && all.value(forName: "l") == .int(1 << 40) && all.value(forName: "d") == 2.5
+                && all.value(forName: "f") == 0.5 && all.value(forName: "b") == true && all.value(forName: "t") == "1970-01-01T00:00:00.000Z"
+                && all.value(forName: "a") == ["x"] && all.value(forName: "o") == ["k": 1])
+        let blob = Blob(contentType: "text/plain", data: Data("hi".utf8))
+        #expect(all.value(forName: "blob") == .object(blob.properties))
+        query.parameters = nil
+        #expect(query.parameters == nil)
+        #expect(throws: SetteeError.self) { try query.execute() }
+
         let count = try db.createQuery("SELECT count(*) AS n, avg(createdAt) FROM _ WHERE type = 'task'").execute()
         let row = try #require(count.next())
         #expect(row.int(forKey: "n") == 4 && row.int(at: 0) == 4 && row.double(at: 1) == 8.5)

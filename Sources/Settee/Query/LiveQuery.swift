@@ -180,10 +180,10 @@ final class LiveQueryState: Sendable {
                     // A search is answered for this document alone (whether it matches does
                     // not depend on the others; only its rank does).
                     if let match, try database.core.fullTextMatches(row, index: match.index, query: match.query,
-                                                                   parameters: query.parameters.values) {
+                                                                   parameters: query.parameterValues) {
                         row.fullTextScore = 0
                     }
-                    guard try w.evaluate(row, parameters: query.parameters.values).isTrue else { continue }
+                    guard try w.evaluate(row, parameters: query.parameterValues).isTrue else { continue }
                     affected = true
                     break
                 }
@@ -307,7 +307,7 @@ final class LiveQueryRegistry: Sendable {
     /// The route of a query with its current parameters, if its `WHERE` has one.
     static func route(of query: Query) -> Route? {
         guard case .success(let statement) = query.plan, let w = statement.whereClause else { return nil }
-        let parameters = query.parameters.values
+        let parameters = query.parameterValues
         var best: Route?
         for c in QueryPlanner.conjuncts(w) {
             guard case .compare(.equal, let a, let b) = c else { continue }

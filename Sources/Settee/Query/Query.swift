@@ -109,7 +109,8 @@ public class Query: @unchecked Sendable {
     let database: Database?
     /// The statement, or why QueryBuilder could not make one: `execute()` throws it.
     let plan: Swift.Result<SelectStatement, SetteeError>
-    private let state = Mutex(Parameters())
+    /// The values of the parameters set last (a copy: see ``Parameters``), nil before any.
+    private let state = Mutex<[String: JSONValue]?>(nil)
     /// Listeners and last results when the query is live.
     let live = LiveQueryState()
     /// The plan of the last run, reused while the indexes stay the same.
@@ -126,18 +127,26 @@ public class Query: @unchecked Sendable {
         self.plan = Swift.Result { () throws(SetteeError) in try parts.compile() }
     }
 
-    /// The values of the query's `$parameters`, read at each ``execute()``.
+    /// The values of the query's `$parameters`, read at each ``execute()``; nil (the default)
+    /// for none. The query keeps a copy of what it is given, and gives a copy: change them, then
+    /// set them again (a live query then runs again).
     ///
     /// ```swift
-    /// query.parameters = Parameters().setString("list-7", forName: "list")
+    /// let params = Parameters()
+    /// params.setString("list-7", forName: "list")
+    /// query.parameters = params
     /// ```
-    public var parameters: Parameters {
-        get { state.withLock { $0 } }
+    public var parameters: Parameters? {
+        get { state.withLock { $0 }.map { Parameters($0) } }
         set {
-            state.withLock { $0 = newValue }
+            let values = newValue?.values
+            state.withLock { $0 = values }
             live.parametersChanged(self)
         }
     }
+
+    /// The parameters' values for an execution (none set: no values).
+    var parameterValues: [String: JSONValue] { state.withLock { $0 } ?? [:] }
 
     /// The channels the query reads, or nil (the default) for every document: with a set,
     /// only documents whose current revision the router put in at least one of them
@@ -167,7 +176,7 @@ public class Query: @unchecked Sendable {
 
     /// An executor of the statement with the query's parameters, channels and plan cache.
     func executor(_ database: Database, _ statement: SelectStatement) -> QueryExecutor {
-        var executor = QueryExecutor(database: database, statement: statement, parameters: parameters.values)
+        var executor = QueryExecutor(database: database, statement: statement, parameters: parameterValues)
         executor.channels = channels
         executor.plans = plans
         return executor
@@ -217,7 +226,7 @@ public class Query: @unchecked Sendable {
         let statement = try plan.get()
         guard let condition = statement.whereClause else { return true }
         let row = QueryRow(id: id, revisionID: "", sequence: 0, isDeleted: isDeleted, expiration: nil, properties: properties)
-        return try condition.evaluate(row, parameters: parameters.values).isTrue
+        return try condition.evaluate(row, parameters: parameterValues).isTrue
     }
 
     /// How the query would run now: the index it reads and its ranges (or a scan of every
@@ -310,70 +319,159 @@ public class Query: @unchecked Sendable {
     }
 }
 
-/// Values for a query's `$parameters`.
+/// Values for a query's `$parameters`, set as Couchbase Lite's are: on an object, each setter
+/// changing it (and returning it, so that calls chain).
 ///
 /// ```swift
-/// let p = Parameters().setString("list-7", forName: "list").setInt(20, forName: "limit")
+/// let params = Parameters()
+/// params.setString("list-4", forName: "list")
+/// params.setInt(20, forName: "limit")
+/// query.parameters = params
 /// ```
 ///
-/// - Note: A value type; safe to share between threads.
-public struct Parameters: Sendable, Hashable {
-    var values: [String: JSONValue]
+/// A query keeps a copy of the parameters it is given (as Couchbase Lite's does): changing them
+/// afterwards changes nothing until they are set on the query again, which also runs a live
+/// query again.
+///
+/// - Note: Thread-safe: its values are behind a lock.
+public final class Parameters: Sendable {
+    private let storage: Mutex<[String: JSONValue]>
+
+    /// Empty parameters.
+    ///
+    /// ```swift
+    /// let params = Parameters()
+    /// ```
+    public init() {
+        storage = Mutex([:])
+    }
 
     /// Parameters with the given values (by name, without the `$`).
     ///
     /// ```swift
     /// query.parameters = Parameters(["list": "list-7"])
     /// ```
-    public init(_ values: [String: JSONValue] = [:]) {
-        self.values = values
+    public init(_ values: [String: JSONValue]) {
+        storage = Mutex(values)
     }
+
+    /// A copy of `parameters` (empty for nil), to change without changing them.
+    ///
+    /// ```swift
+    /// let next = Parameters(parameters: query.parameters).setInt(40, forName: "offset")
+    /// ```
+    public convenience init(parameters: Parameters?) {
+        self.init(parameters?.values ?? [:])
+    }
+
+    /// Every value, by name.
+    var values: [String: JSONValue] { storage.withLock { $0 } }
 
     /// The value of `name`, or nil.
     ///
     /// ```swift
-    /// let list = query.parameters.value(forName: "list")
+    /// let list = query.parameters?.value(forName: "list")
     /// ```
-    public func value(forName name: String) -> JSONValue? { values[name] }
+    public func value(forName name: String) -> JSONValue? { storage.withLock { $0[name] } }
 
     /// Sets (or with nil removes) a parameter's value.
     ///
     /// ```swift
-    /// let p = Parameters().setValue(["a", "b"], forName: "tags")
+    /// params.setValue(["a", "b"], forName: "tags")
     /// ```
+    @discardableResult
     public func setValue(_ value: JSONValue?, forName name: String) -> Parameters {
-        var copy = self
-        copy.values[name] = value
-        return copy
+        storage.withLock { $0[name] = value }
+        return self
     }
 
-    /// Sets a string parameter.
+    /// Sets a string parameter (nil removes it).
     ///
     /// ```swift
-    /// let p = Parameters().setString("task", forName: "type")
+    /// params.setString("task", forName: "type")
     /// ```
+    @discardableResult
     public func setString(_ value: String?, forName name: String) -> Parameters { setValue(value.map(JSONValue.string), forName: name) }
 
     /// Sets an integer parameter.
     ///
     /// ```swift
-    /// let p = Parameters().setInt(20, forName: "limit")
+    /// params.setInt(20, forName: "limit")
     /// ```
+    @discardableResult
     public func setInt(_ value: Int, forName name: String) -> Parameters { setValue(.int(Int64(value)), forName: name) }
+
+    /// Sets a 64-bit integer parameter.
+    ///
+    /// ```swift
+    /// params.setInt64(1 << 40, forName: "size")
+    /// ```
+    @discardableResult
+    public func setInt64(_ value: Int64, forName name: String) -> Parameters { setValue(.int(value), forName: name) }
 
     /// Sets a number parameter.
     ///
     /// ```swift
-    /// let p = Parameters().setDouble(2.5, forName: "price")
+    /// params.setDouble(2.5, forName: "price")
     /// ```
+    @discardableResult
     public func setDouble(_ value: Double, forName name: String) -> Parameters { setValue(.double(value), forName: name) }
+
+    /// Sets a number parameter from a `Float`.
+    ///
+    /// ```swift
+    /// params.setFloat(0.5, forName: "ratio")
+    /// ```
+    @discardableResult
+    public func setFloat(_ value: Float, forName name: String) -> Parameters { setValue(.double(Double(value)), forName: name) }
 
     /// Sets a boolean parameter.
     ///
     /// ```swift
-    /// let p = Parameters().setBoolean(false, forName: "done")
+    /// params.setBoolean(false, forName: "done")
     /// ```
+    @discardableResult
     public func setBoolean(_ value: Bool, forName name: String) -> Parameters { setValue(.bool(value), forName: name) }
+
+    /// Sets a date parameter, as documents store dates: an ISO-8601 string in UTC with
+    /// milliseconds (nil removes it).
+    ///
+    /// ```swift
+    /// params.setDate(Date(timeIntervalSinceNow: -86_400), forName: "since")
+    /// ```
+    @discardableResult
+    public func setDate(_ value: Date?, forName name: String) -> Parameters {
+        setValue(value.map { .string(JSONDate.string(from: $0)) }, forName: name)
+    }
+
+    /// Sets an array parameter (nil removes it).
+    ///
+    /// ```swift
+    /// params.setArray(["red", "green"], forName: "colors")
+    /// ```
+    @discardableResult
+    public func setArray(_ value: [JSONValue]?, forName name: String) -> Parameters { setValue(value.map(JSONValue.array), forName: name) }
+
+    /// Sets a dictionary parameter (nil removes it).
+    ///
+    /// ```swift
+    /// params.setDictionary(["city": "Paris"], forName: "address")
+    /// ```
+    @discardableResult
+    public func setDictionary(_ value: [String: JSONValue]?, forName name: String) -> Parameters {
+        setValue(value.map(JSONValue.object), forName: name)
+    }
+
+    /// Sets a blob parameter: its metadata, as a document holds it (equal to a document's blob
+    /// property with the same content; nil removes it).
+    ///
+    /// ```swift
+    /// params.setBlob(Blob(contentType: "image/png", data: png), forName: "photo")
+    /// ```
+    @discardableResult
+    public func setBlob(_ value: Blob?, forName name: String) -> Parameters {
+        setValue(value.map { .object($0.properties) }, forName: name)
+    }
 }
 
 /// The results of one execution of a ``Query``, in order; a `Sequence` that can be read once
