@@ -62,8 +62,7 @@ let package = Package(
         // The C half of the engine's platform seam (Sources/SetteeStorage/Platform): the system
         // calls and CPU instructions Swift cannot reach well (pwritev2 with RWF_DSYNC, Darwin's
         // fcntl syncs, CRC32C, SHA-1 with the SHA extensions, atomics for reader slots,
-        // membarrier, prefetch) and ICU's collation entry points: header-only, every function
-        // inline.
+        // membarrier, prefetch): header-only, every function inline.
         .systemLibrary(name: "CSystemHelpers", path: "Sources/SetteeStorage/Platform/CSystemHelpers"),
         .target(
             name: "SetteeStorage",
@@ -73,24 +72,28 @@ let package = Package(
                 // `swift build -Xswiftc -DSETTEE_INTERNAL_CHECKS` walks tree invariants after every
                 // write; it invalidates every performance figure.
                 .define("SETTEE_INTERNAL_CHECKS", .when(configuration: .debug)),
-            ] + portableIO,
-            // ICU for the seam's root collator (the document layer's collation,
-            // Formats/collation.md): as Foundation carries it on Linux and Android, the system's
-            // libicucore on Apple's platforms.
-            linkerSettings: [
-                .linkedLibrary("_FoundationICU", .when(platforms: [.linux, .android])),
-                .linkedLibrary("icucore", .when(platforms: darwin)),
-            ]
+            ] + portableIO
         ),
+        // The C half of the library's collator (Sources/Settee/Platform/RootCollator.swift):
+        // ICU's collation entry points, which only indexes and queries use; header-only.
+        .systemLibrary(name: "CCollation", path: "Sources/Settee/Platform/CCollation"),
         // The document API: documents, revision trees, conflicts, blobs, change feeds.
         .target(
             name: "Settee",
-            dependencies: ["SetteeStorage", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SetteeStorage", "CCollation", .product(name: "Logging", package: "swift-log")],
+            exclude: ["Platform/CCollation"],
             swiftSettings: [
                 // The decoders' fuzz entry points (`DecoderFuzzing`): in debug builds (the tests)
                 // and `scripts/fuzz`, never in a release build an application ships.
                 .define("SETTEE_DECODER_FUZZING", .when(configuration: .debug)),
-            ] + serverFuzzing
+            ] + serverFuzzing,
+            // ICU for the root collator (the document layer's collation, Formats/collation.md):
+            // as Foundation carries it on Linux and Android, the system's libicucore on Apple's
+            // platforms. The storage engine links none: it never compares text.
+            linkerSettings: [
+                .linkedLibrary("_FoundationICU", .when(platforms: [.linux, .android])),
+                .linkedLibrary("icucore", .when(platforms: darwin)),
+            ]
         ),
         // Push, pull and continuous replication between peers (the CouchDB replication protocol's
         // steps), conflict resolution, filters, checkpoints. Above the document API only: it

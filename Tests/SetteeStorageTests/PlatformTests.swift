@@ -106,26 +106,4 @@ import Testing
         }
         return ok ? Array(out[..<rawCount]) : nil
     }
-
-    /// The root collator orders as the Unicode Collation Algorithm's default table: case after
-    /// letter, accents after base letters; its sort keys' bytes order the same way.
-    @Test func theRootCollatorOrdersByTheUCA() throws {
-        var status: Int32 = 0
-        let collator = try #require(RootCollator(status: &status))
-        #expect(collator.version.0 > 0)
-        let ordered = ["a", "A", "á", "b", "B", "resume", "résumé", "z"]
-        for (x, y) in zip(ordered, ordered.dropFirst()) {
-            var a = x, b = y
-            let r = a.withUTF8 { p in b.withUTF8 { q in collator.compare(p, q, status: &status) } }
-            #expect(r == -1 && status <= 0, "\(x) < \(y)")
-            #expect(sortKey(x, collator).lexicographicallyPrecedes(sortKey(y, collator)), "key of \(x) < key of \(y)")
-        }
-    }
-
-    private func sortKey(_ s: String, _ collator: RootCollator) -> [UInt8] {
-        let utf16 = Array(s.utf16)
-        var out = [UInt8](repeating: 0, count: 256)
-        let n = utf16.withUnsafeBufferPointer { u in out.withUnsafeMutableBufferPointer { collator.sortKey(u, into: $0) } }
-        return Array(out[..<min(n, out.count)])
-    }
 }

@@ -1,4 +1,4 @@
-import CSystemHelpers
+import CCollation
 
 /// ICU's root collator (the Unicode Collation Algorithm's default order), from the ICU each
 /// platform carries: libicucore on Apple's systems, Foundation's `_FoundationICU` elsewhere
@@ -16,11 +16,11 @@ import CSystemHelpers
 /// ```
 ///
 /// Not thread-safe: ICU asks for one collator per thread; pool them.
-package final class RootCollator {
+final class RootCollator {
     private let handle: UnsafeMutableRawPointer
 
     /// Opens the root collator; nil, with ICU's error code in `status`, when ICU cannot.
-    package init?(status: inout Int32) {
+    init?(status: inout Int32) {
         status = 0
         guard let h = settee_collator_open_root(&status), status <= 0 else { return nil }
         handle = h
@@ -30,7 +30,7 @@ package final class RootCollator {
 
     /// The collator's version (four numbers): sort keys made under one may order differently
     /// under another.
-    package var version: (UInt8, UInt8, UInt8, UInt8) {
+    var version: (UInt8, UInt8, UInt8, UInt8) {
         var info: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
         withUnsafeMutableBytes(of: &info) { b in
             guard let base = b.baseAddress else { return }   // never nil: four bytes
@@ -41,7 +41,7 @@ package final class RootCollator {
 
     /// The order of two UTF-8 strings: -1, 0 or 1; `status` above 0 when ICU failed. Strings
     /// longer than `Int32.max` bytes are refused with status 1 (ICU's U_ILLEGAL_ARGUMENT_ERROR).
-    package func compare(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>, status: inout Int32) -> Int {
+    func compare(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>, status: inout Int32) -> Int {
         status = 0
         guard let ac = Int32(exactly: a.count), let bc = Int32(exactly: b.count) else {
             status = 1
@@ -58,7 +58,7 @@ package final class RootCollator {
     /// Writes the sort key of the UTF-16 text `source` (its bytes order as the collator orders
     /// texts; no zero byte but the last) into `result`, and returns its whole length: when that
     /// is more than `result.count`, only part of it was written; 0 when ICU failed.
-    package func sortKey(_ source: UnsafeBufferPointer<UInt16>, into result: UnsafeMutableBufferPointer<UInt8>) -> Int {
+    func sortKey(_ source: UnsafeBufferPointer<UInt16>, into result: UnsafeMutableBufferPointer<UInt8>) -> Int {
         guard let n = Int32(exactly: source.count), let capacity = Int32(exactly: result.count) else { return 0 }
         return Int(settee_collator_sort_key(handle, source.baseAddress, n, result.baseAddress, capacity))
     }
