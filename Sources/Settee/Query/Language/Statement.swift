@@ -1,0 +1,119 @@
+/// The statement every query language compiles to: a parsed `SELECT` of SQL++ for Mobile, what
+/// QueryBuilder builds, and what Mango selectors and views are turned into.
+///
+/// ```swift
+/// let s = try SQLParser.parse("SELECT META().id, title FROM _ WHERE type = 'task' ORDER BY createdAt DESC LIMIT 20")
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+struct SelectStatement: Sendable, Hashable {
+    /// One item of the select list.
+    enum Item: Sendable, Hashable {
+        /// `*` or `alias.*`: the whole document, under the data source's name.
+        case all
+        /// An expression, with the name its column takes in a result.
+        case expression(QueryExpression, name: String)
+    }
+
+    /// One key of `ORDER BY`.
+    struct Ordering: Sendable, Hashable {
+        var expression: QueryExpression
+        var descending: Bool
+    }
+
+    var distinct = false
+    var items: [Item] = []
+    /// The data source: `_` or `_default` (the database's documents), or a collection name.
+    var source = "_"
+    /// The source's alias (its name when none is given).
+    var alias = "_"
+    var whereClause: QueryExpression?
+    var groupBy: [QueryExpression] = []
+    var having: QueryExpression?
+    var orderBy: [Ordering] = []
+    var limit: QueryExpression?
+    var offset: QueryExpression?
+
+    /// A column's name when the query gives none: a property's last name, `id` for
+    /// `META().id` (and so on), else `$1`, `$2`… by the column's position (Couchbase Lite's rule,
+    /// for SQL++ text and QueryBuilder alike).
+    static func defaultColumnName(_ e: QueryExpression, index: Int) -> String {
+        switch e {
+        case .property(let path):
+            for c in path.components.reversed() { if case .name(let n) = c { return n } }
+        case .meta(let m):
+            return m.rawValue
+        default: break
+        }
+        return "$\(index + 1)"
+    }
+
+    /// The names of the result's columns, in select-list order (`*` is named by the data
+    /// source's alias, as Couchbase Lite names it).
+    var columnNames: [String] {
+        items.map { item in
+            switch item {
+            case .all: alias
+            case .expression(_, let name): name
+            }
+        }
+    }
+
+    /// The statement with `alias.property` read as `property` (the data source's own name
+    /// prefixes a path as its alias does).
+    func resolvingAlias() -> SelectStatement {
+        var s = self
+        let names = Set([alias, source])
+        func strip(_ e: QueryExpression) -> QueryExpression { e.removingPrefix(names) }
+        s.items = items.map { item in
+            if case .expression(let e, let name) = item { return .expression(strip(e), name: name) }
+            return item
+        }
+        s.whereClause = whereClause.map(strip)
+        s.groupBy = groupBy.map(strip)
+        s.having = having.map(strip)
+        // ORDER BY may name a column by its AS name (`ORDER BY open DESC`).
+        var named: [String: QueryExpression] = [:]
+        for case .expression(let e, let name) in s.items where named[name] == nil { named[name] = e }
+        s.orderBy = orderBy.map { o in
+            let e = strip(o.expression)
+            if case .property(let path) = e, path.components.count == 1, case .name(let n) = path.components[0],
+               let column = named[n] {
+                return Ordering(expression: column, descending: o.descending)
+            }
+            return Ordering(expression: e, descending: o.descending)
+        }
+        return s
+    }
+}
+
+extension QueryExpression {
+    /// The expression with each property path that starts with one of `names` and goes on
+    /// past it shortened by that first step.
+    func removingPrefix(_ names: Set<String>) -> QueryExpression {
+        func r(_ e: QueryExpression) -> QueryExpression { e.removingPrefix(names) }
+        switch self {
+        case .property(let path):
+            if path.components.count > 1, case .name(let first) = path.components[0], names.contains(first) {
+                return .property(PropertyPath(components: Array(path.components.dropFirst())))
+            }
+            return self
+        case .literal, .missing, .parameter, .meta, .variable: return self
+        case .not(let e): return .not(r(e))
+        case .and(let terms): return .all(terms.map(r))
+        case .or(let terms): return .any(terms.map(r))
+        case .compare(let op, let a, let b): return .compare(op, r(a), r(b))
+        case .arithmetic(let op, let a, let b): return .arithmetic(op, r(a), r(b))
+        case .negate(let e): return .negate(r(e))
+        case .test(let t, let e): return .test(t, r(e))
+        case .between(let e, let a, let b): return .between(r(e), r(a), r(b))
+        case .in(let e, let list): return .in(r(e), list.map(r))
+        case .like(let a, let b): return .like(r(a), r(b))
+        case .function(let f, let args): return .function(f, args.map(r))
+        case .aggregate(let a, let e): return .aggregate(a, e.map(r))
+        case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: r(array), satisfies: r(condition))
+        case .match(let index, let query): return .match(index: index, query: r(query))
+        case .rank: return self
+        }
+    }
+}
