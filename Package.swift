@@ -77,11 +77,22 @@ let package = Package(
         // The C half of the library's collator (Sources/Settee/Platform/RootCollator.swift):
         // ICU's collation entry points, which only indexes and queries use; header-only.
         .systemLibrary(name: "CCollation", path: "Sources/Settee/Platform/CCollation"),
+        // Debian's libstemmer-dev: Snowball's stemmers for full-text indexes in 28 languages
+        // (Sources/Settee/Platform/SnowballStemmer.swift). Linux and Android only: Apple's
+        // systems ship none, and there English is stemmed by Settee's own Porter2.
+        .systemLibrary(
+            name: "CStemmer",
+            path: "Sources/Settee/Platform/CStemmer",
+            providers: [.apt(["libstemmer-dev"])]
+        ),
         // The document API: documents, revision trees, conflicts, blobs, change feeds.
         .target(
             name: "Settee",
-            dependencies: ["SetteeStorage", "CCollation", .product(name: "Logging", package: "swift-log")],
-            exclude: ["Platform/CCollation"],
+            dependencies: [
+                "SetteeStorage", "CCollation", .target(name: "CStemmer", condition: .when(platforms: [.linux, .android])),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["Platform/CCollation", "Platform/CStemmer"],
             swiftSettings: [
                 // The decoders' fuzz entry points (`DecoderFuzzing`): in debug builds (the tests)
                 // and `scripts/fuzz`, never in a release build an application ships.

@@ -186,12 +186,83 @@ import Testing
         for code in ["en", "EN-us", "english", "en_GB", "English"] {
             #expect(FullTextAnalyzer.Language(code: code) == .english, "\(code)")
         }
-        for code: String? in [nil, "", "fr", "french", "de-DE", "eng"] {
+        for code: String? in [nil, "", "eng", "xx", "klingon", "porter"] {
             #expect(FullTextAnalyzer.Language(code: code) == FullTextAnalyzer.Language.none, "\(code ?? "nil")")
         }
-        // Other languages: every word, unstemmed.
-        #expect(FullTextAnalyzer(language: "fr").terms(in: "Les chats mangent").map(\.term) == ["les", "chats", "mangent"])
+        for code in ["fr", "FR-ca", "french", "fr_FR"] {
+            #expect(FullTextAnalyzer.Language(code: code) == .stemmed("french"), "\(code)")
+        }
+        #expect(FullTextAnalyzer.Language(code: "nb") == .stemmed("norwegian") && FullTextAnalyzer.Language(code: "pt-BR") == .stemmed("portuguese"))
+        // No language: every word, unstemmed.
+        #expect(FullTextAnalyzer(language: nil).terms(in: "Les chats mangent").map(\.term) == ["les", "chats", "mangent"])
         #expect(FullTextAnalyzer(language: "en", ignoreAccents: true).terms(in: "Cafés").map(\.term) == ["cafe"])
+    }
+
+    /// Each language Snowball stems, by its code: two forms of a word meet at one term, and a
+    /// stop word of the language (where Settee has a list) is not a term but keeps its position.
+    /// Without Snowball (Apple's systems) English alone is stemmed, by Settee's Porter2.
+    @Test(arguments: [
+        // Couchbase Lite's languages, with a stop word each.
+        ("da", "husene", "huse", "og"), ("nl", "boeken", "boek", "het"), ("en", "connections", "connected", "the"),
+        ("fi", "taloissa", "talossa", "ja"), ("fr", "continuation", "continuer", "les"), ("de", "Häuser", "Haus", "der"),
+        ("hu", "házakban", "házak", "az"), ("it", "parlando", "parlare", "il"), ("no", "husene", "husa", "og"),
+        ("pt", "correndo", "correr", "não"), ("ro", "casele", "casa", "și"), ("ru", "книгами", "книги", "и"),
+        ("es", "corriendo", "correr", "el"), ("sv", "husens", "husen", "och"), ("tr", "kitaplardan", "kitaplar", "ve"),
+        // Snowball's others, without a list of stop words.
+        ("ar", "الكتاب", "كتاب", nil), ("hy", "սեղաններ", "սեղանի", nil), ("eu", "etxeak", "etxe", nil), ("ca", "gats", "gat", nil),
+        ("el", "σπίτια", "σπίτι", nil), ("hi", "किताबें", "किताब", nil), ("id", "makanan", "makan", nil), ("ga", "bhróg", "bróg", nil),
+        ("lt", "namai", "namas", nil), ("ne", "किताबहरू", "किताब", nil), ("sr", "kuće", "kuća", nil),
+        ("ta", "புத்தகங்கள்", "புத்தகம்", nil), ("yi", "ביכער", "ביכערס", nil),
+    ] as [(String, String, String, String?)])
+    func everyLanguageStemsAndDropsItsStopWords(code: String, inflected: String, other: String, stop: String?) throws {
+        let analyzer = FullTextAnalyzer(language: code)
+        guard case .stemmed(let algorithm) = analyzer.language else {
+            Issue.record("\(code) has no stemmer")
+            return
+        }
+        let plain = FullTextAnalyzer(language: nil)
+        let a = analyzer.terms(in: inflected).map(\.term), b = analyzer.terms(in: other).map(\.term)
+        if SnowballStemmer.isAvailable || algorithm == "english" {
+            #expect(a.count == 1 && a == b && a != plain.terms(in: inflected).map(\.term), "\(code): \(a) \(b)")
+        } else {
+            #expect(a == plain.terms(in: inflected).map(\.term), "\(code): no stemmer here")
+        }
+        if let stop {
+            #expect(analyzer.terms(in: "\(stop) \(inflected)") == [FullTextToken(term: a[0], position: 1)], "\(code)")
+            #expect(plain.terms(in: stop).count == 1, "\(code): \(stop) is a word")
+        }
+    }
+
+    /// Settee's Porter2, which stems English where Snowball is not (Apple's systems), gives
+    /// Snowball's stems.
+    @Test func porter2IsSnowballsEnglish() throws {
+        try #require(SnowballStemmer.isAvailable, "this test compares with libstemmer, on Linux")
+        var words = Self.stems.map(\.0)
+        words += ["generously", "consolidation", "happiness", "ponies", "skies", "dying", "news", "inning", "outing",
+                  "proceeding", "exceedingly", "cafés", "naïvely", "hopefulness", "relational", "conditional", "electrical"]
+        for word in words where !word.isEmpty {
+            var ours = Array(word.utf8), theirs = Array(word.utf8)
+            EnglishStemmer.stem(&ours)
+            #expect(SnowballStemmer.stem(&theirs, algorithm: "english"))
+            #expect(ours == theirs, "\(word): \(String(decoding: ours, as: UTF8.self)) against \(String(decoding: theirs, as: UTF8.self))")
+        }
+    }
+
+    /// Every list's words are found in the tokenizer's form, accents kept or removed.
+    @Test func everyListOfStopWordsIsFound() {
+        #expect(StopWords.lists.count == 14)
+        for (algorithm, words) in StopWords.lists {
+            #expect(SnowballStemmer.languages.values.contains(algorithm))
+            for word in words {
+                for ignoreAccents in [false, true] {
+                    let term = FullTextTokenizer(ignoreAccents: ignoreAccents).tokens(in: word).map(\.term)
+                    #expect(term.count == 1 && StopWords.contains(Array(term[0].utf8), algorithm: algorithm, ignoreAccents: ignoreAccents),
+                            "\(algorithm): \(word)")
+                }
+            }
+        }
+        #expect(StopWords.contains(Array("fur".utf8), algorithm: "german", ignoreAccents: true))
+        #expect(!StopWords.contains(Array("fur".utf8), algorithm: "german", ignoreAccents: false))
     }
 
     // MARK: - Query parsing

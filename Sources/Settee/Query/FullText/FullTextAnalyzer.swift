@@ -1,5 +1,5 @@
 /// Turns text into the terms of a full-text index: ``FullTextTokenizer``'s words, without
-/// stop words and stemmed when the language is English. Documents and queries go through the
+/// the language's stop words and stemmed by its stemmer. Documents and queries go through the
 /// same analyzer, so the words of a query meet the terms of the documents.
 ///
 /// ```swift
@@ -10,13 +10,15 @@
 ///
 /// ## Languages
 ///
-/// Couchbase Lite's `language:` takes a language code. Settee knows one language:
-/// "en", "english", or a regional English code ("en-US", "en_GB"), in any case, give
-/// English stop words (``EnglishStopWords``) and the Porter2 stemmer (``EnglishStemmer``).
-/// Every other value, and nil, tokenizes without stemming or stop words: a French text is
-/// better served by exact words than by English suffix rules. Unlike Couchbase Lite, nil does
-/// not mean "the device's language": an index on disk must give the same terms on every
-/// device that opens the database.
+/// Couchbase Lite's `language:` takes a language code: an ISO 639-1 code (`"fr"`), a regional
+/// one (`"en-US"`, `"pt_BR"`) or Snowball's name of the language (`"french"`), in any case.
+/// Every language Snowball stems (``SnowballStemmer/languages``: 28, Couchbase Lite's 15
+/// among them) gives that language's stemmer and stop words (``EnglishStopWords``,
+/// ``StopWords``; a language without a list keeps every word). On Apple's systems, which ship no
+/// Snowball, English is stemmed by Settee's Porter2 (``EnglishStemmer``) and other languages
+/// lose only their stop words. Any other value, and nil, tokenizes without stemming or stop
+/// words. Unlike Couchbase Lite, nil does not mean "the device's language": an index on disk
+/// must give the same terms on every device that opens the database.
 ///
 /// ## Fields
 ///
@@ -33,24 +35,27 @@ struct FullTextAnalyzer: Sendable, Hashable {
     /// FullTextAnalyzer.Language(code: "en-GB")   // .english
     /// ```
     enum Language: Sendable, Hashable {
-        /// English: stop words and the Porter2 stemmer.
-        case english
+        /// A language Snowball stems, by its algorithm's name (`"french"`): its stop words and
+        /// its stemmer.
+        case stemmed(String)
         /// Words as the tokenizer gives them.
         case none
 
-        /// The language of a Couchbase Lite language code; ``none`` for nil and every code but
         /// English.
+        static let english = Language.stemmed("english")
+
+        /// The language of a Couchbase Lite language code; ``none`` for nil and every code
+        /// Snowball has no stemmer for.
         ///
         /// ```swift
-        /// FullTextAnalyzer.Language(code: "fr")   // .none
+        /// FullTextAnalyzer.Language(code: "fr")   // .stemmed("french")
         /// ```
         init(code: String?) {
-            guard let code = code?.lowercased() else { self = .none; return }
-            if code == "en" || code == "english" || code.hasPrefix("en-") || code.hasPrefix("en_") {
-                self = .english
-            } else {
+            guard let code, let algorithm = SnowballStemmer.algorithm(forLanguage: code) else {
                 self = .none
+                return
             }
+            self = .stemmed(algorithm)
         }
     }
 
@@ -65,12 +70,15 @@ struct FullTextAnalyzer: Sendable, Hashable {
     /// The version of the rules that make terms (tokenizer, folding, stop words, stemmer),
     /// recorded with each full-text index: an index made under other rules is rebuilt when
     /// the database opens, since its terms would not meet the terms of today's queries.
-    /// Raise it with any change of those rules.
+    /// Raise it with any change of those rules. 1: English alone, stemmed by Settee's Porter2.
+    /// 2: Snowball's stemmers and each language's stop words (Linux, Android). 3: where there is
+    /// no Snowball (Apple's systems), English by Settee's Porter2 and the stop words: a database
+    /// moved between the two rebuilds its full-text indexes, whose terms would differ.
     ///
     /// ```swift
-    /// print(FullTextAnalyzer.version)   // 1
+    /// print(FullTextAnalyzer.version)   // 2 on Linux
     /// ```
-    static let version: UInt64 = 1
+    static let version: UInt64 = SnowballStemmer.isAvailable ? 2 : 3
 
     /// The words, before stop words and stemming.
     ///
@@ -196,9 +204,9 @@ struct FullTextAnalyzer: Sendable, Hashable {
     /// ```
     func analyze(_ word: inout [UInt8]) -> Bool {
         switch language {
-        case .english:
-            if EnglishStopWords.contains(word) { return false }
-            EnglishStemmer.stem(&word)
+        case .stemmed(let algorithm):
+            if StopWords.contains(word, algorithm: algorithm, ignoreAccents: tokenizer.ignoreAccents) { return false }
+            if !SnowballStemmer.stem(&word, algorithm: algorithm), algorithm == "english" { EnglishStemmer.stem(&word) }
             return true
         case .none:
             return true

@@ -93,9 +93,11 @@ public struct ValueIndexConfiguration: IndexConfiguration, Hashable {
 /// A document is in the index when at least one expression gives a string (other values are
 /// not indexed) and, for a partial index, its `where` condition is true. Words are split at
 /// what is not a letter or digit and folded (`Formats/indexes.md`): lower case, Unicode
-/// compatibility forms, accents removed with `ignoreAccents`. `language` "english"
-/// (or "en", "en-US"…) adds English stop words and the Porter2 stemmer ("running" finds
-/// "runs"); any other language, and nil, indexes words as they are. Unlike Couchbase Lite,
+/// compatibility forms, accents removed with `ignoreAccents`. A `language` ("fr", "en-US",
+/// "french"…) that Snowball stems (28 of them, Couchbase Lite's 15 among them) adds its stemmer
+/// ("running" finds "runs", "chanteurs" finds "chanteur") and its stop words; any other
+/// language, and nil, indexes words as they are. On Apple's systems, which have no Snowball,
+/// English is stemmed by Settee's Porter2 and other languages are not stemmed. Unlike Couchbase Lite,
 /// nil does not mean the device's language: an index must give the same words on every
 /// device that opens the database.
 ///
@@ -121,7 +123,8 @@ public struct FullTextIndexConfiguration: IndexConfiguration, Hashable {
     /// print(FullTextIndexConfiguration(["name"], ignoreAccents: true).ignoreAccents)   // true
     /// ```
     public let ignoreAccents: Bool
-    /// The language code that chooses stop words and stemming ("english", "en"); nil for none.
+    /// The language code that chooses stop words and stemming ("en", "fr-CA", "german"); nil
+    /// for none.
     ///
     /// ```swift
     /// print(FullTextIndexConfiguration(["title"], language: "en").language ?? "none")   // en
