@@ -5,6 +5,17 @@ import Testing
 
 /// The JSON configuration, read as Sync Gateway reads it, and refused with the path of the first fault.
 @Suite struct ConfigurationTests {
+    /// The configuration the README and the DocC catalog show.
+    @Test func theReadmesConfigurationReads() throws {
+        let config = try ServerConfiguration(json: """
+            {"interface": ":4984", "adminInterface": "127.0.0.1:4985",
+             "databases": {"todo": {"server": "./settee-data",
+               "users": {"pupshaw": {"password": "frank", "admin_channels": ["*"]}}}}}
+            """)
+        #expect(config.databases["todo"]?.server == "./settee-data")
+        #expect(config.databases["todo"]?.users["pupshaw"]?.adminChannels == ["*"])
+    }
+
     @Test func seed001sConfigurationReads() throws {
         let config = try ServerConfiguration(json: """
             {
