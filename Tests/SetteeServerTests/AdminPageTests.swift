@@ -3,7 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// The admin page's HTML as the server sends it: escaping, the form token, errors, headers.

@@ -4,7 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// CouchDB's attachments: inline, as stubs, standalone, and in multipart uploads, with the md5

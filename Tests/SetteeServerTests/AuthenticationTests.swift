@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// GUEST on and off × no credentials, a wrong password, an unknown user, the right password ×

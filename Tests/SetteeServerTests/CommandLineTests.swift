@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// `settee`'s subcommands, each run as a process: output, `--json` parsed, exit codes, errors.

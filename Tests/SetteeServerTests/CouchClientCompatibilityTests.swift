@@ -3,7 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// What CouchDB's clients meet on ordinary calls, answered as CouchDB 3 answers them: each

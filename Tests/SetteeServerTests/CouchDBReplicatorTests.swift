@@ -3,7 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// What a real CouchDB 3.4 replicator sends and expects, found by replicating with one: checkpoint

@@ -4,7 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 import Synchronization
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 import SetteeHTTP
 

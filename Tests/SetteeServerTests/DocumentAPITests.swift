@@ -3,7 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// CouchDB's database and document endpoints: success paths, and the errors CouchDB gives.

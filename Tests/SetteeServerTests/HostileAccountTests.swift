@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import Synchronization
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// Accounts against an attacker, on live servers on loopback: a same-named user of another

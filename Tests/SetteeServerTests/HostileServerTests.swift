@@ -4,7 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import Synchronization
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import SetteeCrashKit
 import SetteeHTTP
 import SetteeStorage

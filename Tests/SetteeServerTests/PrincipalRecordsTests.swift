@@ -3,7 +3,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// Users, roles and sessions as one record each: what a change writes, what a login writes, how

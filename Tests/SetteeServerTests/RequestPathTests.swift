@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// What every request goes through, read byte by byte: the same answers as the slower ways they

@@ -4,7 +4,7 @@ import HTTPTypes
 import NIOCore
 import Synchronization
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// CouchDB's server databases over Settee's own model: `/_users` (the served databases' users),

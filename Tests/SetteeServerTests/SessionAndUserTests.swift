@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// Session cookies (CouchDB's `/_session`, Sync Gateway's `/{db}/_session`) and the admin API for

@@ -5,7 +5,7 @@ import Hummingbird
 @testable import HummingbirdTesting
 import NIOCore
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// A server over walrus databases (in memory, removed at close) with both ports on loopback.

@@ -3,7 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
 
 /// CouchDB views on live servers on loopback: map functions in JavaScript, the query options of

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import SetteeCrashKit
-@_spi(Replication) @testable import Settee
+@_spi(Replication) @_spi(Server) @testable import Settee
 
 /// Mango queries (`Database.createQuery(mango:)`) against a matcher written here from CouchDB 3's
 /// rules: negations pushed down to the fields, then each condition matched on the field's value

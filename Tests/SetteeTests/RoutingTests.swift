@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@_spi(Replication) @testable import Settee
+@_spi(Replication) @_spi(Server) @testable import Settee
 
 /// Routing (channels and grants stored with each revision and indexed by sequence): what the
 /// sync server builds Sync Gateway's channels on.

@@ -81,7 +81,7 @@ extension Database {
     /// ```swift
     /// let q = try db.createQuery(mango: ["selector": ["type": "task"], "limit": 20] as JSONValue)
     /// ```
-    @_spi(Replication) public func createQuery(mango value: JSONValue) throws -> Query {
+    @_spi(Server) public func createQuery(mango value: JSONValue) throws -> Query {
         try checkOpen()
         return Query(database: self, statement: try MangoCompiler.statement(value))
     }
@@ -222,7 +222,7 @@ public class Query: @unchecked Sendable {
     ///
     /// - Throws: the query's compilation error; ``SetteeError/Code/invalidParameter`` for a
     ///   parameter without a value or a regular expression that cannot run.
-    @_spi(Replication) public func matches(id: String, properties: [String: JSONValue], isDeleted: Bool = false) throws -> Bool {
+    @_spi(Server) public func matches(id: String, properties: [String: JSONValue], isDeleted: Bool = false) throws -> Bool {
         let statement = try plan.get()
         guard let condition = statement.whereClause else { return true }
         let row = QueryRow(id: id, revisionID: "", sequence: 0, isDeleted: isDeleted, expiration: nil, properties: properties)
@@ -294,7 +294,7 @@ public class Query: @unchecked Sendable {
     /// let results = try query.execute()
     /// if case .some(nil) = query.indexOfLastRun { print("read every document") }
     /// ```
-    @_spi(Replication) public var indexOfLastRun: String?? {
+    @_spi(Server) public var indexOfLastRun: String?? {
         plans.last.map { $0.plan.scan?.index.name ?? $0.plan.fullText?.index.name }
     }
 

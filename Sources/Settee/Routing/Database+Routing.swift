@@ -37,7 +37,7 @@ extension Database {
     /// ```swift
     /// let channels = try db.routing(ofDocumentWithID: "list1", grants: false)?.current.channels ?? []
     /// ```
-    @_spi(Replication)
+    @_spi(Server)
     public func routing(ofDocumentWithID id: String, grants: Bool) throws -> DocumentRouting? {
         try checkOpen()
         let key = try validateDocumentID(id)
@@ -91,7 +91,7 @@ extension Database {
     /// ```swift
     /// print(try db.channelCount())
     /// ```
-    @_spi(Replication)
+    @_spi(Server)
     public func channelCount() throws -> Int {
         try checkOpen()
         func read(_ tx: some StoreReading) throws -> Int {
@@ -163,7 +163,7 @@ extension Database {
     ///     cached.version = now   // alice's grants are as they were
     /// }
     /// ```
-    @_spi(Replication)
+    @_spi(Server)
     public func grantChanges(after version: UInt64) -> [GrantKind: Set<String>]? {
         core.grantLog.withLock { log in
             guard version < core.grantsVersion.load(ordering: .relaxed) else { return [:] }

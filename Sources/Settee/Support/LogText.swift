@@ -7,7 +7,7 @@ extension String {
     /// ```swift
     /// logger.warning("map index \(name): document \(id.escapedForLog): \(error)")
     /// ```
-    @_spi(Replication) public var escapedForLog: String {
+    @_spi(Server) public var escapedForLog: String {
         guard unicodeScalars.contains(where: { $0 == "\\" || Self.needsEscape($0) }) else { return self }
         var out = ""
         out.reserveCapacity(utf8.count + 8)

@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// The admin page (`/_admin/…` on the admin port): the databases, their documents, a document's
 /// revision tree drawn as SVG, users and channels, and a preview of the sync function.

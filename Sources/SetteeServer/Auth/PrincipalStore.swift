@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import Synchronization
 
 /// A cache of at most `capacity` entries in two generations: a hit in the older one moves to the

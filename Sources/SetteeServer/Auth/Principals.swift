@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// A user as stored: the user, when its admin channels and roles began and ended, and from when
 /// its sessions count.

@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import Synchronization
 
 /// A database's CouchDB security object (`/{db}/_security`): its `admins` and `members`, each

@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// A position in a changes feed. A plain sequence N is (N, N). A user's feed also sends rows
 /// that are not in sequence order: the older documents of a channel granted at sequence G

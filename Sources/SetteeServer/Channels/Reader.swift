@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// What one request's principal may read of a database: worked out once per request (a user's
 /// access reads its grants), then asked per document and per revision.

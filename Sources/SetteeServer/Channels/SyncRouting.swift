@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import Synchronization
 
 /// Who a write is made for, as the sync function and `validate_doc_update` see it; nil in

@@ -1,5 +1,5 @@
 import Foundation
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import Synchronization
 
 /// What one user may read, with the sequence from which it may (Sync Gateway's timed channel

@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 // The Mango indexes of a database: what `"language": "query"` design documents define, and the
 // library indexes kept to match them. The HTTP endpoints (`_index`, `_find`) read and write

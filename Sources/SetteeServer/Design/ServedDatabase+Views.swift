@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// One view of a design document (`views.<name>` with a JavaScript `map`).
 struct ViewDefinition: Sendable, Equatable {

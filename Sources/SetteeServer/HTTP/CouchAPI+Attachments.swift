@@ -4,7 +4,7 @@ import HTTPTypes
 import Hummingbird
 import SetteeHTTP
 import NIOCore
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// CouchDB's attachments over Settee's blobs (`WireAttachments` holds the mapping): the order of
 /// a multipart upload's parts.

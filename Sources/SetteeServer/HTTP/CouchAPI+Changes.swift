@@ -4,7 +4,7 @@ import Hummingbird
 import NIOCore
 import ServiceLifecycle
 import SetteeReplicator
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import Synchronization
 
 /// What a `_changes` request asks for.

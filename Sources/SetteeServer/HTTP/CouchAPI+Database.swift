@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import SetteeHTTP
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 extension CouchAPI {
     // MARK: - /{db}

@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import SetteeHTTP
 import NIOCore
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 extension CouchAPI {
     // MARK: - /{db}/{doc}

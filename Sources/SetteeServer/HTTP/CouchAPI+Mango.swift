@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 import HTTPTypes
 import Hummingbird
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// CouchDB's Mango: `_find`, `_explain` and `_index`, on the library's Mango queries and value
 /// indexes (one planner, one key order). An index defined here is what CouchDB makes of one: a

@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import SetteeHTTP
 import NIOCore
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// What `open_revs` and `_bulk_get` send for each revision asked for: one rule for `latest`, and
 /// one encoder for CouchDB's `multipart/mixed` answer.

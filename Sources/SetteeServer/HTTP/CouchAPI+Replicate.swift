@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import SetteeHTTP
 import SetteeReplicator
 import Synchronization

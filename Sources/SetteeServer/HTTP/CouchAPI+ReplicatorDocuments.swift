@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import HTTPTypes
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import SetteeReplicator
 import Synchronization
 

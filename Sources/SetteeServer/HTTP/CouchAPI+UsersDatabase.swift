@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// CouchDB's `_users` database, over Settee's users: the document `org.couchdb.user:NAME` is
 /// the user NAME of the served databases (the configuration's, the `_user` API's, the same

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 extension CouchAPI {
     // MARK: - Writes for a principal

@@ -6,7 +6,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import Synchronization
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 
 /// CouchDB's HTTP API over the server's databases, on one port (public or admin).
 ///

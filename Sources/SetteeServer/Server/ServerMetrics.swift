@@ -1,7 +1,7 @@
 import CoreMetrics
 import Foundation
 import Prometheus
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import Synchronization
 
 /// What `GET /_metrics` (admin port) answers, in Prometheus' text format: metrics made with

@@ -6,7 +6,7 @@ import NIOSSL
 import Logging
 import NIOCore
 import ServiceLifecycle
-@_spi(Replication) import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import SetteeReplicator
 import Synchronization
 @_exported import UnixSignals
