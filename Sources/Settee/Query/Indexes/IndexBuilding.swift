@@ -1,0 +1,323 @@
+import Foundation
+internal import SetteeStorage
+import Synchronization
+internal import Logging
+
+extension DatabaseCore {
+    /// The indexes of the catalog in `tx`, compiled; one that cannot be read is left out of
+    /// maintenance and planning (``Database/check(repair:)`` reports it) rather than failing
+    /// the open.
+    static func loadIndexes(_ tx: some StoreReading, catalog: Tree, maps: [String: MapIndexConfiguration]) throws -> IndexSet {
+        var set = IndexSet()
+        try tx.forEach(in: catalog, from: nil, reverse: false) { k, v in
+            let name = String(decoding: k, as: UTF8.self)
+            do {
+                let d = try IndexDefinition(decoding: v)
+                guard let tree = tx.tree(named: d.treeName) else {
+                    throw SetteeError(.corrupted, "its tree \(d.treeName) is missing")
+                }
+                // A map index gets its function only when the version it was built with is the
+                // one the application gave.
+                let map = maps[name].flatMap { d.kind == .map && d.expressions == [$0.version] ? $0 : nil }
+                set.indexes.append(try CompiledIndex(name: name, definition: d, tree: tree, map: map))
+            } catch {
+                set.broken[name] = "\(error)"
+            }
+            return true
+        }
+        return set
+    }
+
+    /// The ready indexes of the snapshot `tx` reads, for planning a query: those of the
+    /// writers' set whose catalog record is the same, others compiled.
+    func readyIndexes(_ tx: some StoreReading) throws -> [CompiledIndex] {
+        let known = indexSet.withLock { $0.indexes }
+        var out: [CompiledIndex] = []
+        try tx.forEach(in: trees.indexCatalog, from: nil, reverse: false) { k, v in
+            let name = String(decoding: k, as: UTF8.self)
+            if let c = known.first(where: { $0.name == name && $0.record.elementsEqual(v) }) {
+                if c.isReady { out.append(c) }
+                return true
+            }
+            // The catalog changed after this snapshot was taken (or before: a rare race);
+            // compile what the snapshot says.
+            if let d = try? IndexDefinition(decoding: v), d.state == .ready,
+               let tree = tx.tree(named: d.treeName),
+               let c = try? CompiledIndex(name: name, definition: d, tree: tree) {
+                out.append(c)
+            }
+            return true
+        }
+        return out
+    }
+
+    /// Runs a change of the catalog as a transaction of its own, then gives writers the new
+    /// set of indexes before the write lock is released, so no commit misses an index.
+    func changingIndexes<R>(_ body: (WriteContext) throws -> R) throws -> R {
+        guard batchOnThisThread() == nil else {
+            throw SetteeError(.invalidParameter, "indexes are created and deleted outside inBatch")
+        }
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        let r = try writeHoldingLock(body)
+        let maps = mapFunctions.withLock { $0 }
+        let loaded = try read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog, maps: maps) }
+        indexSet.withLock { $0 = loaded }
+        return r
+    }
+
+    /// Builds an index registered as building: reads the documents from snapshots in steps of
+    /// a few thousand, computes their entries outside the write lock, then writes each step in
+    /// a transaction that skips every document changed since its snapshot (the writer that
+    /// changed it has written its entry). Marks the index ready at the end; on failure or
+    /// cancellation removes it.
+    func buildIndex(name: String, progress: (IndexBuildProgress) -> Bool) throws {
+        guard let start = indexSet.withLock({ $0.indexes.first { $0.name == name } }) else {
+            throw SetteeError(.notFound, "index \(name) was deleted while it was being created")
+        }
+        do {
+            try fillIndex(start, progress: progress)
+            try changingIndexes { c in
+                guard c.indexes.contains(where: { $0.name == name && $0.record == start.record }) else {
+                    throw SetteeError(.conflict, "index \(name) was deleted or replaced while it was being created")
+                }
+                var d = start.definition
+                d.state = .ready
+                try c.tx.put(Array(name.utf8), d.encoded(), in: trees.indexCatalog)
+            }
+        } catch {
+            // Leave nothing half-built behind, unless another call replaced the index meanwhile.
+            // When that fails too (an I/O error: the database must be reopened, and the open
+            // finishes the build), its error is the one to report: the index is still there.
+            try changingIndexes { c in
+                if c.indexes.contains(where: { $0.name == name && $0.record == start.record }) { try c.removeIndex(name: name) }
+            }
+            throw error
+        }
+    }
+
+    /// What one step of a build read from a snapshot: each document's entry (or full-text
+    /// terms, or the row a map function is to see), and where the next step starts.
+    private final class BuildStep: @unchecked Sendable {
+        // Written by the thread that reads the step, then read by the one that writes it, after
+        // the first has finished (the hand-over waits on a semaphore): never both at once.
+        var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry?, text: FullTextDocumentEntry?, byChannel: [[UInt8]: [UInt8]])] = []
+        var toMap: [(key: [UInt8], sequence: UInt64, row: QueryRow)] = []
+        var last: [UInt8]?
+        var seen = 0
+        var live = 0
+        var failure: (any Error)?
+    }
+
+    static let buildStepSize = 4096
+
+    /// Reads the documents after `after` (a step of them) from a fresh snapshot into `step`, and
+    /// computes their entries.
+    private func readBuildStep(_ index: CompiledIndex, after: [UInt8]?, into step: BuildStep) throws {
+        try read { tx in
+            try tx.forEach(in: trees.byID, from: after, reverse: false) { k, v in
+                if let after, k.elementsEqual(after) { return true }
+                let meta = try DocMeta(decoding: v)
+                step.last = Array(k)
+                step.seen += 1
+                if !meta.flags.contains(.deleted) {
+                    step.live += 1
+                    let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: index.documentKeys)
+                    if index.isMap {
+                        step.toMap.append((Array(k), meta.sequence, row))
+                    } else if index.analyzer != nil {
+                        if let t = try index.textEntry(for: row) { step.batch.append((Array(k), meta.sequence, nil, t, [:])) }
+                    } else if let e = try index.entry(for: row) {
+                        var records: [[UInt8]: [UInt8]] = [:]
+                        if index.definition.byChannel {
+                            let channels = try RoutingRecord.load(tx, trees, key: Array(k), sequence: meta.sequence)?.record.applied.channels ?? []
+                            records = IndexEntry.channelRecords(e, id: row.id, channels: channels)
+                        }
+                        step.batch.append((Array(k), meta.sequence, e, nil, records))
+                    }
+                }
+                return step.seen < Self.buildStepSize
+            }
+        }
+    }
+
+    /// Fills a building index from the documents already there. Reading a step (parsing the
+    /// documents, making their keys) and writing the step before it run side by side, on
+    /// another thread and this one: a build takes about the longer of the two, not their sum.
+    /// Map functions run on this thread only.
+    private func fillIndex(_ index: CompiledIndex, progress: (IndexBuildProgress) -> Bool) throws {
+        let total = try read { tx in Int(try counter(tx, MetaKey.liveCount)) }
+        var done = 0
+        var current = BuildStep()
+        try readBuildStep(index, after: nil, into: current)
+        while true {
+            if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
+            // The next step is read while this one is written.
+            var next: (step: BuildStep, finished: DispatchSemaphore)?
+            if current.seen == Self.buildStepSize, let last = current.last {
+                let step = BuildStep(), finished = DispatchSemaphore(value: 0)
+                DispatchQueue.global(qos: .utility).async { [self] in
+                    defer { finished.signal() }
+                    do {
+                        try readBuildStep(index, after: last, into: step)
+                    } catch {
+                        step.failure = error
+                    }
+                }
+                next = (step, finished)
+            }
+            // Whatever happens here, the reader is waited for before this returns or throws.
+            defer { next?.finished.wait() }
+            try writeBuildStep(index, current)
+            done += current.live
+            guard progress(IndexBuildProgress(documentsIndexed: done, documentsTotal: max(total, done))) else {
+                throw SetteeError(.cancelled, "index \(index.name): creation cancelled")
+            }
+            guard let (step, finished) = next else { return }
+            finished.wait()
+            next = nil
+            if let failure = step.failure { throw failure }
+            current = step
+        }
+    }
+
+    /// Writes a step's entries in one transaction, skipping every document changed since the
+    /// step's snapshot (the commit that changed it wrote its entry).
+    private func writeBuildStep(_ index: CompiledIndex, _ step: BuildStep) throws {
+        // Outside the snapshot and on this thread: the function may take a while.
+        let made = MapIndexStore.rows(of: index, rows: step.toMap.map(\.row))
+        let mapped = zip(step.toMap, made).filter { !$0.1.isEmpty }.map { (key: $0.0.key, sequence: $0.0.sequence, rows: $0.1) }
+        guard !step.batch.isEmpty || !mapped.isEmpty else { return }
+        try write { c in
+            guard c.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
+                throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
+            }
+            for item in step.batch where try c.meta(item.key)?.sequence == item.sequence {
+                if let e = item.entry { try c.tx.put(e.key, e.value, in: index.tree) }
+                for (k, v) in item.byChannel { try c.tx.put(k, v, in: index.tree) }
+                if let t = item.text {
+                    try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
+                }
+            }
+            for item in mapped where try c.meta(item.key)?.sequence == item.sequence {
+                try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows)
+            }
+        }
+    }
+
+    /// Brings every index to a usable state after the open: one whose strings were keyed by
+    /// another ICU version (or, full-text, whose terms were made by another analyzer version)
+    /// is rebuilt, one whose build was interrupted is built again.
+    /// A failed build is logged and removes the index (as a failed createIndex does); the open never fails for it.
+    func finishIndexes() {
+        let current = try? JSONCollation.collatorVersion()
+        for index in indexSet.withLock({ $0.indexes }) {
+            let analyzerChanged = index.definition.text.map { $0.analyzerVersion != FullTextAnalyzer.version } ?? false
+            let stale = (current != nil && index.definition.collatorVersion != current) || analyzerChanged
+            guard stale || !index.isReady else { continue }
+            // A map index is built when the application gives its function again
+            // (``Database/createIndex(_:name:)``); until then a stale one is only emptied.
+            if index.isMap && index.map == nil {
+                guard stale, let current else { continue }
+                var d = index.definition
+                d.state = .building
+                d.collatorVersion = current
+                do {
+                    try changingIndexes { c in
+                        try c.clearTree(index.tree)
+                        try c.tx.put(Array(index.name.utf8), d.encoded(), in: trees.indexCatalog)
+                    }
+                } catch {
+                    Self.logger.error("\("index \(index.name) could not be emptied for rebuilding: \(error)".escapedForLog)")
+                }
+                continue
+            }
+            do {
+                if stale, let current {
+                    var d = index.definition
+                    d.state = .building
+                    d.collatorVersion = current
+                    d.text?.analyzerVersion = FullTextAnalyzer.version
+                    try changingIndexes { c in
+                        try c.clearTree(index.tree)
+                        try c.tx.put(Array(index.name.utf8), d.encoded(), in: trees.indexCatalog)
+                    }
+                }
+                try buildIndex(name: index.name) { _ in true }
+            } catch {
+                Self.logger.error("\("index \(index.name) could not be rebuilt: \(error)".escapedForLog)")
+            }
+        }
+    }
+}
+
+extension WriteContext {
+    /// Records a definition under `name`; returns whether the index must be built (false when
+    /// the same index exists and is ready).
+    func defineIndex(name: String, definition: IndexDefinition) throws -> Bool {
+        let key = Array(name.utf8)
+        var d = definition
+        if let existing = try tx.withValue(forKey: key, in: trees.indexCatalog, { b in try IndexDefinition(decoding: b) }) {
+            if existing.sameIndex(as: definition) && existing.state == .ready { return false }
+            // Another definition (or a build that never finished): start again in its tree.
+            guard let tree = tx.tree(named: existing.treeName) else {
+                throw SetteeError(.corrupted, "index \(name): its tree \(existing.treeName) is missing")
+            }
+            try clearTree(tree)
+            d.treeName = existing.treeName
+        } else {
+            let n = try core.counter(tx, MetaKey.nextIndexTree)
+            try tx.put(MetaKey.nextIndexTree, withUnsafeBytes(of: (n + 1).littleEndian, Array.init), in: trees.meta)
+            d.treeName = "idx.\(n)"
+            _ = try tx.tree(named: d.treeName) ?? tx.createTree(named: d.treeName)
+        }
+        d.state = .building
+        try tx.put(key, d.encoded(), in: trees.indexCatalog)
+        return true
+    }
+
+    /// Removes an index's entries and catalog record (its empty tree stays: the engine keeps
+    /// trees; a later index may not reuse the name, which has a number of its own).
+    func removeIndex(name: String) throws {
+        let key = Array(name.utf8)
+        guard let existing = try tx.withValue(forKey: key, in: trees.indexCatalog, { b in try? IndexDefinition(decoding: b) }) else { return }
+        if let d = existing, let tree = tx.tree(named: d.treeName) { try clearTree(tree) }
+        try tx.delete(key, in: trees.indexCatalog)
+    }
+
+    /// Deletes every entry of `tree`, a slice at a time.
+    func clearTree(_ tree: Tree) throws {
+        while true {
+            var keys: [[UInt8]] = []
+            try tx.forEach(in: tree, from: nil, reverse: false) { k, _ in
+                keys.append(Array(k))
+                return keys.count < 8192
+            }
+            if keys.isEmpty { return }
+            for k in keys { try tx.delete(k, in: tree) }
+        }
+    }
+}
+
+extension DatabaseCore {
+    /// Empties an index and builds it again from the documents.
+    func rebuildIndex(name: String) throws {
+        guard let index = indexSet.withLock({ $0.indexes.first { $0.name == name } }) else { return }
+        var d = index.definition
+        d.state = .building
+        try changingIndexes { c in
+            try c.clearTree(index.tree)
+            try c.tx.put(Array(name.utf8), d.encoded(), in: trees.indexCatalog)
+        }
+        try buildIndex(name: name) { _ in true }
+    }
+}
+
+/// What ``Database/indexInfo(forName:)`` tells of an index: its kind, whether it is whole, and
+/// its size.
+///
+/// ```swift
+/// if let info = try db.indexInfo(forName: "tasks") { print(info.kind, info.entryCount) }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.

@@ -1,0 +1,349 @@
+import Foundation
+internal import SetteeStorage
+
+extension DatabaseCore {
+    /// Makes the rows of map index `name`'s documents that commits left to be made
+    /// (``DatabaseConfiguration/mapTimePerCommit``): a slice at a time, read from a snapshot,
+    /// mapped outside the write lock, then written in a short transaction for each document
+    /// that has not changed since (a document that changed had its rows made, or was marked
+    /// again, by the commit that changed it). Returns once none is left; `busy` when new ones
+    /// keep coming faster than they are made.
+    func catchUpMapIndex(_ name: String) throws {
+        for _ in 0 ..< 256 {
+            guard let index = indexSet.withLock({ $0.indexes.first { $0.name == name } }), index.isMap, index.map != nil else { return }
+            var items: [(id: String, key: [UInt8], sequence: UInt64?, row: QueryRow?)] = []
+            try read { tx in
+                for id in try MapIndexStore.pending(tx, tree: index.tree, limit: MapIndexStore.batchSize) {
+                    let key = Array(id.utf8)
+                    guard let meta = try self.meta(tx, id: key) else {
+                        items.append((id, key, nil, nil))
+                        continue
+                    }
+                    let row = meta.flags.contains(.deleted) ? nil : try queryRow(tx, id: id, meta: meta, keys: index.documentKeys)
+                    items.append((id, key, meta.sequence, row))
+                }
+            }
+            if items.isEmpty { return }
+            let live = items.compactMap(\.row)
+            var rows: [String: [MapIndexStore.Row]] = [:]
+            for (row, made) in zip(live, MapIndexStore.rows(of: index, rows: live)) { rows[row.id] = made }
+            try write { c in
+                guard c.indexes.contains(where: { $0.name == name && $0.record == index.record }) else { return }
+                for item in items where try c.tx.value(forKey: [MapIndexStore.pendingTag] + item.key, in: index.tree) != nil {
+                    guard try c.meta(item.key)?.sequence == item.sequence else { continue }
+                    try MapIndexStore.replace(c.tx, tree: index.tree, id: item.id, with: rows[item.id] ?? [])
+                    try MapIndexStore.clearPending(c.tx, tree: index.tree, id: item.id)
+                }
+            }
+        }
+        throw SetteeError(.busy, "map index \(name) is still making the rows of recent changes")
+    }
+
+    /// Has the map indexes in `names` caught up in the background (one thread at a time).
+    func catchUpLater(_ names: Set<String>) {
+        guard !names.isEmpty else { return }
+        let start = mapCatchUp.withLock { state -> Bool in
+            state.waiting.formUnion(names)
+            if state.running { return false }
+            state.running = true
+            return true
+        }
+        guard start else { return }
+        let thread = Thread { [weak self] in
+            while let self {
+                let next = self.mapCatchUp.withLock { state -> String? in
+                    guard let name = state.waiting.first else {
+                        state.running = false
+                        return nil
+                    }
+                    state.waiting.remove(name)
+                    return name
+                }
+                guard let name = next else { return }
+                do {
+                    try self.catchUpMapIndex(name)
+                } catch let e as SetteeError where e.code == .notOpen {
+                    self.mapCatchUp.withLock { $0 = (running: false, waiting: []) }
+                    return
+                } catch {
+                    Self.logger.warning("\("map index \(name): the rows of recent changes could not be made yet: \(error)".escapedForLog)")
+                }
+            }
+        }
+        thread.name = "settee map index"
+        thread.start()
+    }
+
+    /// The tree of a ready map index in `tx`'s snapshot.
+    func readyMapTree(_ tx: some StoreReading, name: String) throws -> Tree {
+        guard let d = try tx.withValue(forKey: Array(name.utf8), in: trees.indexCatalog, { b in try IndexDefinition(decoding: b) }),
+              d.kind == .map else {
+            throw SetteeError(.notFound, "there is no map index \(name)")
+        }
+        guard d.state == .ready else {
+            throw SetteeError(.busy, "map index \(name) is being built, or waits for its function to be given")
+        }
+        guard let tree = tx.tree(named: d.treeName) else { throw SetteeError(.corrupted, "map index \(name): its tree is missing") }
+        return tree
+    }
+}
+
+/// The entries of a map index's tree (`Formats/indexes.md`, "Map index entries").
+///
+/// - `0x00`: the number of rows, 8 bytes little-endian.
+/// - `0x01 ‖ collation key ‖ document ID ‖ ID length (2 bytes) ‖ ordinal (2 bytes)`, all
+///   big-endian: a row, whose value is the JSON array `[key, value]`. The ordinal tells apart
+///   a document's rows of equal keys, in the order they were emitted.
+/// - `0x02 ‖ document ID`: the keys of the document's rows, each a varint length and the key,
+///   so a write removes them without running the function on the old revision.
+/// - `0x03 ‖ document ID` (empty value): the document's rows wait to be made, after the commit
+///   that changed it ran out of map time (``DatabaseConfiguration/mapTimePerCommit``); until
+///   they are, the rows listed under `0x02` are its old revision's and no read may use the index.
+enum MapIndexStore {
+    static let countKey: [UInt8] = [0]
+    static let rowTag: UInt8 = 1
+    static let documentTag: UInt8 = 2
+    static let pendingTag: UInt8 = 3
+    /// Rows one document may emit into one index (the ordinal's range).
+    static let maxRowsPerDocument = 1 << 16
+
+    struct Row: Equatable {
+        var key: [UInt8]
+        var value: [UInt8]
+    }
+
+    /// Documents per call of a batch function.
+    static let batchSize = 256
+
+    /// The rows `index`'s function makes of each of `rows` (none for a document it throws on:
+    /// logged), in order; a batch function gets them 256 at a time.
+    static func rows(of index: CompiledIndex, rows: [QueryRow]) -> [[Row]] {
+        Self.rows(of: index, rows: rows, until: nil).map { $0 ?? [] }
+    }
+
+    /// The same, made until `deadline`: nil for each document not mapped by then (the calls
+    /// already begun finish).
+    static func rows(of index: CompiledIndex, rows: [QueryRow], until deadline: ContinuousClock.Instant?) -> [[Row]?] {
+        guard let config = index.map else { return rows.map { _ in [] } }
+        func late() -> Bool { deadline.map { ContinuousClock.now >= $0 } ?? false }
+        func one(_ row: QueryRow) -> [MapIndexEmission] {
+            if row.isDeleted { return [] }
+            do {
+                return try config.map(MapIndexDocument(id: row.id, revisionID: row.revisionID, properties: row.properties))
+            } catch {
+                DatabaseCore.logger.warning("\("map index \(index.name): document \(row.id): \(error)".escapedForLog)")
+                return []
+            }
+        }
+        var out: [[Row]?] = []
+        out.reserveCapacity(rows.count)
+        guard let batch = config.batch else {
+            for row in rows { out.append(late() ? nil : encode(one(row), of: row, index: index)) }
+            return out
+        }
+        var start = 0
+        // Under a deadline, calls grow from one document as the time each took allows: a call
+        // already begun is not stopped, so one never asks for much more than the time left.
+        var size = deadline == nil ? batchSize : 1
+        while start < rows.count {
+            let slice = rows[start ..< min(start + size, rows.count)]
+            start += slice.count
+            if late() {
+                out.append(contentsOf: slice.map { _ in nil })
+                continue
+            }
+            let began = ContinuousClock.now
+            defer {
+                if let deadline {
+                    let spent = max(ContinuousClock.now - began, .microseconds(1))
+                    let left = deadline - ContinuousClock.now
+                    let fits = left > .zero ? Int((left / spent) * Double(slice.count)) : 1
+                    size = max(1, min(batchSize, min(size * 2, fits)))
+                }
+            }
+            let chunk = slice.filter { !$0.isDeleted }
+            var emitted: [[MapIndexEmission]?]
+            do {
+                let made = try batch(chunk.map { MapIndexDocument(id: $0.id, revisionID: $0.revisionID, properties: $0.properties) })
+                if made.count != chunk.count {
+                    throw SetteeError(.invalidParameter, "a batch map function returned \(made.count) lists of rows for \(chunk.count) documents")
+                }
+                emitted = made
+            } catch {
+                DatabaseCore.logger.warning("\("map index \(index.name): a call for \(chunk.count) documents failed (\(error)); each is mapped alone".escapedForLog)")
+                emitted = chunk.map { late() ? nil : one($0) }
+            }
+            var byID: [String: [Row]?] = [:]
+            for (row, e) in zip(chunk, emitted) { byID[row.id] = e.map { encode($0, of: row, index: index) } }
+            out.append(contentsOf: slice.map { $0.isDeleted ? [] : byID[$0.id] ?? nil })
+        }
+        return out
+    }
+
+    /// Marks document `id`'s rows as waiting to be made (their revision ran out of map time).
+    static func markPending(_ tx: WriteTransaction, tree: Tree, id: String) throws {
+        try tx.put([pendingTag] + Array(id.utf8), [], in: tree)
+    }
+
+    /// Clears the mark of document `id`; true when there was one.
+    @discardableResult
+    static func clearPending(_ tx: WriteTransaction, tree: Tree, id: String) throws -> Bool {
+        try tx.delete([pendingTag] + Array(id.utf8), in: tree)
+    }
+
+    /// Up to `limit` documents whose rows wait to be made, in ID order.
+    static func pending(_ tx: some StoreReading, tree: Tree, limit: Int) throws -> [String] {
+        var out: [String] = []
+        try tx.forEach(in: tree, from: [pendingTag], reverse: false) { k, _ in
+            guard k.first == pendingTag else { return false }
+            out.append(String(decoding: UnsafeRawBufferPointer(rebasing: k[1...]), as: UTF8.self))
+            return out.count < limit
+        }
+        return out
+    }
+
+    /// The rows `index`'s function makes of `row`.
+    static func rows(of index: CompiledIndex, row: QueryRow) -> [Row] { rows(of: index, rows: [row])[0] }
+
+    /// The stored rows of what a document emitted.
+    private static func encode(_ emitted: [MapIndexEmission], of row: QueryRow, index: CompiledIndex) -> [Row] {
+        let id = Array(row.id.utf8)
+        var out: [Row] = []
+        out.reserveCapacity(emitted.count)
+        for e in emitted {
+            guard out.count < maxRowsPerDocument else {
+                DatabaseCore.logger.warning("\("map index \(index.name): document \(row.id) emitted over \(maxRowsPerDocument) rows; the rest are left out".escapedForLog)")
+                break
+            }
+            do {
+                var key: [UInt8] = [rowTag]
+                try JSONCollation.append(e.key, to: &key)
+                key.append(contentsOf: id)
+                key.append(UInt8(truncatingIfNeeded: id.count >> 8))
+                key.append(UInt8(truncatingIfNeeded: id.count))
+                key.append(UInt8(truncatingIfNeeded: out.count >> 8))
+                key.append(UInt8(truncatingIfNeeded: out.count))
+                guard key.count <= StoreConfiguration.maxKeyLength else {
+                    DatabaseCore.logger.warning("\("map index \(index.name): document \(row.id) emitted a key too long to index; left out".escapedForLog)")
+                    continue
+                }
+                out.append(Row(key: key, value: try JSONValue.array([e.key, e.value]).jsonBytes()))
+            } catch {
+                DatabaseCore.logger.warning("\("map index \(index.name): document \(row.id): \(error)".escapedForLog)")
+            }
+        }
+        return out
+    }
+
+    /// Replaces the rows of document `id` with `rows`.
+    static func replace(_ tx: WriteTransaction, tree: Tree, id: String, with rows: [Row]) throws {
+        let documentKey = [documentTag] + Array(id.utf8)
+        var removed = 0
+        if let old = try tx.value(forKey: documentKey, in: tree) {
+            guard let keys = decodeKeys(old) else { throw SetteeError(.corrupted, "a map index's document entry is malformed") }
+            // Unchanged rows are left as they are: most writes do not move a document's rows.
+            if keys.count == rows.count, zip(keys, rows).allSatisfy({ $0 == $1.key }) {
+                var same = true
+                for r in rows where try tx.value(forKey: r.key, in: tree) != r.value {
+                    same = false
+                    break
+                }
+                if same { return }
+            }
+            for k in keys where try tx.delete(k, in: tree) { removed += 1 }
+        }
+        var list = ByteWriter(capacity: rows.count * 32)
+        for r in rows {
+            try tx.put(r.key, r.value, in: tree)
+            list.varint(UInt64(r.key.count))
+            list.bytes.append(contentsOf: r.key)
+        }
+        if rows.isEmpty {
+            _ = try tx.delete(documentKey, in: tree)
+        } else {
+            try tx.put(documentKey, list.bytes, in: tree)
+        }
+        if removed != rows.count {
+            let count = try rowCount(tx, tree: tree) - removed + rows.count
+            try tx.put(countKey, withUnsafeBytes(of: UInt64(max(0, count)).littleEndian, Array.init), in: tree)
+        }
+    }
+
+    static func decodeKeys(_ b: [UInt8]) -> [[UInt8]]? {
+        b.withUnsafeBytes { raw -> [[UInt8]]? in
+            var r = ByteReader(raw)
+            var keys: [[UInt8]] = []
+            while !r.atEnd {
+                guard let n = r.count(limit: r.remaining), let k = r.bytes(n) else { return nil }
+                keys.append(Array(k))
+            }
+            return keys
+        }
+    }
+
+    static func rowCount(_ tx: some StoreReading, tree: Tree) throws -> Int {
+        guard let v = try tx.withValue(forKey: countKey, in: tree, { b -> UInt64? in
+            b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : nil
+        }) else { return 0 }
+        guard let v, v <= UInt64(Int.max) else { throw SetteeError(.corrupted, "a map index's row count is malformed") }
+        return Int(v)
+    }
+
+    /// Where a row is against a bound: its key's collation bytes, then (when the bound has
+    /// one) its document ID.
+    private static func order(_ key: UnsafeRawBufferPointer, _ id: UnsafeRawBufferPointer,
+                              _ boundKey: [UInt8], _ boundID: [UInt8]?) -> Int {
+        let c = Bytes.compare(key, boundKey)
+        if c != 0 { return c }
+        guard let boundID else { return 0 }
+        return Bytes.compare(id, boundID)
+    }
+
+    /// The collation key and document ID of a stored row key; nil when malformed.
+    static func split(_ key: UnsafeRawBufferPointer) -> (key: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer)? {
+        guard key.count >= 6, key[0] == rowTag else { return nil }
+        let n = Int(key[key.count - 4]) << 8 | Int(key[key.count - 3])
+        guard n > 0, n <= key.count - 5 else { return nil }
+        let idStart = key.count - 4 - n
+        return (UnsafeRawBufferPointer(rebasing: key[1 ..< idStart]), UnsafeRawBufferPointer(rebasing: key[idStart ..< key.count - 4]))
+    }
+
+    /// Reads the rows of one range; false when `body` stopped.
+    static func scan(_ tx: some StoreReading, tree: Tree, range: MapIndexRange, descending: Bool,
+                     _ body: (MapIndexRow) throws -> Bool) throws -> Bool {
+        let start = try range.startKey.map { (k) throws(SetteeError) in try JSONCollation.key(k) }
+        let startID = start == nil ? nil : range.startDocumentID.map { Array($0.utf8) }
+        let end = try range.endKey.map { (k) throws(SetteeError) in try JSONCollation.key(k) }
+        let endID = end == nil ? nil : range.endDocumentID.map { Array($0.utf8) }
+        // Where the engine starts; the exact bounds are checked on every row.
+        var from: [UInt8] = [rowTag]
+        if let start {
+            from += start
+            if let startID { from += startID }
+            if descending { from += [0xFF, 0xFF, 0xFF, 0xFF, 0xFF] }
+        } else if descending {
+            from.append(0xFF)
+        }
+        var going = true
+        try tx.forEach(in: tree, from: from, reverse: descending) { k, v in
+            guard k.first == rowTag else { return false }
+            guard let (key, id) = split(k) else { throw SetteeError(.corrupted, "a map index row is malformed") }
+            // Rows before the start (an ID that extends the start's), skipped.
+            if let start {
+                let c = order(key, id, start, startID)
+                if descending ? c > 0 : c < 0 { return true }
+            }
+            if let end {
+                let c = order(key, id, end, endID)
+                if descending ? c < 0 : c > 0 { return false }
+                if c == 0 && !range.inclusiveEnd { return false }
+            }
+            guard case .array(let pair) = try JSONParser.parse(v), pair.count == 2 else {
+                throw SetteeError(.corrupted, "a map index row's value is malformed")
+            }
+            going = try body(MapIndexRow(key: pair[0], value: pair[1], documentID: String(decoding: id, as: UTF8.self)))
+            return going
+        }
+        return going
+    }
+}
