@@ -269,6 +269,44 @@ import SetteeCrashKit
         }
     }
 
+    /// A query that reads stored documents gives each match's JSON as stored, from its own
+    /// snapshot, whatever the plan: an index scan that reads documents, one that covers the
+    /// select list, a full scan, a page read at once or streamed.
+    @Test func matchesComeWithTheirStoredDocuments() async throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        for i in 0 ..< 30 {
+            try await db.saveDocument(MutableDocument(id: "doc\(i)", data: ["type": i % 2 == 0 ? "task" : "note", "n": .int(Int64(i)), "pad": .string(String(repeating: "x", count: i))]))
+        }
+        func stored(_ id: String) throws -> [UInt8] { try #require(try db.document(withID: id)).storedJSON }
+        let queries = [
+            #"{"selector": {"type": "task"}, "fields": ["_id"], "sort": [{"type": "asc"}, {"n": "asc"}], "limit": 5}"#,
+            #"{"selector": {"type": "task", "n": {"$gt": 10}}, "limit": 5}"#,
+            #"{"selector": {"pad": {"$regex": "^xxx"}}, "fields": ["_id"]}"#,
+        ]
+        for (k, text) in queries.enumerated() {
+            if k == 1 { try await db.createIndex(ValueIndexConfiguration(["type", "n"]), name: "by-type") }
+            let q = try db.createQuery(mango: text)
+            q.readsStoredDocuments = true
+            let results = try q.execute().allResults()
+            #expect(!results.isEmpty, "\(text)")
+            for r in results {
+                let id = try #require(r.string(forKey: "_id"))
+                #expect(r.storedJSON == (try stored(id)), "\(text): \(id)")
+            }
+            var streamed = 0
+            for try await r in q.results() {
+                #expect(r.storedJSON == (try stored(try #require(r.string(forKey: "_id")))))
+                streamed += 1
+            }
+            #expect(streamed == results.count)
+            // Not asked: none.
+            q.readsStoredDocuments = false
+            #expect(try q.execute().allResults().allSatisfy { $0.storedJSON == nil })
+        }
+    }
+
     @Test func sortFieldsLimitAndSkip() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

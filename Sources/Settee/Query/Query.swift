@@ -174,11 +174,27 @@ public class Query: @unchecked Sendable {
 
     private let channelState = Mutex<Set<String>?>(nil)
 
+    /// Whether each result of a Mango query (``Database/createQuery(mango:)``) carries its
+    /// document's stored JSON (``Result/storedJSON``), read in the execution's snapshot: the
+    /// sync server's `_find` sends documents as stored without reading each one again by ID.
+    ///
+    /// ```swift
+    /// query.readsStoredDocuments = true
+    /// let bodies = try query.execute().compactMap(\.storedJSON)
+    /// ```
+    @_spi(Server) public var readsStoredDocuments: Bool {
+        get { storedDocuments.load(ordering: .relaxed) }
+        set { storedDocuments.store(newValue, ordering: .relaxed) }
+    }
+
+    private let storedDocuments = Atomic<Bool>(false)
+
     /// An executor of the statement with the query's parameters, channels and plan cache.
     func executor(_ database: Database, _ statement: SelectStatement) -> QueryExecutor {
         var executor = QueryExecutor(database: database, statement: statement, parameters: parameterValues)
         executor.channels = channels
         executor.plans = plans
+        executor.storedBodies = readsStoredDocuments
         return executor
     }
 
@@ -315,7 +331,7 @@ public class Query: @unchecked Sendable {
         let (database, statement) = try compiled()
         let executor = executor(database, statement)
         let columns = self.columns
-        return ResultSet(results: try executor.run().map { Result(columns: columns, values: $0.values) })
+        return ResultSet(results: try executor.run().map { Result(columns: columns, values: $0.values, storedJSON: $0.body) })
     }
 }
 
@@ -535,6 +551,20 @@ struct Columns: Sendable {
 public struct Result: Sendable {
     let columns: Columns
     let values: [JSONValue?]
+    /// The document's JSON as stored, for a query that reads stored documents
+    /// (``Query/readsStoredDocuments``); nil otherwise, and for a document gone from the
+    /// execution's snapshot.
+    ///
+    /// ```swift
+    /// if let json = result.storedJSON { send(json) }
+    /// ```
+    @_spi(Server) public let storedJSON: [UInt8]?
+
+    init(columns: Columns, values: [JSONValue?], storedJSON: [UInt8]? = nil) {
+        self.columns = columns
+        self.values = values
+        self.storedJSON = storedJSON
+    }
 
     /// The number of columns.
     ///

@@ -186,6 +186,8 @@ extension CouchAPI {
         // A user's query reads the documents of its channels, from their entries alone: its
         // cost follows what it may read, not the database's size.
         query.channels = reader.channels
+        // Each match comes with its document as stored, from the query's own snapshot.
+        query.readsStoredDocuments = asStored
         var docs: [[UInt8]] = []
         var examined = 0
         var matched = 0
@@ -198,7 +200,7 @@ extension CouchAPI {
             matched += 1
             if !reader.readsAll && matched <= r.offset { return true }
             if asStored, let rev = result.string(forKey: "_rev") {
-                guard let found = try foundDocument(db, id: id, revision: rev, reader: reader) else { return true }
+                guard let found = try foundDocument(db, id: id, revision: rev, reader: reader, stored: result.storedJSON) else { return true }
                 docs.append(found)
                 return docs.count < r.limit
             }
@@ -258,8 +260,10 @@ extension CouchAPI {
     /// JSON with `_id` and `_rev` spliced in, or, with attachments, as ``documentJSON(_:_:reader:conflicts:)``
     /// makes it. A document changed since the query's snapshot is given at the revision the
     /// query matched (kept until a compaction), when the user may read that one; nil when it
-    /// is gone.
-    func foundDocument(_ db: ServedDatabase, id: String, revision: String, reader: Reader) throws -> [UInt8]? {
+    /// is gone. `stored`: the matched revision's JSON as the query read it, when it did (no
+    /// second read then, unless the document has attachments).
+    func foundDocument(_ db: ServedDatabase, id: String, revision: String, reader: Reader, stored: [UInt8]? = nil) throws -> [UInt8]? {
+        if let stored, let bytes = try Self.spliced(stored, id: id, rev: revision) { return bytes }
         guard var doc = try db.database.document(withID: id) else { return nil }
         if doc.revisionID != revision {
             guard try reader.readability(of: id, revision: revision) == .readable,

@@ -29,10 +29,18 @@ struct QueryExecutor {
     var plans: PlanCache?
     /// ``Query/channels``: only documents currently routed to one of these (nil: all).
     var channels: Set<String>?
+    /// Whether each row of a statement whose first column is `META().id` carries its
+    /// document's stored JSON, read from the run's snapshot (the sync server sends documents
+    /// as stored, without reading each one again).
+    var storedBodies = false
 
     /// One result row: a value (or MISSING) per column of the select list.
     struct Row: Sendable, Equatable {
         var values: [JSONValue?]
+        /// Where the row's document body is stored (0: not read from a document).
+        var bodyRef: UInt64 = 0
+        /// The document's stored JSON, from the run's snapshot, when ``storedBodies`` asks.
+        var body: [UInt8]? = nil
     }
 
     /// The names of the result's columns, in select-list order.
@@ -70,8 +78,11 @@ struct QueryExecutor {
     }
 
     private func run(_ tx: some StoreReading, grouped: Bool, offset: Int, limit: Int?,
-                     emit: ((Row) throws -> Bool)?, collecting: Bool) throws -> (rows: [Row], matched: [String]) {
+                     emit given: ((Row) throws -> Bool)?, collecting: Bool) throws -> (rows: [Row], matched: [String]) {
         let core = database.core
+        // Bodies are read in the run's snapshot, as its rows go out.
+        let bodies = storedBodies && statement.items.first == .expression(.meta(.id), name: "_id") && !statement.isGrouped
+        let emit: ((Row) throws -> Bool)? = bodies ? given.map { e in { row in try e(try withBody(row, tx)) } } : given
         do {
             // Without indexes (tests comparing plans) a MATCH still has its full-text index.
             let ready = QueryPlanner.candidates(try core.readyIndexes(tx), channels: channels)
@@ -158,7 +169,8 @@ struct QueryExecutor {
                 if let emit { for r in rows where !(try emit(r)) { break } ; return ([], []) }
                 return (rows, [])
             }
-            let rows = try finish(kept.matches, groups: kept.grouping?.finish(), statement: s, sorted: plan.ordered, offset: offset, limit: limit)
+            var rows = try finish(kept.matches, groups: kept.grouping?.finish(), statement: s, sorted: plan.ordered, offset: offset, limit: limit)
+            if bodies && emit == nil { rows = try rows.map { try withBody($0, tx) } }
             if let emit {
                 for r in rows where !(try emit(r)) { break }
                 return ([], [])
@@ -282,7 +294,23 @@ struct QueryExecutor {
             case .expression(let e, _): values.append(try resolve(e).evaluate(row, parameters: parameters, regexes: regexes))
             }
         }
-        return Row(values: values)
+        return Row(values: values, bodyRef: row.bodyRef)
+    }
+
+    /// `row` with its document's stored JSON from `tx`: from where the scan read the body, or
+    /// (a covering scan's row) from the document's metadata, found by the ID in the first
+    /// column. Without a document (deleted since, or no ID), as it was.
+    private func withBody(_ row: Row, _ tx: some StoreReading) throws -> Row {
+        var out = row
+        var ref = row.bodyRef
+        if ref == 0 {
+            guard case .string(let id)?? = row.values.first, let meta = try database.core.meta(tx, id: Array(id.utf8)),
+                  !meta.flags.contains(.deleted) else { return row }
+            ref = meta.bodyRef
+        }
+        guard ref != 0 else { return row }
+        out.body = try tx.withValue(at: ValueRef(rawValue: ref)) { Array($0) }
+        return out
     }
 
     /// Values with MISSING (below NULL) encoded in collation order, for grouping and DISTINCT.

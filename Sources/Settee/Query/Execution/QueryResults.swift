@@ -114,7 +114,7 @@ final class RowBuffer: Sendable {
                 space.unlock()
                 let (go, resume) = state.withLock { s -> (Bool, CheckedContinuation<Void, Never>?) in
                     if s.cancelled { return (false, nil) }
-                    s.buffer.append(Result(columns: columns, values: row.values))
+                    s.buffer.append(Result(columns: columns, values: row.values, storedJSON: row.body))
                     defer { s.waiting = nil }
                     return (true, s.waiting)
                 }

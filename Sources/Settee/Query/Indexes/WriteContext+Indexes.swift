@@ -5,8 +5,10 @@ extension DatabaseCore {
     /// properties parsed from the stored body (only those named by `keys`, when given: the
     /// others are skipped, not built).
     func queryRow(_ tx: some StoreReading, id: String, meta: DocMeta, keys: Set<String>? = nil) throws -> QueryRow {
-        QueryRow(id: id, revisionID: meta.revisionID, sequence: meta.sequence, isDeleted: meta.flags.contains(.deleted),
-                 expiration: nil, properties: try properties(tx, bodyRef: meta.bodyRef, keys: keys))
+        var row = QueryRow(id: id, revisionID: meta.revisionID, sequence: meta.sequence, isDeleted: meta.flags.contains(.deleted),
+                           expiration: nil, properties: try properties(tx, bodyRef: meta.bodyRef, keys: keys))
+        row.bodyRef = meta.bodyRef
+        return row
     }
 
     /// The properties of the body at `bodyRef` (none for ref 0); with `keys`, only those.

@@ -143,6 +143,9 @@ struct QueryRow: Sendable {
     var slots: [JSONValue?] = []
     /// The row's score when it comes from a full-text scan (what `MATCH` and `RANK` read).
     var fullTextScore: Double? = nil
+    /// Where the document's current body is stored, when the row was read from it (0
+    /// otherwise: a covering scan's row, a constant's).
+    var bodyRef: UInt64 = 0
 
     /// A row of nothing: what constants are evaluated on, and what a count gets per entry.
     static let empty = QueryRow(id: "", revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
