@@ -41,6 +41,10 @@ struct QueryExecutor {
         var bodyRef: UInt64 = 0
         /// The document's stored JSON, from the run's snapshot, when ``storedBodies`` asks.
         var body: [UInt8]? = nil
+
+        /// Rows are equal when their values are: a live query tells its listeners only of
+        /// results that differ, not of a document saved again with the same selected values.
+        static func == (a: Row, b: Row) -> Bool { a.values == b.values }
     }
 
     /// The names of the result's columns, in select-list order.
