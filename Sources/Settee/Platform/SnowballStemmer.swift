@@ -71,17 +71,17 @@ enum SnowballStemmer {
         guard !word.isEmpty, let size = Int32(exactly: word.count) else { return false }
         guard let stemmer = take(algorithm) else { return false }
         defer { give(stemmer, algorithm) }
-        // The stem is in the stemmer's own buffer until its next call: copied back into `word`,
-        // whose storage is reused (a stem is never longer than its word).
-        let input = word
-        return input.withUnsafeBufferPointer { bytes -> Bool in
-            guard let result = sb_stemmer_stem(stemmer.handle, bytes.baseAddress, size) else { return false }   // out of memory
+        // The stem is in the stemmer's own buffer until its next call: copied out before the
+        // stemmer goes back to the pool.
+        let stemmed = word.withUnsafeBufferPointer { bytes -> [UInt8]? in
+            guard let result = sb_stemmer_stem(stemmer.handle, bytes.baseAddress, size) else { return nil }   // out of memory
             let length = Int(sb_stemmer_length(stemmer.handle))
-            guard length >= 0 else { return false }
-            word.removeAll(keepingCapacity: true)
-            word.append(contentsOf: UnsafeBufferPointer(start: result, count: length))
-            return true
+            guard length >= 0 else { return nil }
+            return Array(UnsafeBufferPointer(start: result, count: length))
         }
+        guard let stemmed else { return false }
+        word = stemmed
+        return true
         #else
         return false
         #endif
