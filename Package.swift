@@ -252,6 +252,8 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // What the test targets share: child processes started without Foundation's `Process`.
+        .target(name: "SetteeTestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "SetteeTests",
             dependencies: ["Settee", "SetteeCrashKit", "CSQLite3"],
@@ -266,7 +268,7 @@ let package = Package(
             dependencies: [
                 "SetteeServer", "Settee", "SetteeHTTP", "SetteeServerFuzzKit",
                 // The crash kit's simulated full disk, under a served database.
-                "SetteeCrashKit", "SetteeStorage",
+                "SetteeCrashKit", "SetteeStorage", "SetteeTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -275,7 +277,7 @@ let package = Package(
         .testTarget(
             name: "SetteeHTTPTests",
             dependencies: [
-                "SetteeHTTP", "SetteeServer", "SetteeReplicator", "Settee",
+                "SetteeHTTP", "SetteeServer", "SetteeReplicator", "Settee", "SetteeTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // A hostile peer: a server that answers what no honest one would.
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -286,7 +288,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SetteeStorageTests",
-            dependencies: ["SetteeStorage", "SetteeCrashKit"],
+            dependencies: ["SetteeStorage", "SetteeCrashKit", "SetteeTestSupport"],
             exclude: ["Fixtures"]
         ),
     ],

@@ -1,6 +1,7 @@
 import Foundation
 @_spi(Replication) import Settee
 import SetteeHTTP
+import SetteeTestSupport
 @_spi(Replication) import SetteeReplicator
 @testable import SetteeServer
 import Testing
@@ -159,13 +160,8 @@ import Testing
         for args in [["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
                       "-out", cert, "-days", "2", "-subj", "/CN=settee-test", "-addext", "subjectAltName=IP:127.0.0.1"],
                      ["x509", "-in", cert, "-outform", "der", "-out", der]] {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            p.arguments = args
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            p.waitUntilExit()
-            guard p.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+            let run = try Subprocess.runBlocking("/usr/bin/openssl", args)
+            guard run.termination == .exited(0) else { throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "\(run)"]) }
         }
         return (cert, key, try Data(contentsOf: URL(fileURLWithPath: der)))
     }

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 @_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
+import SetteeTestSupport
 
 /// `settee`'s subcommands, each run as a process: output, `--json` parsed, exit codes, errors.
 @Suite(.serialized) struct CommandLineTests {
@@ -17,72 +18,27 @@ import Testing
         }
     }
 
-    /// Runs `settee` with `arguments` in `directory`, `input` on its standard input. The waiting
-    /// happens on a dispatch thread: a test blocking the concurrency pool's few threads would
-    /// starve every other test (and the servers they run) on a two-core machine.
+    /// Runs `settee` with `arguments` in `directory`, `input` on its standard input. Nothing
+    /// waits holding a cooperative thread: a test blocking the concurrency pool's few threads
+    /// would starve every other test (and the servers they run) on a two-core machine.
     static func settee(_ arguments: [String], in directory: String, input: String? = nil,
                        environment: [String: String] = [:]) async throws -> Run {
         let p = try start(arguments, in: directory, environment: environment)
-        if let input { p.stdinPipe.fileHandleForWriting.write(Data(input.utf8)) }
-        try p.stdinPipe.fileHandleForWriting.close()
+        if let input { try p.write(input) }
+        p.closeInput()
         return await finish(p)
     }
 
     /// Reads what a started process writes until it exits.
-    static func finish(_ p: Started) async -> Run {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                let err = Mutex(Data())
-                let group = DispatchGroup()
-                group.enter()
-                DispatchQueue.global().async {
-                    let e = p.stderrPipe.fileHandleForReading.readDataToEndOfFile()
-                    err.withLock { $0 = e }
-                    group.leave()
-                }
-                let out = p.stdoutPipe.fileHandleForReading.readDataToEndOfFile()
-                group.wait()
-                p.process.waitUntilExit()
-                continuation.resume(returning: Run(status: p.process.terminationStatus, out: String(decoding: out, as: UTF8.self),
-                                                   err: String(decoding: err.withLock { $0 }, as: UTF8.self)))
-            }
-        }
+    static func finish(_ p: Subprocess) async -> Run {
+        let ended = await p.finished()
+        return Run(status: ended.termination.status, out: ended.output, err: ended.error)
     }
 
-    /// Waits (on a dispatch thread) until a running process has written `text` to standard output.
-    static func waitForOutput(_ p: Started, containing text: String) async -> Bool {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                var seen = Data()
-                while !String(decoding: seen, as: UTF8.self).contains(text) {
-                    let chunk = p.stdoutPipe.fileHandleForReading.availableData
-                    if chunk.isEmpty { continuation.resume(returning: false); return }
-                    seen += chunk
-                }
-                continuation.resume(returning: true)
-            }
-        }
-    }
-
-    struct Started: @unchecked Sendable {
-        let process: Process
-        let stdinPipe = Pipe(), stdoutPipe = Pipe(), stderrPipe = Pipe()
-    }
-
-    static func start(_ arguments: [String], in directory: String, environment: [String: String] = [:]) throws -> Started {
-        let p = Process()
-        p.executableURL = try KillRecoveryTests.setteeExecutable()
-        p.arguments = arguments
-        p.currentDirectoryURL = URL(fileURLWithPath: directory)
-        var env = ProcessInfo.processInfo.environment
-        for (k, v) in environment { env[k] = v }
-        p.environment = env
-        let started = Started(process: p)
-        p.standardInput = started.stdinPipe
-        p.standardOutput = started.stdoutPipe
-        p.standardError = started.stderrPipe
-        try p.run()
-        return started
+    /// `settee` started with `arguments` in `directory`, its standard streams on pipes.
+    static func start(_ arguments: [String], in directory: String, environment: [String: String] = [:]) throws -> Subprocess {
+        try Subprocess(KillRecoveryTests.setteeExecutable().path, arguments, directory: directory,
+                       environment: environment, input: .pipe)
     }
 
     static func scratch() throws -> String {
@@ -293,9 +249,9 @@ import Testing
         var interrupted = false
         for delay in [0.05, 0.15, 0.3] {
             let p = try Self.start(["compact", "big.settee"], in: dir)
-            try p.stdinPipe.fileHandleForWriting.close()
+            p.closeInput()
             try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-            kill(p.process.processIdentifier, SIGINT)
+            p.signal(SIGINT)
             let run = await Self.finish(p)
             let err = run.err
             let status = run.status
@@ -323,11 +279,11 @@ import Testing
         try config.write(toFile: dir + "/config.json", atomically: true, encoding: .utf8)
         let server = try Self.start(["serve", "--config", "config.json"], in: dir)
         defer {
-            server.process.terminate()
-            server.process.waitUntilExit()
+            server.signal(SIGTERM)
+            _ = server.waitUntilExit()
         }
         // Ready once it prints its ports.
-        let ready = await Self.waitForOutput(server, containing: "serving")
+        let ready = await server.waitForOutput(containing: "serving")
         try #require(ready, "settee serve ended before it served")
         let locked = try await Self.settee(["info", "served/db.settee"], in: dir)
         #expect(locked.status == 5 && locked.err.contains("open in another process"), "\(locked)")

@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Settee
+import SetteeTestSupport
 import Synchronization
 import Testing
 
@@ -56,7 +57,7 @@ import Testing
             let loadPort = try await loaded.publicPort()
             try await Self.loadAndKill(loaded, port: loadPort, round: round, delay: delay, target: target, ledger: ledger)
             let killed = try await loaded.waitForExit()
-            #expect(killed.reason == .uncaughtSignal && killed.status == SIGKILL, "round \(round): the server ended by \(killed), not SIGKILL")
+            #expect(killed == .signaled(SIGKILL), "round \(round): the server ended by \(killed), not SIGKILL")
 
             // 2. Serve the same directory again: everything acknowledged, in every round so far.
             let restarted = try ServeProcess.launch(executable, config: configURL, in: root)
@@ -67,10 +68,10 @@ import Testing
             // 3. A graceful stop after a recovery: SIGTERM, exit status 0.
             restarted.signal(SIGTERM)
             let stopped = try await restarted.waitForExit()
-            #expect(stopped.reason == .exit && stopped.status == 0,
-                    "round \(round): after SIGTERM the server ended by \(stopped); stderr: \(restarted.stderr.text)")
-            await restarted.stdout.waitForEOF(timeout: .seconds(5))
-            #expect(restarted.stdout.text.contains("settee: stopped"), "round \(round): stdout: \(restarted.stdout.text)")
+            #expect(stopped == .exited(0),
+                    "round \(round): after SIGTERM the server \(stopped); stderr: \(restarted.stderrText)")
+            await restarted.process.waitForOutputEnd(timeout: .seconds(5))
+            #expect(restarted.stdoutText.contains("settee: stopped"), "round \(round): stdout: \(restarted.stdoutText)")
 
             let counts = ledger.counts
             print("KillRecoveryTests round \(round): killed at \(delay) or \(target) documents past the first acknowledgement; "
@@ -97,7 +98,7 @@ import Testing
             let deadline = ContinuousClock.now + .seconds(30)
             while ledger.counts.acknowledgedThisRound == 0 {
                 guard control.running.load(ordering: .sequentiallyConsistent) > 0, ContinuousClock.now < deadline else {
-                    Issue.record("round \(round): no _bulk_docs was acknowledged; stderr: \(server.stderr.text)")
+                    Issue.record("round \(round): no _bulk_docs was acknowledged; stderr: \(server.stderrText)")
                     control.killing.store(true, ordering: .sequentiallyConsistent)
                     server.signal(SIGKILL)
                     try await group.waitForAll()
@@ -340,103 +341,53 @@ import Testing
 
     /// A `settee serve --config FILE` child process.
     final class ServeProcess: Sendable {
-        let process: Process
-        let stdout = OutputDrain()
-        let stderr = OutputDrain()
+        let process: Subprocess
 
-        private init(process: Process) { self.process = process }
+        private init(process: Subprocess) { self.process = process }
 
         static func launch(_ executable: URL, config: URL, in directory: URL) throws -> ServeProcess {
-            let process = Process()
-            process.executableURL = executable
-            process.arguments = ["serve", "--config", config.path]
-            process.currentDirectoryURL = directory
-            let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            process.standardInput = FileHandle.nullDevice
-            let server = ServeProcess(process: process)
-            try process.run()
-            // Both drained all along, so a chatty server never blocks on a full pipe.
-            server.stdout.drain(out.fileHandleForReading, name: "settee stdout")
-            server.stderr.drain(err.fileHandleForReading, name: "settee stderr")
-            return server
+            // Both outputs drained all along, so a chatty server never blocks on a full pipe.
+            ServeProcess(process: try Subprocess(executable.path, ["serve", "--config", config.path], directory: directory.path))
         }
 
-        var pid: pid_t { process.processIdentifier }
+        var pid: pid_t { process.pid }
+        var stdoutText: String { process.output }
+        var stderrText: String { process.errorOutput }
 
         /// The public port from the line `settee serve` prints once it listens.
         func publicPort(timeout: Duration = .seconds(60)) async throws -> Int {
             let deadline = ContinuousClock.now + timeout
             while ContinuousClock.now < deadline {
-                let text = stdout.text
+                let text = stdoutText
                 if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("settee: serving ") }),
                    let range = line.range(of: " on port ") {
                     let digits = line[range.upperBound...].prefix { $0.isNumber }
                     if let port = Int(digits) { return port }
                 }
-                if !process.isRunning {
-                    throw Failure("settee serve exited (\(process.terminationReason == .exit ? "status" : "signal") \(process.terminationStatus)) before listening; stdout: \(text); stderr: \(stderr.text)")
+                if let ended = process.termination {
+                    throw Failure("settee serve \(ended) before listening; stdout: \(text); stderr: \(stderrText)")
                 }
                 try await Task.sleep(for: .milliseconds(10))
             }
-            throw Failure("settee serve printed no port within \(timeout); stdout: \(stdout.text); stderr: \(stderr.text)")
+            throw Failure("settee serve printed no port within \(timeout); stdout: \(stdoutText); stderr: \(stderrText)")
         }
 
-        func signal(_ signal: Int32) {
-            if process.isRunning { kill(pid, signal) }
-        }
+        func signal(_ signal: Int32) { process.signal(signal) }
 
         /// Waits for the process to end without holding a thread.
-        func waitForExit(timeout: Duration = .seconds(30)) async throws -> (reason: Process.TerminationReason, status: Int32) {
-            let deadline = ContinuousClock.now + timeout
-            while process.isRunning {
-                guard ContinuousClock.now < deadline else {
-                    throw Failure("settee serve (pid \(pid)) still running after \(timeout); stderr: \(stderr.text)")
-                }
-                try await Task.sleep(for: .milliseconds(10))
+        func waitForExit(timeout: Duration = .seconds(30)) async throws -> Subprocess.Termination {
+            guard let ended = await process.exit(within: timeout) else {
+                throw Failure("settee serve (pid \(pid)) still running after \(timeout); stderr: \(stderrText)")
             }
-            return (process.terminationReason, process.terminationStatus)
+            return ended
         }
 
         /// For `defer`: no server outlives the test, whatever failed.
         func forceKill() {
             guard process.isRunning else { return }
-            kill(pid, SIGKILL)
+            process.signal(SIGKILL)
             // SIGKILL cannot be ignored: the wait is short even though it holds the thread.
-            for _ in 0 ..< 500 where process.isRunning { usleep(10_000) }
-        }
-    }
-
-    /// A pipe read to its end on a thread of its own (a blocking read must not hold a cooperative one).
-    final class OutputDrain: Sendable {
-        private let state = Mutex<(data: Data, eof: Bool)>((Data(), false))
-
-        func drain(_ handle: FileHandle, name: String) {
-            let thread = Thread { [self] in
-                // read(2) itself: FileHandle.read(upToCount:) waits for the whole count or the end.
-                var buffer = [UInt8](repeating: 0, count: 65536)
-                while true {
-                    let n = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
-                    if n < 0 && errno == EINTR { continue }
-                    if n <= 0 { break }
-                    state.withLock { $0.data.append(contentsOf: buffer[..<n]) }
-                }
-                state.withLock { $0.eof = true }
-                try? handle.close()
-            }
-            thread.name = name
-            thread.start()
-        }
-
-        var text: String { state.withLock { String(decoding: $0.data, as: UTF8.self) } }
-
-        func waitForEOF(timeout: Duration) async {
-            let deadline = ContinuousClock.now + timeout
-            while !state.withLock({ $0.eof }) && ContinuousClock.now < deadline {
-                try? await Task.sleep(for: .milliseconds(10))
-            }
+            _ = process.waitUntilExit()
         }
     }
 

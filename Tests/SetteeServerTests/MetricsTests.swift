@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import SetteeTestSupport
 import Testing
 @_spi(Replication) @_spi(Server) import Settee
 @testable import SetteeServer
@@ -24,22 +25,11 @@ import Testing
     static func parse(_ text: String) throws -> Parsed {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("scripts/metrics-parse")
-        let process = Process()
-        process.executableURL = script
-        let input = Pipe(), output = Pipe(), errors = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        input.fileHandleForWriting.write(Data(text.utf8))
-        try input.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw SetteeError(.invalidParameter, "prometheus_client could not parse the scrape: \(String(decoding: err, as: UTF8.self))")
+        let run = try Subprocess.runBlocking(script.path, [], input: text)
+        guard run.termination == .exited(0) else {
+            throw SetteeError(.invalidParameter, "prometheus_client could not parse the scrape: \(run.error)")
         }
-        guard case .object(let o) = try JSONValue(parsing: Array(out)) else { throw SetteeError(.invalidJSON, "metrics-parse printed no object") }
+        guard case .object(let o) = try JSONValue(parsing: Array(run.output.utf8)) else { throw SetteeError(.invalidJSON, "metrics-parse printed no object") }
         var families: [String: (type: String, samples: [(name: String, labels: [String: String], value: Double?)])] = [:]
         for (name, f) in o {
             let samples = (f.objectValue?["samples"]?.arrayValue ?? []).compactMap { s -> (String, [String: String], Double?)? in

@@ -1,4 +1,5 @@
 import Foundation
+import SetteeTestSupport
 import Testing
 @testable import SetteeCrashKit
 @testable import SetteeStorage
@@ -363,15 +364,8 @@ import Testing
         }
         let dir = TemporaryDirectory("kill")
         defer { dir.cleanup() }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = arguments + ["--dir", dir.path]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "\(text)")
-        return text
+        let run = try Subprocess.runBlocking(exe, arguments + ["--dir", dir.path])
+        #expect(run.termination == .exited(0), "\(run)")
+        return run.output
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SetteeTestSupport
 import Testing
 @testable import SetteeStorage
 
@@ -8,12 +9,8 @@ import Testing
         let store = try Store(directory: dir.path)
         #expect { _ = try Store(directory: dir.path) } throws: { ($0 as? StorageError)?.code == .locked }
         // Another process gets the same answer (flock(1) tries the lock without waiting).
-        let other = Process()
-        other.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        other.arguments = ["-n", dir.path + "/lock", "true"]
-        try other.run()
-        other.waitUntilExit()
-        #expect(other.terminationStatus != 0)
+        let other = try Subprocess.runBlocking("/usr/bin/flock", ["-n", dir.path + "/lock", "true"])
+        #expect(other.termination != .exited(0), "\(other)")
         try store.close()
         let again = try Store(directory: dir.path)
         try again.close()
