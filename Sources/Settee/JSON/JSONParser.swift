@@ -146,6 +146,17 @@ func escapedBytes(in x: UInt64) -> UInt64 {
         & 0x8080_8080_8080_8080
 }
 
+/// The top bit of the first byte of `x` (in memory order, `x` read little-endian) that is `"` or
+/// `\`, perhaps with bits of later bytes: the lowest bit set is always a real one (a borrow
+/// only marks bytes above the one that caused it).
+@inline(__always)
+func quoteOrBackslash(in x: UInt64) -> UInt64 {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let quotes = x ^ (ones &* 0x22)
+    let backslashes = x ^ (ones &* 0x5C)
+    return (((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)) & 0x8080_8080_8080_8080
+}
+
 /// The one top-level key starting with `_` a document may hold: CouchDB's attachments, a
 /// dictionary of blobs by name (as Couchbase Lite keeps the attachments Sync Gateway sends).
 let attachmentsKey = "_attachments"
@@ -1011,6 +1022,29 @@ extension Reader {
         return keys.contains(key) ? key : nil
     }
 
+    /// Moves `i` past the rest of a string whose opening quote is behind it, without
+    /// validating it: eight bytes at a time up to a quote or a backslash.
+    @inline(__always)
+    mutating func skipStringRest() throws(SetteeError) {
+        while true {
+            while i + 8 <= end {
+                let m = quoteOrBackslash(in: UInt64(littleEndian: UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)))
+                if m != 0 {
+                    i += m.trailingZeroBitCount >> 3
+                    break
+                }
+                i += 8
+            }
+            while i < end && p[i] != quote && p[i] != backslash { i += 1 }
+            guard i < end else { throw fail("unterminated string") }
+            if p[i] == quote {
+                i += 1
+                return
+            }
+            i += 2
+        }
+    }
+
     /// Moves `i` past one value without building or validating it.
     mutating func skipValue() throws(SetteeError) {
         guard i < end else { throw fail("unexpected end of input") }
@@ -1030,16 +1064,7 @@ extension Reader {
             switch p[i] {
             case quote:
                 i += 1
-                while true {
-                    skipPlainStringBytes()
-                    guard i < end else { throw fail("unterminated string") }
-                    let c = p[i]
-                    if c == quote {
-                        i += 1
-                        break
-                    }
-                    i += c == backslash ? 2 : 1
-                }
+                try skipStringRest()
             case openBrace, openBracket:
                 guard depth < maxDepth else { throw fail("nesting deeper than \(maxDepth) levels") }
                 depth += 1
@@ -1052,5 +1077,201 @@ extension Reader {
                 i += 1
             }
         } while depth > 0
+    }
+}
+
+extension JSONParser {
+    /// What a probe found at one path of an object.
+    enum Probed: Equatable {
+        /// The path leads nowhere (MISSING).
+        case missing
+        /// A scalar, parsed as ``parse(_:maxDepth:)`` parses it.
+        case scalar(JSONValue)
+        /// An array or an object, not built.
+        case array, object
+        /// A key on the way is spelled otherwise but equal as a `String` (canonical
+        /// equivalence): the probe does not say which member a parse would find.
+        case ambiguous
+    }
+
+    /// The member names a probe looks for in one object, made once from the paths probed: for
+    /// each name, the paths (their slots in the probe's output) that end at it, and the names
+    /// to look for inside it.
+    ///
+    /// ```swift
+    /// let level = JSONParser.ProbeLevel(paths: [["priority"], ["list", "id"]])
+    /// ```
+    final class ProbeLevel: Sendable {
+        let names: [[UInt8]]
+        let strings: [String]
+        let ending: [[Int]]
+        let deeper: [ProbeLevel?]
+        /// How many slots a probe with this level at the top fills.
+        let slots: Int
+
+        /// The level for `paths` (member names, outermost first; none empty).
+        convenience init(paths: [[String]]) {
+            self.init(paths: paths.enumerated().map { ($0.offset, $0.element[...]) })
+            precondition(slots == paths.count)
+        }
+
+        private init(paths: [(slot: Int, names: ArraySlice<String>)]) {
+            var strings: [String] = [], ending: [[Int]] = [], rest: [[(slot: Int, names: ArraySlice<String>)]] = []
+            for (slot, names) in paths {
+                guard let first = names.first else { continue }
+                let i = strings.firstIndex(of: first) ?? {
+                    strings.append(first)
+                    ending.append([])
+                    rest.append([])
+                    return strings.count - 1
+                }()
+                if names.count == 1 { ending[i].append(slot) } else { rest[i].append((slot, names.dropFirst())) }
+            }
+            self.strings = strings
+            self.names = strings.map { Array($0.utf8) }
+            self.ending = ending
+            self.deeper = rest.map { $0.isEmpty ? nil : ProbeLevel(paths: $0) }
+            self.slots = paths.count
+        }
+    }
+
+    /// The values at the paths of `level` in the JSON object `bytes`, into `found` (one slot per
+    /// path, reset here), in one pass that builds nothing but the scalars found: skipped values
+    /// are followed to their end, not validated (stored bodies were validated when written, and
+    /// have no duplicate keys), and the reading stops once every top-level name is read. A query
+    /// decides most of a scan's documents this way without parsing them into a row.
+    ///
+    /// ```swift
+    /// try JSONParser.probe(body, level: level, into: &found)   // found[0]: .scalar(3)
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/invalidJSON`` when the bytes are not an object or a value
+    ///   read is malformed.
+    static func probe(_ bytes: UnsafeRawBufferPointer, level: ProbeLevel, into found: inout [Probed]) throws(SetteeError) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            throw SetteeError(.invalidJSON, "unexpected end of input at byte 0")
+        }
+        if found.count != level.slots { found = [Probed](repeating: .missing, count: level.slots) } else {
+            for i in found.indices { found[i] = .missing }
+        }
+        var reader = Reader(base: base.assumingMemoryBound(to: UInt8.self), end: bytes.count, maxDepth: defaultMaxDepth)
+        reader.skipWhitespace()
+        try reader.probeObject(level, depth: 0, into: &found, stopWhenDone: true)
+    }
+}
+
+extension Reader {
+    /// Reads the object at `i` (through its closing brace, unless `stopWhenDone` and every name
+    /// of `level` was read), recording in `found` what the paths through it lead to.
+    mutating func probeObject(_ level: JSONParser.ProbeLevel, depth: Int, into found: inout [JSONParser.Probed],
+                              stopWhenDone: Bool) throws(SetteeError) {
+        guard depth < maxDepth else { throw fail("nesting deeper than \(maxDepth) levels") }
+        guard i < end, p[i] == openBrace else { throw fail(i < end ? "expected an object" : "unexpected end of input") }
+        i += 1
+        var unread = level.names.count
+        skipWhitespace()
+        if i < end, p[i] == closeBrace {
+            i += 1
+            return
+        }
+        while true {
+            skipWhitespace()
+            guard i < end, p[i] == quote else { throw fail(i < end ? "expected a string key" : "unexpected end of input") }
+            i += 1
+            let keyStart = i
+            // Keys were checked when the body was stored: only their end is looked for.
+            try skipStringRest()
+            let keyCount = i - 1 - keyStart
+            skipWhitespace()
+            guard i < end, p[i] == colon else { throw fail(i < end ? "expected ':'" : "unexpected end of input") }
+            i += 1
+            skipWhitespace()
+            var matched = -1
+            for (n, name) in level.names.enumerated() where name.count == keyCount {
+                if name.withUnsafeBytes({ memcmp($0.baseAddress!, p + keyStart, keyCount) }) == 0 {
+                    matched = n
+                    break
+                }
+            }
+            if matched < 0 {
+                try markAmbiguous(level, keyStart: keyStart, keyCount: keyCount, in: &found)
+                try skipValue()
+            } else {
+                unread -= 1
+                guard i < end else { throw fail("unexpected end of input") }
+                let ending = level.ending[matched]
+                switch p[i] {
+                case openBrace:
+                    for slot in ending where found[slot] != .ambiguous { found[slot] = .object }
+                    if let deeper = level.deeper[matched] {
+                        try probeObject(deeper, depth: depth + 1, into: &found, stopWhenDone: false)
+                    } else {
+                        try skipValue()
+                    }
+                case openBracket:
+                    for slot in ending where found[slot] != .ambiguous { found[slot] = .array }
+                    try skipValue()
+                default:
+                    let start = i
+                    let value: JSONValue
+                    switch p[i] {
+                    case quote:
+                        i += 1
+                        value = .string(try readString())
+                    case UInt8(ascii: "t"):
+                        try readLiteral("true")
+                        value = .bool(true)
+                    case UInt8(ascii: "f"):
+                        try readLiteral("false")
+                        value = .bool(false)
+                    case UInt8(ascii: "n"):
+                        try readLiteral("null")
+                        value = .null
+                    case minus, zero ... nine:
+                        value = try readNumber()
+                    default:
+                        throw fail("unexpected character", at: start)
+                    }
+                    for slot in ending where found[slot] != .ambiguous { found[slot] = .scalar(value) }
+                }
+                // Stored bodies have no duplicate keys: once each name is read, the rest need
+                // not be.
+                if stopWhenDone && unread == 0 { return }
+            }
+            skipWhitespace()
+            guard i < end else { throw fail("unexpected end of input") }
+            if p[i] == comma {
+                i += 1
+                continue
+            }
+            guard p[i] == closeBrace else { throw fail("expected ',' or '}'") }
+            i += 1
+            return
+        }
+    }
+
+    /// A key spelled otherwise than every name but, having escapes or non-ASCII bytes, perhaps
+    /// equal to one as a `String` (canonical equivalence, as a dictionary compares keys): what
+    /// a parse finds at the paths through that name is not certain, so they are ambiguous.
+    private func markAmbiguous(_ level: JSONParser.ProbeLevel, keyStart: Int, keyCount: Int,
+                               in found: inout [JSONParser.Probed]) throws(SetteeError) {
+        var plain = true
+        for k in keyStart ..< keyStart + keyCount where p[k] >= 0x80 || p[k] == backslash {
+            plain = false
+            break
+        }
+        if plain { return }
+        var again = Reader(base: p + keyStart, end: keyCount + 1, maxDepth: maxDepth)
+        let key = try again.readString()
+        for (n, name) in level.strings.enumerated() where name == key {
+            markAll(level, n, in: &found)
+        }
+    }
+
+    private func markAll(_ level: JSONParser.ProbeLevel, _ n: Int, in found: inout [JSONParser.Probed]) {
+        for slot in level.ending[n] { found[slot] = .ambiguous }
+        if let deeper = level.deeper[n] {
+            for m in deeper.names.indices { markAll(deeper, m, in: &found) }
+        }
     }
 }

@@ -159,11 +159,13 @@ struct QueryExecutor {
                 } else if let fullText = plan.fullText {
                     try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }
                 } else if let channels {
-                    try channelScan(core: core, tx: tx, channels: channels, keys: keys, expiration: prepared.readsExpiration) {
+                    try channelScan(core: core, tx: tx, channels: channels, keys: keys, expiration: prepared.readsExpiration,
+                                    prefilter: BodyPrefilter(s.whereClause, parameters: parameters)) {
                         try keep($0, false, false)
                     }
                 } else {
-                    try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }
+                    try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration,
+                                 prefilter: BodyPrefilter(s.whereClause, parameters: parameters)) { try keep($0, false, false) }
                 }
             }
             if streaming { return ([], []) }
@@ -184,11 +186,11 @@ struct QueryExecutor {
     }
 
     /// Every live document, in document ID order.
-    private func fullScan(core: DatabaseCore, tx: some StoreReading, keys: Set<String>?, expiration: Bool, _ body: (QueryRow) throws -> Bool) throws {
+    /// `prefilter` rejects documents from their bodies' bytes before they are parsed.
+    private func fullScan(core: DatabaseCore, tx: some StoreReading, keys: Set<String>?, expiration: Bool,
+                          prefilter: BodyPrefilter?, _ body: (QueryRow) throws -> Bool) throws {
         try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
-            let meta = try DocMeta(decoding: v)
-            if meta.flags.contains(.deleted) { return true }
-            var row = try core.queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: keys)
+            guard var row = try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: prefilter) else { return true }
             if expiration { row.expiration = try core.expiration(tx, key: k) }
             return try body(row)
         }
@@ -198,7 +200,7 @@ struct QueryExecutor {
     /// ID order (a full scan's): their IDs read from the channels' logs, then each document. It
     /// costs what the channels hold, not what the database holds.
     private func channelScan(core: DatabaseCore, tx: some StoreReading, channels: Set<String>, keys: Set<String>?, expiration: Bool,
-                             _ body: (QueryRow) throws -> Bool) throws {
+                             prefilter: BodyPrefilter?, _ body: (QueryRow) throws -> Bool) throws {
         var ids = Set<[UInt8]>()
         for channel in channels where !channel.isEmpty && !channel.utf8.contains(0) {
             let prefix = RoutingKey.channelPrefix(channel)
@@ -218,8 +220,12 @@ struct QueryExecutor {
             }
         }
         for key in ids.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-            guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else { continue }
-            var row = try core.queryRow(tx, id: String(decoding: key, as: UTF8.self), meta: meta, keys: keys)
+            let found = try key.withUnsafeBytes { k in
+                try tx.withValue(forKey: k, in: core.trees.byID) { v in
+                    try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: prefilter)
+                }
+            }
+            guard case var row?? = found else { continue }
             if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
             guard try body(row) else { return }
         }

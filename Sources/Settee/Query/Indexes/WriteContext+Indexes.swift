@@ -14,14 +14,56 @@ extension DatabaseCore {
     /// The properties of the body at `bodyRef` (none for ref 0); with `keys`, only those.
     func properties(_ tx: some StoreReading, bodyRef: UInt64, keys: Set<String>? = nil) throws -> [String: JSONValue] {
         if bodyRef == 0 { return [:] }
-        return try tx.withValue(at: ValueRef(rawValue: bodyRef)) { b throws(SetteeError) in
-            if let keys { return try JSONParser.parseMembers(b, keys: keys) }
-            guard case .object(let o) = try JSONParser.parse(b) else {
-                throw SetteeError(.corrupted, "a stored document body is not a JSON object")
+        return try tx.withValue(at: ValueRef(rawValue: bodyRef)) { b throws(SetteeError) in try Self.properties(parsing: b, keys: keys) }
+    }
+
+    /// The properties of the stored body `b`; with `keys`, only those.
+    static func properties(parsing b: UnsafeRawBufferPointer, keys: Set<String>?) throws(SetteeError) -> [String: JSONValue] {
+        if let keys { return try JSONParser.parseMembers(b, keys: keys) }
+        guard case .object(let o) = try JSONParser.parse(b) else {
+            throw SetteeError(.corrupted, "a stored document body is not a JSON object")
+        }
+        return o
+    }
+
+    /// ``queryRow(_:id:meta:keys:)`` for a scan of the by-ID tree (`key`, and `encodedMeta` its
+    /// value), or nil when the document is deleted or `prefilter` rejects its body: that
+    /// decides from the body's bytes, so a rejected document is neither parsed nor has its
+    /// metadata decoded or its ID made a `String`. The body is read once either way.
+    func queryRow(_ tx: some StoreReading, key: UnsafeRawBufferPointer, encodedMeta: UnsafeRawBufferPointer, keys: Set<String>?,
+                  admitting prefilter: BodyPrefilter?) throws -> QueryRow? {
+        guard let prefilter else {
+            let meta = try DocMeta(decoding: encodedMeta)
+            if meta.flags.contains(.deleted) { return nil }
+            return try queryRow(tx, id: String(decoding: key, as: UTF8.self), meta: meta, keys: keys)
+        }
+        guard let flags = encodedMeta.first else { throw SetteeError(.corrupted, "document metadata is malformed") }
+        if DocFlags(rawValue: flags).contains(.deleted) { return nil }
+        let bodyRef = try DocMeta.refs(in: encodedMeta).body
+        // The metadata is kept aside while the body is read: the engine may reuse the buffer it
+        // lent for it.
+        return try withUnsafeTemporaryAllocation(byteCount: encodedMeta.count, alignment: 8) { copy throws -> QueryRow? in
+            copy.copyMemory(from: encodedMeta)
+            let properties: [String: JSONValue]?
+            if bodyRef == 0 {
+                properties = try Self.emptyBody.withUnsafeBytes { b throws(SetteeError) in try prefilter.admits(b) } ? [:] : nil
+            } else {
+                properties = try tx.withValue(at: ValueRef(rawValue: bodyRef)) { b throws(SetteeError) -> [String: JSONValue]? in
+                    guard try prefilter.admits(b) else { return nil }
+                    return try Self.properties(parsing: b, keys: keys)
+                }
             }
-            return o
+            guard let properties else { return nil }
+            let meta = try DocMeta(decoding: UnsafeRawBufferPointer(copy))
+            var row = QueryRow(id: String(decoding: key, as: UTF8.self), revisionID: meta.revisionID, sequence: meta.sequence,
+                               isDeleted: false, expiration: nil, properties: properties)
+            row.bodyRef = meta.bodyRef
+            return row
         }
     }
+
+    /// What an empty body (ref 0) reads as.
+    private static let emptyBody: [UInt8] = Array("{}".utf8)
 }
 
 extension WriteContext {
