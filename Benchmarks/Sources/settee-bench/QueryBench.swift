@@ -267,7 +267,7 @@ final class QueryBench {
         switch (query, engine) {
         case (.newestTasks, .setteeDoc): plan = "index tasks backwards, no sort, stops at 20; title fetched"
         case (.createdRange, .setteeDoc): plan = "index created, range, covering"
-        case (.unindexedScan, .setteeDoc): plan = "full scan, every body parsed"
+        case (.unindexedScan, .setteeDoc): plan = "full scan, each body probed for WHERE before it is parsed"
         case (.groupCount, .setteeDoc): plan = "index tasks, type = 'task', covering, grouped"
         case (.newestTasks, _): plan = "json_extract index tasks, no temp b-tree, row read for title"
         case (.createdRange, _): plan = "json_extract index created"

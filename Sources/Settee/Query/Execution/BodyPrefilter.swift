@@ -98,17 +98,33 @@ final class BodyPrefilter {
         self.root = root
     }
 
-    /// Whether the clause may be TRUE for the document whose stored body is `body`; false only
-    /// when evaluating it on the parsed document gives something else, without throwing.
+    /// What the prefilter says of one document.
+    enum Admission {
+        /// The clause is not TRUE for it, and evaluating it would not throw.
+        case rejected
+        /// The clause is TRUE for it, and evaluating it would not throw: the row needs no
+        /// evaluation, nor the properties only the clause reads.
+        case matches
+        /// Only the evaluator can tell.
+        case undecided
+    }
+
+    /// What the clause is for the document whose stored body is `body`.
     ///
     /// - Throws: ``SetteeError/Code/invalidJSON`` when the body is not a JSON object or a value
     ///   probed is malformed (a parse of it would fail too).
-    func admits(_ body: UnsafeRawBufferPointer) throws(SetteeError) -> Bool {
+    func admission(_ body: UnsafeRawBufferPointer) throws(SetteeError) -> Admission {
         try JSONParser.probe(body, level: level, into: &found)
         switch try evaluate(root, found) {
-        case .value(let v): return v.isTrue
-        case .unknown: return true
+        case .value(let v): return v.isTrue ? .matches : .rejected
+        case .unknown: return .undecided
         }
+    }
+
+    /// Whether the clause may be TRUE for the document whose stored body is `body`
+    /// (``admission(_:)`` is not ``Admission/rejected``).
+    func admits(_ body: UnsafeRawBufferPointer) throws(SetteeError) -> Bool {
+        try admission(body) != .rejected
     }
 
     private func evaluate(_ node: Node, _ found: [JSONParser.Probed]) throws(SetteeError) -> Outcome {

@@ -150,6 +150,7 @@ struct QueryExecutor {
                     scanner.slotsBeyondWhere = prepared.slotsBeyondWhere
                     scanner.documentKeys = keys
                     scanner.documentKeysBeyondWhere = prepared.documentKeysBeyondWhere
+                    if covering == nil { scanner.prefilter = BodyPrefilter(s.whereClause, parameters: parameters) }
                     scanner.rowsNeeded = !countOnly
                     if byChannel { scanner.channels = channels }
                     scanner.groupRuns = runs
@@ -160,12 +161,12 @@ struct QueryExecutor {
                     try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }
                 } else if let channels {
                     try channelScan(core: core, tx: tx, channels: channels, keys: keys, expiration: prepared.readsExpiration,
-                                    prefilter: BodyPrefilter(s.whereClause, parameters: parameters)) {
-                        try keep($0, false, false)
-                    }
+                                    prefilter: BodyPrefilter(s.whereClause, parameters: parameters),
+                                    keysWhenMatched: prepared.documentKeysBeyondWhere) { try keep($0, $1, false) }
                 } else {
                     try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration,
-                                 prefilter: BodyPrefilter(s.whereClause, parameters: parameters)) { try keep($0, false, false) }
+                                 prefilter: BodyPrefilter(s.whereClause, parameters: parameters),
+                                 keysWhenMatched: prepared.documentKeysBeyondWhere) { try keep($0, $1, false) }
                 }
             }
             if streaming { return ([], []) }
@@ -185,22 +186,25 @@ struct QueryExecutor {
         }
     }
 
-    /// Every live document, in document ID order.
-    /// `prefilter` rejects documents from their bodies' bytes before they are parsed.
+    /// Every live document, in document ID order. `prefilter` decides documents from their bodies' bytes before they are parsed: those it
+    /// rejects are skipped, those it finds matching go to `body` with true (`WHERE` need not be
+    /// evaluated) and hold only `keysWhenMatched`.
     private func fullScan(core: DatabaseCore, tx: some StoreReading, keys: Set<String>?, expiration: Bool,
-                          prefilter: BodyPrefilter?, _ body: (QueryRow) throws -> Bool) throws {
+                          prefilter: BodyPrefilter?, keysWhenMatched: Set<String>?, _ body: (QueryRow, Bool) throws -> Bool) throws {
         try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
-            guard var row = try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: prefilter) else { return true }
+            guard let found = try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: prefilter,
+                                                keysWhenMatched: keysWhenMatched) else { return true }
+            var row = found.row
             if expiration { row.expiration = try core.expiration(tx, key: k) }
-            return try body(row)
+            return try body(row, found.matches)
         }
     }
 
     /// The live documents whose current revision is in at least one of `channels`, in document
     /// ID order (a full scan's): their IDs read from the channels' logs, then each document. It
-    /// costs what the channels hold, not what the database holds.
+    /// costs what the channels hold, not what the database holds. `prefilter` as a full scan's.
     private func channelScan(core: DatabaseCore, tx: some StoreReading, channels: Set<String>, keys: Set<String>?, expiration: Bool,
-                             prefilter: BodyPrefilter?, _ body: (QueryRow) throws -> Bool) throws {
+                             prefilter: BodyPrefilter?, keysWhenMatched: Set<String>?, _ body: (QueryRow, Bool) throws -> Bool) throws {
         var ids = Set<[UInt8]>()
         for channel in channels where !channel.isEmpty && !channel.utf8.contains(0) {
             let prefix = RoutingKey.channelPrefix(channel)
@@ -222,12 +226,13 @@ struct QueryExecutor {
         for key in ids.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             let found = try key.withUnsafeBytes { k in
                 try tx.withValue(forKey: k, in: core.trees.byID) { v in
-                    try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: prefilter)
+                    try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: prefilter, keysWhenMatched: keysWhenMatched)
                 }
             }
-            guard case var row?? = found else { continue }
-            if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
-            guard try body(row) else { return }
+            guard case let (row, matches)?? = found else { continue }
+            var kept = row
+            if expiration { kept.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
+            guard try body(kept, matches) else { return }
         }
     }
 

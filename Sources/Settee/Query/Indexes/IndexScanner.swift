@@ -45,6 +45,9 @@ struct IndexScanner<Reader: StoreReading> {
     var documentKeys: Set<String>?
     /// Those a document is parsed for when its entry meets `WHERE` without evaluating it.
     var documentKeysBeyondWhere: Set<String>?
+    /// Decides `WHERE` from a fetched document's body before it is parsed, for entries the
+    /// ranges do not imply it for (``BodyPrefilter``).
+    var prefilter: BodyPrefilter?
     /// Whether rows the ranges imply `WHERE` for are needed at all (a count needs only how
     /// many there are: it gets one placeholder row each).
     var rowsNeeded = true
@@ -159,6 +162,11 @@ struct IndexScanner<Reader: StoreReading> {
         if case .yes = implied, !rowsNeeded, !fetch { return try body(.empty, true, false) }
         if fetch {
             if case .byBytes(let texts) = implied { meets = try IndexEntry.valuesHaveText(v, texts, count: scan.index.expressions.count) }
+            if !meets, let prefilter {
+                // A document the prefilter rejects is passed over, as one WHERE is false for.
+                guard let found = try row(id: Array(parts.documentID), admitting: prefilter) else { return true }
+                return try body(found.row, found.matches, false)
+            }
             return try body(try row(id: Array(parts.documentID), values: nil, keys: meets ? documentKeysBeyondWhere : documentKeys), meets, false)
         }
         let continues = groupRuns?.continues(parts.valueKey) ?? false
@@ -386,6 +394,30 @@ struct IndexScanner<Reader: StoreReading> {
 
     /// The row of one entry: the document read from the same snapshot, or the entry's values.
     /// (`keys`: what a read document is parsed for, nil for every property.)
+    /// The fetched row of the document `key`, as `prefilter` admits it (nil: rejected; `matches`:
+    /// WHERE is TRUE for it and the row holds only what the query reads beyond WHERE).
+    private enum Fetched { case absent, rejected, admitted(QueryRow, matches: Bool) }
+
+    private func row(id key: [UInt8], admitting prefilter: BodyPrefilter) throws -> (row: QueryRow, matches: Bool)? {
+        let fetched = try key.withUnsafeBytes { k in
+            try tx.withValue(forKey: k, in: core.trees.byID) { v -> Fetched in
+                guard let flags = v.first, !DocFlags(rawValue: flags).contains(.deleted) else { return .absent }
+                guard let found = try core.queryRow(tx, key: k, encodedMeta: v, keys: documentKeys, admitting: prefilter,
+                                                    keysWhenMatched: documentKeysBeyondWhere) else { return .rejected }
+                return .admitted(found.row, matches: found.matches)
+            } ?? .absent
+        }
+        switch fetched {
+        case .absent:
+            throw SetteeError(.corrupted, "index \(scan.index.name) names document \(String(decoding: key, as: UTF8.self)), which is not in the database; check(repair: true) rebuilds the index")
+        case .rejected:
+            return nil
+        case .admitted(var row, let matches):
+            if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
+            return (row, matches)
+        }
+    }
+
     private func row(id key: [UInt8], values: [JSONValue?]?, keys: Set<String>?) throws -> QueryRow {
         let id = String(decoding: key, as: UTF8.self)
         guard let values else {

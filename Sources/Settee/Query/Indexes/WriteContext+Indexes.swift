@@ -29,36 +29,42 @@ extension DatabaseCore {
     /// ``queryRow(_:id:meta:keys:)`` for a scan of the by-ID tree (`key`, and `encodedMeta` its
     /// value), or nil when the document is deleted or `prefilter` rejects its body: that
     /// decides from the body's bytes, so a rejected document is neither parsed nor has its
-    /// metadata decoded or its ID made a `String`. The body is read once either way.
+    /// metadata decoded or its ID made a `String`. The body is read once either way. `matches`:
+    /// the prefilter found the clause TRUE, and the row holds only `keysWhenMatched` (what the
+    /// query reads beyond its clause).
     func queryRow(_ tx: some StoreReading, key: UnsafeRawBufferPointer, encodedMeta: UnsafeRawBufferPointer, keys: Set<String>?,
-                  admitting prefilter: BodyPrefilter?) throws -> QueryRow? {
+                  admitting prefilter: BodyPrefilter?, keysWhenMatched: Set<String>?) throws -> (row: QueryRow, matches: Bool)? {
         guard let prefilter else {
             let meta = try DocMeta(decoding: encodedMeta)
             if meta.flags.contains(.deleted) { return nil }
-            return try queryRow(tx, id: String(decoding: key, as: UTF8.self), meta: meta, keys: keys)
+            return (try queryRow(tx, id: String(decoding: key, as: UTF8.self), meta: meta, keys: keys), false)
         }
         guard let flags = encodedMeta.first else { throw SetteeError(.corrupted, "document metadata is malformed") }
         if DocFlags(rawValue: flags).contains(.deleted) { return nil }
         let bodyRef = try DocMeta.refs(in: encodedMeta).body
+        func read(_ b: UnsafeRawBufferPointer) throws(SetteeError) -> (properties: [String: JSONValue], matches: Bool)? {
+            switch try prefilter.admission(b) {
+            case .rejected: return nil
+            case .matches: return (keysWhenMatched?.isEmpty == true ? [:] : try Self.properties(parsing: b, keys: keysWhenMatched), true)
+            case .undecided: return (try Self.properties(parsing: b, keys: keys), false)
+            }
+        }
         // The metadata is kept aside while the body is read: the engine may reuse the buffer it
         // lent for it.
-        return try withUnsafeTemporaryAllocation(byteCount: encodedMeta.count, alignment: 8) { copy throws -> QueryRow? in
+        return try withUnsafeTemporaryAllocation(byteCount: encodedMeta.count, alignment: 8) { copy throws -> (row: QueryRow, matches: Bool)? in
             copy.copyMemory(from: encodedMeta)
-            let properties: [String: JSONValue]?
+            let found: (properties: [String: JSONValue], matches: Bool)?
             if bodyRef == 0 {
-                properties = try Self.emptyBody.withUnsafeBytes { b throws(SetteeError) in try prefilter.admits(b) } ? [:] : nil
+                found = try Self.emptyBody.withUnsafeBytes { b throws(SetteeError) in try read(b) }
             } else {
-                properties = try tx.withValue(at: ValueRef(rawValue: bodyRef)) { b throws(SetteeError) -> [String: JSONValue]? in
-                    guard try prefilter.admits(b) else { return nil }
-                    return try Self.properties(parsing: b, keys: keys)
-                }
+                found = try tx.withValue(at: ValueRef(rawValue: bodyRef)) { b throws(SetteeError) in try read(b) }
             }
-            guard let properties else { return nil }
+            guard let found else { return nil }
             let meta = try DocMeta(decoding: UnsafeRawBufferPointer(copy))
             var row = QueryRow(id: String(decoding: key, as: UTF8.self), revisionID: meta.revisionID, sequence: meta.sequence,
-                               isDeleted: false, expiration: nil, properties: properties)
+                               isDeleted: false, expiration: nil, properties: found.properties)
             row.bodyRef = meta.bodyRef
-            return row
+            return (row, found.matches)
         }
     }
 
