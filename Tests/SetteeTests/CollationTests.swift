@@ -194,4 +194,31 @@ import Testing
             for try await same in group { #expect(same) }
         }
     }
+
+    /// What in-order grouping relies on to skip collation keys: printable ASCII strings that
+    /// differ have different keys (every string of one or two such characters, checked
+    /// against ICU), while control characters are ignorable and do not make a string differ.
+    @Test func differentPrintableASCIIStringsHaveDifferentKeys() throws {
+        let printable = (0x20 ... 0x7E).map { String(UnicodeScalar(UInt8($0))) }
+        var strings = printable
+        for a in printable { for b in printable { strings.append(a + b) } }
+        var keys = Set<[UInt8]>()
+        for s in strings { keys.insert(try JSONCollation.key(.string(s))) }
+        #expect(keys.count == strings.count)
+        #expect(GroupAccumulator.plainlyDistinct(["ab", "x"], ["aB", "x"]))
+        #expect(!GroupAccumulator.plainlyDistinct(["ab"], ["a\u{1}b"]))
+        #expect(!GroupAccumulator.plainlyDistinct([1], [1.0]))
+        #expect(try JSONCollation.key("ab") == JSONCollation.key("a\u{1}b"))
+
+        // Grouped in index order, the ignorable variant joins its group.
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        for (i, s) in ["ab", "a\u{1}b", "ab", "ac", "b"].enumerated() {
+            try db.saveDocument(MutableDocument(id: "d\(i)", data: ["s": .string(s), "t": "x"]))
+        }
+        try db.createIndex(ValueIndexConfiguration(["t", "s"]), name: "ts")
+        let rows = try db.createQuery("SELECT count(*) FROM _ WHERE t = 'x' GROUP BY s").execute().allResults().map { $0.int(at: 0) }
+        #expect(rows == [3, 1, 1])
+    }
 }

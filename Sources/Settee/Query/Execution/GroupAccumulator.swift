@@ -21,11 +21,13 @@ struct GroupAccumulator {
     /// copying its row.
     final class Group {
         let first: QueryRow
-        let key: [UInt8]
+        /// The group values' collation key; nil for a group of an in-order grouping that
+        /// never needed it (see ``GroupAccumulator/plainlyDistinct(_:_:)``).
+        let key: [UInt8]?
         fileprivate var states: [AggregateState]
         fileprivate let aggregates: [QueryExpression]
 
-        fileprivate init(first: QueryRow, key: [UInt8], states: [AggregateState], aggregates: [QueryExpression]) {
+        fileprivate init(first: QueryRow, key: [UInt8]?, states: [AggregateState], aggregates: [QueryExpression]) {
             self.first = first
             self.key = key
             self.states = states
@@ -100,7 +102,7 @@ struct GroupAccumulator {
             } else {
                 v = .null
             }
-            for _ in 0 ..< count { try group.states[i].add(v) }
+            try group.states[i].add(v, times: count)
         }
     }
 
@@ -109,14 +111,27 @@ struct GroupAccumulator {
     func finish() -> [Group] {
         if groupBy.isEmpty { return groups.isEmpty ? [newGroup(.empty, key: [])] : groups }
         if inOrder { return groups }
-        return groups.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+        return groups.sorted { ($0.key ?? []).lexicographicallyPrecedes($1.key ?? []) }
     }
 
-    private func newGroup(_ row: QueryRow, key: [UInt8]) -> Group {
+    private func newGroup(_ row: QueryRow, key: [UInt8]?) -> Group {
         Group(first: row, key: key, states: aggregates.map { e in
             guard case .aggregate(let a, _) = e else { preconditionFailure("only aggregates are collected") }
             return AggregateState(a)
         }, aggregates: aggregates)
+    }
+
+    /// Whether two different lists of grouping values are different groups without their
+    /// collation keys: strings of printable ASCII only, each character of which has weights of
+    /// its own in the root collation (none ignorable, no contraction), so different text is a
+    /// different key. (Control characters are ignorable: "a\u{1}b" groups with "ab".)
+    static func plainlyDistinct(_ a: [JSONValue?], _ b: [JSONValue?]) -> Bool {
+        guard a.count == b.count else { return false }
+        func printable(_ v: JSONValue?) -> Bool {
+            guard case .string(let s)? = v else { return false }
+            return s.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E }
+        }
+        return a.allSatisfy(printable) && b.allSatisfy(printable)
     }
 
     private mutating func groupIndex(of row: QueryRow) throws(SetteeError) -> Int {
@@ -128,12 +143,23 @@ struct GroupAccumulator {
         values.reserveCapacity(groupBy.count)
         for e in groupBy { values.append(try e.evaluate(row, parameters: parameters, regexes: regexes)) }
         if inOrder {
-            if let last = lastValues, last == values { return groups.count - 1 }
+            guard let previous = lastValues, let last = groups.last else {
+                lastValues = values
+                groups.append(newGroup(row, key: try QueryExecutor.key(values)))
+                return groups.count - 1
+            }
+            if previous == values { return groups.count - 1 }
             lastValues = values
+            if Self.plainlyDistinct(previous, values) {
+                groups.append(newGroup(row, key: nil))
+                return groups.count - 1
+            }
             // Values that differ may still be equal under the collation (canonically
-            // equivalent strings): their keys decide.
+            // equivalent strings, ignorable characters): their keys decide.
             let key = try QueryExecutor.key(values)
-            if let last = groups.last, last.key == key { return groups.count - 1 }
+            let lastKey: [UInt8]
+            if let k = last.key { lastKey = k } else { lastKey = try QueryExecutor.key(previous) }
+            if lastKey == key { return groups.count - 1 }
             groups.append(newGroup(row, key: key))
             return groups.count - 1
         }
@@ -179,6 +205,18 @@ struct AggregateState {
             let order = try JSONCollation.compare(v, b)
             if kind == .min ? order == .orderedAscending : order == .orderedDescending { best = v }
         }
+    }
+
+    /// Adds `v` as `times` rows' value: a count in one step, the others row by row (a sum's
+    /// overflow to a double happens where it would).
+    mutating func add(_ v: JSONValue, times: Int) throws(SetteeError) {
+        if kind == .count {
+            let (sum, overflow) = count.addingReportingOverflow(Int64(times))
+            guard !overflow else { throw SetteeError(.invalidParameter, "query: count(*) past \(Int64.max)") }
+            count = sum
+            return
+        }
+        for _ in 0 ..< times { try add(v) }
     }
 
     /// The aggregate's value (NULL for a sum, average, minimum or maximum of no values).
