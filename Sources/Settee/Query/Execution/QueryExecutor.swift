@@ -150,7 +150,8 @@ struct QueryExecutor {
                     scanner.slotsBeyondWhere = prepared.slotsBeyondWhere
                     scanner.documentKeys = keys
                     scanner.documentKeysBeyondWhere = prepared.documentKeysBeyondWhere
-                    if covering == nil { scanner.prefilter = BodyPrefilter(s.whereClause, parameters: parameters) }
+                    // Where the ranges imply WHERE, documents are rarely evaluated: no prefilter is made.
+                    if covering == nil && !scan.impliesWhere { scanner.prefilter = BodyPrefilter(s.whereClause, parameters: parameters) }
                     scanner.rowsNeeded = !countOnly
                     if byChannel { scanner.channels = channels }
                     scanner.groupRuns = runs
