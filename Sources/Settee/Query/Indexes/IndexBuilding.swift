@@ -107,6 +107,8 @@ extension DatabaseCore {
         var seen = 0
         var live = 0
         var failure: (any Error)?
+        /// The database's last sequence in the snapshot the step was read from.
+        var readAtSequence: UInt64 = 0
     }
 
     static let buildStepSize = 4096
@@ -115,6 +117,7 @@ extension DatabaseCore {
     /// computes their entries.
     private func readBuildStep(_ index: CompiledIndex, after: [UInt8]?, into step: BuildStep) throws {
         try read { tx in
+            step.readAtSequence = try counter(tx, MetaKey.lastSequence)
             try tx.forEach(in: trees.byID, from: after, reverse: false) { k, v in
                 if let after, k.elementsEqual(after) { return true }
                 let meta = try DocMeta(decoding: v)
@@ -192,14 +195,17 @@ extension DatabaseCore {
             guard c.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
                 throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
             }
-            for item in step.batch where try c.meta(item.key)?.sequence == item.sequence {
+            // Nothing committed since the step was read (every change takes a sequence): every
+            // document is as read, and none needs looking up again.
+            let unchanged = c.lastSequence == step.readAtSequence
+            for item in step.batch where try unchanged || c.meta(item.key)?.sequence == item.sequence {
                 if let e = item.entry { try c.tx.put(e.key, e.value, in: index.tree) }
                 for (k, v) in item.byChannel { try c.tx.put(k, v, in: index.tree) }
                 if let t = item.text {
                     try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
                 }
             }
-            for item in mapped where try c.meta(item.key)?.sequence == item.sequence {
+            for item in mapped where try unchanged || c.meta(item.key)?.sequence == item.sequence {
                 try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows)
             }
         }
