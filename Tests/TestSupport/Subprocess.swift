@@ -146,24 +146,28 @@ package final class Subprocess: Sendable {
     /// ended and its output has ended.
     package static func run(_ executable: String, _ arguments: [String], directory: String? = nil,
                             environment: [String: String] = [:], input: String? = nil) async throws -> Result {
-        let child = try Subprocess(executable, arguments, directory: directory, environment: environment,
-                                   input: input == nil ? .null : .pipe)
-        if let input { try child.write(input) }
-        child.closeInput()
+        let child = try started(executable, arguments, directory: directory, environment: environment, input: input)
         return await child.finished()
     }
 
     /// The same as ``run(_:_:directory:environment:input:)``, holding the calling thread.
     package static func runBlocking(_ executable: String, _ arguments: [String], directory: String? = nil,
                                     environment: [String: String] = [:], input: String? = nil) throws -> Result {
-        let child = try Subprocess(executable, arguments, directory: directory, environment: environment,
-                                   input: input == nil ? .null : .pipe)
-        if let input { try child.write(input) }
-        child.closeInput()
+        let child = try started(executable, arguments, directory: directory, environment: environment, input: input)
         let termination = child.waitUntilExit()
         child.stdout?.waitForEnd()
         child.stderr?.waitForEnd()
         return Result(termination: termination, output: child.output, error: child.errorOutput)
+    }
+
+    /// A child given `input` on its standard input, then closed (nothing for nil).
+    private static func started(_ executable: String, _ arguments: [String], directory: String?,
+                                environment: [String: String], input: String?) throws -> Subprocess {
+        let child = try Subprocess(executable, arguments, directory: directory, environment: environment,
+                                   input: input == nil ? .null : .pipe)
+        if let input { try child.write(input) }
+        child.closeInput()
+        return child
     }
 
     /// Writes `text` to the child's standard input (a pipe).

@@ -140,10 +140,7 @@ private struct PlainKey: Hashable {
 @inline(__always)
 func escapedBytes(in x: UInt64) -> UInt64 {
     let ones: UInt64 = 0x0101_0101_0101_0101
-    let quotes = x ^ (ones &* 0x22)
-    let backslashes = x ^ (ones &* 0x5C)
-    return (((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((x &- ones &* 0x20) & ~x))
-        & 0x8080_8080_8080_8080
+    return quoteOrBackslash(in: x) | ((x &- ones &* 0x20) & ~x & 0x8080_8080_8080_8080)
 }
 
 /// The top bit of the first byte of `x` (in memory order, `x` read little-endian) that is `"` or
@@ -236,22 +233,9 @@ private struct Reader {
                     if isObject { try readKey(into: &keys) }
                     continue nextValue
                 }
-            case quote:
-                i += 1
-                value = .string(try readString())
-            case UInt8(ascii: "t"):
-                try readLiteral("true")
-                value = .bool(true)
-            case UInt8(ascii: "f"):
-                try readLiteral("false")
-                value = .bool(false)
-            case UInt8(ascii: "n"):
-                try readLiteral("null")
-                value = .null
-            case minus, zero...nine:
-                value = try readNumber()
             default:
-                throw fail("unexpected character")
+                guard let scalar = try readScalar() else { throw fail("unexpected character") }
+                value = scalar
             }
 
             while let frame = frames.last {
@@ -983,6 +967,17 @@ extension Reader {
     /// own bytes (``parseDocument()``, which checks it whole).
     private mutating func memberValue() throws(SetteeError) -> JSONValue {
         guard i < end else { throw fail("unexpected end of input") }
+        if let scalar = try readScalar() { return scalar }
+        let start = i
+        try skipValue()
+        var value = Reader(base: p + start, end: i - start, maxDepth: maxDepth)
+        return try value.parseDocument()
+    }
+
+    /// The string, literal or number at `i` (which is before the end), read through its last
+    /// byte; nil, with `i` unmoved, for anything else (a container, or no value).
+    @inline(__always)
+    mutating func readScalar() throws(SetteeError) -> JSONValue? {
         switch p[i] {
         case quote:
             i += 1
@@ -999,10 +994,7 @@ extension Reader {
         case minus, zero ... nine:
             return try readNumber()
         default:
-            let start = i
-            try skipValue()
-            var value = Reader(base: p + start, end: i - start, maxDepth: maxDepth)
-            return try value.parseDocument()
+            return nil
         }
     }
 
@@ -1112,7 +1104,6 @@ extension JSONParser {
         /// The level for `paths` (member names, outermost first; none empty).
         convenience init(paths: [[String]]) {
             self.init(paths: paths.enumerated().map { ($0.offset, $0.element[...]) })
-            precondition(slots == paths.count)
         }
 
         private init(paths: [(slot: Int, names: ArraySlice<String>)]) {
@@ -1212,26 +1203,7 @@ extension Reader {
                     for slot in ending where found[slot] != .ambiguous { found[slot] = .array }
                     try skipValue()
                 default:
-                    let start = i
-                    let value: JSONValue
-                    switch p[i] {
-                    case quote:
-                        i += 1
-                        value = .string(try readString())
-                    case UInt8(ascii: "t"):
-                        try readLiteral("true")
-                        value = .bool(true)
-                    case UInt8(ascii: "f"):
-                        try readLiteral("false")
-                        value = .bool(false)
-                    case UInt8(ascii: "n"):
-                        try readLiteral("null")
-                        value = .null
-                    case minus, zero ... nine:
-                        value = try readNumber()
-                    default:
-                        throw fail("unexpected character", at: start)
-                    }
+                    guard let value = try readScalar() else { throw fail("unexpected character") }
                     for slot in ending where found[slot] != .ambiguous { found[slot] = .scalar(value) }
                 }
                 // Stored bodies have no duplicate keys: once each name is read, the rest need

@@ -147,7 +147,8 @@ final class BodyPrefilter {
             }
             return try compare(op, u, uHolds, v, vHolds)
         case .test(let t, let a):
-            guard case .known(let v, _) = operand(a, found) else { return .unknown(mayThrow: operand(a, found).mayThrow) }
+            let x = operand(a, found)
+            guard case .known(let v, _) = x else { return .unknown(mayThrow: x.mayThrow) }
             switch t {
             case .isNull: return .value(v.map { .bool($0 == .null) })
             case .isNotNull: return .value(v.map { .bool($0 != .null) })
@@ -194,35 +195,9 @@ final class BodyPrefilter {
             if unknown { return .unknown(mayThrow: false) }
             return .value(sawNull ? .null : .bool(false))
         case .and(let terms):
-            // As the evaluator: FALSE at the first false term; a term that might throw is
-            // reached unless one before it was false.
-            var result: JSONValue? = .bool(true)
-            var unknown = false
-            for t in terms {
-                switch try evaluate(t, found) {
-                case .value(let v):
-                    result = QueryExpression.and(result, v)
-                    if result == .bool(false) { return .value(result) }
-                case .unknown(let mayThrow):
-                    if mayThrow { return .unknown(mayThrow: true) }
-                    unknown = true
-                }
-            }
-            return unknown ? .unknown(mayThrow: false) : .value(result)
+            return try evaluate(terms, found, from: .bool(true), until: .bool(false), QueryExpression.and)
         case .or(let terms):
-            var result: JSONValue? = .bool(false)
-            var unknown = false
-            for t in terms {
-                switch try evaluate(t, found) {
-                case .value(let v):
-                    result = QueryExpression.or(result, v)
-                    if result == .bool(true) { return .value(result) }
-                case .unknown(let mayThrow):
-                    if mayThrow { return .unknown(mayThrow: true) }
-                    unknown = true
-                }
-            }
-            return unknown ? .unknown(mayThrow: false) : .value(result)
+            return try evaluate(terms, found, from: .bool(false), until: .bool(true), QueryExpression.or)
         case .not(let a):
             let inner = try evaluate(a, found)
             guard case .value(let v) = inner else { return inner }
@@ -230,6 +205,26 @@ final class BodyPrefilter {
             guard let t = QueryExpression.truthiness(v) else { return .value(.null) }
             return .value(.bool(!t))
         }
+    }
+
+    /// `AND` (`OR`) of `terms` as the evaluator reads them: in order, joined by `join`, stopping
+    /// at the first that makes the result `decisive` (FALSE for AND); a term that might throw is
+    /// reached unless one before it was decisive.
+    private func evaluate(_ terms: [Node], _ found: [JSONParser.Probed], from start: JSONValue, until decisive: JSONValue,
+                          _ join: (JSONValue?, JSONValue?) -> JSONValue?) throws(SetteeError) -> Outcome {
+        var result: JSONValue? = start
+        var unknown = false
+        for t in terms {
+            switch try evaluate(t, found) {
+            case .value(let v):
+                result = join(result, v)
+                if result == decisive { return .value(result) }
+            case .unknown(let mayThrow):
+                if mayThrow { return .unknown(mayThrow: true) }
+                unknown = true
+            }
+        }
+        return unknown ? .unknown(mayThrow: false) : .value(result)
     }
 
     /// An operand of a comparison: a constant, or what the body holds at a path, where an array

@@ -187,9 +187,10 @@ struct QueryExecutor {
         }
     }
 
-    /// Every live document, in document ID order. `prefilter` decides documents from their bodies' bytes before they are parsed: those it
-    /// rejects are skipped, those it finds matching go to `body` with true (`WHERE` need not be
-    /// evaluated) and hold only `keysWhenMatched`.
+    /// Every live document, in document ID order. `prefilter` decides documents from their
+    /// bodies' bytes before they are parsed: those it rejects are skipped, those it finds
+    /// matching go to `body` with true (`WHERE` need not be evaluated) and hold only
+    /// `keysWhenMatched`.
     private func fullScan(core: DatabaseCore, tx: some StoreReading, keys: Set<String>?, expiration: Bool,
                           prefilter: BodyPrefilter?, keysWhenMatched: Set<String>?, _ body: (QueryRow, Bool) throws -> Bool) throws {
         try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in

@@ -392,12 +392,10 @@ struct IndexScanner<Reader: StoreReading> {
         return out
     }
 
-    /// The row of one entry: the document read from the same snapshot, or the entry's values.
-    /// (`keys`: what a read document is parsed for, nil for every property.)
-    /// The fetched row of the document `key`, as `prefilter` admits it (nil: rejected; `matches`:
-    /// WHERE is TRUE for it and the row holds only what the query reads beyond WHERE).
     private enum Fetched { case absent, rejected, admitted(QueryRow, matches: Bool) }
 
+    /// The fetched row of the document `key`, as `prefilter` admits it (nil: rejected; `matches`:
+    /// WHERE is TRUE for it and the row holds only what the query reads beyond WHERE).
     private func row(id key: [UInt8], admitting prefilter: BodyPrefilter) throws -> (row: QueryRow, matches: Bool)? {
         let fetched = try key.withUnsafeBytes { k in
             try tx.withValue(forKey: k, in: core.trees.byID) { v -> Fetched in
@@ -418,6 +416,8 @@ struct IndexScanner<Reader: StoreReading> {
         }
     }
 
+    /// The row of one entry: the document read from the same snapshot, or the entry's values.
+    /// (`keys`: what a read document is parsed for, nil for every property.)
     private func row(id key: [UInt8], values: [JSONValue?]?, keys: Set<String>?) throws -> QueryRow {
         let id = String(decoding: key, as: UTF8.self)
         guard let values else {
