@@ -25,7 +25,6 @@ import SetteeStorage
         // Bodies LZ4 cannot shrink: the disk fills as they are written.
         var random = SplitMix(seed: 7)
         func noise() -> String { String((0 ..< 2000).map { _ in Character(UnicodeScalar(UInt8(33 + random.next(below: 90)))) }) }
-        let body = noise()
         for i in 1 ..< 10_000 {
             do {
                 if i % 3 == 0 {

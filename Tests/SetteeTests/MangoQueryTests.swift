@@ -339,6 +339,43 @@ import SetteeCrashKit
         #expect(whole.first?.dictionary(forKey: "_")?["type"] == .string("note"))
     }
 
+    /// The typed query the server hands the library: the same statement as its JSON, selectors
+    /// combined without compiling again, errors met where each part is made.
+    @Test func typedQueryIsItsJSON() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        for i in 0 ..< 30 {
+            try db.saveDocument(MutableDocument(id: "doc\(i)", data: ["type": i % 3 == 0 ? "task" : "note", "n": .int(Int64(i)), "owner": .string("o\(i % 2)")]))
+        }
+        let json: JSONValue = ["selector": ["type": "task", "n": ["$gte": 6]], "sort": [["n": "desc"]], "fields": ["n"], "limit": 3, "skip": 1]
+        var typed = MangoQuery(selector: try MangoQuery.Selector(["type": "task", "n": ["$gte": 6]]))
+        typed.sort = try MangoQuery.sort([["n": "desc"]])
+        typed.fields = ["n"]
+        typed.limit = 3
+        typed.skip = 1
+        #expect(try MangoCompiler.statement(typed) == MangoCompiler.statement(MangoQuery(parsing: json)))
+        let rows = try db.createQuery(mango: typed).execute().allResults()
+        #expect(rows.compactMap { $0.int(forKey: "n") } == [24, 21, 18])
+        // Two selectors, each compiled once: both must hold.
+        var both = MangoQuery(selector: .all([try MangoQuery.Selector(["type": "task"]), try MangoQuery.Selector(["owner": "o1"])]))
+        both.sort = [try MangoQuery.SortField("n")]
+        #expect(try db.createQuery(mango: both).execute().allResults().compactMap { $0.string(forKey: "_id") } == ["doc3", "doc9", "doc15", "doc21", "doc27"])
+        #expect(try db.createQuery(mango: MangoQuery(selector: .all([]))).execute().allResults().count == 30)
+        // Each part refuses what it cannot read, as it is made.
+        #expect(throws: SetteeError.self) { try MangoQuery.Selector(["n": ["$bogus": 1]]) }
+        #expect(throws: SetteeError.self) { try MangoQuery.SortField("a..b") }
+        #expect(throws: SetteeError.self) { try MangoQuery.sort([["a": "asc"], ["b": "desc"]]) }
+        #expect(throws: SetteeError.self) { try MangoQuery(parsing: ["selector": [:], "limit": -1]) }
+        var badField = MangoQuery(selector: try MangoQuery.Selector([:]))
+        badField.fields = ["a."]
+        #expect(throws: SetteeError.self) { try db.createQuery(mango: badField) }
+        // Terms of combined selectors count together against the bound.
+        let half: JSONValue = ["n": ["$in": .array((0 ..< 2_100).map { JSONValue.int(Int64($0)) })]]
+        let wide = MangoQuery(selector: .all([try MangoQuery.Selector(half), try MangoQuery.Selector(half)]))
+        #expect(throws: SetteeError.self) { try db.createQuery(mango: wide) }
+    }
+
     @Test(arguments: [
         (#"{"sort": []}"#, "missing required key: selector"),
         (#"{"selector": {"a": {"$foo": 1}}}"#, "unknown operator $foo"),
@@ -410,7 +447,7 @@ import SetteeCrashKit
         }
         // Within the bound: 2,000 branches, each one field (4,001 terms).
         let wide: JSONValue = ["$or": branches(2_000) { ["n": .int(Int64($0 * 3))] }]
-        let statement = try MangoCompiler.statement(["selector": wide])
+        let statement = try MangoCompiler.statement(MangoQuery(parsing: ["selector": wide]))
         guard case .or(let terms)? = statement.whereClause else { Issue.record("not one flat OR: \(String(describing: statement.whereClause))"); return }
         #expect(terms.count == 2_000)
         let query = try db.createQuery(mango: try JSONValue.object(["selector": wide]).jsonText())

@@ -72,18 +72,23 @@ extension Database {
         } catch {
             throw SetteeError(.invalidParameter, "mango: not JSON: \(error.message)")
         }
-        return try createQuery(mango: value)
+        return try createQuery(mango: try MangoQuery(parsing: value))
     }
 
-    /// ``createQuery(mango:)`` for a query already parsed (the sync server's `_find`, which has
-    /// its request body as a value).
+    /// ``createQuery(mango:)`` for a query already checked and compiled (the sync server's
+    /// `_find`, which reads its request body into a ``MangoQuery`` once).
     ///
     /// ```swift
-    /// let q = try db.createQuery(mango: ["selector": ["type": "task"], "limit": 20] as JSONValue)
+    /// var mango = MangoQuery(selector: try MangoQuery.Selector(["type": "task"]))
+    /// mango.limit = 20
+    /// let q = try db.createQuery(mango: mango)
     /// ```
-    @_spi(Server) public func createQuery(mango value: JSONValue) throws -> Query {
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for a `fields` entry Mango cannot read
+    ///   or more terms than a query may hold; ``SetteeError/Code/notOpen``.
+    @_spi(Server) public func createQuery(mango query: MangoQuery) throws -> Query {
         try checkOpen()
-        return Query(database: self, statement: try MangoCompiler.statement(value))
+        return Query(database: self, statement: try MangoCompiler.statement(query))
     }
 }
 
@@ -232,7 +237,7 @@ public class Query: @unchecked Sendable {
     /// selector considers), with the query's parameters; true when it has none.
     ///
     /// ```swift
-    /// let selector = try db.createQuery(mango: ["selector": ["type": "task"]])
+    /// let selector = try db.createQuery(mango: MangoQuery(selector: try MangoQuery.Selector(["type": "task"])))
     /// if try selector.matches(id: doc.id, properties: doc.toDictionary()) { send(doc) }
     /// ```
     ///

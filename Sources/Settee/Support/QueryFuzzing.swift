@@ -21,7 +21,7 @@ package enum QueryFuzzing {
 
     /// An input's Mango query (a `_find` body's `selector`, `sort`, `fields`, `limit`, `skip`).
     package static func mango(_ data: UnsafeRawBufferPointer) {
-        guard let json = try? JSONParser.parse(data), let statement = try? MangoCompiler.statement(json) else { return }
+        guard let json = try? JSONParser.parse(data), let statement = try? MangoCompiler.statement(MangoQuery(parsing: json)) else { return }
         exercise(statement)
     }
 

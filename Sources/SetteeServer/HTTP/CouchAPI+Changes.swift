@@ -154,7 +154,7 @@ extension CouchAPI {
                     throw CouchError.badRequest("Selector must be specified in POST payload")
                 }
                 do {
-                    filter = .selector(try db.database.createQuery(mango: ["selector": selector]))
+                    filter = .selector(try db.database.createQuery(mango: MangoQuery(selector: try MangoQuery.Selector(selector))))
                 } catch let e as SetteeError {
                     throw CouchError(.badRequest, "invalid_selector", e.message)
                 }

@@ -17,10 +17,13 @@ extension CouchAPI {
 
     /// What `_find` and `_explain` were asked, checked.
     struct FindRequest {
-        var selector: JSONValue
+        /// The selector as sent (`_explain` gives it back) and compiled.
+        var selectorJSON: JSONValue
+        var selector: MangoQuery.Selector
         var limit = 25
         var skip = 0
-        var sort: JSONValue?
+        var sortJSON: JSONValue?
+        var sort: [MangoQuery.SortField] = []
         var fields: [String]?
         var useIndex: (ddoc: String, name: String?)?
         var bookmark: Int?
@@ -36,7 +39,8 @@ extension CouchAPI {
             }
             guard let selector = body["selector"] else { throw CouchError.badRequest("Missing required key: selector") }
             guard case .object = selector else { throw CouchError(.badRequest, "invalid_selector_json", "Selector must be a JSON object") }
-            self.selector = selector
+            selectorJSON = selector
+            self.selector = try CouchAPI.mango { () throws(SetteeError) in try MangoQuery.Selector(selector) }
             func count(_ name: String) throws -> Int? {
                 guard let v = body[name] else { return nil }
                 guard case .int(let n) = v, n >= 0, n <= Int64(Int32.max) else {
@@ -51,7 +55,8 @@ extension CouchAPI {
             }
             limit = try count("limit") ?? 25
             skip = try count("skip") ?? 0
-            sort = body["sort"]
+            sortJSON = body["sort"]
+            if let sortJSON { sort = try CouchAPI.mango { () throws(SetteeError) in try MangoQuery.sort(sortJSON) } }
             if let f = body["fields"] {
                 guard case .array(let list) = f else { throw CouchError.badRequest("fields must be an array of field names") }
                 fields = try list.map { v in
@@ -108,32 +113,45 @@ extension CouchAPI {
         return n
     }
 
+    /// What the library says of a Mango query it cannot take, as CouchDB says it.
+    static func mango<T>(_ body: () throws(SetteeError) -> T) throws -> T {
+        do {
+            return try body()
+        } catch let e where e.code == .invalidParameter {
+            let reason = e.message.hasPrefix("mango: ") ? String(e.message.dropFirst(7)) : e.message
+            throw CouchError(.badRequest, reason.contains("selector") ? "invalid_selector" : "bad_request", reason)
+        }
+    }
+
     /// The library query for a request: its selector (and the partial index's, when
     /// `use_index` names one), design documents left out as CouchDB leaves them out, the sort;
     /// `skip` and `limit` too when every match may be read. A user's query is restricted to
     /// its channels, so nearly every match is one it may read: it reads up to the end of the
     /// page (`skip` is counted by the server among the matches that pass its check), never
-    /// ahead of it.
+    /// ahead of it. The request's parts go to the library as they were compiled when it was
+    /// read.
     func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, readsAll: Bool, idsOnly: Bool = false) throws -> Query {
-        var parts: [JSONValue] = [r.selector, ["_id": ["$not": ["$beginsWith": "_design/"]]]]
-        if let use = r.useIndex, let name = use.name, let partial = try mangoIndexes(db).first(where: { $0.ddoc == use.ddoc && $0.name == name })?.partial {
-            parts.append(partial)
+        var selectors = [r.selector]
+        try Self.mango { () throws(SetteeError) in
+            selectors.append(try MangoQuery.Selector(["_id": ["$not": ["$beginsWith": "_design/"]]]))
         }
-        var q: [String: JSONValue] = ["selector": ["$and": .array(parts)]]
-        if let sort = r.sort { q["sort"] = sort }
+        if let use = r.useIndex, let name = use.name, let partial = try mangoIndexes(db).first(where: { $0.ddoc == use.ddoc && $0.name == name })?.partial {
+            try Self.mango { () throws(SetteeError) in selectors.append(try MangoQuery.Selector(partial)) }
+        }
+        var mango = MangoQuery(selector: .all(selectors))
+        mango.sort = r.sort
         // `_id` and `_rev` only: the documents are read as stored.
-        if idsOnly { q["fields"] = ["_id"] }
+        if idsOnly { mango.fields = ["_id"] }
         if readsAll {
-            q["skip"] = .int(Int64(r.offset))
-            q["limit"] = .int(Int64(r.limit))
+            mango.skip = r.offset
+            mango.limit = r.limit
         } else {
-            q["limit"] = .int(Int64(r.offset) + Int64(r.limit))
+            mango.limit = r.offset + r.limit
         }
         do {
-            return try db.database.createQuery(mango: JSONValue.object(q))
-        } catch let e as SetteeError where e.code == .invalidParameter {
-            let reason = e.message.hasPrefix("mango: ") ? String(e.message.dropFirst(7)) : e.message
-            throw CouchError(.badRequest, reason.contains("selector") ? "invalid_selector" : "bad_request", reason)
+            return try db.database.createQuery(mango: mango)
+        } catch let e as SetteeError {
+            return try Self.mango { () throws(SetteeError) -> Query in throw e }
         }
     }
 
@@ -285,11 +303,11 @@ extension CouchAPI {
         let (index, _) = try describeIndex(db, libraryName: query.indexUsed())
         let fields: JSONValue = r.fields.map { .array($0.map(JSONValue.string)) } ?? "all_fields"
         var opts: [String: JSONValue] = ["use_index": .array([]), "bookmark": .string(r.bookmark.map { Self.bookmark(offset: $0) } ?? "nil"),
-                                         "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "sort": r.sort ?? .object([:]),
+                                         "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "sort": r.sortJSON ?? .object([:]),
                                          "fields": fields, "r": 1, "conflicts": .bool(r.conflicts), "stable": false, "update": true,
                                          "stale": false, "execution_stats": .bool(r.executionStats), "allow_fallback": .bool(r.allowFallback)]
         if let use = r.useIndex { opts["use_index"] = .array([.string(use.ddoc)] + (use.name.map { [.string($0)] } ?? [])) }
-        let out: JSONValue = ["dbname": .string(db.name), "index": index, "partitioned": false, "selector": r.selector, "opts": .object(opts),
+        let out: JSONValue = ["dbname": .string(db.name), "index": index, "partitioned": false, "selector": r.selectorJSON, "opts": .object(opts),
                               "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "fields": fields,
                               "mrargs": ["include_docs": true, "view_type": "map", "reduce": false, "conflicts": .bool(r.conflicts),
                                          "direction": plan.contains("BACKWARDS") ? "rev" : "fwd", "stable": false, "update": true],
@@ -384,8 +402,8 @@ extension CouchAPI {
         if let partial {
             guard case .object = partial else { throw CouchError(.badRequest, "invalid_selector", "partial_filter_selector must be a selector") }
             // Checked by compiling it, as a query would.
-            do { _ = try db.database.createQuery(mango: try JSONValue.object(["selector": partial]).jsonText()) } catch let e as SetteeError {
-                throw CouchError(.badRequest, "invalid_selector", e.message)
+            do { _ = try MangoQuery.Selector(partial) } catch {
+                throw CouchError(.badRequest, "invalid_selector", error.message)
             }
         }
         switch body["type"] {

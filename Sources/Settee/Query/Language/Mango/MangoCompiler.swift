@@ -1,8 +1,8 @@
 import Foundation
 
-/// Compiles CouchDB's Mango queries (the body of `_find`: `selector`, `sort`, `fields`,
-/// `limit`, `skip`) to the statement SQL++ and QueryBuilder compile to, so that one planner and
-/// one key order answer all three.
+/// Compiles CouchDB's Mango queries (``MangoQuery``: the body of `_find`, `selector`, `sort`,
+/// `fields`, `limit`, `skip`) to the statement SQL++ and QueryBuilder compile to, so that one
+/// planner and one key order answer all three.
 ///
 /// A selector matches as CouchDB 3 matches (`Formats/http-api.md`, "Mango"): a condition on a
 /// field the document lacks is false (except `$exists: false`); `$eq` and the order operators
@@ -12,13 +12,9 @@ import Foundation
 /// have it (as a CouchDB sort, which reads an index holding the field, does).
 ///
 /// ```swift
-/// let statement = try MangoCompiler.statement(JSONValue(parsing: #"{"selector": {"type": "task"}}"#))
+/// let statement = try MangoCompiler.statement(MangoQuery(parsing: ["selector": ["type": "task"]]))
 /// ```
 enum MangoCompiler {
-    /// The members a query may have. `_find`'s others (`bookmark`, `use_index`, `r`,
-    /// `conflicts`, `update`, `stable`, `execution_stats`) belong to the server.
-    static let members: Set<String> = ["selector", "sort", "fields", "limit", "skip"]
-
     /// The deepest nesting of operators compiled (a bound for hostile selectors).
     static let maxDepth = 64
     /// The most terms a query may hold: every field, operator and branch of its selector, every
@@ -28,61 +24,43 @@ enum MangoCompiler {
     /// fits).
     static let maxTerms = 4096
 
-    static func statement(_ query: JSONValue) throws(SetteeError) -> SelectStatement {
-        guard case .object(let q) = query else { throw fail("a Mango query is a JSON object") }
-        for key in q.keys where !members.contains(key) {
-            throw fail("unknown member \(key) (a Mango query has \(members.sorted().joined(separator: ", ")))")
-        }
-        guard let selector = q["selector"] else { throw fail("missing required key: selector") }
-        var compiler = Compiler()
-        if case .array(let list)? = q["fields"] { try compiler.count(list.count) }
-        if case .array(let list)? = q["sort"] { try compiler.count(list.count) }
-        var condition = try compiler.selector(selector, base: .document, negated: false, depth: 0)
+    static func statement(_ query: MangoQuery) throws(SetteeError) -> SelectStatement {
+        let fieldCount = query.fields?.count ?? 0
+        guard query.selector.terms <= maxTerms - min(maxTerms, fieldCount + query.sort.count) else { throw tooManyTerms() }
+        var condition = query.selector.condition
         var s = SelectStatement()
         s.items = [.expression(.meta(.id), name: "_id"), .expression(.meta(.revisionID), name: "_rev")]
-        if let fields = q["fields"] {
-            guard case .array(let list) = fields else { throw fail("fields must be an array of field names") }
-            for f in list {
-                guard case .string(let name) = f else { throw fail("fields must be an array of field names") }
-                s.items.append(.expression(documentValue(try path(name)), name: name))
-            }
+        if let fields = query.fields {
+            for name in fields { s.items.append(.expression(documentValue(try path(name)), name: name)) }
         } else {
             s.items.append(.all)
         }
-        if let sort = q["sort"] {
-            let orderings = try self.sort(sort)
-            for o in orderings {
+        if !query.sort.isEmpty {
+            var present: [QueryExpression] = []
+            for key in query.sort {
+                let value = documentValue(key.path)
                 // CouchDB sorts by reading an index that holds the field: documents without it
                 // are not in the answer.
-                condition = .and(condition, .test(.isNotMissing, o.expression))
+                present.append(.test(.isNotMissing, value))
+                s.orderBy.append(.init(expression: value, descending: key.descending))
             }
-            s.orderBy = orderings
+            condition = .all([condition] + present)
         }
         s.whereClause = condition
-        s.limit = try count(q["limit"], "limit")
-        s.offset = try count(q["skip"], "skip")
+        s.limit = query.limit.map { .literal(.int(Int64($0))) }
+        s.offset = query.skip > 0 ? .literal(.int(Int64(query.skip))) : nil
         return s
     }
 
-    /// `sort`: field names, or `{"field": "asc" | "desc"}`, all in one direction.
-    static func sort(_ value: JSONValue) throws(SetteeError) -> [SelectStatement.Ordering] {
-        guard case .array(let list) = value else { throw fail("sort must be an array") }
-        var out: [SelectStatement.Ordering] = []
-        for item in list {
-            switch item {
-            case .string(let name):
-                out.append(.init(expression: documentValue(try path(name)), descending: false))
-            case .object(let o) where o.count == 1:
-                guard let (name, direction) = o.first, case .string(let d) = direction, d == "asc" || d == "desc" else {
-                    throw fail("sort direction of \(o.keys.first ?? "") must be \"asc\" or \"desc\"")
-                }
-                out.append(.init(expression: documentValue(try path(name)), descending: d == "desc"))
-            default:
-                throw fail("each sort entry is a field name or {\"field\": \"asc\" | \"desc\"}")
-            }
-        }
-        if Set(out.map(\.descending)).count > 1 { throw fail("sorts currently only support a single direction for all fields") }
-        return out
+    /// A selector's condition and the terms it holds.
+    static func selector(_ json: JSONValue) throws(SetteeError) -> (QueryExpression, Int) {
+        var compiler = Compiler()
+        let condition = try compiler.selector(json, base: .document, negated: false, depth: 0)
+        return (condition, compiler.terms)
+    }
+
+    static func tooManyTerms() -> SetteeError {
+        fail("the query holds more than \(maxTerms) terms (fields, operators, branches and listed values)")
     }
 
     /// A Mango field name as a path: dots separate names, `\.` is a dot inside one.
@@ -121,12 +99,6 @@ enum MangoCompiler {
         return .property(path)
     }
 
-    private static func count(_ value: JSONValue?, _ name: String) throws(SetteeError) -> QueryExpression? {
-        guard let value else { return nil }
-        guard case .int(let n) = value, n >= 0 else { throw fail("\(name) must be a non-negative integer") }
-        return .literal(.int(n))
-    }
-
     static func fail(_ message: String) -> SetteeError { SetteeError(.invalidParameter, "mango: " + message) }
 
     /// What a field's conditions apply to: the document, or the element (or key) an
@@ -151,9 +123,7 @@ enum MangoCompiler {
         /// Counts `n` more terms; past the bound, the query is refused before more is compiled.
         mutating func count(_ n: Int = 1) throws(SetteeError) {
             terms += min(n, MangoCompiler.maxTerms + 1)
-            guard terms <= MangoCompiler.maxTerms else {
-                throw fail("the query holds more than \(MangoCompiler.maxTerms) terms (fields, operators, branches and listed values)")
-            }
+            guard terms <= MangoCompiler.maxTerms else { throw MangoCompiler.tooManyTerms() }
         }
 
         mutating func fresh() -> String {
