@@ -96,7 +96,7 @@ import Testing
     @Test func reducesGroupAndRereduce() async throws {
         let server = try channelServer(Self.config)
         defer { try? server.close() }
-        try await withPorts(server) { _, admin in
+        try await withPorts(server) { pub, admin in
             try await seed(admin)
             #expect(try await view(admin, "by_type").rows == [["key": nil, "value": 366]])
             #expect(try await view(admin, "by_type", "group=true").rows == [["key": "note", "value": 300], ["key": "task", "value": 66]])
@@ -110,6 +110,10 @@ import Testing
             #expect(keys(months) == [[2026, 1], [2026, 2], [2026, 3]], "\(months.text)")
             #expect(months.rows.first?["value"] == ["sum": 18, "count": 4, "min": 0, "max": 9, "sumsqr": 126])
             #expect(try await view(admin, "by_date", "group_level=2&skip=1&limit=1").rows.map { $0["key"] } == [[2026, 2]])
+            // group_level=0: one row of every row, keyed null (for a user's rows too).
+            let none = try await view(admin, "by_date", "group_level=0")
+            #expect(none.rows.count == 1 && none.rows.first?["key"] == .null && none.rows.first?["value"]?["count"] == 12, "\(none.text)")
+            #expect(try await view(pub, "by_date", "group_level=0", headers: Self.alice).rows.map { $0["key"] } == [.null])
             // A JavaScript reduce over more rows than one call takes is rereduced.
             var docs: [String] = []
             for i in 12 ..< 700 { docs.append(#"{"_id": "more\#(i)", "type": "task", "n": \#(i)}"#) }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import Synchronization
 import SetteeCrashKit
-@testable import Settee
+@_spi(Server) @testable import Settee
 
 /// Map indexes: rows made by an application function, kept in the commit of every write,
 /// read by key ranges in collation order; detached and re-attached across opens.
@@ -229,6 +229,82 @@ import SetteeCrashKit
                 return afterStart && beforeEnd
             }.map(\.id)
             #expect(got == want, "seed \(seed): \(lo) … \(hi) descending \(descending) inclusive \(inclusive)")
+        }
+    }
+
+    /// Groups read from the stored collation keys are the rows grouped by their JSON keys: the
+    /// same groups, in the same order, with their rows' counts and values, for every grouping,
+    /// range and direction (keys of several lengths; `1` and `1.0` one key, `"b"` and `"B"` two).
+    @Test func groupsAreTheRowsGroupedByTheirKeys() throws {
+        let seed = UInt64(ProcessInfo.processInfo.environment["SETTEE_MAP_SEED"] ?? "") ?? UInt64.random(in: 0 ... UInt64(UInt32.max))
+        print("MapIndexTests.groupsAreTheRowsGroupedByTheirKeys seed \(seed) (SETTEE_MAP_SEED)")
+        var rng = SplitMix(seed: seed)
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        let parts: [JSONValue] = [nil, true, 1, 1.0, 2, "a", "B", "b", "é", ["x"], ["k": 1]]
+        func part() -> JSONValue { parts[Int(rng.next() % UInt64(parts.count))] }
+        func key() -> JSONValue {
+            switch rng.next() % 6 {
+            case 0: return part()
+            default: return .array((0 ..< Int(rng.next() % 4)).map { _ in part() })
+            }
+        }
+        try db.createIndex(MapIndexConfiguration(version: "g") { d in
+            guard case .array(let ks)? = d.properties["ks"] else { return [] }
+            return ks.enumerated().map { MapIndexEmission(key: $1, value: .int(Int64($0 + 1))) }
+        }, name: "g")
+        for i in 0 ..< 150 {
+            try db.saveDocument(MutableDocument(id: "d\(i)", data: ["ks": .array((0 ..< Int(rng.next() % 3)).map { _ in key() })]))
+        }
+        func reference(_ rows: [MapIndexRow], _ grouping: MapIndexGrouping) throws -> [(JSONValue, Int, [JSONValue])] {
+            var out: [(JSONValue, Int, [JSONValue])] = []
+            for row in rows {
+                let k = MapIndexStore.groupKey(row.key, grouping)
+                if let last = out.last, try JSONValue.collationOrder(last.0, k) == .orderedSame {
+                    out[out.count - 1].1 += 1
+                    out[out.count - 1].2.append(row.value)
+                } else {
+                    out.append((k, 1, [row.value]))
+                }
+            }
+            return out
+        }
+        let groupings: [MapIndexGrouping] = [.all, .exact, .level(1), .level(2), .level(3)]
+        for round in 0 ..< 80 {
+            let grouping = groupings[round % groupings.count]
+            let descending = rng.next() % 2 == 0
+            var ranges = [MapIndexRange()]
+            if round >= groupings.count {
+                var (lo, hi) = (key(), key())
+                if try JSONValue.collationOrder(lo, hi) == (descending ? .orderedAscending : .orderedDescending) { swap(&lo, &hi) }
+                ranges[0].startKey = lo
+                ranges[0].endKey = hi
+                ranges[0].inclusiveEnd = rng.next() % 2 == 0
+            }
+            let want = try reference(try rows(db, "g", ranges, descending: descending), grouping)
+            var got: [(JSONValue, Int, [JSONValue])] = []
+            var values: [JSONValue] = []
+            try db.mapIndexGroups("g", ranges: ranges, descending: descending, grouping: grouping, readingValues: true,
+                                  value: { values.append($0) }, group: { k, n in
+                got.append((k, n, values))
+                values = []
+                return true
+            })
+            #expect(got.map(\.0) == want.map(\.0), "seed \(seed) round \(round) \(grouping)")
+            #expect(got.map(\.1) == want.map(\.1) && got.map(\.2) == want.map(\.2), "seed \(seed) round \(round) \(grouping)")
+            // Counting alone reads no value; stopping after one group stops.
+            var counts: [Int] = []
+            try db.mapIndexGroups("g", ranges: ranges, descending: descending, grouping: grouping, readingValues: false,
+                                  value: { _ in Issue.record("a value read while counting") }, group: { _, n in counts.append(n); return true })
+            #expect(counts == want.map(\.1), "seed \(seed) round \(round)")
+            var first = 0
+            try db.mapIndexGroups("g", ranges: ranges, descending: descending, grouping: grouping, readingValues: false,
+                                  value: { _ in }, group: { _, _ in first += 1; return false })
+            #expect(first == min(1, want.count))
+        }
+        #expect(throws: SetteeError.self) {
+            try db.mapIndexGroups("g", grouping: .level(0), readingValues: false, value: { _ in }, group: { _, _ in true })
         }
     }
 

@@ -37,6 +37,16 @@ struct ViewReducer {
 
     func accumulator() -> Accumulator { Accumulator(kind) }
 
+    /// For a built-in reduce that reads rows' values alone, whether it reads them (`_sum`,
+    /// `_stats`) or only counts rows (`_count`); nil for one that reads keys or IDs too.
+    var readsValues: Bool? {
+        switch kind {
+        case .count: false
+        case .sum, .stats: true
+        case .distinct, .javascript: nil
+        }
+    }
+
     final class Accumulator {
         let kind: Kind
         var count: Int64 = 0
@@ -49,20 +59,33 @@ struct ViewReducer {
         init(_ kind: Kind) { self.kind = kind }
 
         func add(key: JSONValue, id: String, value: JSONValue) throws {
-            count += 1
             switch kind {
-            case .count: break
-            case .sum: total = try total.map { try Self.sum($0, value) } ?? Self.checkedSummand(value)
-            case .stats:
-                let s = try Self.stats(of: value)
-                total = try total.map { try Self.combineStats($0, s) } ?? s
-            case .distinct: distinct.insert(Self.normalized(key))
+            case .count, .sum, .stats: try add(value: value)
+            case .distinct:
+                count += 1
+                distinct.insert(Self.normalized(key))
             case .javascript(let f):
+                count += 1
                 keys.append([key, .string(id)])
                 values.append(value)
                 if values.count >= ViewReducer.block { try flush(f) }
             }
         }
+
+        /// One row for a reduce that reads values alone (``ViewReducer/readsValues``).
+        func add(value: JSONValue) throws {
+            count += 1
+            switch kind {
+            case .sum: total = try total.map { try Self.sum($0, value) } ?? Self.checkedSummand(value)
+            case .stats:
+                let s = try Self.stats(of: value)
+                total = try total.map { try Self.combineStats($0, s) } ?? s
+            default: break
+            }
+        }
+
+        /// `n` rows for `_count`, read without their values.
+        func add(rows n: Int) { count += Int64(n) }
 
         private func flush(_ f: ViewReduceFunction) throws {
             partials.append(try f.run(keys: .array(keys), values: values, rereduce: false))

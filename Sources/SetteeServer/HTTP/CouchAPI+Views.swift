@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Settee
+@_spi(Server) import Settee
 
 /// CouchDB views: `GET/POST /{db}/_design/{ddoc}/_view/{view}`, `GET /{db}/_design/{ddoc}/_info`
 /// and `POST /{db}/_view_cleanup`, on the library's map indexes (ServedDatabase+Views.swift).
@@ -225,7 +225,8 @@ extension CouchAPI {
     private func reducedRows(_ db: ServedDatabase, _ view: ViewDefinition, reduce: String, options: ViewOptions,
                              reader: Reader) throws -> [JSONValue] {
         let reducer = try ViewReducer(reduce, view: view, db: db)
-        let grouping: Int? = options.groupLevel ?? (options.group ? Int.max : nil)
+        // group_level=0 is one group of every row, as without grouping.
+        let grouping: Int? = options.groupLevel.map { $0 < 1 ? nil : $0 } ?? (options.group ? Int.max : nil)
         func groupKey(_ key: JSONValue) -> JSONValue {
             guard let level = grouping else { return .null }
             if level == Int.max { return key }
@@ -247,6 +248,29 @@ extension CouchAPI {
             return out.count < limit
         }
         guard limit > 0 else { return [] }
+        // Built-in reduces over rows all readable: the library groups the stored rows by their
+        // collation keys and parses only what the reduce reads (nothing per row for `_count`).
+        if reader.readsAll, let natural = reducer.readsValues {
+            let grouped: MapIndexGrouping = switch grouping {
+            case nil: .all
+            case Int.max?: .exact
+            case let level?: .level(level)
+            }
+            var rows: ViewReducer.Accumulator?
+            try db.database.mapIndexGroups(view.libraryName, ranges: try options.ranges(), descending: options.descending,
+                                           grouping: grouped, readingValues: natural, value: { value in
+                let accumulator = rows ?? reducer.accumulator()
+                rows = accumulator
+                try accumulator.add(value: value)
+            }, group: { key, n in
+                let accumulator = rows ?? reducer.accumulator()
+                rows = nil
+                if !natural { accumulator.add(rows: n) }
+                current = (key, accumulator)
+                return try close()
+            })
+            return out
+        }
         var going = true
         try db.database.mapIndexRows(view.libraryName, ranges: try options.ranges(), descending: options.descending) { row in
             guard try reader.readsAll || reader.readability(of: row.documentID, revision: nil) == .readable else { return true }

@@ -33,6 +33,59 @@ extension Database {
         }
     }
 
+    /// Reads the rows of the map index `name` in `ranges` by groups of consecutive rows with one
+    /// group key (what a view's built-in reduce reads), from one snapshot, without parsing a row
+    /// it is not asked for: `value` gets each row's value when `readingValues` (before the
+    /// group it is in is closed), `group` each group's key and row count as the group closes,
+    /// and returns false to stop. Rows are compared by their stored collation keys, so a group
+    /// costs no comparison of JSON values; a group may run across two ranges.
+    ///
+    /// ```swift
+    /// var counts: [(JSONValue, Int)] = []
+    /// try db.mapIndexGroups("by-date", grouping: .level(1), readingValues: false, value: { _ in }) { key, rows in
+    ///     counts.append((key, rows))
+    ///     return true
+    /// }
+    /// ```
+    ///
+    /// - Throws: as ``mapIndexRows(_:ranges:descending:_:)``; ``SetteeError/Code/invalidParameter``
+    ///   for a level below 1.
+    @_spi(Server) public func mapIndexGroups(_ name: String, ranges: [MapIndexRange] = [MapIndexRange()], descending: Bool = false,
+                                             grouping: MapIndexGrouping, readingValues: Bool,
+                                             value: (JSONValue) throws -> Void,
+                                             group: (_ key: JSONValue, _ rows: Int) throws -> Bool) throws {
+        if case .level(let n) = grouping, n < 1 { throw SetteeError(.invalidParameter, "a group level is at least 1") }
+        try checkOpen()
+        try core.catchUpMapIndex(name)
+        try core.read { tx in
+            let tree = try core.readyMapTree(tx, name: name)
+            // The open group: its bytes (copied: the row's are lent), key and rows so far.
+            var bytes: [UInt8] = []
+            var open: (key: JSONValue, rows: Int)?
+            for range in ranges {
+                let going = try MapIndexStore.scanEntries(tx, tree: tree, range: range, descending: descending) { k, _, v in
+                    let g = try MapIndexStore.groupBytes(k, grouping)
+                    if let o = open, g.count != bytes.count || Bytes.compare(g, bytes) != 0 {
+                        open = nil
+                        guard try group(o.key, o.rows) else { return false }
+                    }
+                    if open == nil {
+                        let row = try MapIndexStore.pair(v)
+                        bytes = Array(g)
+                        open = (MapIndexStore.groupKey(row.key, grouping), 0)
+                        if readingValues { try value(row.value) }
+                    } else if readingValues {
+                        try value(try MapIndexStore.pair(v).value)
+                    }
+                    open?.rows += 1
+                    return true
+                }
+                if !going { return }
+            }
+            if let o = open { _ = try group(o.key, o.rows) }
+        }
+    }
+
     /// The version, state and size of the map index `name`; nil when there is none.
     ///
     /// ```swift

@@ -311,6 +311,29 @@ enum MapIndexStore {
     /// Reads the rows of one range; false when `body` stopped.
     static func scan(_ tx: some StoreReading, tree: Tree, range: MapIndexRange, descending: Bool,
                      _ body: (MapIndexRow) throws -> Bool) throws -> Bool {
+        try scanEntries(tx, tree: tree, range: range, descending: descending) { _, id, v in
+            try body(try row(v, id: id))
+        }
+    }
+
+    /// A stored row as the API gives it.
+    static func row(_ value: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer) throws -> MapIndexRow {
+        let (key, v) = try pair(value)
+        return MapIndexRow(key: key, value: v, documentID: String(decoding: id, as: UTF8.self))
+    }
+
+    /// The key and value of a stored row's `[key, value]`.
+    static func pair(_ value: UnsafeRawBufferPointer) throws -> (key: JSONValue, value: JSONValue) {
+        guard case .array(let pair) = try JSONParser.parse(value), pair.count == 2 else {
+            throw SetteeError(.corrupted, "a map index row's value is malformed")
+        }
+        return (pair[0], pair[1])
+    }
+
+    /// Reads the entries of one range as stored (collation key, document ID, `[key, value]`
+    /// JSON), lent for the call; false when `body` stopped.
+    static func scanEntries(_ tx: some StoreReading, tree: Tree, range: MapIndexRange, descending: Bool,
+                            _ body: (_ key: UnsafeRawBufferPointer, _ id: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
         let start = try range.startKey.map { (k) throws(SetteeError) in try JSONCollation.key(k) }
         let startID = start == nil ? nil : range.startDocumentID.map { Array($0.utf8) }
         let end = try range.endKey.map { (k) throws(SetteeError) in try JSONCollation.key(k) }
@@ -338,12 +361,63 @@ enum MapIndexStore {
                 if descending ? c < 0 : c > 0 { return false }
                 if c == 0 && !range.inclusiveEnd { return false }
             }
-            guard case .array(let pair) = try JSONParser.parse(v), pair.count == 2 else {
-                throw SetteeError(.corrupted, "a map index row's value is malformed")
-            }
-            going = try body(MapIndexRow(key: pair[0], value: pair[1], documentID: String(decoding: id, as: UTF8.self)))
+            going = try body(key, id, v)
             return going
         }
         return going
     }
+
+    /// The bytes of a row's group within its collation key: none for one group of every row,
+    /// the whole key for exact keys, else, for an array key of at least `level` elements, the
+    /// encoding of its first `level` (any other key is a group of its own). Two rows are in
+    /// one group exactly when these bytes are equal, as the collation's keys are.
+    static func groupBytes(_ key: UnsafeRawBufferPointer, _ grouping: MapIndexGrouping) throws -> UnsafeRawBufferPointer {
+        switch grouping {
+        case .all: return UnsafeRawBufferPointer(rebasing: key[0 ..< 0])
+        case .exact: return key
+        case .level(let level):
+            guard key.first == JSONCollation.Tag.array.rawValue else { return key }
+            var at = 1
+            for _ in 0 ..< level {
+                guard at < key.count else { throw SetteeError(.corrupted, "a map index row's key is malformed") }
+                // The array ends before `level` elements: the whole key is the group.
+                if key[at] == JSONCollation.Tag.end.rawValue { return key }
+                guard let n = JSONCollation.lengthOfValues(1, in: UnsafeRawBufferPointer(rebasing: key[at...])) else {
+                    throw SetteeError(.corrupted, "a map index row's key is malformed")
+                }
+                at += n
+            }
+            return UnsafeRawBufferPointer(rebasing: key[0 ..< at])
+        }
+    }
+
+    /// A group's key as a view gives it: null for one group of every row, the row's key, or
+    /// the first `level` elements of an array key.
+    static func groupKey(_ key: JSONValue, _ grouping: MapIndexGrouping) -> JSONValue {
+        switch grouping {
+        case .all: return .null
+        case .exact: return key
+        case .level(let level):
+            if case .array(let a) = key, a.count > level { return .array(Array(a.prefix(level))) }
+            return key
+        }
+    }
+}
+
+/// How ``Database/mapIndexGroups(_:ranges:descending:grouping:readingValues:value:group:)``
+/// groups rows: CouchDB's `reduce` without `group`, `group=true`, and `group_level`.
+///
+/// ```swift
+/// let byYear = MapIndexGrouping.level(1)   // keys [year, month, day] grouped by year
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+@_spi(Server) public enum MapIndexGrouping: Sendable, Hashable {
+    /// One group of every row in the ranges; its key is null.
+    case all
+    /// One group per distinct key (in the collation: `1` and `1.0` are one key).
+    case exact
+    /// For an array key, its first `n` elements (n ≥ 1); any other key, or a shorter array,
+    /// is a group of its own.
+    case level(Int)
 }
