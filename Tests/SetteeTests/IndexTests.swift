@@ -449,6 +449,15 @@ import SetteeStorage
         #expect(sorted.contains("SORT BY title"))
         let scan = try db.createQuery("SELECT title FROM _ WHERE list.id = 'l' OR type = 'task'").explain()
         #expect(scan.hasPrefix("SCAN ALL DOCUMENTS"))
+        // What the ranges bound exactly (the range, its expression's presence) is not evaluated
+        // again per row; an equality and what no range expresses are.
+        try db.createIndex(ValueIndexConfiguration(["n"]), name: "n")
+        let residual = try db.createQuery("""
+            SELECT title FROM _ WHERE n >= 5 AND n IS NOT MISSING AND n < $top AND META().id NOT LIKE 'x%' ORDER BY n
+            """).explain()
+        #expect(residual.contains("RANGE n >= 5 AND n < $top") && residual.contains("FILTER (NOT (META().id LIKE 'x%'))"), "\(residual)")
+        let kept = try db.createQuery("SELECT title FROM _ WHERE type = 'task' AND list.id > 'k' AND title IS VALUED").explain()
+        #expect(kept.contains("FILTER ((type = 'task') AND (title IS VALUED))"), "\(kept)")
     }
 }
 

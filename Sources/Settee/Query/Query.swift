@@ -303,7 +303,7 @@ public class Query: @unchecked Sendable {
             let ready = QueryPlanner.candidates(try database.core.readyIndexes(tx), channels: channels)
             if let known = plans.cached(ready, useIndexes: true) { return known.plan.scan?.index.name ?? known.plan.fullText?.index.name }
             let plan = try QueryPlanner.plan(s, indexes: ready)
-            plans.keep(PreparedPlan(plan: plan, statement: plan.scan?.covering ?? s), for: ready, useIndexes: true)
+            plans.keep(PreparedPlan(plan: plan, statement: plan.executed(s)), for: ready, useIndexes: true)
             return plan.scan?.index.name ?? plan.fullText?.index.name
         }
     }

@@ -92,7 +92,7 @@ struct QueryExecutor {
             let ready = QueryPlanner.candidates(try core.readyIndexes(tx), channels: channels)
             let prepared = try plans?.cached(ready, useIndexes: useIndexes) ?? { () throws -> PreparedPlan in
                 let plan = try QueryPlanner.plan(statement, indexes: useIndexes ? ready : ready.filter { $0.analyzer != nil })
-                let prepared = PreparedPlan(plan: plan, statement: plan.scan?.covering ?? statement)
+                let prepared = PreparedPlan(plan: plan, statement: plan.executed(statement))
                 plans?.keep(prepared, for: ready, useIndexes: useIndexes)
                 return prepared
             }()

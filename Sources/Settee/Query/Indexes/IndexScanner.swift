@@ -74,7 +74,7 @@ struct IndexScanner<Reader: StoreReading> {
         }
         let (ranges, exact) = try self.ranges()
         if ranges.isEmpty { return }
-        var overflow = PlacedEntries(try overflowEntries(), descending: scan.descending)
+        var overflow = PlacedEntries(try overflowEntries().filter { Self.within($0.valueKey, ranges) }, descending: scan.descending)
         var going = true
         for r in (scan.descending ? ranges.reversed() : ranges) where going {
             let implied = self.implied(exact: exact, r)
@@ -92,6 +92,14 @@ struct IndexScanner<Reader: StoreReading> {
             }
         }
         if going { _ = try flush(&overflow, before: nil, body) }
+    }
+
+    /// Whether a placed entry's values lie in one of the ranges, as a stored entry's key must
+    /// to be read: an entry outside them fails the conjuncts the ranges were made of, so it is
+    /// left out, and every row the scan yields meets those conjuncts (the plan's residual
+    /// `WHERE` leaves them out).
+    static func within(_ valueKey: [UInt8], _ ranges: [KeyRange]) -> Bool {
+        ranges.contains { r in !valueKey.lexicographicallyPrecedes(r.start) && valueKey.lexicographicallyPrecedes(r.end) }
     }
 
     /// Entries a scan does not meet where they sort (overflow entries, documents an index kept
@@ -261,7 +269,7 @@ struct IndexScanner<Reader: StoreReading> {
     private func runByChannel(_ channels: [String], _ body: (QueryRow, Bool, Bool) throws -> Bool) throws {
         let (ranges, exact) = try self.ranges()
         if ranges.isEmpty || channels.isEmpty { return }
-        var listed = PlacedEntries(try listedEntries(Set(channels)), descending: scan.descending)
+        var listed = PlacedEntries(try listedEntries(Set(channels)).filter { Self.within($0.valueKey, ranges) }, descending: scan.descending)
         for r in (scan.descending ? ranges.reversed() : ranges) {
             let implied = self.implied(exact: exact, r)
             var streams = channels.map { ChannelStream(channel: $0, range: (r.start, r.end)) }

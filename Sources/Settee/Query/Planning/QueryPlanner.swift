@@ -5,9 +5,9 @@ import Foundation
 /// The planner looks at the `WHERE` clause's conjuncts (the terms joined by `AND`): equality
 /// with a constant or a parameter (`=`, `IN` of constants) on an index's leading expressions,
 /// then a range (`<`, `<=`, `>`, `>=`, `BETWEEN`) on the next one. It prefers the index that
-/// fixes the most leading expressions, then one that also gives `ORDER BY`'s order. The whole
-/// `WHERE` is still evaluated on every row an index yields, so an index can only save work,
-/// never change an answer.
+/// fixes the most leading expressions, then one that also gives `ORDER BY`'s order. Every
+/// conjunct the ranges do not bound exactly (whatever a value's text) is still evaluated on
+/// every row an index yields, so an index can only save work, never change an answer.
 ///
 /// ```swift
 /// let plan = QueryPlanner.plan(statement, indexes: ready)
@@ -49,6 +49,12 @@ struct QueryPlan: Sendable {
         /// without evaluating it (when the equality values are exact keys; ``IndexScanner``
         /// checks that at run time).
         var impliesWhere = false
+        /// When `WHERE` is not implied as a whole and the scan reads documents: the conjuncts
+        /// a row must still be evaluated for, those the ranges bound exactly left out (a range
+        /// on the range expression, its presence, the partial index's condition). Equalities
+        /// stay: collation-equal text may differ. A row whose residual reads only `META()`
+        /// is not parsed for `WHERE`.
+        var residual: [QueryExpression]?
     }
 
     /// The documents of a full-text index that match a query, in the index's document
@@ -102,7 +108,11 @@ enum QueryPlanner {
            orderedBy(statement.groupBy.map { .init(expression: $0, descending: false) }, scan: scan) == false {
             plan.groupsInOrder = true
         }
-        if let scan = plan.scan { plan.scan?.covering = covering(statement, index: scan.index) }
+        if let scan = plan.scan {
+            plan.scan?.covering = covering(statement, index: scan.index)
+            // A covering scan evaluates WHERE on the index's values: nothing to leave out.
+            if plan.scan?.covering != nil { plan.scan?.residual = nil }
+        }
         plan.stopsEarly = !grouped && !statement.distinct && (plan.ordered || statement.orderBy.isEmpty)
         return plan
     }
@@ -158,7 +168,27 @@ enum QueryPlanner {
         }
         if scan.equalities.isEmpty && !scan.hasRange { return nil }
         scan.impliesWhere = conjuncts.allSatisfy { implied($0, by: scan) }
+        if !scan.impliesWhere { scan.residual = conjuncts.filter { !boundExactly($0, by: scan) } }
         return (scan, scan.equalities.count * 4 + (scan.hasRange ? 2 : 0))
+    }
+
+    /// Whether every row the scan's ranges yield meets the conjunct `c`, whatever its text:
+    /// the partial index's condition, the range itself, or the presence of the range's
+    /// expression (MISSING is in no range; NULL in none with a lower bound).
+    private static func boundExactly(_ c: QueryExpression, by scan: QueryPlan.IndexScan) -> Bool {
+        if c == scan.index.condition { return true }
+        let exprs = scan.index.expressions
+        guard scan.equalities.count < exprs.count, scan.lower != nil || scan.upper != nil else { return false }
+        let e = exprs[scan.equalities.count]
+        switch c {
+        case .test(.isNotMissing, let x) where x == e: return true
+        case .test(.isValued, let x) where x == e, .test(.isNotNull, let x) where x == e: return scan.lower != nil
+        default: break
+        }
+        var probe = QueryPlan.IndexScan(index: scan.index, equalities: [])
+        narrow(&probe, on: e, by: c)
+        guard !probe.rangeOnly, probe.lower != nil || probe.upper != nil else { return false }
+        return (probe.lower == nil || probe.lower == scan.lower) && (probe.upper == nil || probe.upper == scan.upper)
     }
 
     /// Whether the scan's ranges alone guarantee the conjunct `c`.
@@ -331,6 +361,16 @@ extension SelectStatement {
 }
 
 extension QueryPlan {
+    /// The statement a run of this plan executes for `s`: the covering rewrite, or `s` with
+    /// `WHERE` cut to the scan's residual conjuncts, or `s` itself.
+    func executed(_ s: SelectStatement) -> SelectStatement {
+        if let covering = scan?.covering { return covering }
+        guard let residual = scan?.residual else { return s }
+        var cut = s
+        cut.whereClause = residual.isEmpty ? nil : residual.count == 1 ? residual[0] : .all(residual)
+        return cut
+    }
+
     /// What ``Query/explain()`` prints: the data read, the ranges, what is evaluated per row,
     /// and what happens after.
     func explanation(_ s: SelectStatement) -> String {
@@ -363,7 +403,7 @@ extension QueryPlan {
         } else {
             lines.append("SCAN ALL DOCUMENTS")
         }
-        if let w = s.whereClause { lines.append("  FILTER \(w.sqlText)") }
+        if let w = (scan?.covering == nil ? executed(s) : s).whereClause { lines.append("  FILTER \(w.sqlText)") }
         if s.isGrouped {
             lines.append("GROUP\(s.groupBy.isEmpty ? " (one group)" : " BY " + s.groupBy.map(\.sqlText).joined(separator: ", "))"
                          + (groupsInOrder ? ": in index order, groups are runs of rows" : ""))
