@@ -101,7 +101,8 @@ extension CouchAPI {
 
     /// A bookmark is where the next page starts among the matches, opaque to clients.
     static func bookmark(offset: Int) -> String {
-        Data("settee:\(offset)".utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
+        // Without base64's padding (read back by padding again).
+        String(decoding: Data("settee:\(offset)".utf8).base64EncodedString().utf8.prefix { $0 != UInt8(ascii: "=") }, as: UTF8.self)
     }
 
     static func offset(ofBookmark b: String) -> Int? {

@@ -286,6 +286,17 @@ enum QueryPlanner {
 
     /// The statement rewritten to read the index's values, when it reads nothing else.
     private static func covering(_ s: SelectStatement, index: CompiledIndex) -> SelectStatement? {
+        // A META() other than the ID, which no index holds as such, reads the document: known
+        // before the statement is rewritten (a `_find`, which reads `_rev`, is never covered).
+        func metaBeyondID(_ e: QueryExpression) -> Bool {
+            e.contains { x in if case .meta(let m) = x { m != .id } else { false } }
+        }
+        if !index.expressions.contains(where: metaBeyondID) {
+            for item in s.items {
+                guard case .expression(let e, _) = item else { return nil }
+                if metaBeyondID(e) { return nil }
+            }
+        }
         let slots = Dictionary(index.expressions.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
         func rewrite(_ e: QueryExpression) -> QueryExpression { e.replacing { slots[$0].map(QueryExpression.slot) } }
         var r = s
