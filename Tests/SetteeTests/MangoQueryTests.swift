@@ -370,6 +370,17 @@ import SetteeCrashKit
         var badField = MangoQuery(selector: try MangoQuery.Selector([:]))
         badField.fields = ["a."]
         #expect(throws: SetteeError.self) { try db.createQuery(mango: badField) }
+        // Negations on `_id` and `_rev` (strings every document has), as CouchDB answers them.
+        func ids(_ selector: JSONValue) throws -> [String] {
+            try db.createQuery(mango: MangoQuery(selector: try MangoQuery.Selector(selector))).execute().allResults()
+                .compactMap { $0.string(forKey: "_id") }.sorted()
+        }
+        let every = (0 ..< 30).map { "doc\($0)" }.sorted()
+        #expect(try ids(["_id": ["$not": ["$beginsWith": "doc1"]]]) == every.filter { !$0.hasPrefix("doc1") })
+        #expect(try ids(["_id": ["$not": ["$regex": "^doc2"]]]) == every.filter { !$0.hasPrefix("doc2") })
+        // A test that is false on a string (not an array): its negation holds for every document.
+        #expect(try ids(["_id": ["$not": ["$size": 1]]]) == every)
+        #expect(try ids(["_rev": ["$not": ["$beginsWith": "1-"]]]).isEmpty)
         // Terms of combined selectors count together against the bound.
         let half: JSONValue = ["n": ["$in": .array((0 ..< 2_100).map { JSONValue.int(Int64($0)) })]]
         let wide = MangoQuery(selector: .all([try MangoQuery.Selector(half), try MangoQuery.Selector(half)]))

@@ -228,8 +228,14 @@ enum MangoCompiler {
                 case "$and", "$or", "$nor":
                     break
                 default:
-                    // What has no opposite is negated on a field the document has.
-                    return .and(present, .not(truth(try condition(op, arg, path: path, base: base, negated: false, depth: depth))))
+                    // What has no opposite is negated on a field the document has. `_id` and
+                    // `_rev` are strings every document has: a prefix or a pattern on them is
+                    // TRUE or FALSE, never MISSING or NULL, so nothing more is evaluated.
+                    let plain = try condition(op, arg, path: path, base: base, negated: false, depth: depth)
+                    if case .meta(let m) = value, m == .id || m == .revisionID {
+                        return .not(op == "$beginsWith" || op == "$regex" ? plain : truth(plain))
+                    }
+                    return .and(present, .not(truth(plain)))
                 }
             }
             switch op {
