@@ -124,6 +124,11 @@ extension CouchAPI {
         }
     }
 
+    /// What leaves design documents out of `_find`, compiled once.
+    static let notDesignDocuments = Swift.Result { () throws(SetteeError) in
+        try MangoQuery.Selector(["_id": ["$not": ["$beginsWith": "_design/"]]])
+    }
+
     /// The library query for a request: its selector (and the partial index's, when
     /// `use_index` names one), design documents left out as CouchDB leaves them out, the sort;
     /// `skip` and `limit` too when every match may be read. A user's query is restricted to
@@ -132,10 +137,7 @@ extension CouchAPI {
     /// ahead of it. The request's parts go to the library as they were compiled when it was
     /// read.
     func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, readsAll: Bool, idsOnly: Bool = false) throws -> Query {
-        var selectors = [r.selector]
-        try Self.mango { () throws(SetteeError) in
-            selectors.append(try MangoQuery.Selector(["_id": ["$not": ["$beginsWith": "_design/"]]]))
-        }
+        var selectors = [r.selector, try Self.notDesignDocuments.get()]
         if let use = r.useIndex, let name = use.name, let partial = try mangoIndexes(db).first(where: { $0.ddoc == use.ddoc && $0.name == name })?.partial {
             try Self.mango { () throws(SetteeError) in selectors.append(try MangoQuery.Selector(partial)) }
         }

@@ -185,10 +185,7 @@ enum QueryPlanner {
         case .test(.isValued, let x) where x == e, .test(.isNotNull, let x) where x == e: return scan.lower != nil
         default: break
         }
-        var probe = QueryPlan.IndexScan(index: scan.index, equalities: [])
-        narrow(&probe, on: e, by: c)
-        guard !probe.rangeOnly, probe.lower != nil || probe.upper != nil else { return false }
-        return (probe.lower == nil || probe.lower == scan.lower) && (probe.upper == nil || probe.upper == scan.upper)
+        return isScanRange(c, scan)
     }
 
     /// Whether the scan's ranges alone guarantee the conjunct `c`.
@@ -196,6 +193,13 @@ enum QueryPlanner {
         if c == scan.index.condition { return true }
         let exprs = scan.index.expressions
         for (i, values) in scan.equalities.enumerated() where equality(on: exprs[i], in: [c]) == values { return true }
+        return isScanRange(c, scan)
+    }
+
+    /// Whether `c` is a range on the expression after the equalities that the scan's bounds
+    /// hold exactly (a conjunct they were narrowed by).
+    private static func isScanRange(_ c: QueryExpression, _ scan: QueryPlan.IndexScan) -> Bool {
+        let exprs = scan.index.expressions
         guard scan.equalities.count < exprs.count, scan.lower != nil || scan.upper != nil else { return false }
         var probe = QueryPlan.IndexScan(index: scan.index, equalities: [])
         narrow(&probe, on: exprs[scan.equalities.count], by: c)
