@@ -170,7 +170,11 @@ final class BodyPrefilter {
             return .value(QueryExpression.and(p, q))
         case .inList(let a, let list):
             let x = operand(a, found)
-            guard case .known(let v, let vHolds) = x else { return .unknown(mayThrow: x.mayThrow) }
+            // Unknown here, the value may be one the evaluator goes on to compare with the
+            // items, evaluating them: any of them that may throw may throw then.
+            guard case .known(let v, let vHolds) = x else {
+                return .unknown(mayThrow: x.mayThrow || list.contains { operand($0, found).mayThrow })
+            }
             guard let v else { return .value(nil) }
             if v == .null { return .value(.null) }
             var sawNull = false
