@@ -214,12 +214,12 @@ final class PurgeLog: Sendable {
         try save(db, "latest")
         try db.setDocumentExpiration(withID: "later", expiration: date(1000))
         db.waitForExpirySweeper()   // now asleep until +1000 s
-        let passes = db.core.sweeper.passes.load(ordering: .acquiring)
+        let passes = db.core.parts.expiry.sweeper.passes.load(ordering: .acquiring)
 
         // A later due time does not wake it.
         try db.setDocumentExpiration(withID: "latest", expiration: date(5000))
         db.waitForExpirySweeper()
-        #expect(db.core.sweeper.passes.load(ordering: .acquiring) == passes)
+        #expect(db.core.parts.expiry.sweeper.passes.load(ordering: .acquiring) == passes)
 
         // An earlier one does, although the clock has not moved: it is due now.
         let log = PurgeLog(db)
@@ -227,7 +227,7 @@ final class PurgeLog: Sendable {
         #expect(log.wait())
         #expect(log.purgedIDs == ["sooner"])
         db.waitForExpirySweeper()
-        #expect(db.core.sweeper.passes.load(ordering: .acquiring) > passes)
+        #expect(db.core.parts.expiry.sweeper.passes.load(ordering: .acquiring) > passes)
         #expect(try db.document(withID: "later") != nil)
         #expect(try db.nextDueForTests() == UInt64(Self.start) + 1000)
     }
@@ -489,7 +489,7 @@ final class PurgeLog: Sendable {
         let db = try open(dir, clock)
         try save(db, "doc")
         try db.setDocumentExpiration(withID: "doc", expiration: date(10))
-        let sweeper = db.core.sweeper
+        let sweeper = db.core.parts.expiry.sweeper
         try db.delete()   // closes: the sweeper thread ends before the files go
         #expect(sweeper.alarm.isStopped)
         #expect(!Database.exists(withName: "db", inDirectory: dir.path))
@@ -561,7 +561,7 @@ final class PurgeLog: Sendable {
         #expect(try db.document(withID: "later") != nil)
         db.waitForExpirySweeper()
         #expect(try db.document(withID: "never") != nil)
-        #expect(db.core.sweeper.lastError.withLock { $0 } == nil)
+        #expect(db.core.parts.expiry.sweeper.lastError.withLock { $0 } == nil)
     }
 }
 

@@ -287,7 +287,7 @@ import SetteeCrashKit
         defer { try? db.close() }
         for i in 0 ..< 30 { try db.saveDocument(task("d\(i)", title: "buy milk \(i)")) }
         try db.createIndex(FullTextIndexConfiguration(["title"]), name: "text")
-        let index = try #require(db.core.indexSet.withLock { $0.indexes.first })
+        let index = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
         // Damage behind the library's back: a document's posting of "milk" goes.
         var removed = false
         try db.core.write { c in
@@ -316,7 +316,7 @@ import SetteeCrashKit
         }
         try db.close()
         db = try openDatabase(dir)
-        let reopened = try #require(db.core.indexSet.withLock { $0.indexes.first })
+        let reopened = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
         #expect(reopened.isReady && reopened.definition.text?.analyzerVersion == FullTextAnalyzer.version)
         #expect(try db.check().isHealthy)
         #expect(try db.createQuery("SELECT count(*) AS n FROM _ WHERE MATCH(text, 'milk')").execute().allResults().first?.int(forKey: "n") == 30)

@@ -208,7 +208,7 @@ import SetteeStorage
         for i in 0 ..< 50 { try db.saveDocument(task("d\(i)", list: "l", createdAt: i)) }
         try db.createIndex(ValueIndexConfiguration(["createdAt"]), name: "dates")
         // Damage the index behind the library's back: remove one entry, add a stray one.
-        let index = try #require(db.core.indexSet.withLock { $0.indexes.first })
+        let index = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
         let entry = try #require(try index.entry(for: QueryRow(id: "d3", revisionID: "", sequence: 0, isDeleted: false, expiration: nil,
                                                                properties: ["createdAt": 3])))
         let stray = try IndexEntry(values: [.int(999)], documentID: "nobody")

@@ -327,7 +327,7 @@ import SetteeCrashKit
         var db = try Database(name: "db", config: config)
         try db.createIndex(slow, name: "slow")
         func pending(_ db: Database) throws -> [String] {
-            let tree = try #require(db.core.indexSet.withLock { $0.indexes.first { $0.name == "slow" }?.tree })
+            let tree = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first { $0.name == "slow" }?.tree })
             return try db.core.read { tx in try MapIndexStore.pending(tx, tree: tree, limit: 1000) }
         }
         Thread.current.threadDictionary["committing"] = true

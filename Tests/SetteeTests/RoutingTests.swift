@@ -223,7 +223,7 @@ import Testing
         #expect(db.grantChanges(after: v1) == [.channels: ["bob", "alice", "carol"]])
         #expect(db.grantChanges(after: v0) == [.channels: ["alice", "bob", "carol"]])
         // A commit that changes thousands of principals' grants lists none: anyone may have changed.
-        let many = (0 ..< WriteContext.maxListedGrantChanges + 1).map { JSONValue.string("u\($0)") }
+        let many = (0 ..< RoutingCommit.maxListedGrantChanges + 1).map { JSONValue.string("u\($0)") }
         db.setRouter { input in
             RevisionRouting(access: Dictionary(uniqueKeysWithValues: (input.revision.array(forKey: "to") ?? []).compactMap(\.stringValue).map { ($0, ["c"]) }))
         }
@@ -232,7 +232,7 @@ import Testing
         #expect(db.grantChanges(after: v2) == nil)
         // Further back than the log reaches: unknown.
         db.setRouter(Self.router)
-        for i in 0 ..< DatabaseCore.grantLogSize + 1 { try save(db, "g", ["to": "alice", "grant": [.string("c\(i)")]]) }
+        for i in 0 ..< ChannelRouting.grantLogSize + 1 { try save(db, "g", ["to": "alice", "grant": [.string("c\(i)")]]) }
         #expect(db.grantChanges(after: v0) == nil)
         #expect(db.grantChanges(after: db.grantsVersion - 1) == [.channels: ["alice"]])
     }

@@ -465,7 +465,7 @@ extension Database {
     /// ```
     public var backgroundStatus: BackgroundStatus {
         var status = core.background.withLock { $0 }
-        status.lastExpiryFailure = core.sweeper.lastError.withLock { $0 }
+        status.lastExpiryFailure = core.parts.expiry.sweeper.lastError.withLock { $0 }
         return status
     }
 }

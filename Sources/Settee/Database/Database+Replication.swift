@@ -460,7 +460,7 @@ extension Database {
                         outcomes.append(.inserted)
                     } catch let e as SetteeError where e.code == .forbidden || e.code == .unauthorized || e.code == .notFound
                                 || e.code == .invalidParameter {
-                        c.pendingRouting = nil
+                        c.participants.routing.pending = nil
                         outcomes.append(.rejected(e))
                     }
                 }

@@ -19,8 +19,9 @@ struct Trees: Sendable {
 }
 
 /// What every ``Database`` object open on the same files shares: the engine store, the writer
-/// lock, listeners, validations and the expiry sweeper. One per path per process,
-/// reference-counted.
+/// lock, listeners, validations, and the parts that keep records beside the documents
+/// (``DatabaseParts``: routing, indexes, expiry), which it knows only as commit participants.
+/// One per path per process, reference-counted.
 final class DatabaseCore: @unchecked Sendable {
     /// The document format this build writes (Formats/documents.md). Older databases are
     /// upgraded when opened, without rewriting anything: version 2 added the expiry trees
@@ -73,17 +74,11 @@ final class DatabaseCore: @unchecked Sendable {
     let uuid: [UInt8]
     let hub = ChangeHub()
     let validations = Mutex<[(name: String, body: Validation)]>([])
-    /// What routes new revisions to channels (``Database/setRouter(_:)``). Boxed: a function
-    /// value kept directly in a `Mutex` is re-wrapped in a reabstraction thunk by every
-    /// `withLock` (its `inout` is written back), a chain that grew with each write until the
-    /// writer's stack overflowed.
-    let routerBox = Mutex<RouterBox?>(nil)
-
-    /// The router, read without touching the stored function value.
-    var router: Router? { routerBox.withLock { $0 }?.router }
     /// What expiration and tombstone eviction read the time from.
     let clock: any ExpirationClock
-    let sweeper: ExpirySweeper
+    /// What keeps records beside the documents (channels and grants, indexes, expiry), each
+    /// taking part in every commit as a ``CommitParticipant``.
+    let parts: DatabaseParts
     /// The thread `async` writes run on (started by the first one).
     let worker: DatabaseWorker
     /// What background work last reported (``Database/backgroundStatus``).
@@ -94,25 +89,6 @@ final class DatabaseCore: @unchecked Sendable {
     /// Threads waiting for `writeLock` in `write` or `runBatch`: the sweeper lets them go first
     /// between its batches.
     let waitingWriters = Atomic<Int>(0)
-    /// Counts the commits that changed what documents grant (``Database/grantsVersion``).
-    let grantsVersion = Atomic<UInt64>(0)
-    /// What the last commits that changed grants changed, by ``grantsVersion`` (oldest first; nil
-    /// for a commit that changed too many principals to list): what
-    /// ``Database/grantChanges(after:)`` answers from.
-    let grantLog = Mutex<[(version: UInt64, changes: [GrantKind: Set<String>]?)]>([])
-    static let grantLogSize = 512
-    /// The indexes writers maintain; replaced only with the write lock held, once the catalog
-    /// change committed.
-    let indexSet = Mutex(IndexSet())
-    /// The map functions the application gave (``MapIndexConfiguration``), by index name,
-    /// for as long as this process has the database open.
-    let mapFunctions = Mutex<[String: MapIndexConfiguration]>([:])
-    /// The rows live queries last read for a commit's documents, keyed by the commit's
-    /// sequence, so a thousand live queries parse a changed document once.
-    let liveRows = Mutex<(sequence: UInt64, rows: [String: QueryRow?])>((0, [:]))
-    /// The live queries, checked against each commit by one listener.
-    let liveQueries = LiveQueryRegistry()
-
     /// Serializes writers. Recursive so that saves inside `Database.inBatch(_:)` on the batch's
     /// thread join the batch's transaction.
     let writeLock = NSRecursiveLock()
@@ -128,8 +104,6 @@ final class DatabaseCore: @unchecked Sendable {
     let compactionCancelled = Atomic<Bool>(false)
     /// Whether an automatic compaction is queued or running.
     let autoCompactionScheduled = Atomic<Bool>(false)
-    /// Map indexes whose deferred rows a background thread makes (``catchUpLater(_:)``).
-    let mapCatchUp = Mutex<(running: Bool, waiting: Set<String>)>((false, []))
     /// How many `Database` objects use this core; guarded by the registry lock.
     private var users = 0
 
@@ -139,7 +113,7 @@ final class DatabaseCore: @unchecked Sendable {
         self.path = path
         self.configuration = configuration
         self.clock = clock
-        self.sweeper = ExpirySweeper(clock: clock, name: name)
+        self.parts = DatabaseParts(routing: ChannelRouting(), queries: QueryEngineState(), expiry: ExpiryKeeper(clock: clock, name: name))
         self.worker = DatabaseWorker(name: name)
         var sc = StoreConfiguration()
         sc.durability = configuration.fullSync ? .synchronous : .none
@@ -199,15 +173,14 @@ final class DatabaseCore: @unchecked Sendable {
             self.revsLimit.store(revsLimit, ordering: .relaxed)
             self.store = store
             self.blobs = try BlobStore(directory: path + "/blobs")
-            let loaded = try translating { try store.read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog, maps: [:]) } }
-            indexSet.withLock { $0 = loaded }
+            try parts.opened(self)
         } catch {
             try? store.close()
             throw error
         }
         // Small async writes queued together commit as one batch (group commit).
         worker.setGroupRunner { [unowned self] body in try self.runBatch(body) }
-        finishIndexes()
+        parts.ready(self)
     }
 
     /// The shared core for `path`, opening it if no other `Database` has.
@@ -229,9 +202,7 @@ final class DatabaseCore: @unchecked Sendable {
                                         clock: clock ?? SystemExpirationClock())
             core.users = 1
             open[path] = core
-            core.sweeper.start(name: name) { [unowned core] now, stopping in
-                try core.sweep(asOf: now, stopping: stopping)
-            }
+            core.parts.started(core)
             return core
         }
     }
@@ -246,7 +217,7 @@ final class DatabaseCore: @unchecked Sendable {
         }
         if last {
             worker.stop()    // queued async writes still run, and find the database closed
-            sweeper.stop()   // a batch in progress ends first
+            parts.stopping()   // the sweeper's batch in progress ends first
             hub.finish()
             // A compaction still running stops at its next step; wait for it before closing.
             compactionCancelled.store(true, ordering: .relaxed)
@@ -292,7 +263,6 @@ final class DatabaseCore: @unchecked Sendable {
         if let context {
             publish(context)
             compactIfWorthwhile(deadBytes: context.deadBytes)
-            catchUpLater(context.deferredMaps)
         }
         return result
     }
@@ -322,23 +292,13 @@ final class DatabaseCore: @unchecked Sendable {
         if let context {
             publish(context)
             compactIfWorthwhile(deadBytes: context.deadBytes)
-            catchUpLater(context.deferredMaps)
         }
     }
 
-    /// Tells listeners what committed, and the sweeper about a new earliest due time.
+    /// Tells the participants, then listeners, what committed.
     private func publish(_ c: WriteContext) {
-        if c.grantsChanged {
-            // Logged before the version moves on: whoever reads the new version finds its entry.
-            grantLog.withLock { log in
-                let next = grantsVersion.load(ordering: .relaxed) + 1
-                log.append((next, c.grantChanges))
-                if log.count > Self.grantLogSize { log.removeFirst(log.count - Self.grantLogSize / 2) }
-                grantsVersion.store(next, ordering: .releasing)
-            }
-        }
+        for p in c.participants.all { p.didCommit(c) }
         hub.publish(DatabaseChange(database: name, changes: c.changes))
-        sweeper.note(due: c.earliestDue)
     }
 
     /// Runs `body` on a snapshot, or on the batch's transaction when called from inside a batch.
@@ -415,8 +375,8 @@ final class DatabaseCore: @unchecked Sendable {
     }
 }
 
-/// The state of one write transaction: the sequence counter, the live-document count and the
-/// changes to announce when it commits.
+/// The state of one write transaction: the sequence counter, the live-document count, the
+/// changes to announce when it commits, and its participants' share.
 final class WriteContext {
     unowned let core: DatabaseCore
     let tx: WriteTransaction
@@ -426,30 +386,8 @@ final class WriteContext {
     var deadBytes: UInt64
     var metaDirty = false
     var changes: [DocumentChange] = []
-    /// The earliest due time this transaction put in `doc.expiry`, for the sweeper.
-    var earliestDue: UInt64?
-    /// The routing of the revision being added, computed before its commit.
-    var pendingRouting: (key: [UInt8], revisionID: String, routing: RevisionRouting)?
-    /// Whether this transaction wrote to `doc.grants`.
-    var grantsChanged = false
-    /// The principals whose grants this transaction changed, by kind; nil past
-    /// ``maxListedGrantChanges`` (then any may have).
-    var grantChanges: [GrantKind: Set<String>]? = [:]
-    static let maxListedGrantChanges = 4096
-    /// The properties of the revision being added by a local save, so that index maintenance
-    /// does not parse the body it was just written from.
-    var pendingProperties: (revisionID: String, properties: [String: JSONValue])?
-    /// The indexes to maintain, read once per transaction (they change only under the write
-    /// lock, outside any transaction).
-    lazy var indexes: [CompiledIndex] = core.indexSet.withLock { $0.indexes }
-    /// The properties those indexes read (nil: all), for parsing bodies only that far.
-    lazy var indexedKeys: Set<String>? = Self.documentKeys(indexes)
-    /// Documents whose map-index rows this transaction must make before it commits, by index
-    /// (nil: no rows, deleted or purged): made together, so a function that takes many
-    /// documents at once is called once per 256.
-    var pendingMaps: [String: (index: CompiledIndex, documents: [String: QueryRow?])] = [:]
-    /// The map indexes some of whose documents this transaction left to be mapped after it.
-    var deferredMaps: Set<String> = []
+    /// Routing, indexes and expiry: their part in this transaction.
+    let participants: CommitParticipants
 
     init(core: DatabaseCore, tx: WriteTransaction) throws {
         self.core = core
@@ -457,6 +395,7 @@ final class WriteContext {
         lastSequence = try core.counter(tx, MetaKey.lastSequence)
         liveCount = try core.counter(tx, MetaKey.liveCount)
         deadBytes = try core.counter(tx, MetaKey.deadBytes)
+        participants = core.parts.beginTransaction(core)
     }
 
     /// Counts the value at `ref` as space the next compaction reclaims.
@@ -473,7 +412,7 @@ final class WriteContext {
     }
 
     func flush() throws {
-        try flushMapIndexes()
+        for p in participants.all { try p.willCommit(self) }
         guard metaDirty else { return }
         // This commit's operations (and the counters' own, about 64 bytes) are dead once the
         // next checkpoint has written the trees.

@@ -149,16 +149,17 @@ extension WriteContext {
         try validate(id: id, revisionID: revID, deleted: deleted, body: body, old: old)
         try route(id: id, key: key, revisionID: revID, deleted: deleted, body: body, tree: tree, parent: parent)
         let ref = body.isEmpty ? 0 : try tx.appendValue(body.bytes).rawValue
-        if let p = body.properties { pendingProperties = (revID, p) }
-        defer { pendingProperties = nil }
         tree.add(id: revID, generation: generation, parent: parent, deleted: deleted,
                  hasAttachments: !body.blobDigests.isEmpty, bodyRef: ref)
         // The document's metadata names its winner, which need not be the revision added.
-        return (try commit(id: id, key: key, old: old, tree: &tree), revID)
+        return (try commit(id: id, key: key, old: old, tree: &tree, added: body.properties.map { (revID, $0) }), revID)
     }
 
-    /// Stores a document's tree and updates every index for its new winner.
-    func commit(id: String, key: [UInt8], old: DocMeta?, tree: inout RevTree) throws -> DocMeta {
+    /// Stores a document's tree and tells the commit's participants (routing, indexes, expiry)
+    /// of its new winner. `added`: the revision just added and its properties, when a local
+    /// save has them (the indexes do not parse its body again if it wins).
+    func commit(id: String, key: [UInt8], old: DocMeta?, tree: inout RevTree,
+                added: (revisionID: String, properties: [String: JSONValue])? = nil) throws -> DocMeta {
         tree.prune(maxDepth: core.maxRevTreeDepth)
         let (w, flags) = tree.winnerAndFlags()
         let winner = tree.revs[w]
@@ -176,12 +177,11 @@ extension WriteContext {
         let meta = DocMeta(flags: flags, sequence: seq, revisionID: winner.id,
                            bodyRef: winner.hasBody ? winner.bodyRef : 0, treeRef: treeRef)
         try tx.put(key, meta.encoded(), in: trees.byID)
-        // Routing first: the indexes kept by channel need the channels it leaves the document in.
-        let (routing, channels) = try updateRouting(id: id, key: key, tree: tree, winner: w, flags: flags, seq: seq, oldSequence: old?.sequence)
-        try updateIndexes(id: id, old: old, winnerID: winner.id, winnerDeleted: winner.deleted, winnerBodyRef: meta.bodyRef, sequence: seq,
-                          channels: channels)
+        var change = CommittedDocument(id: id, key: key, old: old, new: meta, tree: tree, winner: w, sequence: seq,
+                                       winnerProperties: added.flatMap { $0.revisionID == winner.id ? $0.properties : nil })
+        for p in participants.all { try p.documentChanged(&change, in: self) }
         if let old { try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence) }
-        try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(routing: routing),
+        try tx.put([UInt8](bigEndian: seq), SequenceEntry(flags: flags, documentID: id, revisionID: winner.id).encoded(routing: change.routing),
                    in: trees.bySequence)
         let wasConflicted = old?.flags.contains(.conflicted) ?? false
         if flags.contains(.conflicted) && !wasConflicted {
@@ -189,14 +189,9 @@ extension WriteContext {
         } else if !flags.contains(.conflicted) && wasConflicted {
             try tx.delete(key, in: trees.conflicts)
         }
-        let wasLive = old.map { !$0.flags.contains(.deleted) } ?? false
+        let wasLive = change.wasLive
         if wasLive != !winner.deleted {
             liveCount = wasLive ? liveCount &- 1 : liveCount &+ 1
-        }
-        // Tombstone eviction: only deletions and resurrections look at the expiry trees, so a
-        // save of a live document costs nothing more.
-        if winner.deleted || old?.flags.contains(.deleted) == true {
-            try updateEviction(key, deleted: winner.deleted, wasDeleted: old.map { $0.flags.contains(.deleted) })
         }
         changes.append(DocumentChange(documentID: id, revisionID: winner.id, sequence: seq, isDeleted: winner.deleted,
                                       isConflicted: flags.contains(.conflicted), isPurged: false))
@@ -206,25 +201,23 @@ extension WriteContext {
     /// Removes every trace of a document; returns false when it was not there.
     func purge(id: String, key: [UInt8]) throws -> Bool {
         guard let old = try meta(key) else { return false }
-        try purge(id: id, key: key, meta: old, record: try expiryRecord(key))
+        try purge(id: id, key: key, meta: old)
         return true
     }
 
-    /// Removes every trace of a document whose metadata and expiration record (if any) were
-    /// just read: its by-ID, by-sequence, conflict and expiry entries. Takes a sequence and
-    /// reports a purge change.
-    func purge(id: String, key: [UInt8], meta old: DocMeta, record: ExpiryRecord?) throws {
-        let routing = try RoutingRecord.load(tx, trees, key: key, sequence: old.sequence)
+    /// Removes every trace of a document whose metadata was just read: the participants' records
+    /// first (routing reads the document's sequence entry), then its by-ID, by-sequence and
+    /// conflict entries. Takes a sequence and reports a purge change.
+    func purge(id: String, key: [UInt8], meta old: DocMeta) throws {
+        let seq = nextSequence()
+        var change = CommittedDocument(id: id, key: key, old: old, new: nil, tree: nil, winner: 0, sequence: seq, winnerProperties: nil)
+        for p in participants.all { try p.documentChanged(&change, in: self) }
         try addDead(old.treeRef)
         try addDead(old.bodyRef)
-        try removeFromIndexes(id: id, old: old, channels: routing?.record.applied.channels ?? [])
         try tx.delete(key, in: trees.byID)
         try tx.delete([UInt8](bigEndian: old.sequence), in: trees.bySequence)
         if old.flags.contains(.conflicted) { try tx.delete(key, in: trees.conflicts) }
         if !old.flags.contains(.deleted) { liveCount &-= 1 }
-        if let record { try setExpiryRecord(key, old: record, new: ExpiryRecord()) }
-        let seq = nextSequence()
-        try purgeRouting(key: key, loaded: routing, seq: seq)
         changes.append(DocumentChange(documentID: id, revisionID: nil, sequence: seq, isDeleted: false,
                                       isConflicted: false, isPurged: true))
     }

@@ -99,6 +99,6 @@ extension Database {
     /// db.waitForExpirySweeper()
     /// ```
     package func waitForExpirySweeper() {
-        core.sweeper.alarm.settle()
+        core.parts.expiry.sweeper.alarm.settle()
     }
 }

@@ -69,7 +69,7 @@ extension WriteContext {
 
     /// Remembers the earliest due time this transaction added, to wake the sweeper after the commit.
     func noteDue(_ due: UInt64) {
-        earliestDue = min(earliestDue ?? .max, due)
+        participants.expiry.earliestDue = min(participants.expiry.earliestDue ?? .max, due)
     }
 
     /// After a commit left the document `key` with a tombstone as its current revision (`deleted`)
@@ -122,7 +122,7 @@ extension WriteContext {
                 if evicting && meta.flags.contains(.deleted) { isDue = true } else { remaining.eviction = nil }
             }
             if isDue {
-                try purge(id: String(decoding: key, as: UTF8.self), key: key, meta: meta, record: record)
+                try purge(id: String(decoding: key, as: UTF8.self), key: key, meta: meta)
                 purged += 1
             } else {
                 try setExpiryRecord(key, old: record, new: remaining)

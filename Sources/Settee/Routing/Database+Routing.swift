@@ -16,7 +16,7 @@ extension Database {
     /// had (none, for a new one) until ``reroute(batchSize:)`` or a routed save.
     public func setRouter(_ router: Router?) {
         let box = router.map(RouterBox.init)
-        core.routerBox.withLock { $0 = box }
+        core.parts.routing.routerBox.withLock { $0 = box }
     }
 
     /// The routing the database holds for a document; nil when it holds none: none of its
@@ -148,7 +148,7 @@ extension Database {
     /// ```swift
     /// if cached.version != db.grantsVersion { cached = (db.grantsVersion, try compute()) }
     /// ```
-    public var grantsVersion: UInt64 { core.grantsVersion.load(ordering: .acquiring) }
+    public var grantsVersion: UInt64 { core.parts.routing.grantsVersion.load(ordering: .acquiring) }
 
     /// The principals whose grants changed in the commits after ``grantsVersion`` was
     /// `version`, by kind (a user's name under ``GrantKind/channels`` and ``GrantKind/roles``, a
@@ -165,8 +165,9 @@ extension Database {
     /// ```
     @_spi(Server)
     public func grantChanges(after version: UInt64) -> [GrantKind: Set<String>]? {
-        core.grantLog.withLock { log in
-            guard version < core.grantsVersion.load(ordering: .relaxed) else { return [:] }
+        let routing = core.parts.routing
+        return routing.grantLog.withLock { log in
+            guard version < routing.grantsVersion.load(ordering: .relaxed) else { return [:] }
             // Complete only when its oldest entry is at most the next version.
             guard let first = log.first, first.version <= version + 1 else { return nil }
             var out: [GrantKind: Set<String>] = [:]

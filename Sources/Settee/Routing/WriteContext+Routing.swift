@@ -1,6 +1,6 @@
 internal import SetteeStorage
 
-/// A router kept behind a reference (see ``DatabaseCore/routerBox``).
+/// A router kept behind a reference (see ``ChannelRouting/routerBox``).
 final class RouterBox: Sendable {
     let router: Router
     init(_ router: @escaping Router) { self.router = router }
@@ -274,7 +274,7 @@ extension WriteContext {
             throw SetteeError.forbidden("\(error)")
         }
         try routing.check()
-        pendingRouting = (key, revisionID, routing)
+        participants.routing.pending = (key, revisionID, routing)
     }
 
     /// Brings a committed document's routing and its index entries up to date: the new
@@ -285,8 +285,8 @@ extension WriteContext {
     func updateRouting(id: String, key: [UInt8], tree: RevTree, winner: Int, flags: DocFlags, seq: UInt64, oldSequence: UInt64?) throws
         -> (applied: RevisionRouting?, channels: (old: Set<String>, new: Set<String>)) {
         let none: (RevisionRouting?, (old: Set<String>, new: Set<String>)) = (nil, ([], []))
-        let pending = pendingRouting.flatMap { $0.key == key ? $0 : nil }
-        pendingRouting = nil
+        let pending = participants.routing.pending.flatMap { $0.key == key ? $0 : nil }
+        participants.routing.pending = nil
         let loaded = try oldSequence == nil ? nil : RoutingRecord.load(tx, trees, key: key, sequence: oldSequence)
         guard pending != nil || loaded != nil || core.router != nil else { return none }
         var record = loaded?.record ?? RoutingRecord()
@@ -362,23 +362,26 @@ extension WriteContext {
             for n in now where names[n].map({ $0.revoked }) ?? true { names[n] = (seq, false) }
             for n in before.subtracting(now) { names[n] = (seq, true) }
             try tx.put(k, RoutingKey.grants(id: id, names), in: trees.grants)
-            grantsChanged = true
-            if grantChanges != nil {
-                grantChanges?[kind, default: []].insert(principal)
-                if (grantChanges?.values.reduce(0) { $0 + $1.count } ?? 0) > Self.maxListedGrantChanges { grantChanges = nil }
+            let log = participants.routing
+            log.grantsChanged = true
+            if log.grantChanges != nil {
+                log.grantChanges?[kind, default: []].insert(principal)
+                if (log.grantChanges?.values.reduce(0) { $0 + $1.count } ?? 0) > RoutingCommit.maxListedGrantChanges { log.grantChanges = nil }
             }
         }
     }
 
     /// A purged document leaves every channel log; what it granted is revoked at `seq`.
-    /// `loaded`: its routing record, read before its sequence entry was deleted.
-    func purgeRouting(key: [UInt8], loaded: (record: RoutingRecord, stored: Bool)?, seq: UInt64) throws {
-        guard let (record, stored) = loaded else { return }
+    /// `sequence`: its sequence before the purge, whose entry may hold its routing (read before
+    /// the document's own records go). Returns the channels it was in.
+    func purgeRouting(key: [UInt8], sequence: UInt64?, seq: UInt64) throws -> Set<String> {
+        guard let (record, stored) = try RoutingRecord.load(tx, trees, key: key, sequence: sequence) else { return [] }
         for (channel, m) in record.membership { try tx.delete(RoutingKey.channel(channel, m.sequence), in: trees.channels) }
         let id = String(decoding: key, as: UTF8.self)
         try updateGrants(.channels, old: record.applied.access, new: [:], id: id, key: key, seq: seq)
         try updateGrants(.roles, old: record.applied.roles, new: [:], id: id, key: key, seq: seq)
         try updateGrants(.roleChannels, old: record.applied.roleAccess, new: [:], id: id, key: key, seq: seq)
         if stored { try tx.delete(key, in: trees.routing) }
+        return record.applied.channels
     }
 }

@@ -69,7 +69,7 @@ extension Database {
         let definition = try Self.definition(of: config, name: name)
         if let map = config as? MapIndexConfiguration {
             // Given before the catalog changes, so that the reload attaches it.
-            core.mapFunctions.withLock { $0[name] = map }
+            core.parts.queries.mapFunctions.withLock { $0[name] = map }
         }
         let needsBuild = try core.changingIndexes { c -> Bool in try c.defineIndex(name: name, definition: definition) }
         if needsBuild { try core.buildIndex(name: name, progress: progress) }
@@ -86,7 +86,7 @@ extension Database {
     public func deleteIndex(forName name: String) throws {
         try checkOpen()
         try core.changingIndexes { c in try c.removeIndex(name: name) }
-        core.mapFunctions.withLock { _ = $0.removeValue(forKey: name) }
+        core.parts.queries.mapFunctions.withLock { _ = $0.removeValue(forKey: name) }
     }
 
     /// The names of the database's indexes, in name order (an index still being built is

@@ -104,7 +104,7 @@ extension Database {
     ///   ``SetteeError/Code/notOpen``.
     public func mapIndexInfo(forName name: String) throws -> MapIndexInfo? {
         try checkOpen()
-        let attached = core.indexSet.withLock { $0.indexes.first { $0.name == name }?.map != nil }
+        let attached = core.parts.queries.indexSet.withLock { $0.indexes.first { $0.name == name }?.map != nil }
         return try core.read { tx -> MapIndexInfo? in
             guard let d = try tx.withValue(forKey: Array(name.utf8), in: core.trees.indexCatalog, { b in try IndexDefinition(decoding: b) })
             else { return nil }

@@ -31,7 +31,7 @@ extension DatabaseCore {
     /// The ready indexes of the snapshot `tx` reads, for planning a query: those of the
     /// writers' set whose catalog record is the same, others compiled.
     func readyIndexes(_ tx: some StoreReading) throws -> [CompiledIndex] {
-        let known = indexSet.withLock { $0.indexes }
+        let known = parts.queries.indexSet.withLock { $0.indexes }
         var out: [CompiledIndex] = []
         try tx.forEach(in: trees.indexCatalog, from: nil, reverse: false) { k, v in
             let name = String(decoding: k, as: UTF8.self)
@@ -60,9 +60,9 @@ extension DatabaseCore {
         writeLock.lock()
         defer { writeLock.unlock() }
         let r = try writeHoldingLock(body)
-        let maps = mapFunctions.withLock { $0 }
+        let maps = parts.queries.mapFunctions.withLock { $0 }
         let loaded = try read { tx in try Self.loadIndexes(tx, catalog: trees.indexCatalog, maps: maps) }
-        indexSet.withLock { $0 = loaded }
+        parts.queries.indexSet.withLock { $0 = loaded }
         return r
     }
 
@@ -72,13 +72,13 @@ extension DatabaseCore {
     /// changed it has written its entry). Marks the index ready at the end; on failure or
     /// cancellation removes it.
     func buildIndex(name: String, progress: (IndexBuildProgress) -> Bool) throws {
-        guard let start = indexSet.withLock({ $0.indexes.first { $0.name == name } }) else {
+        guard let start = parts.queries.indexSet.withLock({ $0.indexes.first { $0.name == name } }) else {
             throw SetteeError(.notFound, "index \(name) was deleted while it was being created")
         }
         do {
             try fillIndex(start, progress: progress)
             try changingIndexes { c in
-                guard c.indexes.contains(where: { $0.name == name && $0.record == start.record }) else {
+                guard c.participants.indexes.indexes.contains(where: { $0.name == name && $0.record == start.record }) else {
                     throw SetteeError(.conflict, "index \(name) was deleted or replaced while it was being created")
                 }
                 var d = start.definition
@@ -90,7 +90,7 @@ extension DatabaseCore {
             // When that fails too (an I/O error: the database must be reopened, and the open
             // finishes the build), its error is the one to report: the index is still there.
             try changingIndexes { c in
-                if c.indexes.contains(where: { $0.name == name && $0.record == start.record }) { try c.removeIndex(name: name) }
+                if c.participants.indexes.indexes.contains(where: { $0.name == name && $0.record == start.record }) { try c.removeIndex(name: name) }
             }
             throw error
         }
@@ -192,7 +192,7 @@ extension DatabaseCore {
         let mapped = zip(step.toMap, made).filter { !$0.1.isEmpty }.map { (key: $0.0.key, sequence: $0.0.sequence, rows: $0.1) }
         guard !step.batch.isEmpty || !mapped.isEmpty else { return }
         try write { c in
-            guard c.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
+            guard c.participants.indexes.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
                 throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
             }
             // Nothing committed since the step was read (every change takes a sequence): every
@@ -217,7 +217,7 @@ extension DatabaseCore {
     /// A failed build is logged and removes the index (as a failed createIndex does); the open never fails for it.
     func finishIndexes() {
         let current = try? JSONCollation.collatorVersion()
-        for index in indexSet.withLock({ $0.indexes }) {
+        for index in parts.queries.indexSet.withLock({ $0.indexes }) {
             let analyzerChanged = index.definition.text.map { $0.analyzerVersion != FullTextAnalyzer.version } ?? false
             let stale = (current != nil && index.definition.collatorVersion != current) || analyzerChanged
             guard stale || !index.isReady else { continue }
@@ -308,7 +308,7 @@ extension WriteContext {
 extension DatabaseCore {
     /// Empties an index and builds it again from the documents.
     func rebuildIndex(name: String) throws {
-        guard let index = indexSet.withLock({ $0.indexes.first { $0.name == name } }) else { return }
+        guard let index = parts.queries.indexSet.withLock({ $0.indexes.first { $0.name == name } }) else { return }
         var d = index.definition
         d.state = .building
         try changingIndexes { c in

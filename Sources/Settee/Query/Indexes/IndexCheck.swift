@@ -9,7 +9,7 @@ extension Database {
     /// a repair).
     func checkIndexes(_ tx: some StoreReading, report: inout DatabaseCheckReport) throws -> [String] {
         var drifted: [String] = []
-        for (name, reason) in core.indexSet.withLock({ $0.broken }).sorted(by: { $0.key < $1.key }) {
+        for (name, reason) in core.parts.queries.indexSet.withLock({ $0.broken }).sorted(by: { $0.key < $1.key }) {
             report.problems.append(.init(documentID: nil, message: "index \(name) cannot be read (\(reason)); delete it and create it again",
                                          isRepairable: false))
         }

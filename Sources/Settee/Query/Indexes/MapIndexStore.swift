@@ -10,7 +10,7 @@ extension DatabaseCore {
     /// keep coming faster than they are made.
     func catchUpMapIndex(_ name: String) throws {
         for _ in 0 ..< 256 {
-            guard let index = indexSet.withLock({ $0.indexes.first { $0.name == name } }), index.isMap, index.map != nil else { return }
+            guard let index = parts.queries.indexSet.withLock({ $0.indexes.first { $0.name == name } }), index.isMap, index.map != nil else { return }
             var items: [(id: String, key: [UInt8], sequence: UInt64?, row: QueryRow?)] = []
             try read { tx in
                 for id in try MapIndexStore.pending(tx, tree: index.tree, limit: MapIndexStore.batchSize) {
@@ -28,7 +28,7 @@ extension DatabaseCore {
             var rows: [String: [MapIndexStore.Row]] = [:]
             for (row, made) in zip(live, MapIndexStore.rows(of: index, rows: live)) { rows[row.id] = made }
             try write { c in
-                guard c.indexes.contains(where: { $0.name == name && $0.record == index.record }) else { return }
+                guard c.participants.indexes.indexes.contains(where: { $0.name == name && $0.record == index.record }) else { return }
                 for item in items where try c.tx.value(forKey: [MapIndexStore.pendingTag] + item.key, in: index.tree) != nil {
                     guard try c.meta(item.key)?.sequence == item.sequence else { continue }
                     try MapIndexStore.replace(c.tx, tree: index.tree, id: item.id, with: rows[item.id] ?? [])
@@ -42,7 +42,7 @@ extension DatabaseCore {
     /// Has the map indexes in `names` caught up in the background (one thread at a time).
     func catchUpLater(_ names: Set<String>) {
         guard !names.isEmpty else { return }
-        let start = mapCatchUp.withLock { state -> Bool in
+        let start = parts.queries.mapCatchUp.withLock { state -> Bool in
             state.waiting.formUnion(names)
             if state.running { return false }
             state.running = true
@@ -51,7 +51,7 @@ extension DatabaseCore {
         guard start else { return }
         let thread = Thread { [weak self] in
             while let self {
-                let next = self.mapCatchUp.withLock { state -> String? in
+                let next = self.parts.queries.mapCatchUp.withLock { state -> String? in
                     guard let name = state.waiting.first else {
                         state.running = false
                         return nil
@@ -63,7 +63,7 @@ extension DatabaseCore {
                 do {
                     try self.catchUpMapIndex(name)
                 } catch let e as SetteeError where e.code == .notOpen {
-                    self.mapCatchUp.withLock { $0 = (running: false, waiting: []) }
+                    self.parts.queries.mapCatchUp.withLock { $0 = (running: false, waiting: []) }
                     return
                 } catch {
                     Self.logger.warning("\("map index \(name): the rows of recent changes could not be made yet: \(error)".escapedForLog)")

@@ -73,31 +73,31 @@ extension DatabaseCore {
 }
 
 extension WriteContext {
-    /// Moves every index's entry of a document from its old current revision to its new one,
-    /// in the commit that makes the change (so a query never sees one without the other).
-    /// Costs nothing when the database has no index, or when the current revision stays the
-    /// same (a losing branch was added).
-    /// `channels`: the document's channels before and after this commit (its routing).
-    func updateIndexes(id: String, old: DocMeta?, winnerID: String, winnerDeleted: Bool, winnerBodyRef: UInt64, sequence: UInt64,
-                       channels: (old: Set<String>, new: Set<String>)) throws {
-        let indexes = self.indexes
+    /// Moves every index's entry of a document from its old current revision to its new one
+    /// (none when it is deleted or purged), in the commit that makes the change, so a query
+    /// never sees one without the other. Costs nothing when the database has no index, or when
+    /// the current revision stays the same (a losing branch was added). Index entries kept by
+    /// channel follow the document's channels before and after (``CommittedDocument/channels``).
+    func updateIndexes(_ change: CommittedDocument) throws {
+        let indexes = participants.indexes.indexes
         guard !indexes.isEmpty else { return }
-        let wasLive = old.map { !$0.flags.contains(.deleted) } ?? false
+        let id = change.id
+        let old = change.old
+        let wasLive = change.wasLive
+        let channels = change.channels
+        let winnerDeleted = change.new.map { $0.flags.contains(.deleted) } ?? true
         // The same revision stays current: only the entries kept by channel can move (rerouted).
-        let sameRevision = old.map { $0.revisionID == winnerID && wasLive == !winnerDeleted } ?? false
+        let sameRevision = change.new.map { new in old.map { $0.revisionID == new.revisionID && wasLive == !winnerDeleted } ?? false } ?? false
         if sameRevision && (channels.old == channels.new || !indexes.contains(where: \.definition.byChannel)) { return }
-        let keys = indexedKeys
+        if change.new == nil && !wasLive { return }
+        let keys = participants.indexes.indexedKeys
         let oldRow = try old.flatMap { o in wasLive ? try core.queryRow(tx, id: id, meta: o, keys: keys) : nil }
         var newRow: QueryRow?
-        if !winnerDeleted {
+        if let new = change.new, !winnerDeleted {
             // A local save's properties are at hand; a replicated body is parsed once.
-            let properties: [String: JSONValue]
-            if let p = pendingProperties, p.revisionID == winnerID {
-                properties = p.properties
-            } else {
-                properties = try core.properties(tx, bodyRef: winnerBodyRef, keys: keys)
-            }
-            newRow = QueryRow(id: id, revisionID: winnerID, sequence: sequence, isDeleted: false, expiration: nil, properties: properties)
+            let properties = try change.winnerProperties ?? core.properties(tx, bodyRef: new.bodyRef, keys: keys)
+            newRow = QueryRow(id: id, revisionID: new.revisionID, sequence: change.sequence, isDeleted: false, expiration: nil,
+                              properties: properties)
         }
         for index in indexes {
             if sameRevision && !index.definition.byChannel { continue }
@@ -139,27 +139,6 @@ extension WriteContext {
         }
         return keys
     }
-
-    /// Removes a purged document's entries (`channels`: those it was in).
-    func removeFromIndexes(id: String, old: DocMeta, channels: Set<String>) throws {
-        let indexes = self.indexes
-        guard !indexes.isEmpty, !old.flags.contains(.deleted) else { return }
-        let row = try core.queryRow(tx, id: id, meta: old, keys: indexedKeys)
-        for index in indexes {
-            if index.isMap {
-                try updateMapIndex(index, id: id, row: nil)
-                continue
-            }
-            if index.analyzer != nil {
-                if let e = try index.textEntry(for: row) { try FullTextIndexStore.update(tx, tree: index.tree, id: id, old: e, new: nil) }
-            } else if let e = try index.entry(for: row) {
-                _ = try tx.delete(e.key, in: index.tree)
-                if index.definition.byChannel {
-                    try updateChannelRecords(index, id: id, old: IndexEntry.channelRecords(e, id: id, channels: channels), new: [:])
-                }
-            }
-        }
-    }
 }
 
 extension WriteContext {
@@ -180,8 +159,9 @@ extension WriteContext {
             return
         }
         // Made when the transaction commits (``flushMapIndexes()``), with the commit's other documents.
-        if pendingMaps[index.name] == nil { pendingMaps[index.name] = (index, [:]) }
-        pendingMaps[index.name]?.documents.updateValue(row, forKey: id)
+        let work = participants.indexes
+        if work.pendingMaps[index.name] == nil { work.pendingMaps[index.name] = (index, [:]) }
+        work.pendingMaps[index.name]?.documents.updateValue(row, forKey: id)
     }
 
     /// Makes and writes the rows of the documents this transaction changed, index by index,
@@ -189,9 +169,10 @@ extension WriteContext {
     /// are marked (``MapIndexStore/markPending(_:tree:id:)``) and mapped after the commit,
     /// outside the write lock (``DatabaseCore/catchUpMapIndex(_:)``).
     func flushMapIndexes() throws {
-        guard !pendingMaps.isEmpty else { return }
-        let pending = pendingMaps
-        pendingMaps = [:]
+        let work = participants.indexes
+        guard !work.pendingMaps.isEmpty else { return }
+        let pending = work.pendingMaps
+        work.pendingMaps = [:]
         let deadline = ContinuousClock.now + .milliseconds(Int64(max(0, core.configuration.mapTimePerCommit) * 1000))
         for (name, p) in pending.sorted(by: { $0.key < $1.key }) {
             let ids = Array(p.documents.keys)
@@ -203,7 +184,7 @@ extension WriteContext {
                 // Deleted or purged: no rows (nothing to map). Not mapped in time: marked.
                 guard let rows = rowsByID[id] ?? [] else {
                     try MapIndexStore.markPending(tx, tree: p.index.tree, id: id)
-                    deferredMaps.insert(name)
+                    work.deferredMaps.insert(name)
                     continue
                 }
                 try MapIndexStore.replace(tx, tree: p.index.tree, id: id, with: rows)

@@ -420,7 +420,7 @@ extension DatabaseCore {
     /// Whether one document matches a full-text search of the index `name`, found by indexing
     /// the document alone in memory with the index's analyzer.
     func fullTextMatches(_ row: QueryRow, index name: String, query: QueryExpression, parameters: [String: JSONValue]) throws -> Bool {
-        guard let index = indexSet.withLock({ $0.indexes.first { $0.name == name } }), let analyzer = index.analyzer else {
+        guard let index = parts.queries.indexSet.withLock({ $0.indexes.first { $0.name == name } }), let analyzer = index.analyzer else {
             throw SetteeError(.invalidParameter, "query: MATCH(\(name), …): no full-text index named \(name)")
         }
         guard let fields = try index.textFields(for: row) else { return false }
@@ -435,12 +435,12 @@ extension DatabaseCore {
     /// A changed document's current row for live queries' checks, read once per commit
     /// however many live queries ask (nil when it is deleted or gone).
     func liveRow(id: String, sequence: UInt64) throws -> QueryRow? {
-        if let cached = liveRows.withLock({ c in c.sequence == sequence ? c.rows[id] : nil }) { return cached }
+        if let cached = parts.queries.liveRows.withLock({ c in c.sequence == sequence ? c.rows[id] : nil }) { return cached }
         let row = try read { tx -> QueryRow? in
             guard let meta = try self.meta(tx, id: Array(id.utf8)), !meta.flags.contains(.deleted) else { return nil }
             return try queryRow(tx, id: id, meta: meta)
         }
-        liveRows.withLock { c in
+        parts.queries.liveRows.withLock { c in
             if c.sequence != sequence { c = (sequence, [:]) }
             c.rows[id] = .some(row)
         }
