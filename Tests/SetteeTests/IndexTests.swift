@@ -227,6 +227,82 @@ import SetteeStorage
         #expect(try ids(db, "SELECT META().id FROM _ WHERE createdAt BETWEEN 2 AND 4 ORDER BY createdAt") == ["d2", "d3", "d4"])
     }
 
+    /// A value index keeps a back entry per indexed document (the key of its entry), which is
+    /// how a commit finds the entry to replace; one built before them is rebuilt at open, and
+    /// a missing back entry is damage the check reports and a repair mends.
+    @Test func backEntriesFindTheOldEntryAndAnIndexWithoutThemIsRebuiltAtOpen() throws {
+        let dir = try TemporaryDirectory()
+        var db = try openDatabase(dir)
+        defer { try? db.close() }
+        for i in 0 ..< 50 { try db.saveDocument(task("d\(i)", list: i % 2 == 0 ? "even" : "odd", createdAt: i)) }
+        try db.createIndex(ValueIndexConfiguration(["createdAt"], where: "list.id = 'even'"), name: "dates")
+        func backEntries(_ db: Database) throws -> [String: [UInt8]] {
+            let index = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
+            let core = db.core
+            return try core.read { tx in
+                var out: [String: [UInt8]] = [:]
+                try tx.forEach(in: index.tree, from: IndexEntry.backTag, reverse: false) { k, v in
+                    guard k.starts(with: IndexEntry.backTag) else { return false }
+                    out[String(decoding: k.dropFirst(2), as: UTF8.self)] = Array(v)
+                    return true
+                }
+                return out
+            }
+        }
+        #expect(try backEntries(db).keys.sorted() == (0 ..< 25).map { "d\($0 * 2)" }.sorted())
+        #expect(try db.indexInfo(forName: "dates")?.entryCount == 25)
+        // Moves: a value changes, a document leaves the condition, another joins it, one is deleted.
+        let d4 = try #require(try db.document(withID: "d4")).toMutable()
+        d4["createdAt"] = 1000
+        try db.saveDocument(d4)
+        let d6 = try #require(try db.document(withID: "d6")).toMutable()
+        d6["list"] = ["id": "odd"]
+        try db.saveDocument(d6)
+        let d7 = try #require(try db.document(withID: "d7")).toMutable()
+        d7["list"] = ["id": "even"]
+        try db.saveDocument(d7)
+        try db.deleteDocument(try #require(try db.document(withID: "d8")))
+        #expect(try db.check().isHealthy)
+        let back = try backEntries(db)
+        #expect(back["d6"] == nil && back["d8"] == nil && back["d7"] != nil && back.count == 24)
+        #expect(try ids(db, "SELECT META().id FROM _ WHERE createdAt >= 5 AND list.id = 'even' ORDER BY createdAt LIMIT 3") == ["d7", "d10", "d12"])
+        #expect(try ids(db, "SELECT META().id FROM _ WHERE createdAt > 100 AND list.id = 'even'") == ["d4"])
+
+        // Damage: a back entry goes. The check reports it; a repair rebuilds the index.
+        let index = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
+        let deleted = try db.core.write { c in try c.tx.delete(IndexEntry.backKey("d10"), in: index.tree) }
+        #expect(deleted)
+        let problem = try #require(try db.check().problems.first { $0.message.hasPrefix("index dates") })
+        #expect(problem.isRepairable)
+        _ = try db.check(repair: true)
+        #expect(try db.check().isHealthy && backEntries(db)["d10"] != nil)
+
+        // An index as built before back entries (definition version 1, none in its tree) is
+        // rebuilt when the database opens, and then kept like any other.
+        let stale = try backEntries(db).keys
+        try db.core.changingIndexes { c in
+            var d = index.definition
+            d.lacksBackEntries = true
+            try c.tx.put(Array("dates".utf8), d.encoded(), in: c.trees.indexCatalog)
+            for id in stale { _ = try c.tx.delete(IndexEntry.backKey(id), in: index.tree) }
+        }
+        let version = try db.core.read { tx in
+            try tx.withValue(forKey: Array("dates".utf8), in: db.core.trees.indexCatalog) { b in b.first }
+        }
+        #expect(version == 1)
+        try db.close()
+        db = try openDatabase(dir)
+        let reopened = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
+        #expect(reopened.isReady && !reopened.definition.lacksBackEntries)
+        #expect(try backEntries(db).count == 24)
+        #expect(try db.check().isHealthy)
+        let d12 = try #require(try db.document(withID: "d12")).toMutable()
+        d12["createdAt"] = 2000
+        try db.saveDocument(d12)
+        #expect(try db.check().isHealthy)
+        #expect(try ids(db, "SELECT META().id FROM _ WHERE createdAt > 100 AND list.id = 'even' ORDER BY createdAt") == ["d4", "d12"])
+    }
+
     @Test func buildsWhileWritesGoOnAndCanBeCancelled() throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

@@ -185,8 +185,9 @@ public struct IndexInfo: Sendable, Hashable {
     /// if !info.isReady { print("building") }
     /// ```
     public let isReady: Bool
-    /// Its entries: one per indexed document for a value index, one per row for a map index,
-    /// the stored records (terms and documents) for a full-text index.
+    /// Its entries: one per indexed document for a value index (and, kept by channel, one more
+    /// per channel of the document), one per row for a map index, the stored records (terms
+    /// and documents) for a full-text index.
     ///
     /// ```swift
     /// print("\(info.entryCount) entries")
@@ -216,7 +217,17 @@ extension Database {
             switch d.kind {
             case .value:
                 kind = .value
-                entries = try tree.map { try tx.count(in: $0) } ?? 0
+                entries = try tree.map { t in
+                    // Back entries are not counted: each entry has one.
+                    guard d.byChannel else { return try tx.count(in: t) / 2 }
+                    var n = 0
+                    try tx.forEach(in: t, from: IndexEntry.backTag, reverse: false) { k, _ in
+                        guard k.starts(with: IndexEntry.backTag) else { return false }
+                        n += 1
+                        return true
+                    }
+                    return try tx.count(in: t) - n
+                } ?? 0
             case .fullText:
                 kind = .fullText
                 entries = try tree.map { try tx.count(in: $0) } ?? 0

@@ -199,7 +199,10 @@ extension DatabaseCore {
             // document is as read, and none needs looking up again.
             let unchanged = c.lastSequence == step.readAtSequence
             for item in step.batch where try unchanged || c.meta(item.key)?.sequence == item.sequence {
-                if let e = item.entry { try c.tx.put(e.key, e.value, in: index.tree) }
+                if let e = item.entry {
+                    try c.tx.put(e.key, e.value, in: index.tree)
+                    try c.tx.put(IndexEntry.backKey(String(decoding: item.key, as: UTF8.self)), e.key, in: index.tree)
+                }
                 for (k, v) in item.byChannel { try c.tx.put(k, v, in: index.tree) }
                 if let t = item.text {
                     try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
@@ -212,14 +215,16 @@ extension DatabaseCore {
     }
 
     /// Brings every index to a usable state after the open: one whose strings were keyed by
-    /// another ICU version (or, full-text, whose terms were made by another analyzer version)
-    /// is rebuilt, one whose build was interrupted is built again.
+    /// another ICU version (or, full-text, whose terms were made by another analyzer version;
+    /// or, value, that has no back entries) is rebuilt, one whose build was interrupted is built
+    /// again.
     /// A failed build is logged and removes the index (as a failed createIndex does); the open never fails for it.
     func finishIndexes() {
         let current = try? JSONCollation.collatorVersion()
         for index in parts.queries.indexSet.withLock({ $0.indexes }) {
             let analyzerChanged = index.definition.text.map { $0.analyzerVersion != FullTextAnalyzer.version } ?? false
             let stale = (current != nil && index.definition.collatorVersion != current) || analyzerChanged
+                || index.definition.lacksBackEntries
             guard stale || !index.isReady else { continue }
             // A map index is built when the application gives its function again
             // (``Database/createIndex(_:name:)``); until then a stale one is only emptied.
@@ -244,6 +249,7 @@ extension DatabaseCore {
                     d.state = .building
                     d.collatorVersion = current
                     d.text?.analyzerVersion = FullTextAnalyzer.version
+                    d.lacksBackEntries = false
                     try changingIndexes { c in
                         try c.clearTree(index.tree)
                         try c.tx.put(Array(index.name.utf8), d.encoded(), in: trees.indexCatalog)

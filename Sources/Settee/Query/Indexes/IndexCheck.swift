@@ -44,6 +44,7 @@ extension Database {
                     if let n = numbers[id] { texts.append((id, n, t)) } else { unnumbered += 1 }
                 } else if let e = try? index.entry(for: row) {
                     expected[e.key] = e.value
+                    expected[IndexEntry.backKey(id)] = e.key
                     if index.definition.byChannel {
                         // Routing that cannot be read is reported by the routing checks.
                         let channels = (try? RoutingRecord.load(tx, core.trees, key: Array(k), sequence: meta.sequence))??.record.applied.channels ?? []

@@ -6,7 +6,7 @@ import Synchronization
 /// string keys were made with.
 ///
 /// ```
-/// | version u8 = 1 | kind u8 (1 value) | state u8 (0 building, 1 ready) | tree string |
+/// | version u8 | kind u8 (1 value) | state u8 (0 building, 1 ready) | tree string |
 /// | count varint | expression strings … | has-where u8 | [where string] | collator string |
 /// ```
 ///
@@ -14,6 +14,8 @@ import Synchronization
 /// ignore-accents u8 | analyzer version varint |`. A map index (kind 3) has one expression:
 /// its version (the application's map function is not stored). A value index kept by channel
 /// ends with one more byte, 1 (written only then, so other definitions keep their bytes).
+/// `version` is 2 for a value index with back entries (``IndexEntry/backKey(_:)``), 1 for one
+/// built before them (rebuilt at open) and for the other kinds.
 struct IndexDefinition: Sendable, Hashable {
     enum Kind: UInt8, Sendable { case value = 1, fullText = 2, map = 3 }
     enum State: UInt8, Sendable { case building = 0, ready = 1 }
@@ -37,6 +39,9 @@ struct IndexDefinition: Sendable, Hashable {
     var text: TextOptions?
     /// A value index whose entries are also kept under each channel of their document.
     var byChannel = false
+    /// A value index built before back entries (definition version 1): the open rebuilds it,
+    /// since commits find a document's old entry through its back entry.
+    var lacksBackEntries = false
 
     /// Whether two definitions index the same thing (state and tree aside).
     func sameIndex(as other: IndexDefinition) -> Bool {
@@ -46,7 +51,7 @@ struct IndexDefinition: Sendable, Hashable {
 
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: 64)
-        w.u8(1)
+        w.u8(kind == .value && !lacksBackEntries ? 2 : 1)
         w.u8(kind.rawValue)
         w.u8(state.rawValue)
         w.string(treeName)
@@ -87,8 +92,8 @@ struct IndexDefinition: Sendable, Hashable {
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
         let bad = SetteeError(.corrupted, "an index definition is malformed")
-        guard let v = r.u8(), v == 1, let k = r.u8().flatMap(Kind.init(rawValue:)), let s = r.u8().flatMap(State.init(rawValue:)),
-              let tree = r.string(), let n = r.count(limit: r.remaining) else { throw bad }
+        guard let v = r.u8(), let k = r.u8().flatMap(Kind.init(rawValue:)), v == 1 || (v == 2 && k == .value),
+              let s = r.u8().flatMap(State.init(rawValue:)), let tree = r.string(), let n = r.count(limit: r.remaining) else { throw bad }
         var expressions: [String] = []
         for _ in 0 ..< n {
             guard let e = r.string() else { throw bad }
@@ -120,6 +125,7 @@ struct IndexDefinition: Sendable, Hashable {
         guard r.atEnd else { throw bad }
         self.init(kind: k, state: s, treeName: tree, expressions: expressions, condition: condition, collatorVersion: collator, text: text)
         self.byChannel = byChannel
+        lacksBackEntries = k == .value && v == 1
     }
 }
 
@@ -242,6 +248,12 @@ struct IndexEntry: Equatable {
     /// DISTINCT compare (``QueryExecutor/key(_:)``, MISSING as 0).
     static func valueKey(_ values: [JSONValue?]) throws(SetteeError) -> [UInt8] { try QueryExecutor.key(values) }
 
+    /// An entry as the tree holds it.
+    init(stored key: [UInt8], value: [UInt8]) {
+        self.key = key
+        self.value = value
+    }
+
     init(values: [JSONValue?], documentID: String) throws(SetteeError) {
         let id = Array(documentID.utf8)
         var k = try Self.valueKey(values)
@@ -339,6 +351,14 @@ extension IndexEntry {
 
     /// Where one channel's records start.
     static func channelPrefix(_ channel: String) -> [UInt8] { channelTag + Array(channel.utf8) + [0] }
+
+    /// Where a document's back entry is (Formats/indexes.md, "Back entries"): its value is the
+    /// key of the document's entry, so a commit finds the entry to replace without reading the
+    /// old revision. Every value index has them; `FF 02` sorts after every value key and apart
+    /// from the by-channel records.
+    static let backTag: [UInt8] = [0xFF, 0x02]
+
+    static func backKey(_ id: String) -> [UInt8] { backTag + Array(id.utf8) }
 
     /// Whether a stored key is a by-channel record (of either form).
     static func isChannelRecord(_ key: UnsafeRawBufferPointer) -> Bool { key.first == 0xFF }

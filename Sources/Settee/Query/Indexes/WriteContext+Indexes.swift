@@ -91,7 +91,11 @@ extension WriteContext {
         if sameRevision && (channels.old == channels.new || !indexes.contains(where: \.definition.byChannel)) { return }
         if change.new == nil && !wasLive { return }
         let keys = participants.indexes.indexedKeys
-        let oldRow = try old.flatMap { o in wasLive ? try core.queryRow(tx, id: id, meta: o, keys: keys) : nil }
+        // Only full-text indexes read the old revision; the others find what it had in their
+        // own records (a value index's back entry, a map index's row keys).
+        let oldRow = try old.flatMap { o in
+            wasLive && indexes.contains(where: { $0.analyzer != nil }) ? try core.queryRow(tx, id: id, meta: o, keys: keys) : nil
+        }
         var newRow: QueryRow?
         if let new = change.new, !winnerDeleted {
             // A local save's properties are at hand; a replicated body is parsed once.
@@ -111,7 +115,8 @@ extension WriteContext {
                 if before != after { try FullTextIndexStore.update(tx, tree: index.tree, id: id, old: before, new: after) }
                 continue
             }
-            let before = try oldRow.flatMap { (r) throws(SetteeError) in try index.entry(for: r) }
+            let back = IndexEntry.backKey(id)
+            let before = try wasLive ? storedEntry(index, back: back) : nil
             let after = try newRow.flatMap { (r) throws(SetteeError) in try index.entry(for: r) }
             if index.definition.byChannel {
                 try updateChannelRecords(index, id: id, old: IndexEntry.channelRecords(before, id: id, channels: channels.old),
@@ -120,7 +125,19 @@ extension WriteContext {
             if before == after { continue }
             if let before, before.key != after?.key { _ = try tx.delete(before.key, in: index.tree) }
             if let after { try tx.put(after.key, after.value, in: index.tree) }
+            if before?.key != after?.key {
+                if let after { try tx.put(back, after.key, in: index.tree) } else { _ = try tx.delete(back, in: index.tree) }
+            }
         }
+    }
+
+    /// A document's entry in a value index, found through its back entry `back`; nil when it
+    /// has none. An entry the back entry names but the tree lacks (damage ``Database/check(repair:)``
+    /// reports) reads with an empty value, which no entry has: the commit writes the new one
+    /// whole rather than refuse the document's writes.
+    func storedEntry(_ index: CompiledIndex, back: [UInt8]) throws -> IndexEntry? {
+        guard let key = try tx.value(forKey: back, in: index.tree) else { return nil }
+        return IndexEntry(stored: key, value: try tx.value(forKey: key, in: index.tree) ?? [])
     }
 
     /// Replaces a document's by-channel records: removes those it no longer has, writes those
