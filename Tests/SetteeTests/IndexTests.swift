@@ -282,7 +282,7 @@ import SetteeStorage
         let stale = try backEntries(db).keys
         try db.core.changingIndexes { c in
             var d = index.definition
-            d.lacksBackEntries = true
+            d.olderLayout = true
             try c.tx.put(Array("dates".utf8), d.encoded(), in: c.trees.indexCatalog)
             for id in stale { _ = try c.tx.delete(IndexEntry.backKey(id), in: index.tree) }
         }
@@ -293,7 +293,7 @@ import SetteeStorage
         try db.close()
         db = try openDatabase(dir)
         let reopened = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
-        #expect(reopened.isReady && !reopened.definition.lacksBackEntries)
+        #expect(reopened.isReady && !reopened.definition.olderLayout)
         #expect(try backEntries(db).count == 24)
         #expect(try db.check().isHealthy)
         let d12 = try #require(try db.document(withID: "d12")).toMutable()

@@ -271,16 +271,31 @@ import SetteeCrashKit
             return out
         }
         let groupings: [MapIndexGrouping] = [.all, .exact, .level(1), .level(2), .level(3)]
-        for round in 0 ..< 80 {
+        for round in 0 ..< 120 {
+            // Documents change between rounds: the group counts the index keeps follow.
+            if round % 10 == 9 {
+                for _ in 0 ..< 12 {
+                    let id = "d\(rng.next() % 170)"
+                    if rng.next() % 4 == 0, let doc = try db.document(withID: id) {
+                        try db.deleteDocument(doc)
+                    } else {
+                        let doc = try db.document(withID: id)?.toMutable() ?? MutableDocument(id: id)
+                        doc["ks"] = .array((0 ..< Int(rng.next() % 3)).map { _ in key() })
+                        try db.saveDocument(doc)
+                    }
+                }
+            }
             let grouping = groupings[round % groupings.count]
             let descending = rng.next() % 2 == 0
             var ranges = [MapIndexRange()]
             if round >= groupings.count {
                 var (lo, hi) = (key(), key())
                 if try JSONValue.collationOrder(lo, hi) == (descending ? .orderedAscending : .orderedDescending) { swap(&lo, &hi) }
-                ranges[0].startKey = lo
-                ranges[0].endKey = hi
+                ranges[0].startKey = rng.next() % 5 == 0 ? nil : lo
+                ranges[0].endKey = rng.next() % 5 == 0 ? nil : hi
                 ranges[0].inclusiveEnd = rng.next() % 2 == 0
+                if ranges[0].startKey != nil && rng.next() % 3 == 0 { ranges[0].startDocumentID = "d\(rng.next() % 170)" }
+                if ranges[0].endKey != nil && rng.next() % 3 == 0 { ranges[0].endDocumentID = "d\(rng.next() % 170)" }
             }
             let want = try reference(try rows(db, "g", ranges, descending: descending), grouping)
             var got: [(JSONValue, Int, [JSONValue])] = []
@@ -306,6 +321,56 @@ import SetteeCrashKit
         #expect(throws: SetteeError.self) {
             try db.mapIndexGroups("g", grouping: .level(0), readingValues: false, value: { _ in }, group: { _, _ in true })
         }
+        // The counts kept are the rows': the check compares them, and mends one that is not.
+        #expect(try db.check().isHealthy, "seed \(seed)")
+        let tree = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first { $0.name == "g" }?.tree })
+        let damaged = try db.core.write { c -> Bool in
+            var key: [UInt8]?
+            try c.tx.forEach(in: tree, from: [MapIndexStore.summaryTag], reverse: false) { k, _ in
+                if k.first == MapIndexStore.summaryTag { key = Array(k) }
+                return false
+            }
+            guard let key else { return false }
+            try c.tx.put(key, withUnsafeBytes(of: UInt64(1_000).littleEndian, Array.init), in: tree)
+            return true
+        }
+        #expect(damaged)
+        let problem = try #require(try db.check().problems.first { $0.message.hasPrefix("index g") })
+        #expect(problem.isRepairable && problem.message.contains("group count"))
+        _ = try db.check(repair: true)
+        #expect(try db.check().isHealthy)
+        let want = try reference(try rows(db, "g", [MapIndexRange()], descending: false), .level(1))
+        var counts: [Int] = []
+        try db.mapIndexGroups("g", grouping: .level(1), readingValues: false, value: { _ in }, group: { _, n in counts.append(n); return true })
+        #expect(counts == want.map(\.1), "seed \(seed)")
+    }
+
+    /// A map index built before group counts (definition version 1) is emptied at open and
+    /// built again, with its counts, once its function is given.
+    @Test func anIndexWithoutGroupCountsIsRebuiltWhenItsFunctionComesBack() throws {
+        let dir = try TemporaryDirectory()
+        var db = try openDatabase(dir)
+        defer { try? db.close() }
+        let config = MapIndexConfiguration(version: "1") { d in [MapIndexEmission(key: [d.properties["list"] ?? nil, .string(d.id)], value: nil)] }
+        try db.createIndex(config, name: "lists")
+        for i in 0 ..< 40 { try db.saveDocument(MutableDocument(id: "d\(i)", data: ["list": .int(Int64(i % 4))])) }
+        let index = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
+        try db.core.changingIndexes { c in
+            var d = index.definition
+            d.olderLayout = true
+            try c.tx.put(Array("lists".utf8), d.encoded(), in: c.trees.indexCatalog)
+            for k in try MapIndexStore.storedSummaries(c.tx, tree: index.tree).keys { _ = try c.tx.delete(k, in: index.tree) }
+        }
+        try db.close()
+        db = try openDatabase(dir)
+        #expect(try db.mapIndexInfo(forName: "lists")?.isReady == false)
+        try db.createIndex(config, name: "lists")
+        #expect(try db.check().isHealthy)
+        var counts: [Int] = []
+        try db.mapIndexGroups("lists", grouping: .level(1), readingValues: false, value: { _ in }, group: { _, n in counts.append(n); return true })
+        #expect(counts == [10, 10, 10, 10])
+        let reopened = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
+        #expect(!reopened.definition.olderLayout)
     }
 
     /// A commit spends at most `mapTimePerCommit` in map functions: the documents of a batch

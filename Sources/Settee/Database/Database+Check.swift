@@ -198,7 +198,7 @@ extension Database {
         if repair {
             for id in repairable where try repairTree(id) { report.repaired.append(id) }
             // After the documents: an index is rebuilt from what they hold once repaired.
-            for name in drifted { try core.rebuildIndex(name: name) }
+            for name in drifted { try core.repairIndex(name: name) }
         }
         return report
     }

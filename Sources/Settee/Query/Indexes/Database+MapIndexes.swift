@@ -39,7 +39,10 @@ extension Database {
     /// group it is in is closed), `group` each group's key and row count as the group closes,
     /// and returns false to stop. Rows are compared by their stored collation keys, so a group
     /// costs no comparison of JSON values; a group may run across two ranges. Every row of the
-    /// index counted as one group is read from the count the index keeps.
+    /// index counted as one group is read from the count the index keeps; without values, in one
+    /// range, whole groups at levels 1 and 2 (and, for ``MapIndexGrouping/all``, at level 1) are
+    /// read from the counts the index keeps of them, so the cost is that of the groups, not of
+    /// the rows.
     ///
     /// ```swift
     /// var counts: [(JSONValue, Int)] = []
@@ -65,6 +68,30 @@ extension Database {
                 let rows = try MapIndexStore.rowCount(tx, tree: tree)
                 if rows > 0 { _ = try group(.null, rows) }
                 return
+            }
+            // Rows counted by groups the index keeps counts of: whole groups are read from their
+            // counts, the groups at the range's ends walked. One range only: groups may run
+            // across ranges.
+            if !readingValues, ranges.count == 1 {
+                switch grouping {
+                case .level(let n) where MapIndexStore.summaryLevels.contains(n):
+                    _ = try MapIndexStore.countGroups(tx, tree: tree, range: ranges[0], descending: descending, level: n) { first, rows in
+                        try group(MapIndexStore.groupKey(try MapIndexStore.pair(first).key, grouping), rows)
+                    }
+                    return
+                case .all:
+                    var total = 0
+                    _ = try MapIndexStore.countGroups(tx, tree: tree, range: ranges[0], descending: descending, level: 1) { _, rows in
+                        let (sum, overflow) = total.addingReportingOverflow(rows)
+                        guard !overflow else { throw SetteeError(.corrupted, "a map index's group counts are malformed") }
+                        total = sum
+                        return true
+                    }
+                    if total > 0 { _ = try group(.null, total) }
+                    return
+                default:
+                    break
+                }
             }
             // The open group: its bytes (copied: the row's are lent), key and rows so far.
             var bytes: [UInt8] = []

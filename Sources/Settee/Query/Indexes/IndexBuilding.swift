@@ -208,9 +208,12 @@ extension DatabaseCore {
                     try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
                 }
             }
+            var summaries = MapIndexStore.SummaryDeltas()
             for item in mapped where try unchanged || c.meta(item.key)?.sequence == item.sequence {
-                try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows)
+                try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows,
+                                          summaries: &summaries)
             }
+            try MapIndexStore.applySummaries(summaries, c.tx, tree: index.tree)
         }
     }
 
@@ -224,7 +227,7 @@ extension DatabaseCore {
         for index in parts.queries.indexSet.withLock({ $0.indexes }) {
             let analyzerChanged = index.definition.text.map { $0.analyzerVersion != FullTextAnalyzer.version } ?? false
             let stale = (current != nil && index.definition.collatorVersion != current) || analyzerChanged
-                || index.definition.lacksBackEntries
+                || index.definition.olderLayout
             guard stale || !index.isReady else { continue }
             // A map index is built when the application gives its function again
             // (``Database/createIndex(_:name:)``); until then a stale one is only emptied.
@@ -233,6 +236,7 @@ extension DatabaseCore {
                 var d = index.definition
                 d.state = .building
                 d.collatorVersion = current
+                d.olderLayout = false
                 do {
                     try changingIndexes { c in
                         try c.clearTree(index.tree)
@@ -249,7 +253,7 @@ extension DatabaseCore {
                     d.state = .building
                     d.collatorVersion = current
                     d.text?.analyzerVersion = FullTextAnalyzer.version
-                    d.lacksBackEntries = false
+                    d.olderLayout = false
                     try changingIndexes { c in
                         try c.clearTree(index.tree)
                         try c.tx.put(Array(index.name.utf8), d.encoded(), in: trees.indexCatalog)
@@ -312,6 +316,15 @@ extension WriteContext {
 }
 
 extension DatabaseCore {
+    /// Mends an index the check found out of step: a map index's group counts are counted
+    /// again from its rows (its rows are what the application's function made, which the check
+    /// cannot judge); any other index is rebuilt from the documents.
+    func repairIndex(name: String) throws {
+        guard let index = parts.queries.indexSet.withLock({ $0.indexes.first { $0.name == name } }) else { return }
+        guard index.isMap else { return try rebuildIndex(name: name) }
+        try write { c in try MapIndexStore.rewriteSummaries(c.tx, tree: index.tree) }
+    }
+
     /// Empties an index and builds it again from the documents.
     func rebuildIndex(name: String) throws {
         guard let index = parts.queries.indexSet.withLock({ $0.indexes.first { $0.name == name } }) else { return }

@@ -14,8 +14,9 @@ import Synchronization
 /// ignore-accents u8 | analyzer version varint |`. A map index (kind 3) has one expression:
 /// its version (the application's map function is not stored). A value index kept by channel
 /// ends with one more byte, 1 (written only then, so other definitions keep their bytes).
-/// `version` is 2 for a value index with back entries (``IndexEntry/backKey(_:)``), 1 for one
-/// built before them (rebuilt at open) and for the other kinds.
+/// `version` is 2 for a value index with back entries (``IndexEntry/backKey(_:)``) and a map
+/// index with group counts (``MapIndexStore/summaryTag``), 1 for one built before them
+/// (rebuilt at open) and for full-text indexes.
 struct IndexDefinition: Sendable, Hashable {
     enum Kind: UInt8, Sendable { case value = 1, fullText = 2, map = 3 }
     enum State: UInt8, Sendable { case building = 0, ready = 1 }
@@ -39,9 +40,10 @@ struct IndexDefinition: Sendable, Hashable {
     var text: TextOptions?
     /// A value index whose entries are also kept under each channel of their document.
     var byChannel = false
-    /// A value index built before back entries (definition version 1): the open rebuilds it,
-    /// since commits find a document's old entry through its back entry.
-    var lacksBackEntries = false
+    /// A value index built before back entries, or a map index built before group counts
+    /// (definition version 1): the open rebuilds it, since commits find a document's old entry
+    /// through its back entry and reads of counts trust the group counts.
+    var olderLayout = false
 
     /// Whether two definitions index the same thing (state and tree aside).
     func sameIndex(as other: IndexDefinition) -> Bool {
@@ -51,7 +53,7 @@ struct IndexDefinition: Sendable, Hashable {
 
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: 64)
-        w.u8(kind == .value && !lacksBackEntries ? 2 : 1)
+        w.u8(kind != .fullText && !olderLayout ? 2 : 1)
         w.u8(kind.rawValue)
         w.u8(state.rawValue)
         w.string(treeName)
@@ -92,7 +94,7 @@ struct IndexDefinition: Sendable, Hashable {
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
         let bad = SetteeError(.corrupted, "an index definition is malformed")
-        guard let v = r.u8(), let k = r.u8().flatMap(Kind.init(rawValue:)), v == 1 || (v == 2 && k == .value),
+        guard let v = r.u8(), let k = r.u8().flatMap(Kind.init(rawValue:)), v == 1 || (v == 2 && k != .fullText),
               let s = r.u8().flatMap(State.init(rawValue:)), let tree = r.string(), let n = r.count(limit: r.remaining) else { throw bad }
         var expressions: [String] = []
         for _ in 0 ..< n {
@@ -125,7 +127,7 @@ struct IndexDefinition: Sendable, Hashable {
         guard r.atEnd else { throw bad }
         self.init(kind: k, state: s, treeName: tree, expressions: expressions, condition: condition, collatorVersion: collator, text: text)
         self.byChannel = byChannel
-        lacksBackEntries = k == .value && v == 1
+        olderLayout = k != .fullText && v == 1
     }
 }
 

@@ -29,11 +29,13 @@ extension DatabaseCore {
             for (row, made) in zip(live, MapIndexStore.rows(of: index, rows: live)) { rows[row.id] = made }
             try write { c in
                 guard c.participants.indexes.indexes.contains(where: { $0.name == name && $0.record == index.record }) else { return }
+                var summaries = MapIndexStore.SummaryDeltas()
                 for item in items where try c.tx.value(forKey: [MapIndexStore.pendingTag] + item.key, in: index.tree) != nil {
                     guard try c.meta(item.key)?.sequence == item.sequence else { continue }
-                    try MapIndexStore.replace(c.tx, tree: index.tree, id: item.id, with: rows[item.id] ?? [])
+                    try MapIndexStore.replace(c.tx, tree: index.tree, id: item.id, with: rows[item.id] ?? [], summaries: &summaries)
                     try MapIndexStore.clearPending(c.tx, tree: index.tree, id: item.id)
                 }
+                try MapIndexStore.applySummaries(summaries, c.tx, tree: index.tree)
             }
         }
         throw SetteeError(.busy, "map index \(name) is still making the rows of recent changes")
@@ -99,11 +101,22 @@ extension DatabaseCore {
 /// - `0x03 ‖ document ID` (empty value): the document's rows wait to be made, after the commit
 ///   that changed it ran out of map time (``DatabaseConfiguration/mapTimePerCommit``); until
 ///   they are, the rows listed under `0x02` are its old revision's and no read may use the index.
+/// - `0x04 ‖ level ‖ group bytes` (level 1 or 2): how many rows have that group at that
+///   `group_level` (``groupBytes(_:_:)``), 8 bytes little-endian, absent at 0: what a count of
+///   whole groups reads instead of their rows.
 enum MapIndexStore {
     static let countKey: [UInt8] = [0]
     static let rowTag: UInt8 = 1
     static let documentTag: UInt8 = 2
     static let pendingTag: UInt8 = 3
+    static let summaryTag: UInt8 = 4
+    /// The group levels whose row counts the index keeps (CouchDB's `group_level` 1 and 2,
+    /// the common ones); other groupings read rows.
+    static let summaryLevels = 1 ... 2
+
+    /// Changes to the group counts, by summary key, gathered over a transaction's documents
+    /// and written once (``applySummaries(_:_:tree:)``).
+    typealias SummaryDeltas = [[UInt8]: Int]
     /// Rows one document may emit into one index (the ordinal's range).
     static let maxRowsPerDocument = 1 << 16
 
@@ -235,8 +248,89 @@ enum MapIndexStore {
         return out
     }
 
-    /// Replaces the rows of document `id` with `rows`.
-    static func replace(_ tx: WriteTransaction, tree: Tree, id: String, with rows: [Row]) throws {
+    /// The key of a group's count.
+    static func summaryKey(level: Int, group: UnsafeRawBufferPointer) -> [UInt8] {
+        var k: [UInt8] = [summaryTag, UInt8(truncatingIfNeeded: level)]
+        k.append(contentsOf: group)
+        return k
+    }
+
+    /// Counts a stored row key (`rowTag ‖ collation key ‖ …`) into or out of its groups.
+    static func noteSummaries(_ rowKey: [UInt8], _ delta: Int, into deltas: inout SummaryDeltas) throws {
+        try rowKey.withUnsafeBytes { raw in
+            guard let (key, _) = split(raw) else { throw SetteeError(.corrupted, "a map index row is malformed") }
+            for level in summaryLevels {
+                deltas[summaryKey(level: level, group: try groupBytes(key, .level(level))), default: 0] += delta
+            }
+        }
+    }
+
+    /// Writes the count changes a transaction gathered. A count that would fall below zero is
+    /// damage: the write is refused (``Database/check(repair:)`` reports and mends it).
+    static func applySummaries(_ deltas: SummaryDeltas, _ tx: WriteTransaction, tree: Tree) throws {
+        for (key, delta) in deltas where delta != 0 {
+            let now = try summaryCount(tx, tree: tree, key: key) ?? 0
+            let (next, overflow) = now.addingReportingOverflow(delta)
+            guard !overflow, next >= 0 else {
+                throw SetteeError(.corrupted, "a map index's group count is out of step with its rows; a repair of the database mends it")
+            }
+            if next == 0 {
+                _ = try tx.delete(key, in: tree)
+            } else {
+                try tx.put(key, withUnsafeBytes(of: UInt64(next).littleEndian, Array.init), in: tree)
+            }
+        }
+    }
+
+    /// The count stored under a summary key; nil when there is none.
+    static func summaryCount(_ tx: some StoreReading, tree: Tree, key: [UInt8]) throws -> Int? {
+        guard let v = try tx.withValue(forKey: key, in: tree, { b -> UInt64? in
+            b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : nil
+        }) else { return nil }
+        guard let v, v <= UInt64(Int.max) else { throw SetteeError(.corrupted, "a map index's group count is malformed") }
+        return Int(v)
+    }
+
+    /// The group counts the rows of `tree` make, by summary key (what the check compares with
+    /// the stored ones, and a repair writes).
+    static func countedSummaries(_ tx: some StoreReading, tree: Tree) throws -> [[UInt8]: Int] {
+        var counts: SummaryDeltas = [:]
+        try tx.forEach(in: tree, from: [rowTag], reverse: false) { k, _ in
+            guard k.first == rowTag else { return false }
+            try noteSummaries(Array(k), 1, into: &counts)
+            return true
+        }
+        return counts
+    }
+
+    /// The group counts stored in `tree`, by summary key.
+    static func storedSummaries(_ tx: some StoreReading, tree: Tree) throws -> [[UInt8]: Int] {
+        var out: [[UInt8]: Int] = [:]
+        try tx.forEach(in: tree, from: [summaryTag], reverse: false) { k, v in
+            guard k.first == summaryTag else { return false }
+            guard v.count == 8 else { throw SetteeError(.corrupted, "a map index's group count is malformed") }
+            let n = UInt64(littleEndian: v.loadUnaligned(as: UInt64.self))
+            out[Array(k)] = n <= UInt64(Int.max) ? Int(n) : -1
+            return true
+        }
+        return out
+    }
+
+    /// Replaces every group count of `tree` by what its rows make.
+    static func rewriteSummaries(_ tx: WriteTransaction, tree: Tree) throws {
+        var stale: [[UInt8]] = []
+        try tx.forEach(in: tree, from: [summaryTag], reverse: false) { k, _ in
+            guard k.first == summaryTag else { return false }
+            stale.append(Array(k))
+            return true
+        }
+        for k in stale { _ = try tx.delete(k, in: tree) }
+        try applySummaries(try countedSummaries(tx, tree: tree), tx, tree: tree)
+    }
+
+    /// Replaces the rows of document `id` with `rows`, gathering what that changes of the group
+    /// counts in `summaries` (written by the caller once for all its documents).
+    static func replace(_ tx: WriteTransaction, tree: Tree, id: String, with rows: [Row], summaries: inout SummaryDeltas) throws {
         let documentKey = [documentTag] + Array(id.utf8)
         var removed = 0
         if let old = try tx.value(forKey: documentKey, in: tree) {
@@ -250,11 +344,15 @@ enum MapIndexStore {
                 }
                 if same { return }
             }
-            for k in keys where try tx.delete(k, in: tree) { removed += 1 }
+            for k in keys where try tx.delete(k, in: tree) {
+                removed += 1
+                try noteSummaries(k, -1, into: &summaries)
+            }
         }
         var list = ByteWriter(capacity: rows.count * 32)
         for r in rows {
             try tx.put(r.key, r.value, in: tree)
+            try noteSummaries(r.key, 1, into: &summaries)
             list.varint(UInt64(r.key.count))
             list.bytes.append(contentsOf: r.key)
         }
@@ -332,7 +430,9 @@ enum MapIndexStore {
 
     /// Reads the entries of one range as stored (collation key, document ID, `[key, value]`
     /// JSON), lent for the call; false when `body` stopped.
-    static func scanEntries(_ tx: some StoreReading, tree: Tree, range: MapIndexRange, descending: Bool,
+    /// `resume`: where the engine starts instead of the range's start (a stored key, or a
+    /// position between keys), for a reader that skips rows.
+    static func scanEntries(_ tx: some StoreReading, tree: Tree, range: MapIndexRange, descending: Bool, resume: [UInt8]? = nil,
                             _ body: (_ key: UnsafeRawBufferPointer, _ id: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
         let start = try range.startKey.map { (k) throws(SetteeError) in try JSONCollation.key(k) }
         let startID = start == nil ? nil : range.startDocumentID.map { Array($0.utf8) }
@@ -347,6 +447,7 @@ enum MapIndexStore {
         } else if descending {
             from.append(0xFF)
         }
+        if let resume { from = resume }
         var going = true
         try tx.forEach(in: tree, from: from, reverse: descending) { k, v in
             guard k.first == rowTag else { return false }
@@ -365,6 +466,54 @@ enum MapIndexStore {
             return going
         }
         return going
+    }
+
+    /// Reads the groups at `level` (one of ``summaryLevels``) of the rows in `range`, with how
+    /// many rows each has there: `body` gets the `[key, value]` JSON of a group's first row
+    /// and the count, and returns false to stop (then this does too). A group whose rows all lie
+    /// inside the range (every group but those of the range's two ends) is counted from the
+    /// count the index keeps, and the walk jumps past its rows; the groups at the ends are
+    /// walked. So a count of `g` groups reads about `2g` keys, not every row.
+    static func countGroups(_ tx: some StoreReading, tree: Tree, range: MapIndexRange, descending: Bool, level: Int,
+                            _ body: (_ first: UnsafeRawBufferPointer, _ rows: Int) throws -> Bool) throws -> Bool {
+        func edge(_ k: JSONValue?) throws -> [UInt8]? {
+            guard let k else { return nil }
+            return try JSONCollation.key(k).withUnsafeBytes { b in Array(try groupBytes(b, .level(level))) }
+        }
+        let edges = (try edge(range.startKey), try edge(range.endKey))
+        var resume: [UInt8]?
+        // The group being walked: its bytes (copied: the row's are lent), first row and rows so far.
+        var open: (bytes: [UInt8], first: [UInt8], rows: Int)?
+        while true {
+            var jumped = false
+            let going = try scanEntries(tx, tree: tree, range: range, descending: descending, resume: resume) { k, _, v in
+                let g = try groupBytes(k, .level(level))
+                if let o = open {
+                    if Bytes.compare(g, o.bytes) == 0 {
+                        open?.rows += 1
+                        return true
+                    }
+                    open = nil
+                    guard try o.first.withUnsafeBytes({ f in try body(f, o.rows) }) else { return false }
+                }
+                let atEdge = edges.0.map { Bytes.compare(g, $0) == 0 } == true || edges.1.map { Bytes.compare(g, $0) == 0 } == true
+                if !atEdge, let rows = try summaryCount(tx, tree: tree, key: summaryKey(level: level, group: g)) {
+                    guard try body(v, rows) else { return false }
+                    // Past the group's rows: each extends its bytes, and none holds 0xFF there
+                    // (a collation tag, or a document ID's UTF-8, follows them).
+                    resume = [rowTag] + Array(g) + (descending ? [] : [0xFF])
+                    jumped = true
+                    return false
+                }
+                open = (Array(g), Array(v), 1)
+                return true
+            }
+            if jumped { continue }
+            if !going { return false }
+            break
+        }
+        if let o = open { return try o.first.withUnsafeBytes { f in try body(f, o.rows) } }
+        return true
     }
 
     /// The bytes of a row's group within its collation key: none for one group of every row,

@@ -196,6 +196,7 @@ extension WriteContext {
             let live = ids.compactMap { id in p.documents[id] ?? nil }
             let made = MapIndexStore.rows(of: p.index, rows: live, until: deadline)
             var rowsByID: [String: [MapIndexStore.Row]?] = [:]
+            var summaries = MapIndexStore.SummaryDeltas()
             for (row, rows) in zip(live, made) { rowsByID[row.id] = rows }
             for id in ids {
                 // Deleted or purged: no rows (nothing to map). Not mapped in time: marked.
@@ -204,9 +205,10 @@ extension WriteContext {
                     work.deferredMaps.insert(name)
                     continue
                 }
-                try MapIndexStore.replace(tx, tree: p.index.tree, id: id, with: rows)
+                try MapIndexStore.replace(tx, tree: p.index.tree, id: id, with: rows, summaries: &summaries)
                 try MapIndexStore.clearPending(tx, tree: p.index.tree, id: id)
             }
+            try MapIndexStore.applySummaries(summaries, tx, tree: p.index.tree)
         }
     }
 }
