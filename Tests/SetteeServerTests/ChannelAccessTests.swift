@@ -563,24 +563,30 @@ private func feed(_ c: any TestClientProtocol, _ who: HTTPFields, since: String 
     /// A sync function that never returns is stopped after its time limit: that write is refused
     /// naming the function, and the server goes on serving.
     ///
-    /// Run on `server.run` with clients that give up after 15 s: should a function not be stopped,
-    /// its write never ends and neither would closing the server, so the test then fails and
-    /// leaves that server behind rather than hang the whole run.
-    @Test func aSyncFunctionThatLoopsForeverIsStopped() async throws {
-        let server = try channelServer("""
-            {"databases": {"db": {"server": "walrus:",
+    /// Run in a `settee serve` process of its own, with clients that give up after 60 s: should a
+    /// function not be stopped, its write never ends, and the test fails and kills that process
+    /// rather than hang the run or share its JavaScriptCore with the other tests' servers.
+    @Test(.timeLimit(.minutes(5))) func aSyncFunctionThatLoopsForeverIsStopped() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("settee-spin-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let configURL = root.appendingPathComponent("config.json")
+        try Data("""
+            {"interface": "127.0.0.1:0", "adminInterface": "127.0.0.1:0", "log": [],
+             "databases": {"db": {"server": "walrus:",
               "users": {"alice": {"password": "pw", "admin_channels": ["a"]}},
               "sync": `function(doc) {
                   if (doc.spin) { while (true) {} }
                   channel(doc.channels);
               }`}}}
-            """)
-        let ports = AsyncStream.makeStream(of: ListeningPorts.self)
-        let running = Task { try await server.run { ports.continuation.yield($0) } }
-        var iterator = ports.stream.makeAsyncIterator()
-        let listening = try #require(await iterator.next())
-        let pub = TestClient(host: "127.0.0.1", port: listening.publicPort, configuration: .init(timeout: liveClientTimeout))
-        let admin = TestClient(host: "127.0.0.1", port: try #require(listening.adminPort), configuration: .init(timeout: liveClientTimeout))
+            """.utf8).write(to: configURL)
+        let process = try KillRecoveryTests.ServeProcess.launch(try KillRecoveryTests.setteeExecutable(), config: configURL, in: root)
+        defer { process.forceKill() }
+        let publicPort = try await process.publicPort()
+        let line = try #require(process.stdoutText.split(separator: "\n").first { $0.hasPrefix("settee: serving ") })
+        let adminPort = try #require(line.range(of: ", admin port ").flatMap { Int(line[$0.upperBound...].prefix { $0.isNumber }) })
+        let pub = TestClient(host: "127.0.0.1", port: publicPort, configuration: .init(timeout: liveClientTimeout))
+        let admin = TestClient(host: "127.0.0.1", port: adminPort, configuration: .init(timeout: liveClientTimeout))
         pub.connect()
         admin.connect()
         struct Answer: Sendable {
@@ -599,7 +605,7 @@ private func feed(_ c: any TestClientProtocol, _ who: HTTPFields, since: String 
         let started = ContinuousClock.now
         guard let spin = try await answer(within: .seconds(60), { try await send(pub, .put, "/db/spin", #"{"spin": true}"#, user("alice")) }) else {
             Issue.record("the looping sync function was not stopped: no answer in \(ContinuousClock.now - started)")
-            return   // the writer is stuck in JavaScript for good: the server is left running
+            return   // the writer is stuck in JavaScript for good: the process is killed
         }
         #expect(spin.status == .forbidden, "\(spin.text)")
         #expect(spin.body?["reason"]?.stringValue?.contains("sync function") == true, "\(spin.text)")
@@ -617,9 +623,9 @@ private func feed(_ c: any TestClientProtocol, _ who: HTTPFields, since: String 
         #expect(try await send(admin, .put, "/db/fine2", #"{"channels": ["a"]}"#).status == .created)
         try await pub.shutdown()
         try await admin.shutdown()
-        running.cancel()
-        _ = try? await running.value
-        try? server.close()
+        process.signal(SIGTERM)
+        let stopped = try await process.waitForExit()
+        #expect(stopped == .exited(0), "after SIGTERM the server \(stopped); stderr: \(process.stderrText)")
     }
 
     /// A sync function that does not compile stops the server's start, naming the line.

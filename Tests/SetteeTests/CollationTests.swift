@@ -195,6 +195,48 @@ import Testing
         }
     }
 
+    /// ASCII text's keys are made without ICU, and are ICU's bytes: every string of one or two
+    /// ASCII characters (control characters included) and random strings of runs that pass
+    /// each level's compression limits, capitals among them (seed printed). Other text goes to
+    /// ICU, and a refused string leaves the key being made as it was.
+    @Test func asciiKeysAreICUsKeys() throws {
+        #if os(Linux)
+        let ascii = try #require(ASCIISortKeys.shared, "the ASCII model does not give this ICU's keys")
+        #else
+        guard let ascii = ASCIISortKeys.shared else { return }
+        #endif
+        func icu(_ s: String) throws -> [UInt8] {
+            try JSONCollation.withRootCollator { (c: RootCollator) throws(SetteeError) -> [UInt8] in try JSONCollation.icuSortKey(s, with: c) }
+        }
+        func fast(_ s: String) -> [UInt8]? {
+            var out: [UInt8] = [9]
+            guard ascii.append(s.utf8, to: &out) else { return out == [9] ? nil : [] }
+            return Array(out.dropFirst())
+        }
+        let chars = (0 ..< 128).map { String(UnicodeScalar(UInt8($0))) }
+        var mismatches = 0
+        for a in chars {
+            if try fast(a) != icu(a) { mismatches += 1 }
+            for b in chars where try fast(a + b) != icu(a + b) { mismatches += 1 }
+        }
+        #expect(mismatches == 0)
+        let seed = UInt64.random(in: 0 ... .max)
+        print("CollationTests.asciiKeysAreICUsKeys seed \(seed)")
+        var generator = SeededGenerator(seed: seed)
+        let classes = ["abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", " !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+                       "\u{0}\u{1}\u{7}\t\n\r\u{1B}\u{7F}"].map { Array($0.unicodeScalars) }
+        for _ in 0 ..< 3000 {
+            var s = String.UnicodeScalarView()
+            for _ in 0 ..< Int.random(in: 0 ... 6, using: &generator) {
+                let c = classes[Int.random(in: 0 ..< classes.count, using: &generator)]
+                for _ in 0 ..< Int.random(in: 1 ... 120, using: &generator) { s.append(c[Int.random(in: 0 ..< c.count, using: &generator)]) }
+            }
+            let text = String(s)
+            #expect(try fast(text) == icu(text), "seed \(seed): \(text.debugDescription)")
+        }
+        #expect(fast("caf\u{E9}") == nil && fast("\u{E9}") == nil && fast("a\u{301}") == nil)
+    }
+
     /// What in-order grouping relies on to skip collation keys: printable ASCII strings that
     /// differ have different keys (every string of one or two such characters, checked
     /// against ICU), while control characters are ignorable and do not make a string differ.

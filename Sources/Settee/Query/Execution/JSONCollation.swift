@@ -239,7 +239,9 @@ enum JSONCollation {
     }
 
     /// ICU's sort key of `s`: bytes with no zero but the last, whose order is the collator's.
+    /// ASCII text gets the same bytes without ICU (``ASCIISortKeys``).
     private static func appendSortKey(_ s: String, to out: inout [UInt8]) throws(SetteeError) {
+        if let ascii = ASCIISortKeys.shared, ascii.append(s.utf8, to: &out) { return }
         try withCollator { (collator: Collator) throws(SetteeError) in
             // Index builds and loads meet the same short strings again and again ("task", a
             // list's ID): their keys are kept with the collator, by the string's bytes.
@@ -255,6 +257,18 @@ enum JSONCollation {
                 collator.cache[BytewiseString(s)] = Array(out[start...])
             }
         }
+    }
+
+    /// ICU's sort key of `s`, from ICU (what ``ASCIISortKeys`` is made from and checked against).
+    static func icuSortKey(_ s: String, with collator: RootCollator) throws(SetteeError) -> [UInt8] {
+        var out: [UInt8] = []
+        try appendSortKey(s, with: collator, to: &out)
+        return out
+    }
+
+    /// Runs `body` with a root collator of the pool.
+    static func withRootCollator<R>(_ body: (RootCollator) throws(SetteeError) -> R) throws(SetteeError) -> R {
+        try withCollator(body)
     }
 
     private static func appendSortKey(_ s: String, with collator: RootCollator, to out: inout [UInt8]) throws(SetteeError) {
