@@ -107,37 +107,32 @@ struct ASCIISortKeys: Sendable {
             }
             if commonTertiaries > 0 {
                 // A run of common weights before a higher one: counted down from the top.
-                var c = commonTertiaries - 1
-                while c >= Self.tertiaryMaxRun {
-                    tertiaries.append(Self.tertiaryMiddle)
-                    c -= Self.tertiaryMaxRun
-                }
-                tertiaries.append(Self.tertiaryHigh - UInt8(c))
+                Self.appendRun(commonTertiaries, middle: Self.tertiaryMiddle, maxRun: Self.tertiaryMaxRun,
+                               downFrom: Self.tertiaryHigh, to: &tertiaries)
                 commonTertiaries = 0
             }
             tertiaries.append(t)
         }
         out.append(1)
         // The secondaries are all common: one run, ended by the level separator (lower).
-        if secondaries > 0 {
-            var c = secondaries - 1
-            while c >= Self.secondaryMaxRun {
-                out.append(Self.secondaryMiddle)
-                c -= Self.secondaryMaxRun
-            }
-            out.append(Self.common + UInt8(c))
-        }
+        Self.appendRun(secondaries, middle: Self.secondaryMiddle, maxRun: Self.secondaryMaxRun, downFrom: nil, to: &out)
         out.append(1)
         out.append(contentsOf: tertiaries)
-        if commonTertiaries > 0 {
-            var c = commonTertiaries - 1
-            while c >= Self.tertiaryMaxRun {
-                out.append(Self.tertiaryMiddle)
-                c -= Self.tertiaryMaxRun
-            }
-            out.append(Self.common + UInt8(c))
-        }
+        Self.appendRun(commonTertiaries, middle: Self.tertiaryMiddle, maxRun: Self.tertiaryMaxRun, downFrom: nil, to: &out)
         out.append(0)
         return true
+    }
+
+    /// Appends ICU's compression of a run of `count` common weights (none for 0): `middle` for
+    /// each full run of `maxRun`, then the rest counted up from the common byte (before a lower
+    /// weight or the level's end) or down from `downFrom` (before a higher weight).
+    private static func appendRun(_ count: Int, middle: UInt8, maxRun: Int, downFrom high: UInt8?, to out: inout [UInt8]) {
+        guard count > 0 else { return }
+        var c = count - 1
+        while c >= maxRun {
+            out.append(middle)
+            c -= maxRun
+        }
+        out.append(high.map { $0 - UInt8(c) } ?? common + UInt8(c))
     }
 }

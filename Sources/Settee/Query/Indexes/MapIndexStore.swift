@@ -284,10 +284,15 @@ enum MapIndexStore {
 
     /// The count stored under a summary key; nil when there is none.
     static func summaryCount(_ tx: some StoreReading, tree: Tree, key: [UInt8]) throws -> Int? {
+        try storedCount(tx, tree: tree, key: key, "a map index's group count is malformed")
+    }
+
+    /// An 8-byte little-endian count stored under `key`; nil when there is none.
+    private static func storedCount(_ tx: some StoreReading, tree: Tree, key: [UInt8], _ malformed: String) throws -> Int? {
         guard let v = try tx.withValue(forKey: key, in: tree, { b -> UInt64? in
             b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : nil
         }) else { return nil }
-        guard let v, v <= UInt64(Int.max) else { throw SetteeError(.corrupted, "a map index's group count is malformed") }
+        guard let v, v <= UInt64(Int.max) else { throw SetteeError(.corrupted, malformed) }
         return Int(v)
     }
 
@@ -380,11 +385,7 @@ enum MapIndexStore {
     }
 
     static func rowCount(_ tx: some StoreReading, tree: Tree) throws -> Int {
-        guard let v = try tx.withValue(forKey: countKey, in: tree, { b -> UInt64? in
-            b.count == 8 ? UInt64(littleEndian: b.loadUnaligned(as: UInt64.self)) : nil
-        }) else { return 0 }
-        guard let v, v <= UInt64(Int.max) else { throw SetteeError(.corrupted, "a map index's row count is malformed") }
-        return Int(v)
+        try storedCount(tx, tree: tree, key: countKey, "a map index's row count is malformed") ?? 0
     }
 
     /// Where a row is against a bound: its key's collation bytes, then (when the bound has

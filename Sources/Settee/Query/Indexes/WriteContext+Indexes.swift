@@ -85,9 +85,9 @@ extension WriteContext {
         let old = change.old
         let wasLive = change.wasLive
         let channels = change.channels
-        let winnerDeleted = change.new.map { $0.flags.contains(.deleted) } ?? true
+        let winnerDeleted = change.new?.flags.contains(.deleted) ?? true
         // The same revision stays current: only the entries kept by channel can move (rerouted).
-        let sameRevision = change.new.map { new in old.map { $0.revisionID == new.revisionID && wasLive == !winnerDeleted } ?? false } ?? false
+        let sameRevision = change.new != nil && old?.revisionID == change.new?.revisionID && wasLive == !winnerDeleted
         if sameRevision && (channels.old == channels.new || !indexes.contains(where: \.definition.byChannel)) { return }
         if change.new == nil && !wasLive { return }
         let keys = participants.indexes.indexedKeys
