@@ -66,6 +66,49 @@ import Testing
         try store.close()
     }
 
+    @Test func rangeCountsAgreeWithAWalkOnDiskAndInAWriteTransaction() throws {
+        let dir = TemporaryDirectory("range-count"); defer { dir.cleanup() }
+        let store = try Store(directory: dir.path, configuration: smallConfiguration())
+        let tree = try store.write { try $0.createTree(named: "t") }
+        let seed = UInt64.random(in: 0 ... .max)
+        print("rangeCountsAgreeWithAWalk seed: \(seed)")
+        var rng = SeededGenerator(seed: seed)
+        // Keys of several lengths (so nodes hold different numbers of them), some sharing prefixes.
+        var keys = Set<[UInt8]>()
+        while keys.count < 6_000 {
+            let n = Int.random(in: 1...24, using: &rng)
+            keys.insert((0..<n).map { _ in UInt8.random(in: 0x61...0x64, using: &rng) })
+        }
+        let sorted = keys.sorted { $0.lexicographicallyPrecedes($1) }
+        try store.write { tx throws in for k in keys { try tx.put(k, [1], in: tree) } }
+        func expected(_ lo: [UInt8]?, _ hi: [UInt8]?) -> Int {
+            sorted.filter { k in (lo.map { !k.lexicographicallyPrecedes($0) } ?? true) && (hi.map { k.lexicographicallyPrecedes($0) } ?? true) }.count
+        }
+        func bound() -> [UInt8]? {
+            switch Int.random(in: 0..<8, using: &rng) {
+            case 0: return nil
+            case 1: return []
+            case 2: return sorted.randomElement(using: &rng)!
+            default: return (0..<Int.random(in: 1...4, using: &rng)).map { _ in UInt8.random(in: 0x60...0x65, using: &rng) }
+            }
+        }
+        let bounds = (0..<400).map { _ in (bound(), bound()) }
+        try store.read { tx throws in
+            #expect(try tx.count(in: tree, from: nil, to: nil) == sorted.count)
+            for (lo, hi) in bounds { #expect(try tx.count(in: tree, from: lo, to: hi) == expected(lo, hi), "\(String(describing: lo)) ..< \(String(describing: hi))") }
+        }
+        // In a write transaction the tree is part memory nodes, part disk nodes.
+        try store.write { tx throws in
+            for k in sorted.enumerated().filter({ $0.offset % 3 == 0 }).map(\.element) { _ = try tx.delete(k, in: tree) }
+            let left = sorted.enumerated().filter { $0.offset % 3 != 0 }.map(\.element)
+            for (lo, hi) in bounds {
+                let want = left.filter { k in (lo.map { !k.lexicographicallyPrecedes($0) } ?? true) && (hi.map { k.lexicographicallyPrecedes($0) } ?? true) }.count
+                #expect(try tx.count(in: tree, from: lo, to: hi) == want)
+            }
+        }
+        try store.close()
+    }
+
     @Test func deletingEverythingEmptiesTheTreeAndMergesNodes() throws {
         let dir = TemporaryDirectory("delete"); defer { dir.cleanup() }
         let store = try Store(directory: dir.path, configuration: smallConfiguration())

@@ -281,7 +281,7 @@ final class QueryBench {
     private static func indexNote(_ index: TaskIndex, _ engine: EngineName) -> String {
         let paths = index.paths.joined(separator: ", ")
         return engine == .setteeDoc
-            ? "createIndex(ValueIndexConfiguration([\(paths)])) over N docs"
+            ? "createIndex(ValueIndexConfiguration([\(paths)]\(index.covering.isEmpty ? "" : ", covering: [\(index.covering.joined(separator: ", "))]"))) over N docs"
             : "CREATE INDEX on json_extract(body, …) of \(paths); synchronous=NORMAL"
     }
 

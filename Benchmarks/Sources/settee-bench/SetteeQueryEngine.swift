@@ -25,7 +25,7 @@ final class SetteeQueryEngine: QueryEngine {
     }
 
     func createIndex(_ index: TaskIndex) throws {
-        try database.createIndex(ValueIndexConfiguration(index.paths), name: index.rawValue)
+        try database.createIndex(ValueIndexConfiguration(index.paths, covering: index.covering), name: index.rawValue)
     }
 
     /// What each query's `explain()` must say: the index (or none) it reads, and for the first one that
@@ -34,7 +34,7 @@ final class SetteeQueryEngine: QueryEngine {
         switch query {
         case .newestTasks:
             (["SCAN INDEX tasks", "BACKWARDS", "RANGE type = 'task' AND list.id = $list", "in index order, no sort",
-              "the scan stops once enough rows are found"], ["SORT BY", "SCAN ALL DOCUMENTS"])
+              "COVERING", "the scan stops once enough rows are found"], ["SORT BY", "SCAN ALL DOCUMENTS"])
         case .createdRange:
             (["SCAN INDEX created", "RANGE createdAt >= $from AND createdAt <= $through", "COVERING"], ["SCAN ALL DOCUMENTS"])
         case .unindexedScan:

@@ -251,6 +251,7 @@ protocol StoreReading {
     func forEach(in tree: Tree, from start: [UInt8]?, reverse: Bool,
                  _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws
     func count(in tree: Tree) throws -> Int
+    func count(in tree: Tree, from start: [UInt8]?, to end: [UInt8]?) throws -> Int
     func tree(named name: String) -> Tree?
 }
 

@@ -155,6 +155,46 @@ struct ReadContext {
         _ = try walk(root, height: nil, depth: 0, start: start, reverse: reverse, state: state, scratch: scratch, body)
     }
 
+    /// The number of keys `k` with `start <= k < end` (either bound nil: open). It reads the
+    /// nodes along both bounds' paths and takes every leaf between them by its entry count,
+    /// so it costs the leaves of the range, not its entries.
+    func count(_ state: TreeState, from start: UnsafeRawBufferPointer?, to end: UnsafeRawBufferPointer?) throws -> Int {
+        guard let root = state.root else { return 0 }
+        if let start, let end,
+           compareBytes(start.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, start.count, end.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, end.count) >= 0 {
+            return 0
+        }
+        return try countRange(root, height: nil, depth: 0, start: start, end: end, tree: state.name)
+    }
+
+    private func countRange(_ ref: NodeRef, height: Int?, depth: Int, start: UnsafeRawBufferPointer?, end: UnsafeRawBufferPointer?,
+                            tree: String) throws(StorageError) -> Int {
+        guard depth < maxTreeHeight else { throw StorageError.corrupted("tree deeper than \(maxTreeHeight)", offset: nil, tree: tree) }
+        let view = try reader.view(ref, height: height, tree: tree)
+        let n = view.count
+        func pointer(_ b: UnsafeRawBufferPointer) -> UnsafeRawPointer { b.baseAddress ?? UnsafeRawPointer(bitPattern: 1)! }
+        if view.isLeaf {
+            let first = start.map { view.lowerBound(pointer($0), $0.count).index } ?? 0
+            let last = end.map { view.lowerBound(pointer($0), $0.count).index } ?? n
+            return max(0, last - first)
+        }
+        guard n > 0 else { return 0 }
+        var memory: MemNode?
+        if case .memory(let m) = ref { memory = m }
+        let first = start.map { view.childIndex(pointer($0), $0.count) } ?? 0
+        let last = end.map { view.childIndex(pointer($0), $0.count) } ?? n - 1
+        guard first <= last else { return 0 }
+        func child(_ i: Int, _ s: UnsafeRawBufferPointer?, _ e: UnsafeRawBufferPointer?) throws(StorageError) -> Int {
+            try countRange(try reader.child(of: view, memory: memory, at: i, tree: tree), height: view.height - 1, depth: depth + 1,
+                           start: s, end: e, tree: tree)
+        }
+        if first == last { return try child(first, start, end) }
+        var total = try child(first, start, nil)
+        // The children between the two bounds' paths lie wholly inside the range.
+        for i in (first + 1)..<last { total += try child(i, nil, nil) }
+        return total + (try child(last, nil, end))
+    }
+
     private func walk(_ ref: NodeRef, height: Int?, depth: Int, start: UnsafeRawBufferPointer?, reverse: Bool, state: TreeState,
                       scratch: UnsafeMutableRawPointer,
                       _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {

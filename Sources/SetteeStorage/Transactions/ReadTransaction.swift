@@ -153,10 +153,28 @@ public struct ReadTransaction {
         try context.check(tree, snapshot.state(tree.id)).count
     }
 
+    /// The number of entries whose keys `k` lie in `start <= k < end` (a nil bound is open).
+    /// It costs the leaves the range spans, not its entries: every leaf between the bounds is
+    /// taken whole by its count.
+    ///
+    /// ```swift
+    /// let gs = try store.read { tx in try tx.count(in: people, from: Array("g".utf8), to: Array("h".utf8)) }
+    /// ```
+    public func count(in tree: Tree, from start: [UInt8]?, to end: [UInt8]?) throws -> Int {
+        let state = try context.check(tree, snapshot.state(tree.id))
+        return try withOptionalBytes(start) { s in try withOptionalBytes(end) { e in try context.count(state, from: s, to: e) } }
+    }
+
     /// The names of every tree, in creation order.
     ///
     /// ```swift
     /// let names = try store.read { tx in tx.treeNames }   // ["by-id", "by-seq"]
     /// ```
     public var treeNames: [String] { snapshot.trees.map(\.name) }
+}
+
+/// Calls `body` with the bytes of `bytes`, or with nil.
+@inline(__always) func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    guard let bytes else { return try body(nil) }
+    return try bytes.withUnsafeBytes { try body($0) }
 }

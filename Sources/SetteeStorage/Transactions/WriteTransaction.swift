@@ -417,4 +417,16 @@ public final class WriteTransaction {
         try usable()
         return trees[try index(tree)].count
     }
+
+    /// The number of entries whose keys `k` lie in `start <= k < end` (a nil bound is open), as
+    /// this transaction sees them; it costs the leaves the range spans, not its entries.
+    ///
+    /// ```swift
+    /// let gs = try store.write { tx in try tx.count(in: tree, from: Array("g".utf8), to: Array("h".utf8)) }
+    /// ```
+    public func count(in tree: Tree, from start: [UInt8]?, to end: [UInt8]?) throws -> Int {
+        try usable()
+        let state = trees[try index(tree)]
+        return try withOptionalBytes(start) { s in try withOptionalBytes(end) { e in try context.count(state, from: s, to: e) } }
+    }
 }

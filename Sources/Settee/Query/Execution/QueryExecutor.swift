@@ -156,7 +156,11 @@ struct QueryExecutor {
                     if byChannel { scanner.channels = channels }
                     scanner.groupRuns = runs
                     scanner.idsNeeded = covering == nil || collecting || prepared.readsID
-                    try scanner.run(keep)
+                    if countOnly, wanted == nil, let n = try scanner.countWithoutRows() {
+                        kept.found += n
+                    } else {
+                        try scanner.run(keep)
+                    }
                     try addPending()
                 } else if let fullText = plan.fullText {
                     try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }

@@ -125,6 +125,10 @@ extension Database {
             var v = IndexDefinition(kind: .value, state: .building, treeName: "", expressions: value.expressions,
                                     condition: value.where, collatorVersion: try JSONCollation.collatorVersion())
             v.byChannel = value.byChannel
+            guard value.covering.count <= 32 else {
+                throw SetteeError(.invalidParameter, "index \(name): a value index has at most 32 covering expressions")
+            }
+            v.covering = value.covering
             d = v
         } else if let text = config as? FullTextIndexConfiguration {
             guard !text.expressions.isEmpty, text.expressions.count <= 32 else {
@@ -146,7 +150,7 @@ extension Database {
             throw SetteeError(.invalidParameter, "index \(name): \(type(of: config)) is not an index configuration Settee knows")
         }
         // Compiled once here so that a bad expression is refused before anything is written.
-        for e in d.expressions { _ = try CompiledIndex.compile(e, index: name) }
+        for e in d.expressions + d.covering { _ = try CompiledIndex.compile(e, index: name) }
         if let c = d.condition { _ = try CompiledIndex.compile(c, index: name) }
         return d
     }

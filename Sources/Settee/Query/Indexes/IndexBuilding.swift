@@ -113,101 +113,183 @@ extension DatabaseCore {
 
     static let buildStepSize = 4096
 
-    /// Reads the documents after `after` (a step of them) from a fresh snapshot into `step`, and
-    /// computes their entries.
-    private func readBuildStep(_ index: CompiledIndex, after: [UInt8]?, into step: BuildStep) throws {
-        try read { tx in
-            step.readAtSequence = try counter(tx, MetaKey.lastSequence)
-            try tx.forEach(in: trees.byID, from: after, reverse: false) { k, v in
-                if let after, k.elementsEqual(after) { return true }
-                let meta = try DocMeta(decoding: v)
-                step.last = Array(k)
-                step.seen += 1
-                if !meta.flags.contains(.deleted) {
-                    step.live += 1
-                    let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: index.documentKeys)
-                    if index.isMap {
-                        step.toMap.append((Array(k), meta.sequence, row))
-                    } else if index.analyzer != nil {
-                        if let t = try index.textEntry(for: row) { step.batch.append((Array(k), meta.sequence, nil, t, [:])) }
-                    } else if let e = try index.entry(for: row) {
-                        var records: [[UInt8]: [UInt8]] = [:]
-                        if index.definition.byChannel {
-                            let channels = try RoutingRecord.load(tx, trees, key: Array(k), sequence: meta.sequence)?.record.applied.channels ?? []
-                            records = IndexEntry.channelRecords(e, id: row.id, channels: channels)
-                        }
-                        step.batch.append((Array(k), meta.sequence, e, nil, records))
-                    }
-                }
-                return step.seen < Self.buildStepSize
-            }
-        }
+    /// Where the next step of a run starts, shared by the threads that read the run's steps:
+    /// a thread takes the start under the lock, walks the step's keys in its snapshot (cheap),
+    /// sets the next start, and only then parses the step's documents and makes their entries,
+    /// so the threads parse side by side while the steps still follow one another exactly.
+    private final class StepCursor: @unchecked Sendable {
+        // `next`, `taken`, `ended`, `steps` and `failure` are read and written under `lock` only.
+        let lock = NSLock()
+        var next: [UInt8]?
+        var taken = 0
+        var ended = false
+        var steps: [Int: BuildStep] = [:]
+        var failure: (any Error)?
+
+        init(after: [UInt8]?) { next = after }
     }
 
-    /// Fills a building index from the documents already there. Reading a step (parsing the
-    /// documents, making their keys) and writing the step before it run side by side, on
-    /// another thread and this one: a build takes about the longer of the two, not their sum.
-    /// Map functions run on this thread only.
+    /// Threads that read a run's steps at once.
+    static let buildReaders = 2
+
+    /// Reads one step (the next of `cursor`'s) from a fresh snapshot: the documents after the
+    /// cursor's start, their entries computed. Returns false when there was no step left.
+    private func readBuildStep(_ index: CompiledIndex, cursor: StepCursor, limit: Int) throws -> Bool {
+        cursor.lock.lock()
+        var locked = true
+        defer { if locked { cursor.lock.unlock() } }
+        guard !cursor.ended, cursor.taken < limit, cursor.failure == nil else { return false }
+        let number = cursor.taken
+        cursor.taken += 1
+        let after = cursor.next
+        let step = BuildStep()
+        try read { tx in
+            step.readAtSequence = try counter(tx, MetaKey.lastSequence)
+            var found: [(key: [UInt8], meta: DocMeta)] = []
+            found.reserveCapacity(Self.buildStepSize)
+            try tx.forEach(in: trees.byID, from: after, reverse: false) { k, v in
+                if let after, k.elementsEqual(after) { return true }
+                found.append((Array(k), try DocMeta(decoding: v)))
+                return found.count < Self.buildStepSize
+            }
+            step.seen = found.count
+            step.last = found.last?.key
+            cursor.next = step.last
+            if found.count < Self.buildStepSize { cursor.ended = true }
+            cursor.lock.unlock()
+            locked = false
+            for (k, meta) in found where !meta.flags.contains(.deleted) {
+                step.live += 1
+                let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: index.documentKeys)
+                if index.isMap {
+                    step.toMap.append((k, meta.sequence, row))
+                } else if index.analyzer != nil {
+                    if let t = try index.textEntry(for: row) { step.batch.append((k, meta.sequence, nil, t, [:])) }
+                } else if let e = try index.entry(for: row) {
+                    var records: [[UInt8]: [UInt8]] = [:]
+                    if index.definition.byChannel {
+                        let channels = try RoutingRecord.load(tx, trees, key: k, sequence: meta.sequence)?.record.applied.channels ?? []
+                        records = IndexEntry.channelRecords(e, id: row.id, channels: channels)
+                    }
+                    step.batch.append((k, meta.sequence, e, nil, records))
+                }
+            }
+        }
+        cursor.lock.lock()
+        locked = true
+        cursor.steps[number] = step
+        return true
+    }
+
+    /// The most steps whose entries one transaction of a build writes (a run): the entries of
+    /// a run are sorted and put in key order, so the leaves they land in are copied once per
+    /// run rather than once per entry, and the commit writes each changed node once. Runs start
+    /// at one step and double, so that a build reports progress early and small builds often.
+    static let buildRunSteps = 16
+
+    /// Fills a building index from the documents already there. The documents are read in
+    /// steps (each from a snapshot of its own, parsing them and making their keys) on another
+    /// thread, a run ahead of this one, which writes the runs: a build takes about the longer
+    /// of the two, not their sum. Map functions run on this thread only.
     private func fillIndex(_ index: CompiledIndex, progress: (IndexBuildProgress) -> Bool) throws {
         let total = try read { tx in Int(try counter(tx, MetaKey.liveCount)) }
         var done = 0
-        var current = BuildStep()
-        try readBuildStep(index, after: nil, into: current)
+        var steps = 1
+        var current = try readBuildRun(index, after: nil, steps: steps)
         while true {
             if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
-            // The next step is read while this one is written.
-            var next: (step: BuildStep, finished: DispatchSemaphore)?
-            if current.seen == Self.buildStepSize, let last = current.last {
-                let step = BuildStep(), finished = DispatchSemaphore(value: 0)
-                DispatchQueue.global(qos: .utility).async { [self] in
+            // The next run is read while this one is written.
+            var next: (run: BuildRun, finished: DispatchSemaphore)?
+            if !current.ended, let last = current.steps.last?.last {
+                let run = BuildRun(), finished = DispatchSemaphore(value: 0)
+                steps = min(steps * 2, Self.buildRunSteps)
+                DispatchQueue.global(qos: .utility).async { [steps, self] in
                     defer { finished.signal() }
                     do {
-                        try readBuildStep(index, after: last, into: step)
+                        try readBuildRun(index, after: last, steps: steps, into: run)
                     } catch {
-                        step.failure = error
+                        run.failure = error
                     }
                 }
-                next = (step, finished)
+                next = (run, finished)
             }
             // Whatever happens here, the reader is waited for before this returns or throws.
             defer { next?.finished.wait() }
-            try writeBuildStep(index, current)
-            done += current.live
+            try writeBuildRun(index, current)
+            done += current.steps.reduce(0) { $0 + $1.live }
             guard progress(IndexBuildProgress(documentsIndexed: done, documentsTotal: max(total, done))) else {
                 throw SetteeError(.cancelled, "index \(index.name): creation cancelled")
             }
-            guard let (step, finished) = next else { return }
+            guard let (run, finished) = next else { return }
             finished.wait()
             next = nil
-            if let failure = step.failure { throw failure }
-            current = step
+            if let failure = run.failure { throw failure }
+            current = run
         }
     }
 
-    /// Writes a step's entries in one transaction, skipping every document changed since the
-    /// step's snapshot (the commit that changed it wrote its entry).
-    private func writeBuildStep(_ index: CompiledIndex, _ step: BuildStep) throws {
+    /// The steps of one run, read one after the other.
+    private final class BuildRun: @unchecked Sendable {
+        // Written by the thread that reads the run, then read by the one that writes it, after
+        // the first has finished (the hand-over waits on a semaphore): never both at once.
+        var steps: [BuildStep] = []
+        /// Whether the last step reached the end of the documents.
+        var ended = false
+        var failure: (any Error)?
+    }
+
+    private func readBuildRun(_ index: CompiledIndex, after: [UInt8]?, steps: Int) throws -> BuildRun {
+        let run = BuildRun()
+        try readBuildRun(index, after: after, steps: steps, into: run)
+        return run
+    }
+
+    /// Reads up to `steps` steps after `after` into `run`, on ``buildReaders`` threads.
+    private func readBuildRun(_ index: CompiledIndex, after: [UInt8]?, steps: Int, into run: BuildRun) throws {
+        let cursor = StepCursor(after: after)
+        DispatchQueue.concurrentPerform(iterations: min(Self.buildReaders, steps)) { _ in
+            do {
+                while !compactionCancelled.load(ordering: .relaxed), try readBuildStep(index, cursor: cursor, limit: steps) {}
+            } catch {
+                cursor.lock.withLock { if cursor.failure == nil { cursor.failure = error } }
+            }
+        }
+        if let failure = cursor.failure { throw failure }
+        run.steps = (0 ..< cursor.taken).compactMap { cursor.steps[$0] }
+        run.ended = cursor.ended
+    }
+
+    /// Writes a run's entries in one transaction, skipping every document changed since the
+    /// snapshot of its step (the commit that changed it wrote its entry). A value index's
+    /// entries, back entries and channel records go in in key order.
+    private func writeBuildRun(_ index: CompiledIndex, _ run: BuildRun) throws {
         // Outside the snapshot and on this thread: the function may take a while.
-        let made = MapIndexStore.rows(of: index, rows: step.toMap.map(\.row))
-        let mapped = zip(step.toMap, made).filter { !$0.1.isEmpty }.map { (key: $0.0.key, sequence: $0.0.sequence, rows: $0.1) }
-        guard !step.batch.isEmpty || !mapped.isEmpty else { return }
+        let toMap = run.steps.flatMap(\.toMap)
+        let made = MapIndexStore.rows(of: index, rows: toMap.map(\.row))
+        let mapped = zip(toMap, made).filter { !$0.1.isEmpty }.map { (key: $0.0.key, sequence: $0.0.sequence, rows: $0.1) }
+        guard run.steps.contains(where: { !$0.batch.isEmpty }) || !mapped.isEmpty else { return }
+        let earliest = run.steps.map(\.readAtSequence).min() ?? 0
         try write { c in
             guard c.participants.indexes.indexes.contains(where: { $0.name == index.name && $0.record == index.record }) else {
                 throw SetteeError(.conflict, "index \(index.name) was deleted or replaced while it was being created")
             }
-            // Nothing committed since the step was read (every change takes a sequence): every
-            // document is as read, and none needs looking up again.
-            let unchanged = c.lastSequence == step.readAtSequence
-            for item in step.batch where try unchanged || c.meta(item.key)?.sequence == item.sequence {
-                if let e = item.entry {
-                    try c.tx.put(e.key, e.value, in: index.tree)
-                    try c.tx.put(IndexEntry.backKey(String(decoding: item.key, as: UTF8.self)), e.key, in: index.tree)
-                }
-                for (k, v) in item.byChannel { try c.tx.put(k, v, in: index.tree) }
-                if let t = item.text {
-                    try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
+            // Nothing committed since the run's first step was read (every change takes a
+            // sequence): every document is as read, and none needs looking up again.
+            let unchanged = c.lastSequence == earliest
+            var puts = SortedPuts()
+            for step in run.steps {
+                for item in step.batch where try unchanged || c.meta(item.key)?.sequence == item.sequence {
+                    if let e = item.entry {
+                        puts.add(e.key, e.value)
+                        puts.add(IndexEntry.backKey(String(decoding: item.key, as: UTF8.self)), e.key)
+                    }
+                    for (k, v) in item.byChannel { puts.add(k, v) }
+                    if let t = item.text {
+                        try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
+                    }
                 }
             }
+            try puts.write(c.tx, in: index.tree)
             var summaries = MapIndexStore.SummaryDeltas()
             for item in mapped where try unchanged || c.meta(item.key)?.sequence == item.sequence {
                 try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows,

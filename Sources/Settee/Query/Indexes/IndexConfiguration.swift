@@ -63,17 +63,36 @@ public struct ValueIndexConfiguration: IndexConfiguration, Hashable {
     /// Such an index costs one more entry per channel of each document, written in the same
     /// commit; queries without channels read it as any other.
     public let byChannel: Bool
+    /// More expressions whose values each entry keeps beside its key (not part of it, so they
+    /// neither order the entries nor narrow a range): a query that reads only the indexed and
+    /// covering expressions and `META().id` answers from the index alone, reading no document
+    /// (``Query/explain()`` says `COVERING`). Couchbase Lite has no such option; a
+    /// configuration without it is Couchbase Lite's.
+    ///
+    /// ```swift
+    /// try db.createIndex(ValueIndexConfiguration(["type", "list.id", "createdAt"], covering: ["title"]), name: "tasks")
+    /// // Reads no document: every row comes from the index's entries.
+    /// let q = try db.createQuery("""
+    ///     SELECT META().id, title FROM _ WHERE type = 'task' AND list.id = $list ORDER BY createdAt DESC LIMIT 20
+    ///     """)
+    /// ```
+    ///
+    /// Each entry grows by its covering values' JSON, written in the same commit as the rest
+    /// of the entry.
+    public let covering: [String]
 
-    /// An index of `expressions`, optionally only of documents meeting `where`, and with
-    /// `byChannel` also kept per channel.
+    /// An index of `expressions`, optionally only of documents meeting `where`, with
+    /// `byChannel` also kept per channel, and keeping the values of `covering` in each entry.
     ///
     /// ```swift
     /// let config = ValueIndexConfiguration(["type", "list.id"])
+    /// let covered = ValueIndexConfiguration(["list.id", "createdAt"], covering: ["title", "done"])
     /// ```
-    public init(_ expressions: [String], where: String? = nil, byChannel: Bool = false) {
+    public init(_ expressions: [String], where: String? = nil, byChannel: Bool = false, covering: [String] = []) {
         self.expressions = expressions
         self.where = `where`
         self.byChannel = byChannel
+        self.covering = covering
     }
 }
 

@@ -13,7 +13,9 @@ import Synchronization
 /// A full-text index (kind 2) goes on with `| has-language u8 | [language string] |
 /// ignore-accents u8 | analyzer version varint |`. A map index (kind 3) has one expression:
 /// its version (the application's map function is not stored). A value index kept by channel
-/// ends with one more byte, 1 (written only then, so other definitions keep their bytes).
+/// ends with one more byte, 1 (written only then, so other definitions keep their bytes); one
+/// with covering expressions ends with that byte (0 or 1), then `| count varint | covering
+/// strings … |`.
 /// `version` is 2 for a value index with back entries (``IndexEntry/backKey(_:)``) and a map
 /// index with group counts (``MapIndexStore/summaryTag``), 1 for one built before them
 /// (rebuilt at open) and for full-text indexes.
@@ -40,6 +42,9 @@ struct IndexDefinition: Sendable, Hashable {
     var text: TextOptions?
     /// A value index whose entries are also kept under each channel of their document.
     var byChannel = false
+    /// A value index's covering expressions: their values are kept in each entry's value,
+    /// after the indexed expressions' (``ValueIndexConfiguration/covering``).
+    var covering: [String] = []
     /// A value index built before back entries, or a map index built before group counts
     /// (definition version 1): the open rebuilds it, since commits find a document's old entry
     /// through its back entry and reads of counts trust the group counts.
@@ -48,7 +53,7 @@ struct IndexDefinition: Sendable, Hashable {
     /// Whether two definitions index the same thing (state and tree aside).
     func sameIndex(as other: IndexDefinition) -> Bool {
         kind == other.kind && expressions == other.expressions && condition == other.condition && text == other.text
-            && byChannel == other.byChannel
+            && byChannel == other.byChannel && covering == other.covering
     }
 
     func encoded() -> [UInt8] {
@@ -76,7 +81,13 @@ struct IndexDefinition: Sendable, Hashable {
             w.u8(text.ignoreAccents ? 1 : 0)
             w.varint(text.analyzerVersion)
         }
-        if byChannel { w.u8(1) }
+        if !covering.isEmpty {
+            w.u8(byChannel ? 1 : 0)
+            w.varint(UInt64(covering.count))
+            for e in covering { w.string(e) }
+        } else if byChannel {
+            w.u8(1)
+        }
         return w.bytes
     }
 
@@ -120,13 +131,24 @@ struct IndexDefinition: Sendable, Hashable {
             text = TextOptions(language: language, ignoreAccents: accents == 1, analyzerVersion: version)
         }
         var byChannel = false
+        var covering: [String] = []
         if k == .value, !r.atEnd {
-            guard r.u8() == 1 else { throw bad }
-            byChannel = true
+            guard let flag = r.u8(), flag <= 1 else { throw bad }
+            byChannel = flag == 1
+            if !r.atEnd {
+                guard let m = r.count(limit: r.remaining), m > 0 else { throw bad }
+                for _ in 0 ..< m {
+                    guard let e = r.string() else { throw bad }
+                    covering.append(e)
+                }
+            } else if !byChannel {
+                throw bad
+            }
         }
         guard r.atEnd else { throw bad }
         self.init(kind: k, state: s, treeName: tree, expressions: expressions, condition: condition, collatorVersion: collator, text: text)
         self.byChannel = byChannel
+        self.covering = covering
         olderLayout = k != .fullText && v == 1
     }
 }
@@ -139,7 +161,10 @@ struct CompiledIndex: Sendable {
     let definition: IndexDefinition
     /// The catalog value it was compiled from (a snapshot's catalog is matched against it).
     let record: [UInt8]
+    /// The indexed expressions, in key order.
     let expressions: [QueryExpression]
+    /// A value index's covering expressions: values an entry keeps after the indexed ones.
+    let coveringExpressions: [QueryExpression]
     let condition: QueryExpression?
     let tree: Tree
     /// A full-text index's analyzer; nil for a value index.
@@ -152,6 +177,8 @@ struct CompiledIndex: Sendable {
     let map: MapIndexConfiguration?
 
     var isReady: Bool { definition.state == .ready }
+    /// How many values an entry's value holds: the indexed expressions', then the covering ones'.
+    var valueCount: Int { expressions.count + coveringExpressions.count }
     var isMap: Bool { definition.kind == .map }
 
     init(name: String, definition: IndexDefinition, tree: Tree, map: MapIndexConfiguration? = nil) throws(SetteeError) {
@@ -162,6 +189,7 @@ struct CompiledIndex: Sendable {
         self.map = map
         if definition.kind == .map {
             expressions = []
+            coveringExpressions = []
             condition = nil
             analyzer = nil
             documentKeys = nil
@@ -170,9 +198,12 @@ struct CompiledIndex: Sendable {
         var compiled: [QueryExpression] = []
         for e in definition.expressions { compiled.append(try Self.compile(e, index: name)) }
         expressions = compiled
+        var covering: [QueryExpression] = []
+        for e in definition.covering { covering.append(try Self.compile(e, index: name)) }
+        coveringExpressions = covering
         condition = try definition.condition.map { (c) throws(SetteeError) in try Self.compile(c, index: name) }
         analyzer = definition.text.map { FullTextAnalyzer(language: $0.language, ignoreAccents: $0.ignoreAccents) }
-        documentKeys = QueryExpression.documentKeys(compiled + [condition].compactMap { $0 })
+        documentKeys = QueryExpression.documentKeys(compiled + covering + [condition].compactMap { $0 })
     }
 
     /// Parses one indexed expression and checks that it depends on the document alone.
@@ -198,10 +229,11 @@ struct CompiledIndex: Sendable {
         if row.isDeleted { return nil }
         if let condition, !(try condition.evaluate(row, parameters: [:])).isTrue { return nil }
         var values: [JSONValue?] = []
-        values.reserveCapacity(expressions.count)
+        values.reserveCapacity(valueCount)
         for e in expressions { values.append(try e.evaluate(row, parameters: [:])) }
         guard case .some(.some) = values.first else { return nil }
-        return try IndexEntry(values: values, documentID: row.id)
+        for e in coveringExpressions { values.append(try e.evaluate(row, parameters: [:])) }
+        return try IndexEntry(values: values, keyCount: expressions.count, documentID: row.id)
     }
 }
 
@@ -256,9 +288,11 @@ struct IndexEntry: Equatable {
         self.value = value
     }
 
-    init(values: [JSONValue?], documentID: String) throws(SetteeError) {
+    /// The entry of a document whose first `keyCount` values are indexed (the key; all of them
+    /// when nil) and whose others are covering values (kept in the value only).
+    init(values: [JSONValue?], keyCount: Int? = nil, documentID: String) throws(SetteeError) {
         let id = Array(documentID.utf8)
-        var k = try Self.valueKey(values)
+        var k = try Self.valueKey(keyCount.map { Array(values.prefix($0)) } ?? values)
         if k.count + id.count + 2 <= StoreConfiguration.maxKeyLength {
             k.append(contentsOf: id)
             k.append(UInt8(truncatingIfNeeded: id.count >> 8))

@@ -94,6 +94,22 @@ struct IndexScanner<Reader: StoreReading> {
         if going { _ = try flush(&overflow, before: nil, body) }
     }
 
+    /// How many rows ``run(_:)`` would yield, when that is all a count needs and the engine can
+    /// count the entries without reading them: the ranges imply `WHERE` exactly, and no row,
+    /// channel or group is wanted. Each range is counted by the leaves it spans (the overflow
+    /// entries in it are added); nil when entries must be looked at.
+    func countWithoutRows() throws -> Int? {
+        guard channels == nil, !fetch, !rowsNeeded, groupRuns == nil, scan.impliesWhere else { return nil }
+        let (ranges, exact) = try self.ranges()
+        guard exact else { return nil }
+        // Every range must lie among the stored value keys: above the overflow entries (a first
+        // byte of 0) and below the index's own records (a first byte of FF).
+        guard ranges.allSatisfy({ r in (r.start.first ?? 0) != 0 && ((r.end.first ?? 0xFF) < 0xFF || r.end == [0xFF]) }) else { return nil }
+        var total = try overflowEntries().filter { Self.within($0.valueKey, ranges) }.count
+        for r in ranges { total += try tx.count(in: tree, from: r.start, to: r.end) }
+        return total
+    }
+
     /// Whether a placed entry's values lie in one of the ranges, as a stored entry's key must
     /// to be read: an entry outside them fails the conjuncts the ranges were made of, so it is
     /// left out, and every row the scan yields meets those conjuncts (the plan's residual
@@ -169,7 +185,7 @@ struct IndexScanner<Reader: StoreReading> {
         }
         if case .yes = implied, !rowsNeeded, !fetch { return try body(.empty, true, false) }
         if fetch {
-            if case .byBytes(let texts) = implied { meets = try IndexEntry.valuesHaveText(v, texts, count: scan.index.expressions.count) }
+            if case .byBytes(let texts) = implied { meets = try IndexEntry.valuesHaveText(v, texts, count: scan.index.valueCount) }
             if !meets, let prefilter {
                 // A document the prefilter rejects is passed over, as one WHERE is false for.
                 guard let found = try row(id: Array(parts.documentID), admitting: prefilter) else { return true }
@@ -185,13 +201,13 @@ struct IndexScanner<Reader: StoreReading> {
             switch implied {
             case .yes: runs.pending += 1; return true
             case .byBytes(let texts):
-                if try IndexEntry.valuesHaveText(v, texts, count: scan.index.expressions.count) { runs.pending += 1; return true }
+                if try IndexEntry.valuesHaveText(v, texts, count: scan.index.valueCount) { runs.pending += 1; return true }
             case .no: break
             }
         }
         // Values are decoded only for what reads them: when WHERE is met, what the statement
         // reads beyond it; else all of them, for WHERE.
-        let count = scan.index.expressions.count
+        let count = scan.index.valueCount
         var values: [JSONValue?]
         if case .no = implied {
             values = try IndexEntry.values(v, count: count)
@@ -308,8 +324,8 @@ struct IndexScanner<Reader: StoreReading> {
             guard k.count > tag.count, k.starts(with: tag) else { return false }
             let id = Array(k[tag.count...])
             guard try core.isRouted(tx, documentID: String(decoding: id, as: UTF8.self), toAnyOf: channels) else { return true }
-            let values = try IndexEntry.values(v, count: scan.index.expressions.count)
-            out.append((try IndexEntry.valueKey(values), id, fetch ? nil : values))
+            let values = try IndexEntry.values(v, count: scan.index.valueCount)
+            out.append((try IndexEntry.valueKey(Array(values.prefix(scan.index.expressions.count))), id, fetch ? nil : values))
             return true
         }
         return out
@@ -393,8 +409,8 @@ struct IndexScanner<Reader: StoreReading> {
         var out: [(valueKey: [UInt8], id: [UInt8], values: [JSONValue?]?)] = []
         try tx.forEach(in: tree, from: [0], reverse: false) { k, v in
             guard IndexEntry.isOverflow(k) else { return false }
-            let values = try IndexEntry.values(v, count: scan.index.expressions.count)
-            out.append((try IndexEntry.valueKey(values), Array(k.dropFirst()), fetch ? nil : values))
+            let values = try IndexEntry.values(v, count: scan.index.valueCount)
+            out.append((try IndexEntry.valueKey(Array(values.prefix(scan.index.expressions.count))), Array(k.dropFirst()), fetch ? nil : values))
             return true
         }
         return out

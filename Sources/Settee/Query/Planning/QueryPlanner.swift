@@ -295,13 +295,14 @@ enum QueryPlanner {
         func metaBeyondID(_ e: QueryExpression) -> Bool {
             e.contains { x in if case .meta(let m) = x { m != .id } else { false } }
         }
-        if !index.expressions.contains(where: metaBeyondID) {
+        if !(index.expressions + index.coveringExpressions).contains(where: metaBeyondID) {
             for item in s.items {
                 guard case .expression(let e, _) = item else { return nil }
                 if metaBeyondID(e) { return nil }
             }
         }
-        let slots = Dictionary(index.expressions.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        // Slots number the entry's values: the indexed expressions', then the covering ones'.
+        let slots = Dictionary((index.expressions + index.coveringExpressions).enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
         func rewrite(_ e: QueryExpression) -> QueryExpression { e.replacing { slots[$0].map(QueryExpression.slot) } }
         var r = s
         for (i, item) in r.items.enumerated() {
@@ -399,7 +400,9 @@ extension QueryPlan {
             lines.append("  FETCH each matching document, with its rank")
         } else if let scan {
             let names = scan.index.expressions.map(\.sqlText).joined(separator: ", ")
-            lines.append("SCAN INDEX \(scan.index.name) (\(names))\(scan.descending ? " BACKWARDS" : "")")
+            let kept = scan.index.coveringExpressions.isEmpty ? ""
+                : " KEEPING (\(scan.index.coveringExpressions.map(\.sqlText).joined(separator: ", ")))"
+            lines.append("SCAN INDEX \(scan.index.name) (\(names))\(kept)\(scan.descending ? " BACKWARDS" : "")")
             var parts: [String] = []
             for (i, values) in scan.equalities.enumerated() {
                 let e = scan.index.expressions[i].sqlText

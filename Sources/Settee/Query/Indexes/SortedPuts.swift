@@ -1,0 +1,59 @@
+import Foundation
+internal import SetteeStorage
+
+/// Key-value pairs gathered for one transaction and put in key order: inserts in key order
+/// land in one leaf after another, so each leaf a transaction changes is copied once, where
+/// the same inserts in any other order copy a leaf for nearly every one. The pairs are kept
+/// in one byte buffer; sorting moves small records, not arrays.
+///
+/// ```swift
+/// var puts = SortedPuts()
+/// puts.add(entry.key, entry.value)
+/// try puts.write(tx, in: tree)
+/// ```
+///
+/// - Note: A value type for one thread; not thread-safe.
+struct SortedPuts {
+    private var bytes: [UInt8] = []
+    private var records: [Record] = []
+
+    private struct Record {
+        /// The key's first eight bytes, big-endian (zero-padded): most comparisons end here.
+        var head: UInt64
+        var offset: Int
+        var keyCount: Int
+        var valueCount: Int
+        /// The order the pair was added in: of two equal keys, the later is put last and wins.
+        var order: Int
+    }
+
+    var isEmpty: Bool { records.isEmpty }
+
+    mutating func add(_ key: [UInt8], _ value: [UInt8]) {
+        var head: UInt64 = 0
+        for i in 0 ..< 8 { head = head << 8 | UInt64(i < key.count ? key[i] : 0) }
+        records.append(Record(head: head, offset: bytes.count, keyCount: key.count, valueCount: value.count, order: records.count))
+        bytes.append(contentsOf: key)
+        bytes.append(contentsOf: value)
+    }
+
+    /// Puts every pair in key order.
+    func write(_ tx: WriteTransaction, in tree: Tree) throws {
+        guard !records.isEmpty else { return }
+        try bytes.withUnsafeBytes { all in
+            let base = all.baseAddress!
+            let sorted = records.sorted { a, b in
+                if a.head != b.head { return a.head < b.head }
+                let n = min(a.keyCount, b.keyCount)
+                let c = n > 8 ? memcmp(base + a.offset + 8, base + b.offset + 8, n - 8) : 0
+                if c != 0 { return c < 0 }
+                if a.keyCount != b.keyCount { return a.keyCount < b.keyCount }
+                return a.order < b.order
+            }
+            for r in sorted {
+                try tx.put(UnsafeRawBufferPointer(start: base + r.offset, count: r.keyCount),
+                           UnsafeRawBufferPointer(start: base + r.offset + r.keyCount, count: r.valueCount), in: tree)
+            }
+        }
+    }
+}
