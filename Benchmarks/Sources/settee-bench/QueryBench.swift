@@ -265,7 +265,7 @@ final class QueryBench {
     private static func queryNote(_ query: TaskQuery, _ engine: EngineName, _ count: Int) -> String {
         let plan: String
         switch (query, engine) {
-        case (.newestTasks, .setteeDoc): plan = "index tasks backwards, no sort, stops at 20; title fetched"
+        case (.newestTasks, .setteeDoc): plan = "index tasks backwards, no sort, stops at 20; covering (title kept in the index)"
         case (.createdRange, .setteeDoc): plan = "index created, range, covering"
         case (.unindexedScan, .setteeDoc): plan = "full scan, each body probed for WHERE before it is parsed"
         case (.groupCount, .setteeDoc): plan = "index tasks, type = 'task', covering, grouped"

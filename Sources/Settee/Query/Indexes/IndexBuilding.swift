@@ -97,11 +97,14 @@ extension DatabaseCore {
     }
 
     /// What one step of a build read from a snapshot: each document's entry (or full-text
-    /// terms, or the row a map function is to see), and where the next step starts.
+    /// terms, or the row a map function is to see), and where the next step starts. A value
+    /// index's entries, back entries and records by channel are in `puts`, tagged with their
+    /// document's place in `batch`.
     private final class BuildStep: @unchecked Sendable {
         // Written by the thread that reads the step, then read by the one that writes it, after
         // the first has finished (the hand-over waits on a semaphore): never both at once.
-        var batch: [(key: [UInt8], sequence: UInt64, entry: IndexEntry?, text: FullTextDocumentEntry?, byChannel: [[UInt8]: [UInt8]])] = []
+        var batch: [(key: [UInt8], sequence: UInt64, text: FullTextDocumentEntry?)] = []
+        var puts = SortedPuts()
         var toMap: [(key: [UInt8], sequence: UInt64, row: QueryRow)] = []
         var last: [UInt8]?
         var seen = 0
@@ -124,6 +127,8 @@ extension DatabaseCore {
         var taken = 0
         var ended = false
         var steps: [Int: BuildStep] = [:]
+        /// The bytes of the steps' entries read so far.
+        var bytes = 0
         var failure: (any Error)?
 
         init(after: [UInt8]?) { next = after }
@@ -138,7 +143,7 @@ extension DatabaseCore {
         cursor.lock.lock()
         var locked = true
         defer { if locked { cursor.lock.unlock() } }
-        guard !cursor.ended, cursor.taken < limit, cursor.failure == nil else { return false }
+        guard !cursor.ended, cursor.taken < limit, cursor.bytes < Self.buildRunBytes, cursor.failure == nil else { return false }
         let number = cursor.taken
         cursor.taken += 1
         let after = cursor.next
@@ -164,20 +169,23 @@ extension DatabaseCore {
                 if index.isMap {
                     step.toMap.append((k, meta.sequence, row))
                 } else if index.analyzer != nil {
-                    if let t = try index.textEntry(for: row) { step.batch.append((k, meta.sequence, nil, t, [:])) }
+                    if let t = try index.textEntry(for: row) { step.batch.append((k, meta.sequence, t)) }
                 } else if let e = try index.entry(for: row) {
-                    var records: [[UInt8]: [UInt8]] = [:]
+                    let tag = step.batch.count
+                    step.batch.append((k, meta.sequence, nil))
+                    step.puts.add(e.key, e.value, tag: tag)
+                    step.puts.add(IndexEntry.backTag + k, e.key, tag: tag)
                     if index.definition.byChannel {
                         let channels = try RoutingRecord.load(tx, trees, key: k, sequence: meta.sequence)?.record.applied.channels ?? []
-                        records = IndexEntry.channelRecords(e, id: row.id, channels: channels)
+                        for (rk, rv) in IndexEntry.channelRecords(e, id: row.id, channels: channels) { step.puts.add(rk, rv, tag: tag) }
                     }
-                    step.batch.append((k, meta.sequence, e, nil, records))
                 }
             }
         }
         cursor.lock.lock()
         locked = true
         cursor.steps[number] = step
+        cursor.bytes += step.puts.byteCount
         return true
     }
 
@@ -185,7 +193,12 @@ extension DatabaseCore {
     /// a run are sorted and put in key order, so the leaves they land in are copied once per
     /// run rather than once per entry, and the commit writes each changed node once. Runs start
     /// at one step and double, so that a build reports progress early and small builds often.
-    static let buildRunSteps = 16
+    static let buildRunSteps = 256
+    /// The most bytes of entries a run holds (a value index's keys and values: its memory is
+    /// about twice that, for a run written while the next is read). Each run copies the leaves
+    /// it lands in, and past the first few runs that is most of the tree: fewer, larger runs
+    /// copy less.
+    static let buildRunBytes = 48 << 20
 
     /// Fills a building index from the documents already there. The documents are read in
     /// steps (each from a snapshot of its own, parsing them and making their keys) on another
@@ -277,19 +290,20 @@ extension DatabaseCore {
             // sequence): every document is as read, and none needs looking up again.
             let unchanged = c.lastSequence == earliest
             var puts = SortedPuts()
+            // Whether each document (numbered across the run's steps) is as its step read it.
+            var current: [Bool] = []
+            puts.reserve(pairs: run.steps.reduce(0) { $0 + $1.puts.count }, bytes: run.steps.reduce(0) { $0 + $1.puts.byteCount })
             for step in run.steps {
-                for item in step.batch where try unchanged || c.meta(item.key)?.sequence == item.sequence {
-                    if let e = item.entry {
-                        puts.add(e.key, e.value)
-                        puts.add(IndexEntry.backKey(String(decoding: item.key, as: UTF8.self)), e.key)
-                    }
-                    for (k, v) in item.byChannel { puts.add(k, v) }
-                    if let t = item.text {
+                puts.append(step.puts, tagOffset: current.count)
+                for item in step.batch {
+                    let same = try unchanged || c.meta(item.key)?.sequence == item.sequence
+                    current.append(same)
+                    if same, let t = item.text {
                         try FullTextIndexStore.update(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), old: nil, new: t)
                     }
                 }
             }
-            try puts.write(c.tx, in: index.tree)
+            try puts.write(c.tx, in: index.tree) { !current[$0] }
             var summaries = MapIndexStore.SummaryDeltas()
             for item in mapped where try unchanged || c.meta(item.key)?.sequence == item.sequence {
                 try MapIndexStore.replace(c.tx, tree: index.tree, id: String(decoding: item.key, as: UTF8.self), with: item.rows,

@@ -12,6 +12,9 @@ internal import SetteeStorage
 /// try puts.write(tx, in: tree)
 /// ```
 ///
+/// Each pair may carry a tag (the document it came from, say), so that ``write(_:in:skipping:)``
+/// can leave out the pairs of some.
+///
 /// - Note: A value type for one thread; not thread-safe.
 struct SortedPuts {
     private var bytes: [UInt8] = []
@@ -25,20 +28,44 @@ struct SortedPuts {
         var valueCount: Int
         /// The order the pair was added in: of two equal keys, the later is put last and wins.
         var order: Int
+        var tag: Int
     }
 
     var isEmpty: Bool { records.isEmpty }
+    /// The bytes of the pairs' keys and values.
+    var byteCount: Int { bytes.count }
 
-    mutating func add(_ key: [UInt8], _ value: [UInt8]) {
+    mutating func add(_ key: [UInt8], _ value: [UInt8], tag: Int = 0) {
         var head: UInt64 = 0
         for i in 0 ..< 8 { head = head << 8 | UInt64(i < key.count ? key[i] : 0) }
-        records.append(Record(head: head, offset: bytes.count, keyCount: key.count, valueCount: value.count, order: records.count))
+        records.append(Record(head: head, offset: bytes.count, keyCount: key.count, valueCount: value.count, order: records.count, tag: tag))
         bytes.append(contentsOf: key)
         bytes.append(contentsOf: value)
     }
 
-    /// Puts every pair in key order.
-    func write(_ tx: WriteTransaction, in tree: Tree) throws {
+    /// Makes room for `pairs` more pairs of `bytes` bytes in all.
+    mutating func reserve(pairs: Int, bytes count: Int) {
+        records.reserveCapacity(records.count + pairs)
+        bytes.reserveCapacity(bytes.count + count)
+    }
+
+    /// The number of pairs.
+    var count: Int { records.count }
+
+    /// Adds the pairs of `other` after these, their tags raised by `tagOffset`.
+    mutating func append(_ other: SortedPuts, tagOffset: Int) {
+        let base = bytes.count, first = records.count
+        bytes.append(contentsOf: other.bytes)
+        for var r in other.records {
+            r.offset += base
+            r.order += first
+            r.tag += tagOffset
+            records.append(r)
+        }
+    }
+
+    /// Puts every pair in key order, but those whose tag `skipping` is true for.
+    func write(_ tx: WriteTransaction, in tree: Tree, skipping: (Int) throws -> Bool = { _ in false }) throws {
         guard !records.isEmpty else { return }
         try bytes.withUnsafeBytes { all in
             let base = all.baseAddress!
@@ -50,7 +77,7 @@ struct SortedPuts {
                 if a.keyCount != b.keyCount { return a.keyCount < b.keyCount }
                 return a.order < b.order
             }
-            for r in sorted {
+            for r in sorted where !(try skipping(r.tag)) {
                 try tx.put(UnsafeRawBufferPointer(start: base + r.offset, count: r.keyCount),
                            UnsafeRawBufferPointer(start: base + r.offset + r.keyCount, count: r.valueCount), in: tree)
             }
