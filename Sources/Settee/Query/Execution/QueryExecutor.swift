@@ -336,7 +336,14 @@ struct QueryExecutor {
 
     /// Values with MISSING (below NULL) encoded in collation order, for grouping and DISTINCT.
     static func key(_ values: [JSONValue?]) throws(SetteeError) -> [UInt8] {
+        try key(values[...])
+    }
+
+    /// ``key(_:)`` of some of the values (an index entry's key values, before its covering ones).
+    static func key(_ values: ArraySlice<JSONValue?>) throws(SetteeError) -> [UInt8] {
         var out: [UInt8] = []
+        // Most keys are short: one allocation instead of a few as they grow.
+        out.reserveCapacity(64)
         for v in values {
             if let v {
                 try JSONCollation.append(v, to: &out)

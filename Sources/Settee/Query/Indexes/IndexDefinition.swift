@@ -292,7 +292,7 @@ struct IndexEntry: Equatable {
     /// when nil) and whose others are covering values (kept in the value only).
     init(values: [JSONValue?], keyCount: Int? = nil, documentID: String) throws(SetteeError) {
         let id = Array(documentID.utf8)
-        var k = try Self.valueKey(keyCount.map { Array(values.prefix($0)) } ?? values)
+        var k = try QueryExecutor.key(values.prefix(keyCount ?? values.count))
         if k.count + id.count + 2 <= StoreConfiguration.maxKeyLength {
             k.append(contentsOf: id)
             k.append(UInt8(truncatingIfNeeded: id.count >> 8))

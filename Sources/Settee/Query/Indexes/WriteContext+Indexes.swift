@@ -11,9 +11,10 @@ extension DatabaseCore {
         return row
     }
 
-    /// The properties of the body at `bodyRef` (none for ref 0); with `keys`, only those.
+    /// The properties of the body at `bodyRef` (none for ref 0); with `keys`, only those (so
+    /// none, and the body is not read, for no keys).
     func properties(_ tx: some StoreReading, bodyRef: UInt64, keys: Set<String>? = nil) throws -> [String: JSONValue] {
-        if bodyRef == 0 { return [:] }
+        if bodyRef == 0 || keys?.isEmpty == true { return [:] }
         return try tx.withValue(at: ValueRef(rawValue: bodyRef)) { b throws(SetteeError) in try Self.properties(parsing: b, keys: keys) }
     }
 
