@@ -232,6 +232,38 @@ import SetteeCrashKit
         }
     }
 
+    /// A view query is a statement of the one tree, planned by the one planner: rows are read one
+    /// by one, counts from the index's counts wherever they answer (one range, no values, a
+    /// level the index keeps), and other groups by walking the rows.
+    @Test func viewQueriesArePlannedByTheOnePlanner() throws {
+        func plan(_ ranges: [MapIndexRange], _ grouping: MapIndexGrouping?, values: Bool = false, descending: Bool = false) throws -> (QueryPlan.MapReading?, String) {
+            let source = SelectStatement.MapSource(index: "v", ranges: ranges, descending: descending, grouping: grouping, readingValues: values)
+            let statement = source.statement
+            #expect(statement.mapSource == source && statement.orderBy.first?.descending == descending)
+            let plan = try QueryPlanner.plan(statement, indexes: [])
+            return (plan.mapScan?.reading, plan.explanation(statement))
+        }
+        var range = MapIndexRange()
+        range.startKey = ["a"]
+        range.endKey = ["a", [:] as JSONValue]
+        range.inclusiveEnd = false
+        let all = MapIndexRange()
+        #expect(try plan([all], nil).0 == .rows)
+        #expect(try plan([all], .all).0 == .rowCount)
+        #expect(try plan([range], .all).0 == .groupCounts(level: 1))
+        #expect(try plan([range], .level(1)).0 == .groupCounts(level: 1))
+        #expect(try plan([range], .level(2)).0 == .groupCounts(level: 2))
+        #expect(try plan([range], .level(3)).0 == .groupedRows)
+        #expect(try plan([range], .exact).0 == .groupedRows)
+        #expect(try plan([range], .level(1), values: true).0 == .groupedRows)
+        #expect(try plan([range, all], .level(1)).0 == .groupedRows)
+        let (_, text) = try plan([range], .level(2), descending: true)
+        #expect(text.contains("SCAN MAP INDEX v BACKWARDS"), "\(text)")
+        #expect(text.contains(#"RANGE ["a"] TO ["a",{}], without the end"#), "\(text)")
+        #expect(text.contains("counted from the index's counts of its level-2 groups"), "\(text)")
+        #expect(try plan([all], .all).1.contains("COUNT every row: the index's count, no row read"))
+    }
+
     /// Groups read from the stored collation keys are the rows grouped by their JSON keys: the
     /// same groups, in the same order, with their rows' counts and values, for every grouping,
     /// range and direction (keys of several lengths; `1` and `1.0` one key, `"b"` and `"B"` two).

@@ -21,16 +21,22 @@ extension Database {
     ///   what `body` throws.
     public func mapIndexRows(_ name: String, ranges: [MapIndexRange] = [MapIndexRange()], descending: Bool = false,
                              _ body: (MapIndexRow) throws -> Bool) throws {
+        let scan = try mapScan(.init(index: name, ranges: ranges, descending: descending, grouping: nil, readingValues: true))
+        func run(_ tx: some StoreReading) throws { try MapIndexScanner(tx: tx, tree: try core.readyMapTree(tx, name: name), scan: scan).rows(body) }
+        try core.read(snapshot: run, batch: run)
+    }
+
+    /// The plan of a view query over a map index whose rows are made (rows a commit left to be
+    /// made after it are made first: a read never sees a document's old rows beside its new
+    /// revision).
+    func mapScan(_ source: SelectStatement.MapSource) throws -> QueryPlan.MapScan {
         try checkOpen()
-        // Rows a commit left to be made after it are made first: a read never sees a
-        // document's old rows beside its new revision.
-        try core.catchUpMapIndex(name)
-        try core.read { tx in
-            let tree = try core.readyMapTree(tx, name: name)
-            for range in ranges {
-                guard try MapIndexStore.scan(tx, tree: tree, range: range, descending: descending, body) else { return }
-            }
+        try core.catchUpMapIndex(source.index)
+        // The one planner decides how the rows are read, as for every other query.
+        guard let scan = try QueryPlanner.plan(source.statement, indexes: []).mapScan else {
+            throw SetteeError(.corrupted, "a view query was planned without its map index")
         }
+        return scan
     }
 
     /// Reads the rows of the map index `name` in `ranges` by groups of consecutive rows with one
@@ -59,65 +65,11 @@ extension Database {
                                              value: (JSONValue) throws -> Void,
                                              group: (_ key: JSONValue, _ rows: Int) throws -> Bool) throws {
         if case .level(let n) = grouping, n < 1 { throw SetteeError(.invalidParameter, "a group level is at least 1") }
-        try checkOpen()
-        try core.catchUpMapIndex(name)
-        try core.read { tx in
-            let tree = try core.readyMapTree(tx, name: name)
-            // Every row counted: the index keeps the count.
-            if grouping == .all, !readingValues, ranges.count == 1, ranges[0] == MapIndexRange() {
-                let rows = try MapIndexStore.rowCount(tx, tree: tree)
-                if rows > 0 { _ = try group(.null, rows) }
-                return
-            }
-            // Rows counted by groups the index keeps counts of: whole groups are read from their
-            // counts, the groups at the range's ends walked. One range only: groups may run
-            // across ranges.
-            if !readingValues, ranges.count == 1 {
-                switch grouping {
-                case .level(let n) where MapIndexStore.summaryLevels.contains(n):
-                    _ = try MapIndexStore.countGroups(tx, tree: tree, range: ranges[0], descending: descending, level: n) { first, rows in
-                        try group(MapIndexStore.groupKey(try MapIndexStore.pair(first).key, grouping), rows)
-                    }
-                    return
-                case .all:
-                    var total = 0
-                    _ = try MapIndexStore.countGroups(tx, tree: tree, range: ranges[0], descending: descending, level: 1) { _, rows in
-                        let (sum, overflow) = total.addingReportingOverflow(rows)
-                        guard !overflow else { throw SetteeError(.corrupted, "a map index's group counts are malformed") }
-                        total = sum
-                        return true
-                    }
-                    if total > 0 { _ = try group(.null, total) }
-                    return
-                default:
-                    break
-                }
-            }
-            // The open group: its bytes (copied: the row's are lent), key and rows so far.
-            var bytes: [UInt8] = []
-            var open: (key: JSONValue, rows: Int)?
-            for range in ranges {
-                let going = try MapIndexStore.scanEntries(tx, tree: tree, range: range, descending: descending) { k, _, v in
-                    let g = try MapIndexStore.groupBytes(k, grouping)
-                    if let o = open, g.count != bytes.count || Bytes.compare(g, bytes) != 0 {
-                        open = nil
-                        guard try group(o.key, o.rows) else { return false }
-                    }
-                    if open == nil {
-                        let row = try MapIndexStore.pair(v)
-                        bytes = Array(g)
-                        open = (MapIndexStore.groupKey(row.key, grouping), 0)
-                        if readingValues { try value(row.value) }
-                    } else if readingValues {
-                        try value(try MapIndexStore.pair(v).value)
-                    }
-                    open?.rows += 1
-                    return true
-                }
-                if !going { return }
-            }
-            if let o = open { _ = try group(o.key, o.rows) }
+        let scan = try mapScan(.init(index: name, ranges: ranges, descending: descending, grouping: grouping, readingValues: readingValues))
+        func run(_ tx: some StoreReading) throws {
+            try MapIndexScanner(tx: tx, tree: try core.readyMapTree(tx, name: name), scan: scan).groups(value: value, group: group)
         }
+        try core.read(snapshot: run, batch: run)
     }
 
     /// The version, state and size of the map index `name`; nil when there is none.

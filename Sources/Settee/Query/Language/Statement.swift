@@ -33,6 +33,34 @@ struct SelectStatement: Sendable, Hashable {
     var orderBy: [Ordering] = []
     var limit: QueryExpression?
     var offset: QueryExpression?
+    /// Set when the statement reads the rows of a map index (a view) instead of documents.
+    var mapSource: MapSource?
+
+    /// The rows a view query reads (CouchDB's view parameters, typed): a map index's key
+    /// ranges in order, their direction, and how rows are grouped (nil: rows one by one).
+    /// `readingValues`: whether a grouped read needs the rows' values (a `_sum`), not only
+    /// how many rows each group has (a `_count`).
+    struct MapSource: Sendable, Hashable {
+        var index: String
+        var ranges: [MapIndexRange]
+        var descending: Bool
+        var grouping: MapIndexGrouping?
+        var readingValues: Bool
+
+        /// The statement of a view query: `SELECT key, value, META().id` from the index's rows,
+        /// in key order (`ORDER BY key`, descending when asked), grouped by `grouping`.
+        var statement: SelectStatement {
+            var s = SelectStatement()
+            s.source = index
+            s.alias = index
+            s.items = [.expression(.property(PropertyPath(components: [.name("key")])), name: "key"),
+                       .expression(.property(PropertyPath(components: [.name("value")])), name: "value"),
+                       .expression(.meta(.id), name: "id")]
+            s.orderBy = [.init(expression: .property(PropertyPath(components: [.name("key")])), descending: descending)]
+            s.mapSource = self
+            return s
+        }
+    }
 
     /// A column's name when the query gives none: a property's last name, `id` for
     /// `META().id` (and so on), else `$1`, `$2`… by the column's position (Couchbase Lite's rule,

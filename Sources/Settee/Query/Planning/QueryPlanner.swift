@@ -1,6 +1,7 @@
 import Foundation
 
-/// How a query reads its rows: every live document, or a value index's ranges.
+/// How a query reads its rows: every live document, a value index's ranges, a full-text
+/// search, or (a view query) a map index's ranges.
 ///
 /// The planner looks at the `WHERE` clause's conjuncts (the terms joined by `AND`): equality
 /// with a constant or a parameter (`=`, `IN` of constants) on an index's leading expressions,
@@ -20,6 +21,8 @@ struct QueryPlan: Sendable {
     var scan: IndexScan?
     /// The full-text search of a query with `MATCH` (which no other plan answers).
     var fullText: FullTextScan?
+    /// The rows of a map index, for a statement that reads one (a view query).
+    var mapScan: MapScan?
     /// Whether rows come in `ORDER BY` order (no sort needed).
     var ordered = false
     /// Whether `LIMIT`/`OFFSET` can stop the scan early (rows need no grouping, DISTINCT or
@@ -69,6 +72,27 @@ struct QueryPlan: Sendable {
         var value: QueryExpression
         var inclusive: Bool
     }
+
+    /// A map index's rows in the view query's ranges, and how they are read.
+    struct MapScan: Sendable {
+        var source: SelectStatement.MapSource
+        var reading: MapReading
+    }
+
+    /// How a map scan reads what its query asks for.
+    enum MapReading: Sendable, Hashable {
+        /// Each row in the ranges, in order.
+        case rows
+        /// Every row counted as one group: the index's own count of its rows, no row read.
+        case rowCount
+        /// Rows counted by groups of this level (1 or 2) from the counts the index keeps of
+        /// them: each group wholly inside the range read from its count, the groups at the
+        /// range's two ends walked.
+        case groupCounts(level: Int)
+        /// Each row in the ranges walked, grouped by its stored collation key (values parsed
+        /// only when read).
+        case groupedRows
+    }
 }
 
 enum QueryPlanner {
@@ -77,6 +101,12 @@ enum QueryPlanner {
     /// - Throws: ``SetteeError/Code/invalidParameter`` when the statement's `MATCH` names no
     ///   ready full-text index.
     static func plan(_ statement: SelectStatement, indexes: [CompiledIndex]) throws(SetteeError) -> QueryPlan {
+        if let source = statement.mapSource {
+            var plan = QueryPlan(mapScan: .init(source: source, reading: mapReading(source)))
+            plan.ordered = true
+            plan.stopsEarly = source.grouping == nil
+            return plan
+        }
         let grouped = statement.isGrouped
         if let match = statement.fullTextMatch {
             guard let index = indexes.first(where: { $0.name == match.index && $0.analyzer != nil }) else {
@@ -288,6 +318,21 @@ enum QueryPlanner {
         return terms.isEmpty ? desc : nil
     }
 
+    /// How a view query's rows are best read: counted from the counts the index keeps when
+    /// only counts are asked for in one range (groups may run across ranges), else walked.
+    static func mapReading(_ source: SelectStatement.MapSource) -> QueryPlan.MapReading {
+        guard let grouping = source.grouping else { return .rows }
+        if !source.readingValues, source.ranges.count == 1 {
+            switch grouping {
+            case .all where source.ranges[0] == MapIndexRange(): return .rowCount
+            case .all: return .groupCounts(level: 1)
+            case .level(let n) where MapIndexStore.summaryLevels.contains(n): return .groupCounts(level: n)
+            default: break
+            }
+        }
+        return .groupedRows
+    }
+
     /// The statement rewritten to read the index's values, when it reads nothing else.
     private static func covering(_ s: SelectStatement, index: CompiledIndex) -> SelectStatement? {
         // A META() other than the ID, which no index holds as such, reads the document: known
@@ -391,6 +436,31 @@ extension QueryPlan {
     /// and what happens after.
     func explanation(_ s: SelectStatement) -> String {
         var lines: [String] = []
+        if let mapScan {
+            let source = mapScan.source
+            lines.append("SCAN MAP INDEX \(source.index)\(source.descending ? " BACKWARDS" : "")")
+            func text(_ v: JSONValue) -> String { (try? v.jsonBytes()).map { String(decoding: $0, as: UTF8.self) } ?? "?" }
+            for r in source.ranges {
+                let start = r.startKey.map { "\(text($0))\(r.startDocumentID.map { " (from document \($0))" } ?? "")" } ?? "the first key"
+                let end = r.endKey.map { "\(text($0))\(r.endDocumentID.map { " (to document \($0))" } ?? "")" } ?? "the last key"
+                lines.append("  RANGE \(start) TO \(end)\(r.inclusiveEnd ? "" : ", without the end")")
+            }
+            let grouping: String = switch source.grouping {
+            case nil: ""
+            case .all?: "(one group)"
+            case .exact?: "BY key"
+            case .level(let n)?: "BY the key's first \(n) elements"
+            }
+            switch mapScan.reading {
+            case .rows: lines.append("ROWS in key order: the scan stops once enough rows are found")
+            case .rowCount: lines.append("COUNT every row: the index's count, no row read")
+            case .groupCounts(let level):
+                lines.append("GROUP \(grouping): counted from the index's counts of its level-\(level) groups, the groups at the range's ends walked")
+            case .groupedRows:
+                lines.append("GROUP \(grouping): rows walked, grouped by their stored keys\(source.readingValues ? ", values parsed" : "")")
+            }
+            return lines.joined(separator: "\n")
+        }
         if let fullText {
             var line = "SEARCH FULL-TEXT INDEX \(fullText.index.name) (\(fullText.index.expressions.map(\.sqlText).joined(separator: ", ")))"
             if let language = fullText.index.definition.text?.language { line += " LANGUAGE \(language)" }
