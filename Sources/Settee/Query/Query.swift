@@ -124,12 +124,14 @@ public class Query: @unchecked Sendable {
     init(database: Database, statement: SelectStatement) {
         self.database = database
         self.plan = .success(statement)
+        columns = Self.columns(of: plan)
     }
 
     /// A QueryBuilder query: compiled now, its errors kept for ``execute()``.
     init(building parts: BuilderParts) {
         self.database = parts.source?.database
         self.plan = Swift.Result { () throws(SetteeError) in try parts.compile() }
+        columns = Self.columns(of: plan)
     }
 
     /// The values of the query's `$parameters`, read at each ``execute()``; nil (the default)
@@ -225,9 +227,12 @@ public class Query: @unchecked Sendable {
         return (database, statement)
     }
 
-    /// The result's column names and where each is.
-    var columns: Columns {
-        let names = columnNames
+    /// The result's column names and where each is (worked out once: the statement never changes).
+    let columns: Columns
+
+    private static func columns(of plan: Swift.Result<SelectStatement, SetteeError>) -> Columns {
+        guard case .success(let statement) = plan else { return Columns(names: [], index: [:]) }
+        let names = statement.columnNames
         var index: [String: Int] = [:]
         for (i, n) in names.enumerated() where index[n] == nil { index[n] = i }
         return Columns(names: names, index: index)

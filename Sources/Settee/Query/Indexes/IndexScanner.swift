@@ -359,6 +359,20 @@ struct IndexScanner<Reader: StoreReading> {
         var prefixes: [(key: [UInt8], json: [[UInt8]]?)] = [([], [])]
         var exact = true
         for candidates in scan.equalities {
+            if candidates.count == 1 {
+                // One value (`=`), the usual case: its key and text extend every prefix.
+                guard let v = try value(candidates[0]) else { return ([], exact) }
+                switch v {
+                case .bool, .double: break
+                case .int(let n) where n.magnitude <= 1 << 53: break
+                default: exact = false
+                }
+                var json: [UInt8] = []
+                try JSONWriter.write(v, into: &json)
+                let key = try JSONCollation.key(v)
+                prefixes = prefixes.map { p in (p.key + key, p.json.map { $0 + [json] }) }
+                continue
+            }
             // Candidates with the same key share its range: the range then has no one text.
             var keys: [[UInt8]: [UInt8]?] = [:]
             for c in candidates {

@@ -179,32 +179,47 @@ extension QueryExpression {
     ///   variable, an invalid or too costly regular expression;
     ///   ``SetteeError/Code/unavailable`` when ICU cannot compare two strings.
     func evaluate(_ row: QueryRow, parameters: [String: JSONValue], regexes: RegexCache? = nil) throws(SetteeError) -> JSONValue? {
-        try evaluate(in: EvaluationScope(row: row, parameters: parameters, regexes: regexes))
+        // A leaf (a select list's property, slot or META()) needs no scope, whose copy of the
+        // row would retain and release each of the row's parts.
+        if let leaf = try leafValue(row, parameters) { return leaf }
+        return try evaluate(in: EvaluationScope(row: row, parameters: parameters, regexes: regexes))
+    }
+
+    /// The value of a leaf expression (a literal, MISSING, a property, a parameter, `META()`):
+    /// `.some(value)`, where the value is nil for MISSING; nil for any other expression.
+    @inline(__always)
+    private func leafValue(_ row: QueryRow, _ parameters: [String: JSONValue]) throws(SetteeError) -> JSONValue?? {
+        switch self {
+        case .literal(let v): return .some(v)
+        case .missing: return .some(nil)
+        case .property(let path):
+            if let slot = path.slot { return .some(slot < row.slots.count ? row.slots[slot] : nil) }
+            // The empty path is the document itself (QueryBuilder's `Expression.all()`).
+            return .some(path.components.isEmpty ? .object(row.properties) : path.value(in: row.properties))
+        case .parameter(let name):
+            guard let v = parameters[name] else {
+                throw SetteeError(.invalidParameter, "the query's parameter $\(name) has no value")
+            }
+            return .some(v)
+        case .meta(let m):
+            switch m {
+            case .id: return .some(.string(row.id))
+            case .revisionID: return .some(.string(row.revisionID))
+            case .sequence: return .some(row.sequence <= UInt64(Int64.max) ? .int(Int64(row.sequence)) : .double(Double(row.sequence)))
+            case .deleted: return .some(.bool(row.isDeleted))
+            case .expiration: return .some(row.expiration.map { .double(($0.timeIntervalSince1970 * 1000).rounded()) } ?? .null)
+            }
+        default:
+            return nil
+        }
     }
 
     /// Evaluates the expression in `scope`; nil is MISSING.
     func evaluate(in scope: EvaluationScope) throws(SetteeError) -> JSONValue? {
         switch self {
-        case .literal(let v): return v
-        case .missing: return nil
-        case .property(let path):
-            if let slot = path.slot { return slot < scope.row.slots.count ? scope.row.slots[slot] : nil }
-            // The empty path is the document itself (QueryBuilder's `Expression.all()`).
-            return path.components.isEmpty ? .object(scope.row.properties) : path.value(in: scope.row.properties)
-        case .parameter(let name):
-            guard let v = scope.parameters[name] else {
-                throw SetteeError(.invalidParameter, "the query's parameter $\(name) has no value")
-            }
-            return v
-        case .meta(let m):
-            let row = scope.row
-            switch m {
-            case .id: return .string(row.id)
-            case .revisionID: return .string(row.revisionID)
-            case .sequence: return row.sequence <= UInt64(Int64.max) ? .int(Int64(row.sequence)) : .double(Double(row.sequence))
-            case .deleted: return .bool(row.isDeleted)
-            case .expiration: return row.expiration.map { .double(($0.timeIntervalSince1970 * 1000).rounded()) } ?? .null
-            }
+        case .literal, .missing, .property, .parameter, .meta:
+            // Never nil for a leaf.
+            return try leafValue(scope.row, scope.parameters) ?? nil
         case .not(let e):
             guard let v = try e.evaluate(in: scope) else { return nil }
             guard let t = Self.truthiness(v) else { return .null }
