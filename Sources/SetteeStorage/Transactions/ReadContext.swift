@@ -160,19 +160,19 @@ struct ReadContext {
     /// so it costs the leaves of the range, not its entries.
     func count(_ state: TreeState, from start: UnsafeRawBufferPointer?, to end: UnsafeRawBufferPointer?) throws -> Int {
         guard let root = state.root else { return 0 }
-        if let start, let end,
-           compareBytes(start.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, start.count, end.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, end.count) >= 0 {
-            return 0
-        }
+        if let start, let end, compareBytes(Self.pointer(start), start.count, Self.pointer(end), end.count) >= 0 { return 0 }
         return try countRange(root, height: nil, depth: 0, start: start, end: end, tree: state.name)
     }
+
+    /// A bound's bytes as the node views compare them (an empty key has no base address).
+    private static func pointer(_ b: UnsafeRawBufferPointer) -> UnsafeRawPointer { b.baseAddress ?? UnsafeRawPointer(bitPattern: 1)! }
 
     private func countRange(_ ref: NodeRef, height: Int?, depth: Int, start: UnsafeRawBufferPointer?, end: UnsafeRawBufferPointer?,
                             tree: String) throws(StorageError) -> Int {
         guard depth < maxTreeHeight else { throw StorageError.corrupted("tree deeper than \(maxTreeHeight)", offset: nil, tree: tree) }
         let view = try reader.view(ref, height: height, tree: tree)
         let n = view.count
-        func pointer(_ b: UnsafeRawBufferPointer) -> UnsafeRawPointer { b.baseAddress ?? UnsafeRawPointer(bitPattern: 1)! }
+        let pointer = Self.pointer
         if view.isLeaf {
             let first = start.map { view.lowerBound(pointer($0), $0.count).index } ?? 0
             let last = end.map { view.lowerBound(pointer($0), $0.count).index } ?? n

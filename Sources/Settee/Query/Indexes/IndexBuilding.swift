@@ -193,14 +193,14 @@ extension DatabaseCore {
     /// a run are sorted and put in key order, so the leaves they land in are copied once per
     /// run rather than once per entry, and the commit writes each changed node once. Runs start
     /// at one step and double, so that a build reports progress early and small builds often.
-    static let buildRunSteps = 256
+    static let maxBuildRunSteps = 256
 
     /// The most steps of a run of `index`'s build. Only a value index's entries are sorted
     /// puts bounded by ``buildRunBytes``; a map index's step holds its documents' whole rows
     /// for the function, and a full-text index's their terms, so theirs are written a step at
     /// a time, as their memory stays that of one step.
     static func buildRunSteps(_ index: CompiledIndex) -> Int {
-        index.definition.kind == .value ? buildRunSteps : 1
+        index.definition.kind == .value ? maxBuildRunSteps : 1
     }
     /// The most bytes of entries a run holds (a value index's keys and values; with the
     /// documents' IDs and the sort's records, a run held while the next is read, and the

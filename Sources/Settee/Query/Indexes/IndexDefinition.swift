@@ -280,7 +280,7 @@ struct IndexEntry: Equatable {
 
     /// The collation key of the values alone (no document ID): the same bytes grouping and
     /// DISTINCT compare (``QueryExecutor/key(_:)``, MISSING as 0).
-    static func valueKey(_ values: [JSONValue?]) throws(SetteeError) -> [UInt8] { try QueryExecutor.key(values) }
+    static func valueKey(_ values: ArraySlice<JSONValue?>) throws(SetteeError) -> [UInt8] { try QueryExecutor.key(values) }
 
     /// An entry as the tree holds it.
     init(stored key: [UInt8], value: [UInt8]) {
@@ -292,7 +292,7 @@ struct IndexEntry: Equatable {
     /// when nil) and whose others are covering values (kept in the value only).
     init(values: [JSONValue?], keyCount: Int? = nil, documentID: String) throws(SetteeError) {
         let id = Array(documentID.utf8)
-        var k = try QueryExecutor.key(values.prefix(keyCount ?? values.count))
+        var k = try Self.valueKey(values.prefix(keyCount ?? values.count))
         if k.count + id.count + 2 <= StoreConfiguration.maxKeyLength {
             k.append(contentsOf: id)
             k.append(UInt8(truncatingIfNeeded: id.count >> 8))

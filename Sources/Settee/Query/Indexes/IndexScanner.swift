@@ -325,7 +325,7 @@ struct IndexScanner<Reader: StoreReading> {
             let id = Array(k[tag.count...])
             guard try core.isRouted(tx, documentID: String(decoding: id, as: UTF8.self), toAnyOf: channels) else { return true }
             let values = try IndexEntry.values(v, count: scan.index.valueCount)
-            out.append((try IndexEntry.valueKey(Array(values.prefix(scan.index.expressions.count))), id, fetch ? nil : values))
+            out.append((try IndexEntry.valueKey(values.prefix(scan.index.expressions.count)), id, fetch ? nil : values))
             return true
         }
         return out
@@ -358,18 +358,22 @@ struct IndexScanner<Reader: StoreReading> {
         }
         var prefixes: [(key: [UInt8], json: [[UInt8]]?)] = [([], [])]
         var exact = true
+        // An equality value's key and JSON text; a key other values share makes the ranges inexact.
+        func keyed(_ v: JSONValue) throws -> (key: [UInt8], json: [UInt8]) {
+            switch v {
+            case .bool, .double: break
+            case .int(let n) where n.magnitude <= 1 << 53: break
+            default: exact = false
+            }
+            var json: [UInt8] = []
+            try JSONWriter.write(v, into: &json)
+            return (try JSONCollation.key(v), json)
+        }
         for candidates in scan.equalities {
             if candidates.count == 1 {
                 // One value (`=`), the usual case: its key and text extend every prefix.
                 guard let v = try value(candidates[0]) else { return ([], exact) }
-                switch v {
-                case .bool, .double: break
-                case .int(let n) where n.magnitude <= 1 << 53: break
-                default: exact = false
-                }
-                var json: [UInt8] = []
-                try JSONWriter.write(v, into: &json)
-                let key = try JSONCollation.key(v)
+                let (key, json) = try keyed(v)
                 prefixes = prefixes.map { p in (p.key + key, p.json.map { $0 + [json] }) }
                 continue
             }
@@ -377,14 +381,7 @@ struct IndexScanner<Reader: StoreReading> {
             var keys: [[UInt8]: [UInt8]?] = [:]
             for c in candidates {
                 guard let v = try value(c) else { continue }
-                switch v {
-                case .bool, .double: break
-                case .int(let n) where n.magnitude <= 1 << 53: break
-                default: exact = false
-                }
-                var json: [UInt8] = []
-                try JSONWriter.write(v, into: &json)
-                let key = try JSONCollation.key(v)
+                let (key, json) = try keyed(v)
                 if let known = keys[key] {
                     if known != json { keys[key] = .some(nil) }
                 } else {
@@ -424,7 +421,7 @@ struct IndexScanner<Reader: StoreReading> {
         try tx.forEach(in: tree, from: [0], reverse: false) { k, v in
             guard IndexEntry.isOverflow(k) else { return false }
             let values = try IndexEntry.values(v, count: scan.index.valueCount)
-            out.append((try IndexEntry.valueKey(Array(values.prefix(scan.index.expressions.count))), Array(k.dropFirst()), fetch ? nil : values))
+            out.append((try IndexEntry.valueKey(values.prefix(scan.index.expressions.count)), Array(k.dropFirst()), fetch ? nil : values))
             return true
         }
         return out

@@ -31,7 +31,6 @@ struct SortedPuts {
         var tag: Int
     }
 
-    var isEmpty: Bool { records.isEmpty }
     /// The bytes of the pairs' keys and values.
     var byteCount: Int { bytes.count }
 
