@@ -303,6 +303,100 @@ import SetteeStorage
         #expect(try ids(db, "SELECT META().id FROM _ WHERE createdAt > 100 AND list.id = 'even' ORDER BY createdAt") == ["d4", "d12"])
     }
 
+    /// An entry's values in their binary form: every kind of value comes back as it went in,
+    /// only the values asked for are decoded, equal values have equal bytes, and damaged bytes
+    /// are an error (never a crash or a made-up value).
+    @Test func entryValuesRoundTripInTheirBinaryFormAndDamageIsAnError() throws {
+        let seed = UInt64.random(in: 1 ... .max)
+        print("IndexTests.entryValuesRoundTripInTheirBinaryFormAndDamageIsAnError seed \(seed)")
+        var rng = SplitMix(seed: seed)
+        func value(_ depth: Int = 0) -> JSONValue? {
+            switch Int.random(in: 0 ..< (depth < 2 ? 9 : 7), using: &rng) {
+            case 0: return nil
+            case 1: return .null
+            case 2: return .bool(Bool.random(using: &rng))
+            case 3: return .int([Int64.min, .max, 0, -1, 1 << 53].randomElement(using: &rng)! &+ Int64.random(in: -300 ... 300, using: &rng))
+            case 4: return .double([Double.greatestFiniteMagnitude, -0.0, 0.1, -1e-300, .leastNonzeroMagnitude].randomElement(using: &rng)!)
+            case 5, 6: return .string(String((0 ..< Int.random(in: 0 ..< 200, using: &rng)).map { _ in
+                ["a", "é", "\u{0}", "😀", "\"", "Z"].randomElement(using: &rng)! }.joined()))
+            case 7: return .array((0 ..< Int.random(in: 0 ..< 4, using: &rng)).map { _ in value(depth + 1) ?? .null })
+            default: return .object(["k": value(depth + 1) ?? .null, "é": .int(1)])
+            }
+        }
+        for round in 0 ..< 500 {
+            let values = (0 ..< Int.random(in: 1 ... 6, using: &rng)).map { _ in value() }
+            let bytes = try IndexValueCoding.encoded(values)
+            let back = try bytes.withUnsafeBytes { try IndexValueCoding.values($0, count: values.count) }
+            #expect(back == values, "seed \(seed) round \(round)")
+            // Only what is asked for is decoded; past `upTo` nothing is read.
+            let some = try bytes.withUnsafeBytes { try IndexValueCoding.values($0, count: values.count, upTo: 2) { i, _ in i == 1 } }
+            #expect(some.count == values.count && some[0] == nil && (values.count < 2 || some[1] == values[1]) && some.dropFirst(2).allSatisfy { $0 == nil })
+            // Equality by bytes: the first values' own elements, and not another value's.
+            let first = try values.prefix(2).map { try IndexValueCoding.encoded($0) }
+            #expect(try bytes.withUnsafeBytes { try IndexValueCoding.starts($0, with: first) })
+            #expect(try !bytes.withUnsafeBytes { try IndexValueCoding.starts($0, with: [IndexValueCoding.encoded(.string("no such value"))]) })
+            // Any cut or flipped byte is an error or another value, never a crash; a cut is always an error.
+            let cut = Array(bytes.dropLast(Int.random(in: 1 ... bytes.count, using: &rng)))
+            #expect(throws: SetteeError.self) { try cut.withUnsafeBytes { try IndexValueCoding.values($0, count: values.count) } }
+            var flipped = bytes
+            flipped[Int.random(in: 0 ..< bytes.count, using: &rng)] ^= UInt8.random(in: 1 ... 255, using: &rng)
+            _ = try? flipped.withUnsafeBytes { try IndexValueCoding.values($0, count: values.count) }
+            // Trailing bytes are damage too.
+            #expect(throws: SetteeError.self) { try (bytes + [1]).withUnsafeBytes { try IndexValueCoding.values($0, count: values.count) } }
+        }
+        // An integer and a number of the same value are different bytes (the scan then evaluates WHERE).
+        #expect(try IndexValueCoding.encoded(.int(1)) != IndexValueCoding.encoded(.double(1)))
+        // Bits no document holds (NaN, infinity) and invalid UTF-8 are damage.
+        let nan = [IndexValueCoding.Tag.number.rawValue] + withUnsafeBytes(of: Double.nan.bitPattern.littleEndian, Array.init)
+        #expect(throws: SetteeError.self) { try nan.withUnsafeBytes { try IndexValueCoding.values($0, count: 1) } }
+        let badText: [UInt8] = [IndexValueCoding.Tag.string.rawValue, 2, 0xC3, 0x28]
+        #expect(throws: SetteeError.self) { try badText.withUnsafeBytes { try IndexValueCoding.values($0, count: 1) } }
+        let huge: [UInt8] = [IndexValueCoding.Tag.string.rawValue, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01]
+        #expect(throws: SetteeError.self) { try huge.withUnsafeBytes { try IndexValueCoding.values($0, count: 1) } }
+    }
+
+    /// A value index whose entries hold their values as JSON text (definition version 2, before
+    /// the binary form) is emptied and built again when the database opens, and answers as before.
+    @Test func anIndexWithJSONValuesIsRebuiltAtOpen() throws {
+        let dir = try TemporaryDirectory()
+        var db = try openDatabase(dir)
+        defer { try? db.close() }
+        for i in 0 ..< 40 { try db.saveDocument(task("d\(i)", list: i % 2 == 0 ? "even" : "odd", createdAt: i, title: "t\(i)")) }
+        try db.createIndex(ValueIndexConfiguration(["list.id", "createdAt"], covering: ["title"]), name: "byList")
+        let sql = "SELECT title FROM _ WHERE list.id = 'even' AND createdAt > 10 ORDER BY createdAt"
+        let expected = try db.createQuery(sql).execute().allResults().map { $0.string(at: 0) ?? "?" }
+        #expect(expected.count == 14)
+        // As an older library wrote it: version 2, each value a MISSING mask then a JSON array.
+        let index = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
+        try db.core.changingIndexes { c in
+            var entries: [([UInt8], [UInt8])] = []
+            try c.tx.forEach(in: index.tree, from: [], reverse: false) { k, v in
+                if k.first != 0xFF { entries.append((Array(k), Array(v))) }
+                return true
+            }
+            for (k, v) in entries {
+                let values = try v.withUnsafeBytes { try IndexValueCoding.values($0, count: 3) }
+                var old: [UInt8] = [0]
+                try JSONWriter.write(.array(values.map { $0 ?? .null }), into: &old)
+                try c.tx.put(k, old, in: index.tree)
+            }
+            var d = index.definition.encoded()
+            d[0] = 2
+            try c.tx.put(Array("byList".utf8), d, in: c.trees.indexCatalog)
+        }
+        try db.close()
+        db = try openDatabase(dir)
+        let reopened = try #require(db.core.parts.queries.indexSet.withLock { $0.indexes.first })
+        #expect(reopened.isReady && !reopened.definition.olderLayout)
+        let version = try db.core.read { tx in
+            try tx.withValue(forKey: Array("byList".utf8), in: db.core.trees.indexCatalog) { b in b.first }
+        }
+        #expect(version == IndexDefinition.currentVersion(.value))
+        #expect(try db.check().isHealthy)
+        #expect(try db.createQuery(sql).explain().contains("byList"))
+        #expect(try db.createQuery(sql).execute().allResults().map { $0.string(at: 0) ?? "?" } == expected)
+    }
+
     /// Covering values answer a query from the index alone, stay in step with their documents
     /// (a change that keeps the key changes them too), survive a reopen, and make another index
     /// than the same expressions without them.

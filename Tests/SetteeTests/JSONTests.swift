@@ -714,29 +714,6 @@ import Testing
         #expect(nan?.message.hasPrefix("cannot encode Inner") == true)
     }
 
-    // MARK: Leading array elements
-
-    @Test func arrayStartsComparesWholeElementsByTheirText() throws {
-        func starts(_ json: String, _ texts: [String]) throws -> Bool {
-            let bytes = Array(json.utf8)
-            return try bytes.withUnsafeBytes { try JSONParser.arrayStarts($0, with: texts.map { Array($0.utf8) }) }
-        }
-        #expect(try starts(#"["task",1,2]"#, [#""task""#]))
-        #expect(try starts(#" [ "task" , 1 ]"#, [#""task""#, "1"]))
-        #expect(try starts(#"["task"]"#, [#""task""#]))
-        // A longer value with the same first bytes, a different text of an equal value, too few.
-        #expect(try !starts(#"[1.5,2]"#, ["1"]))
-        #expect(try !starts(#"["tasks",2]"#, [#""task""#]))
-        #expect(try !starts(#"["ta\u0073k",2]"#, [#""task""#]))
-        #expect(try !starts(#"["task"]"#, [#""task""#, "1"]))
-        #expect(try !starts("[]", ["1"]))
-        #expect(try !starts("[1", ["12"]))
-        // Not an array, or cut off right after the value: errors, not answers.
-        #expect(throws: SetteeError.self) { try starts(#"{"a":1}"#, ["1"]) }
-        #expect(throws: SetteeError.self) { try starts("[1", ["1"]) }
-        #expect(throws: SetteeError.self) { try starts("", ["1"]) }
-    }
-
     // MARK: Dates
 
     @Test func isoDatesFormatAndParse() {

@@ -38,6 +38,13 @@ package enum DecoderFuzzing {
         if let k = ExpiryKey.parse(data) {
             precondition(ExpiryKey.make(due: k.due, id: k.id).elementsEqual(data), "an expiry key does not survive re-encoding")
         }
+        // An index entry's values (one to four of them): what decodes encodes to values that
+        // decode the same (an array's or object's JSON text may be written otherwise).
+        for count in 1 ... 4 {
+            guard let values = try? IndexValueCoding.values(data, count: count) else { continue }
+            let again = (try? IndexValueCoding.encoded(values)).flatMap { b in b.withUnsafeBytes { try? IndexValueCoding.values($0, count: count) } }
+            precondition(again == values, "index entry values do not survive re-encoding")
+        }
         // A local document's value: a save counter, then the JSON body.
         var reader = ByteReader(data)
         if reader.varint() != nil { _ = try? JSONParser.parse(reader.rest()) }

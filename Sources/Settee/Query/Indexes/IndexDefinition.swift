@@ -16,9 +16,10 @@ import Synchronization
 /// ends with one more byte, 1 (written only then, so other definitions keep their bytes); one
 /// with covering expressions ends with that byte (0 or 1), then `| count varint | covering
 /// strings … |`.
-/// `version` is 2 for a value index with back entries (``IndexEntry/backKey(_:)``) and a map
-/// index with group counts (``MapIndexStore/summaryTag``), 1 for one built before them
-/// (rebuilt at open) and for full-text indexes.
+/// `version` is ``currentVersion(_:)`` of the kind: 3 for a value index with back entries
+/// (``IndexEntry/backKey(_:)``) and binary values (``IndexValueCoding``), 2 for a map index with
+/// group counts (``MapIndexStore/summaryTag``), 1 for a full-text index; an older value or map
+/// index is rebuilt at open.
 struct IndexDefinition: Sendable, Hashable {
     enum Kind: UInt8, Sendable { case value = 1, fullText = 2, map = 3 }
     enum State: UInt8, Sendable { case building = 0, ready = 1 }
@@ -45,10 +46,22 @@ struct IndexDefinition: Sendable, Hashable {
     /// A value index's covering expressions: their values are kept in each entry's value,
     /// after the indexed expressions' (``ValueIndexConfiguration/covering``).
     var covering: [String] = []
-    /// A value index built before back entries, or a map index built before group counts
-    /// (definition version 1): the open rebuilds it, since commits find a document's old entry
-    /// through its back entry and reads of counts trust the group counts.
+    /// A value index built before back entries or binary values, or a map index built before
+    /// group counts (a definition version below ``currentVersion(_:)``): the open rebuilds it,
+    /// since commits find a document's old entry through its back entry, scans read binary
+    /// values and reads of counts trust the group counts.
     var olderLayout = false
+
+    /// The definition version this library writes for an index of `kind`: 3 for a value index
+    /// (back entries, values in ``IndexValueCoding``'s binary form), 2 for a map index (group
+    /// counts), 1 for a full-text index. An older one is rebuilt at open.
+    static func currentVersion(_ kind: Kind) -> UInt8 {
+        switch kind {
+        case .value: 3
+        case .map: 2
+        case .fullText: 1
+        }
+    }
 
     /// Whether two definitions index the same thing (state and tree aside).
     func sameIndex(as other: IndexDefinition) -> Bool {
@@ -58,7 +71,7 @@ struct IndexDefinition: Sendable, Hashable {
 
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: 64)
-        w.u8(kind != .fullText && !olderLayout ? 2 : 1)
+        w.u8(olderLayout ? 1 : Self.currentVersion(kind))
         w.u8(kind.rawValue)
         w.u8(state.rawValue)
         w.string(treeName)
@@ -105,7 +118,7 @@ struct IndexDefinition: Sendable, Hashable {
     init(decoding b: UnsafeRawBufferPointer) throws(SetteeError) {
         var r = ByteReader(b)
         let bad = SetteeError(.corrupted, "an index definition is malformed")
-        guard let v = r.u8(), let k = r.u8().flatMap(Kind.init(rawValue:)), v == 1 || (v == 2 && k != .fullText),
+        guard let v = r.u8(), let k = r.u8().flatMap(Kind.init(rawValue:)), v >= 1, v <= Self.currentVersion(k),
               let s = r.u8().flatMap(State.init(rawValue:)), let tree = r.string(), let n = r.count(limit: r.remaining) else { throw bad }
         var expressions: [String] = []
         for _ in 0 ..< n {
@@ -149,7 +162,7 @@ struct IndexDefinition: Sendable, Hashable {
         self.init(kind: k, state: s, treeName: tree, expressions: expressions, condition: condition, collatorVersion: collator, text: text)
         self.byChannel = byChannel
         self.covering = covering
-        olderLayout = k != .fullText && v == 1
+        olderLayout = v < Self.currentVersion(k)
     }
 }
 
@@ -271,9 +284,8 @@ extension CompiledIndex {
 /// Key: the collation keys of the values, one after the other (MISSING is a single 0 byte),
 /// then the document ID and its length as two bytes, big-endian; so entries sort by values,
 /// then document ID. A key over the engine's limit is stored instead as 0 ‖ document ID
-/// ("overflow": every scan reads those few and places them itself). Value: a varint whose bits
-/// mark the MISSING values, then the values as a JSON array (MISSING written as null), which a
-/// covering query reads instead of the document.
+/// ("overflow": every scan reads those few and places them itself). Value: the values in their
+/// binary form (``IndexValueCoding``), which a covering query reads instead of the document.
 struct IndexEntry: Equatable {
     var key: [UInt8]
     var value: [UInt8]
@@ -301,13 +313,7 @@ struct IndexEntry: Equatable {
             k = [0] + id
         }
         key = k
-        var missing: UInt64 = 0
-        for (i, v) in values.enumerated() where i < 64 { if case .none = v { missing |= 1 << UInt64(i) } }
-        var w = ByteWriter(capacity: 32)
-        w.varint(missing)
-        var out = w.bytes
-        try JSONWriter.write(.array(values.map { $0 ?? .null }), into: &out)
-        value = out
+        value = try IndexValueCoding.encoded(values)
     }
 
     /// Whether a stored key is an overflow entry.
@@ -324,44 +330,21 @@ struct IndexEntry: Equatable {
     }
 
     /// The values of a stored entry value that `element` asks for, given each one's position
-    /// and JSON text (the others, and MISSING ones, nil): a query decodes only what it reads.
-    /// With `upTo`, values from that position on are not read (nil).
+    /// and stored bytes (``IndexValueCoding``; the others, and MISSING ones, nil): a query
+    /// decodes only what it reads. With `upTo`, values from that position on are not read (nil).
     static func values(_ value: UnsafeRawBufferPointer, count: Int, upTo: Int? = nil,
                        _ element: (Int, UnsafeRawBufferPointer) -> Bool) throws(SetteeError) -> [JSONValue?] {
-        var r = ByteReader(value)
-        guard let missing = r.varint() else { throw SetteeError(.corrupted, "an index entry is malformed") }
-        let json = UnsafeRawBufferPointer(rebasing: value[(value.count - r.remaining)...])
-        do {
-            var values = try JSONParser.arrayElements(json, count: count, upTo: upTo, element)
-            for i in values.indices where i < 64 && missing & (1 << UInt64(i)) != 0 { values[i] = nil }
-            return values
-        } catch {
-            throw SetteeError(.corrupted, "an index entry is malformed: \(error.message)")
-        }
+        try IndexValueCoding.values(value, count: count, upTo: upTo, element)
     }
 
-    /// Whether the first values of a stored entry value are these JSON texts, byte for byte.
-    static func valuesHaveText(_ value: UnsafeRawBufferPointer, _ texts: [[UInt8]], count: Int) throws(SetteeError) -> Bool {
-        guard texts.count <= count else { return false }
-        var r = ByteReader(value)
-        guard r.varint() != nil else { throw SetteeError(.corrupted, "an index entry is malformed") }
-        let json = UnsafeRawBufferPointer(rebasing: value[(value.count - r.remaining)...])
-        do {
-            return try JSONParser.arrayStarts(json, with: texts)
-        } catch {
-            throw SetteeError(.corrupted, "an index entry is malformed: \(error.message)")
-        }
+    /// Whether the first values of a stored entry value are these elements, byte for byte.
+    static func valuesStart(_ value: UnsafeRawBufferPointer, with elements: [[UInt8]]) throws(SetteeError) -> Bool {
+        try IndexValueCoding.starts(value, with: elements)
     }
 
     /// The values of a stored entry value (MISSING as nil).
     static func values(_ value: UnsafeRawBufferPointer, count: Int) throws(SetteeError) -> [JSONValue?] {
-        var r = ByteReader(value)
-        let bad = SetteeError(.corrupted, "an index entry is malformed")
-        guard let missing = r.varint() else { throw bad }
-        let json = UnsafeRawBufferPointer(rebasing: value[(value.count - r.remaining)...])
-        guard case .array(let a) = try JSONParser.parse(json), a.count == count else { throw bad }
-        // `JSONValue` is nil-literal expressible (as null): MISSING is spelled `.none`.
-        return a.enumerated().map { i, v -> JSONValue? in i < 64 && missing & (1 << UInt64(i)) != 0 ? .none : .some(v) }
+        try IndexValueCoding.values(value, count: count)
     }
 }
 

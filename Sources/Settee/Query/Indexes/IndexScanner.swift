@@ -158,14 +158,14 @@ struct IndexScanner<Reader: StoreReading> {
     private func implied(exact: Bool, _ r: KeyRange) -> Implication {
         guard scan.impliesWhere else { return .no }
         if exact { return .yes }
-        return r.equalityJSON.map { .byBytes($0) } ?? .no
+        return r.equalityValues.map { .byBytes($0) } ?? .no
     }
 
     /// Whether an entry meets `WHERE` without evaluating it.
     enum Implication {
         case yes, no
-        /// When the entry's first values are these JSON texts, byte for byte (the same text is
-        /// the same value, which `=` compares exactly; different text is evaluated).
+        /// When the entry's first values are these stored elements, byte for byte (the same
+        /// bytes are the same value, which `=` compares exactly; other bytes are evaluated).
         case byBytes([[UInt8]])
     }
 
@@ -185,7 +185,7 @@ struct IndexScanner<Reader: StoreReading> {
         }
         if case .yes = implied, !rowsNeeded, !fetch { return try body(.empty, true, false) }
         if fetch {
-            if case .byBytes(let texts) = implied { meets = try IndexEntry.valuesHaveText(v, texts, count: scan.index.valueCount) }
+            if case .byBytes(let texts) = implied { meets = try IndexEntry.valuesStart(v, with: texts) }
             if !meets, let prefilter {
                 // A document the prefilter rejects is passed over, as one WHERE is false for.
                 guard let found = try row(id: Array(parts.documentID), admitting: prefilter) else { return true }
@@ -201,7 +201,7 @@ struct IndexScanner<Reader: StoreReading> {
             switch implied {
             case .yes: runs.pending += 1; return true
             case .byBytes(let texts):
-                if try IndexEntry.valuesHaveText(v, texts, count: scan.index.valueCount) { runs.pending += 1; return true }
+                if try IndexEntry.valuesStart(v, with: texts) { runs.pending += 1; return true }
             case .no: break
             }
         }
@@ -337,13 +337,13 @@ struct IndexScanner<Reader: StoreReading> {
         return a.0.lexicographicallyPrecedes(b.0)
     }
 
-    /// A key range to read, [start, end), with the JSON text of its equality values (as an
-    /// entry's value holds them).
+    /// A key range to read, [start, end), with the stored bytes of its equality values (as an
+    /// entry's value holds them, ``IndexValueCoding``).
     struct KeyRange {
         var start: [UInt8]
         var end: [UInt8]
-        /// nil when one of them has several texts (`IN` values with the same key).
-        var equalityJSON: [[UInt8]]?
+        /// nil when one of them has several encodings (`IN` values with the same key).
+        var equalityValues: [[UInt8]]?
     }
 
     /// The key ranges to read, in ascending order, and whether they are exact: every equality
@@ -358,16 +358,14 @@ struct IndexScanner<Reader: StoreReading> {
         }
         var prefixes: [(key: [UInt8], json: [[UInt8]]?)] = [([], [])]
         var exact = true
-        // An equality value's key and JSON text; a key other values share makes the ranges inexact.
+        // An equality value's key and stored bytes; a key other values share makes the ranges inexact.
         func keyed(_ v: JSONValue) throws -> (key: [UInt8], json: [UInt8]) {
             switch v {
             case .bool, .double: break
             case .int(let n) where n.magnitude <= 1 << 53: break
             default: exact = false
             }
-            var json: [UInt8] = []
-            try JSONWriter.write(v, into: &json)
-            return (try JSONCollation.key(v), json)
+            return (try JSONCollation.key(v), try IndexValueCoding.encoded(v))
         }
         for candidates in scan.equalities {
             if candidates.count == 1 {
@@ -410,7 +408,7 @@ struct IndexScanner<Reader: StoreReading> {
                     end = p + (try JSONCollation.key(v)) + (hi.inclusive ? [0xFF] : [])
                 }
             }
-            if start.lexicographicallyPrecedes(end) { out.append(KeyRange(start: start, end: end, equalityJSON: json)) }
+            if start.lexicographicallyPrecedes(end) { out.append(KeyRange(start: start, end: end, equalityValues: json)) }
         }
         return (out, exact)
     }
