@@ -33,8 +33,8 @@ final class DatabaseCore: @unchecked Sendable {
     /// version 7 per-revision channels, version 8 the index catalog (created empty), version 9
     /// grants to roles apart from grants to users (older routings stay readable; the grants
     /// older versions kept for `role:` principals move to their own kind when opened).
-    static let formatVersion: UInt64 = 9
-    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5, 6, 7, 8]
+    static let formatVersion: UInt64 = 10
+    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5, 6, 7, 8, 9]
     private static let registry = Mutex<[String: DatabaseCore]>([:])
 
     /// The upgrade to format 9: the grant records of channels to `role:NAME` (how formats 5 to

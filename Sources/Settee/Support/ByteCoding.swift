@@ -190,6 +190,11 @@ enum Bytes {
         b.withUnsafeBytes { b in compare(a, b) }
     }
 
+    /// Whether `a` and `b` are the same bytes.
+    static func equal(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Bool {
+        a.count == b.count && compare(a, b) == 0
+    }
+
     static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
         let n = min(a.count, b.count)
         if n > 0, let pa = a.baseAddress, let pb = b.baseAddress {

@@ -217,9 +217,11 @@ struct IndexScanner<Reader: StoreReading> {
             if case .byBytes(let t) = implied { texts = t } else { texts = [] }
             // Past the equality values and the last wanted one, nothing is read.
             let upTo = max(texts.count, wanted.map { ($0.max() ?? -1) + 1 } ?? count)
-            values = try IndexEntry.values(v, count: count, upTo: upTo) { i, text in
-                if i < texts.count, meets, !text.elementsEqual(texts[i]) { meets = false }
-                return wanted?.contains(i) ?? true
+            // The wanted positions as bits (an entry holds at most 64 values): no hashing per value.
+            let mask = wanted.map { $0.reduce(UInt64(0)) { $1 < 64 ? $0 | 1 << UInt64($1) : $0 } } ?? ~0
+            values = try IndexEntry.values(v, count: count, upTo: upTo) { i, element in
+                if i < texts.count, meets, !Bytes.equal(element, texts[i]) { meets = false }
+                return i < 64 && mask & 1 << UInt64(i) != 0
             }
             if !meets { values = try IndexEntry.values(v, count: count) }
             else if !rowsNeeded { return try body(.empty, true, false) }

@@ -143,7 +143,7 @@ enum IndexValueCoding {
         for e in elements {
             guard position < bytes.count else { return false }
             let n = try elementLength(bytes, at: position)
-            guard n == e.count, e.withUnsafeBytes({ $0.elementsEqual(bytes[position ..< position + n]) }) else { return false }
+            guard Bytes.equal(UnsafeRawBufferPointer(rebasing: bytes[position ..< position + n]), e) else { return false }
             position += n
         }
         return true
