@@ -84,7 +84,7 @@ import SetteeTestSupport
         let long = try await Self.settee(["ls", "todo.settee", "--long", "--json", "--prefix", "task"], in: dir).json
         #expect(long.count == 1 && long[0]["id"] == "task/1" && long[0]["sequence"] == 2)
         let info = try #require(try await Self.settee(["info", "todo.settee", "--json"], in: dir).json.first)
-        #expect(info["documents"] == 2 && info["deleted"] == 0 && info["last_sequence"] == 2 && info["format"] == 9)
+        #expect(info["documents"] == 2 && info["deleted"] == 0 && info["last_sequence"] == 2 && info["format"] == 10)
         let people = try await Self.settee(["info", "todo.settee"], in: dir)
         #expect(people.lines.contains { $0.hasPrefix("documents") && $0.hasSuffix("2") })
 
