@@ -109,6 +109,94 @@ import Testing
         try store.close()
     }
 
+    /// A cursor, placed anywhere and moved either way, meets the entries a walk meets, on disk
+    /// and in a write transaction with memory nodes; several cursors move independently; a
+    /// change in the write transaction, or its end, ends the cursors made before.
+    @Test func cursorsMeetWhatAWalkMeetsOnDiskAndInAWriteTransaction() throws {
+        let dir = TemporaryDirectory("cursor"); defer { dir.cleanup() }
+        let store = try Store(directory: dir.path, configuration: smallConfiguration())
+        let tree = try store.write { try $0.createTree(named: "t") }
+        let empty = try store.write { try $0.createTree(named: "empty") }
+        let seed = UInt64.random(in: 0 ... .max)
+        print("cursorsMeetWhatAWalkMeets seed: \(seed)")
+        var rng = SeededGenerator(seed: seed)
+        var keys = Set<[UInt8]>()
+        while keys.count < 5_000 {
+            let n = Int.random(in: 1...24, using: &rng)
+            keys.insert((0..<n).map { _ in UInt8.random(in: 0x61...0x64, using: &rng) })
+        }
+        // Some values past the inline limit, stored apart (and compressed): lent all the same.
+        func value(_ k: [UInt8]) -> [UInt8] { k.count % 5 == 0 ? [UInt8](repeating: k[0], count: 3_000) + k : k + [UInt8(k.count)] }
+        try store.write { tx throws in for k in keys { try tx.put(k, value(k), in: tree) } }
+        func start() -> [UInt8]? {
+            switch Int.random(in: 0..<6, using: &rng) {
+            case 0: return nil
+            case 1: return []
+            case 2: return Array(keys.randomElement(using: &rng)!)
+            default: return (0..<Int.random(in: 1...4, using: &rng)).map { _ in UInt8.random(in: 0x60...0x65, using: &rng) }
+            }
+        }
+        let starts = (0..<150).map { _ in (start(), Bool.random(using: &rng), Int.random(in: 1...400, using: &rng)) }
+        func agree(_ walk: (Tree, [UInt8]?, Bool, ([UInt8], [UInt8]) -> Bool) throws -> Void,
+                   _ cursor: (Tree, [UInt8]?, Bool) throws -> TreeCursor, label: String) throws {
+            for (from, reverse, steps) in starts {
+                var walked: [([UInt8], [UInt8])] = []
+                try walk(tree, from, reverse) { k, v in walked.append((k, v)); return walked.count < steps }
+                let c = try cursor(tree, from, reverse)
+                var pulled: [([UInt8], [UInt8])] = []
+                while c.isValid, pulled.count < steps {
+                    pulled.append((Array(c.key), try c.withValue { Array($0) }))
+                    try c.next()
+                }
+                #expect(pulled.map(\.0) == walked.map(\.0) && pulled.map(\.1) == walked.map(\.1),
+                        "seed \(seed) \(label): from \(String(describing: from)) reverse \(reverse)")
+            }
+            // Two cursors stepped in turn do not disturb each other.
+            let a = try cursor(tree, nil, false), b = try cursor(tree, nil, true)
+            var ab: [[UInt8]] = [], ba: [[UInt8]] = []
+            while a.isValid || b.isValid {
+                if a.isValid { ab.append(Array(a.key)); try a.next() }
+                if b.isValid { ba.append(Array(b.key)); try b.next() }
+            }
+            #expect(ab == ba.reversed() && !ab.isEmpty)
+            let none = try cursor(empty, nil, false), noneBack = try cursor(empty, [0x61], true)
+            #expect(!none.isValid && !noneBack.isValid && none.key.isEmpty)
+        }
+        try store.read { tx throws in
+            try agree({ t, f, r, b in try tx.forEach(in: t, from: f, reverse: r) { b(Array($0), Array($1)) } },
+                      { t, f, r in try tx.cursor(in: t, from: f, reverse: r) }, label: "read")
+            // Re-placed, a cursor starts over.
+            let c = try tx.cursor(in: tree, reverse: true)
+            try c.seek(nil)
+            let last = Array(c.key)
+            try c.seek([0x60])
+            #expect(!c.isValid, "nothing is at or before a key below every key: \(Array(c.key))")
+            try c.seek([0x61])
+            #expect(Array(c.key) == (keys.contains([0x61]) ? [0x61] : []))
+            try c.seek([0x65])
+            #expect(Array(c.key) == last)
+        }
+        var left: [[UInt8]] = []
+        try store.write { tx throws in
+            for (n, k) in keys.sorted(by: { $0.lexicographicallyPrecedes($1) }).enumerated() where n % 3 == 0 { _ = try tx.delete(k, in: tree) }
+            try agree({ t, f, r, b in try tx.forEach(in: t, from: f, reverse: r) { b(Array($0), Array($1)) } },
+                      { t, f, r in try tx.cursor(in: t, from: f, reverse: r) }, label: "write")
+            try tx.forEach(in: tree) { k, _ in left.append(Array(k)); return true }
+            let c = try tx.cursor(in: tree)
+            #expect(c.isValid)
+            try tx.put([0x7A], [1], in: tree)
+            #expect(throws: StorageError.self) { try c.next() }
+            #expect(throws: StorageError.self) { try c.withValue { $0.count } }
+            let fresh = try tx.cursor(in: tree, reverse: true)
+            #expect(Array(fresh.key) == [0x7A])
+        }
+        #expect(left.count == keys.count - (keys.count + 2) / 3)
+        // Outlived its transaction: an error, not a read.
+        let kept = try store.write { tx in try tx.cursor(in: tree) }
+        #expect(throws: StorageError.self) { try kept.next() }
+        try store.close()
+    }
+
     @Test func deletingEverythingEmptiesTheTreeAndMergesNodes() throws {
         let dir = TemporaryDirectory("delete"); defer { dir.cleanup() }
         let store = try Store(directory: dir.path, configuration: smallConfiguration())

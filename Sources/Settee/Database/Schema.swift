@@ -252,6 +252,7 @@ protocol StoreReading {
                  _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws
     func count(in tree: Tree) throws -> Int
     func count(in tree: Tree, from start: [UInt8]?, to end: [UInt8]?) throws -> Int
+    func cursor(in tree: Tree, from start: [UInt8]?, reverse: Bool) throws -> TreeCursor
     func tree(named name: String) -> Tree?
 }
 

@@ -38,6 +38,8 @@ public final class WriteTransaction {
     /// Bytes of value entries in the pending commit (replay skips them by their length).
     @exclusivity(unchecked) private(set) var valueBytes = 0
     private var finished = false
+    /// Puts and deletes so far: a cursor made before the last one is ended (``TreeCursor``).
+    @exclusivity(unchecked) private(set) var changes: UInt64 = 0
 
     init(store: Store, snapshot: Snapshot, transaction: UInt64) {
         self.store = store
@@ -67,7 +69,15 @@ public final class WriteTransaction {
         if finished { throw StorageError(code: .invalidArgument, reason: "the write transaction has ended") }
     }
 
-    private func index(_ tree: Tree) throws(StorageError) -> Int {
+    /// Throws unless a cursor made when ``changes`` was `madeAt` may still move.
+    func checkCursor(madeAt: UInt64) throws(StorageError) {
+        try usable()
+        if changes != madeAt {
+            throw StorageError(code: .invalidArgument, reason: "the transaction changed its trees after the cursor was made")
+        }
+    }
+
+    func index(_ tree: Tree) throws(StorageError) -> Int {
         let i = Int(tree.id) - 1
         // Checked in place: copying the state would count a reference to its root on every put.
         guard tree.storeID == context.storeID, i >= 0, i < trees.count, trees[i].name == tree.name else {
@@ -171,6 +181,7 @@ public final class WriteTransaction {
             }
             t.setU16(UInt16(length), at: 1)
             hasOperations = true
+            changes &+= 1
             if journaling { touched.append((tree.id, Array(key))) }
             _ = try editor.put(&trees[i], key: key, tail: UnsafeRawBufferPointer(start: t, count: 3 + length))
         }
@@ -203,6 +214,7 @@ public final class WriteTransaction {
             w.append(key)
         }
         hasOperations = true
+        changes &+= 1
         if journaling { touched.append((tree.id, Array(key))) }
         try editor.delete(&trees[i], key: key)
         return true

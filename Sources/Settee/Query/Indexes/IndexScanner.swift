@@ -229,55 +229,34 @@ struct IndexScanner<Reader: StoreReading> {
         return try body(try row(id: idsNeeded ? Array(parts.documentID) : [], values: values, keys: nil), meets, continues)
     }
 
-    /// One channel's entries in one range, read a slice at a time (the engine's iteration
-    /// calls back; a merge of several channels needs to pull).
+    /// One channel's entries in one range, pulled through an engine cursor (a merge of several
+    /// channels steps them in turn), each key and value lent where it lies.
     private struct ChannelStream {
-        let prefix: [UInt8]
+        let prefixCount: Int
         let lower: [UInt8]
         let upper: [UInt8]
-        var buffer: [(key: [UInt8], value: [UInt8])] = []
-        var position = 0
-        /// The full key of the last entry read (the next slice starts after it).
-        var resume: [UInt8]?
-        var exhausted = false
+        let descending: Bool
+        let cursor: TreeCursor
 
-        init(channel: String, range: (start: [UInt8], end: [UInt8])) {
-            prefix = IndexEntry.channelPrefix(channel)
+        init(_ tx: Reader, _ tree: Tree, channel: String, range: (start: [UInt8], end: [UInt8]), descending: Bool) throws {
+            let prefix = IndexEntry.channelPrefix(channel)
+            prefixCount = prefix.count
             lower = prefix + range.start
             upper = prefix + range.end
+            self.descending = descending
+            cursor = try tx.cursor(in: tree, from: descending ? upper : lower, reverse: descending)
+            // The range's end is not in it: backwards, the cursor may start on it.
+            if descending, cursor.isValid, Bytes.compare(cursor.key, upper) >= 0 { try cursor.next() }
         }
 
-        /// The next entry (its key without the channel prefix), reading a slice when needed.
-        mutating func head(_ tx: Reader, _ tree: Tree, descending: Bool) throws -> (key: [UInt8], value: [UInt8])? {
-            if position < buffer.count { return buffer[position] }
-            if exhausted { return nil }
-            buffer.removeAll(keepingCapacity: true)
-            position = 0
-            let slice = 64
-            var ended = false
-            let (lower, upper, resume, prefixCount) = (self.lower, self.upper, self.resume, prefix.count)
-            var read: [(key: [UInt8], value: [UInt8])] = []
-            var lastKey: [UInt8]?
-            try tx.forEach(in: tree, from: resume ?? (descending ? upper : lower), reverse: descending) { k, v in
-                if let resume, k.elementsEqual(resume) { return true }
-                if descending {
-                    if !k.lexicographicallyPrecedes(upper) { return true }
-                    if k.lexicographicallyPrecedes(lower) { ended = true; return false }
-                } else if !k.lexicographicallyPrecedes(upper) {
-                    ended = true
-                    return false
-                }
-                read.append((Array(k[prefixCount...]), Array(v)))
-                if read.count == slice { lastKey = Array(k); return false }
-                return true
-            }
-            buffer = read
-            self.resume = lastKey
-            exhausted = ended || lastKey == nil
-            return buffer.first
+        /// The key of the entry the stream is on, without the channel prefix (lent until it
+        /// moves); nil past the range.
+        var head: UnsafeRawBufferPointer? {
+            guard cursor.isValid else { return nil }
+            let k = cursor.key
+            if descending ? Bytes.compare(k, lower) < 0 : Bytes.compare(k, upper) >= 0 { return nil }
+            return UnsafeRawBufferPointer(rebasing: k[prefixCount...])
         }
-
-        mutating func pop() { position += 1 }
     }
 
     /// The rows of the channels' entries: each range read in every channel, the channels'
@@ -288,30 +267,37 @@ struct IndexScanner<Reader: StoreReading> {
         let (ranges, exact) = try self.ranges()
         if ranges.isEmpty || channels.isEmpty { return }
         var listed = PlacedEntries(try listedEntries(Set(channels)).filter { Self.within($0.valueKey, ranges) }, descending: scan.descending)
+        // The last key given, kept in one buffer (a document in two of the channels has the
+        // same entry in both, one after the other in the merge).
+        var last: [UInt8] = []
+        last.reserveCapacity(StoreConfiguration.maxKeyLength)
         for r in (scan.descending ? ranges.reversed() : ranges) {
             let implied = self.implied(exact: exact, r)
-            var streams = channels.map { ChannelStream(channel: $0, range: (r.start, r.end)) }
-            var last: [UInt8]?
+            let streams = try channels.map { try ChannelStream(tx, tree, channel: $0, range: (r.start, r.end), descending: scan.descending) }
+            var hasLast = false
             while true {
-                var best: (index: Int, key: [UInt8], value: [UInt8])?
+                var best: (index: Int, key: UnsafeRawBufferPointer)?
                 for i in streams.indices {
-                    guard let head = try streams[i].head(tx, tree, descending: scan.descending) else { continue }
+                    guard let head = streams[i].head else { continue }
                     if let b = best {
-                        let before = scan.descending ? b.key.lexicographicallyPrecedes(head.key) : head.key.lexicographicallyPrecedes(b.key)
-                        if before { best = (i, head.key, head.value) }
+                        let c = Bytes.compare(head, b.key)
+                        if scan.descending ? c > 0 : c < 0 { best = (i, head) }
                     } else {
-                        best = (i, head.key, head.value)
+                        best = (i, head)
                     }
                 }
                 guard let b = best else { break }
-                streams[b.index].pop()
-                // A document in two of the channels has the same entry in both.
-                if let last, last == b.key { continue }
-                last = b.key
-                let going = try b.key.withUnsafeBytes { k in
-                    try b.value.withUnsafeBytes { v in try emit(key: k, value: v, implied: implied, after: &listed, body) }
+                let stream = streams[b.index]
+                if hasLast, Bytes.equal(b.key, last) {
+                    try stream.cursor.next()
+                    continue
                 }
+                last.removeAll(keepingCapacity: true)
+                last.append(contentsOf: b.key)
+                hasLast = true
+                let going = try stream.cursor.withValue { v in try emit(key: b.key, value: v, implied: implied, after: &listed, body) }
                 if !going { return }
+                try stream.cursor.next()
             }
         }
         _ = try flush(&listed, before: nil, body)
