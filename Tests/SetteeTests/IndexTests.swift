@@ -303,6 +303,60 @@ import SetteeStorage
         #expect(try ids(db, "SELECT META().id FROM _ WHERE createdAt > 100 AND list.id = 'even' ORDER BY createdAt") == ["d4", "d12"])
     }
 
+    /// `GROUP BY … count(*)` over an index whose range implies `WHERE` exactly counts a long
+    /// group's entries rather than walking them; the groups and counts are a full scan's, for
+    /// groups shorter and longer than the walk before a count, across ranges and overflow entries.
+    @Test func longGroupsAreCountedAndAnswerAsAFullScan() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        let seed = UInt64.random(in: 1 ... .max)
+        print("IndexTests.longGroupsAreCountedAndAnswerAsAFullScan seed \(seed)")
+        var rng = SplitMix(seed: seed)
+        try db.inBatch {
+            for i in 0 ..< 3_000 {
+                // Group sizes from 1 to several hundred: g's values are skewed.
+                let g = Int.random(in: 0 ..< 40, using: &rng) % (1 + Int.random(in: 0 ..< 12, using: &rng))
+                var data: [String: JSONValue] = ["g": .int(Int64(g)), "flag": .bool(i % 3 != 0), "h": .double(Double(g % 3) + 0.5)]
+                // A few entries too long for a key (overflow), placed among the group's.
+                if i % 500 == 7 { data["pad"] = .string(String(repeating: "p", count: 1_100)) }
+                try db.saveDocument(MutableDocument(id: String(format: "d%05d", i), data: data))
+            }
+        }
+        try db.createIndex(ValueIndexConfiguration(["g"]), name: "g")
+        try db.createIndex(ValueIndexConfiguration(["flag", "g", "pad"]), name: "flagG")
+        try db.createIndex(ValueIndexConfiguration(["h", "pad"]), name: "h")
+        let queries = [
+            "SELECT g, count(*) FROM _ WHERE g >= 0 GROUP BY g",
+            "SELECT g, count(*) FROM _ WHERE g >= 2 AND g < 6 GROUP BY g",
+            "SELECT g, count(*) AS n FROM _ WHERE g IN [0, 1, 3] GROUP BY g HAVING count(*) > 40",
+            "SELECT g, count(*) FROM _ WHERE flag = true AND g <= 4 GROUP BY g",
+            "SELECT flag, g, count(*) FROM _ WHERE flag IN [false, true] AND g > 0 GROUP BY flag, g",
+            "SELECT g, count(*) FROM _ WHERE g >= 0 GROUP BY g ORDER BY g DESC",
+            "SELECT g, count(*), max(g) FROM _ WHERE g >= 0 GROUP BY g",
+            "SELECT h, count(*) FROM _ WHERE h > 0 GROUP BY h",
+            "SELECT g, count(g) FROM _ WHERE g >= 0 GROUP BY g",
+        ]
+        for sql in queries {
+            let (indexed, scanned) = try bothWays(db, sql)
+            let sort = { (rows: [[JSONValue?]]) in rows.sorted { "\($0)" < "\($1)" } }
+            #expect(sort(indexed) == sort(scanned), "seed \(seed): \(sql)")
+            #expect(try db.createQuery(sql).explain().contains("SCAN INDEX"), "\(sql)")
+        }
+        // A group changed by a commit is counted as it is now.
+        let q = try db.createQuery("SELECT g, count(*) FROM _ WHERE g >= 0 GROUP BY g")
+        let before = try q.execute().allResults().map { ($0.int(at: 0), $0.int(at: 1)) }
+        let big = try #require(before.max { $0.1 < $1.1 })
+        let moved = try db.createQuery("SELECT META().id FROM _ WHERE g = \(big.0) LIMIT 10").execute().allResults().compactMap { $0.string(at: 0) }
+        for id in moved {
+            let d = try #require(try db.document(withID: id)).toMutable()
+            d["g"] = 1_000
+            try db.saveDocument(d)
+        }
+        let after = Dictionary(uniqueKeysWithValues: try q.execute().allResults().map { ($0.int(at: 0), $0.int(at: 1)) })
+        #expect(after[big.0] == big.1 - moved.count && after[1_000] == moved.count)
+    }
+
     /// An entry's values in their binary form: every kind of value comes back as it went in,
     /// only the values asked for are decoded, equal values have equal bytes, and damaged bytes
     /// are an error (never a crash or a made-up value).

@@ -292,6 +292,9 @@ final class GroupRuns {
         return false
     }
 
+    /// The leading key bytes of the last group taken, when known.
+    var leading: [UInt8]? { last }
+
     /// The offered row was taken into a group.
     func accept() {
         if let offered { last = offered }

@@ -156,6 +156,7 @@ struct QueryExecutor {
                     if byChannel { scanner.channels = channels }
                     scanner.groupRuns = runs
                     scanner.idsNeeded = covering == nil || collecting || prepared.readsID
+                    scanner.countsGroupRuns = runs?.slotsWithinGroup.isEmpty == true && !scanner.idsNeeded && wanted == nil
                     if countOnly, wanted == nil, let n = try scanner.countWithoutRows() {
                         kept.found += n
                     } else {

@@ -54,6 +54,10 @@ struct IndexScanner<Reader: StoreReading> {
 
     /// Grouping in index order by index values alone: which rows continue the last group.
     var groupRuns: GroupRuns?
+    /// Whether each entry of a group is nothing but one more row of it (the aggregates read no
+    /// value, no ID is kept, no limit stops the scan): a long group's entries are then counted
+    /// by the engine rather than walked, where the ranges imply `WHERE` exactly.
+    var countsGroupRuns = false
     /// Whether covering rows need their document IDs (else their ID is empty).
     var idsNeeded = true
 
@@ -78,20 +82,62 @@ struct IndexScanner<Reader: StoreReading> {
         var going = true
         for r in (scan.descending ? ranges.reversed() : ranges) where going {
             let implied = self.implied(exact: exact, r)
-            // A closure passed straight to the engine (not kept in a variable) does not escape,
-            // so what it changes is checked at compile time rather than per entry.
-            try tx.forEach(in: tree, from: scan.descending ? r.end : r.start, reverse: scan.descending) { k, v in
-                if scan.descending {
-                    if Bytes.compare(k, r.start) < 0 { return false }
-                    if Bytes.compare(k, r.end) >= 0 { return true }
-                } else if Bytes.compare(k, r.end) >= 0 {
-                    return false
+            let counting = countsGroupRuns && !scan.descending && { if case .yes = implied { true } else { false } }()
+            var from = scan.descending ? r.end : r.start
+            // Entries in a row of the current group (counting them, a long group is counted, not walked).
+            var streak = 0
+            while going {
+                var resume: [UInt8]?
+                // A closure passed straight to the engine (not kept in a variable) does not escape,
+                // so what it changes is checked at compile time rather than per entry.
+                try tx.forEach(in: tree, from: from, reverse: scan.descending) { k, v in
+                    if scan.descending {
+                        if Bytes.compare(k, r.start) < 0 { return false }
+                        if Bytes.compare(k, r.end) >= 0 { return true }
+                    } else if Bytes.compare(k, r.end) >= 0 {
+                        return false
+                    }
+                    going = try emit(key: k, value: v, implied: implied, after: &overflow, body)
+                    guard going, counting, let runs = groupRuns else { return going }
+                    resume = try countRestOfGroup(after: k, end: r.end, runs: runs, streak: &streak)
+                    return resume == nil
                 }
-                going = try emit(key: k, value: v, implied: implied, after: &overflow, body)
-                return going
+                guard let resume else { break }
+                from = resume
             }
         }
         if going { _ = try flush(&overflow, before: nil, body) }
+    }
+
+    /// Entries of one group a scan walks before it counts the rest of the group instead: a
+    /// count costs two descents and the group's leaves, which pays once a group is longer.
+    static var groupWalkBeforeCount: Int { 32 }
+
+    /// Once the group that entry `k` joined has had ``groupWalkBeforeCount`` entries in a row,
+    /// counts its entries after `k` (up to the range's `end`) as pending rows of the group and
+    /// returns where the scan goes on; nil while the scan walks on. Only for a scan whose range
+    /// implies `WHERE` exactly and whose aggregates read nothing within a group
+    /// (``countsGroupRuns``), so every entry of the group is one more row of it.
+    private func countRestOfGroup(after k: UnsafeRawBufferPointer, end: [UInt8], runs: GroupRuns, streak: inout Int) throws -> [UInt8]? {
+        guard let lead = runs.leading, !lead.isEmpty, k.count > lead.count,
+              lead.withUnsafeBytes({ Bytes.compare(UnsafeRawBufferPointer(rebasing: k[..<$0.count]), $0) == 0 }) else {
+            streak = 0
+            return nil
+        }
+        streak += 1
+        guard streak >= Self.groupWalkBeforeCount else { return nil }
+        streak = 0
+        // The group's keys all start with its leading values' bytes; the first key past them
+        // starts with those bytes and FF (no value key has an FF byte where a value starts).
+        var groupEnd = lead
+        groupEnd.append(0xFF)
+        let stop = groupEnd.lexicographicallyPrecedes(end) ? groupEnd : end
+        var after = Array(k)
+        after.append(0)
+        let rest = try tx.count(in: tree, from: after, to: stop)
+        guard rest > 0 else { return nil }
+        runs.pending += rest
+        return stop
     }
 
     /// How many rows ``run(_:)`` would yield, when that is all a count needs and the engine can
