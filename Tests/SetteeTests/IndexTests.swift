@@ -357,6 +357,81 @@ import SetteeStorage
         #expect(after[big.0] == big.1 - moved.count && after[1_000] == moved.count)
     }
 
+    /// A build takes a value index's entries straight from the bodies' bytes where its
+    /// expressions are property paths: every entry it makes is the one evaluating the
+    /// expressions on the parsed document makes, whatever the document holds (values of every
+    /// kind, a path through a non-object, a name spelled in another Unicode form, a condition).
+    @Test func entriesMadeFromBodyBytesAreTheEvaluatedOnes() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        let seed = UInt64.random(in: 1 ... .max)
+        print("IndexTests.entriesMadeFromBodyBytesAreTheEvaluatedOnes seed \(seed)")
+        var rng = SplitMix(seed: seed)
+        func scalar() -> JSONValue {
+            switch Int.random(in: 0 ..< 6, using: &rng) {
+            case 0: return .null
+            case 1: return .bool(Bool.random(using: &rng))
+            case 2: return .int(Int64.random(in: -5 ... 5, using: &rng))
+            case 3: return .double(Double(Int.random(in: -50 ... 50, using: &rng)) / 4)
+            case 4: return .string(["", "x", "é", "e\u{301}", "\u{0}", "z z"].randomElement(using: &rng)!)
+            default: return .string(String(repeating: "q", count: Int.random(in: 0 ... 1_200, using: &rng)))
+            }
+        }
+        func value(_ depth: Int) -> JSONValue? {
+            switch Int.random(in: 0 ..< 8, using: &rng) {
+            case 0: return nil
+            case 1: return .array([scalar(), scalar()])
+            case 2 where depth < 2: return .object(["b": value(depth + 1) ?? .null, "c": scalar()])
+            case 3 where depth < 2: return .object(["e\u{301}": scalar()])
+            default: return scalar()
+            }
+        }
+        let names = ["a", "c", "d", "é"]
+        var bodies: [String: [String: JSONValue]] = [:]
+        try db.inBatch {
+            for i in 0 ..< 600 {
+                var data: [String: JSONValue] = [:]
+                for n in names { if let v = value(0) { data[n] = v } }
+                if Int.random(in: 0 ..< 6, using: &rng) == 0 { data["e\u{301}"] = scalar() }
+                let id = String(format: "d%04d", i)
+                bodies[id] = data
+                try db.saveDocument(MutableDocument(id: id, data: data))
+            }
+        }
+        let definitions: [(String, ValueIndexConfiguration)] = [
+            ("a", ValueIndexConfiguration(["a"])),
+            ("ab", ValueIndexConfiguration(["a.b", "c"], covering: ["d", "a.b.c"])),
+            ("accent", ValueIndexConfiguration(["é", "a.é"])),
+            ("where", ValueIndexConfiguration(["c"], where: "a.b > 0 OR d = 'x'")),
+            ("whereOpaque", ValueIndexConfiguration(["d"], where: "length(c) > 1")),
+        ]
+        for (name, config) in definitions { try db.createIndex(config, name: name) }
+        #expect(try db.check().isHealthy, "seed \(seed)")
+        let indexes = db.core.parts.queries.indexSet.withLock { $0.indexes }
+        var probed = 0
+        for index in indexes {
+            let probe = IndexValueProbe(index)
+            #expect((probe == nil) == (index.name == "whereOpaque"), "\(index.name)")
+            guard let probe else { continue }
+            for (id, data) in bodies {
+                let row = QueryRow(id: id, revisionID: "1-a", sequence: 1, isDeleted: false, expiration: nil, properties: data)
+                let evaluated = try index.entry(for: row)
+                let body = try JSONWriter.bytes(.object(data))
+                switch try body.withUnsafeBytes({ try probe.values($0) }) {
+                case .values(let v):
+                    probed += 1
+                    #expect(try IndexEntry(values: v, keyCount: index.expressions.count, documentID: id) == evaluated, "seed \(seed): \(index.name) \(id) \(v) \(String(describing: data))")
+                case .noEntry:
+                    probed += 1
+                    #expect(evaluated == nil, "seed \(seed): \(index.name) \(id)")
+                case .undecided: break
+                }
+            }
+        }
+        #expect(probed > 1_000, "seed \(seed): only \(probed) entries were decided from the bytes")
+    }
+
     /// An entry's values in their binary form: every kind of value comes back as it went in,
     /// only the values asked for are decoded, equal values have equal bytes, and damaged bytes
     /// are an error (never a crash or a made-up value).

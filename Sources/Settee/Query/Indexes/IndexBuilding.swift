@@ -112,6 +112,19 @@ extension DatabaseCore {
         var failure: (any Error)?
         /// The database's last sequence in the snapshot the step was read from.
         var readAtSequence: UInt64 = 0
+
+        /// Adds a document's value index entry, its back entry and (for an index kept by
+        /// channel) its records under its channels, all tagged with the document's place.
+        func add(_ e: IndexEntry, key k: [UInt8], sequence: UInt64, index: CompiledIndex, tx: some StoreReading, trees: Trees) throws {
+            let tag = batch.count
+            batch.append((k, sequence, nil))
+            puts.add(e.key, e.value, tag: tag)
+            puts.add(IndexEntry.backTag + k, e.key, tag: tag)
+            if index.definition.byChannel {
+                let channels = try RoutingRecord.load(tx, trees, key: k, sequence: sequence)?.record.applied.channels ?? []
+                for (rk, rv) in IndexEntry.channelRecords(e, id: String(decoding: k, as: UTF8.self), channels: channels) { puts.add(rk, rv, tag: tag) }
+            }
+        }
     }
 
     static let buildStepSize = 4096
@@ -163,22 +176,29 @@ extension DatabaseCore {
             if found.count < Self.buildStepSize { cursor.ended = true }
             cursor.lock.unlock()
             locked = false
+            // A value index of property paths takes its values from the bodies' bytes.
+            let probe = IndexValueProbe(index)
             for (k, meta) in found where !meta.flags.contains(.deleted) {
                 step.live += 1
+                if let probe {
+                    let outcome = try meta.bodyRef == 0 ? Self.emptyBody.withUnsafeBytes { b throws(SetteeError) in try probe.values(b) }
+                        : tx.withValue(at: ValueRef(rawValue: meta.bodyRef)) { b throws(SetteeError) in try probe.values(b) }
+                    switch outcome {
+                    case .noEntry: continue
+                    case .values(let values):
+                        try step.add(try IndexEntry(values: values, keyCount: index.expressions.count, documentIDBytes: k),
+                                     key: k, sequence: meta.sequence, index: index, tx: tx, trees: trees)
+                        continue
+                    case .undecided: break
+                    }
+                }
                 let row = try queryRow(tx, id: String(decoding: k, as: UTF8.self), meta: meta, keys: index.documentKeys)
                 if index.isMap {
                     step.toMap.append((k, meta.sequence, row))
                 } else if index.analyzer != nil {
                     if let t = try index.textEntry(for: row) { step.batch.append((k, meta.sequence, t)) }
                 } else if let e = try index.entry(for: row) {
-                    let tag = step.batch.count
-                    step.batch.append((k, meta.sequence, nil))
-                    step.puts.add(e.key, e.value, tag: tag)
-                    step.puts.add(IndexEntry.backTag + k, e.key, tag: tag)
-                    if index.definition.byChannel {
-                        let channels = try RoutingRecord.load(tx, trees, key: k, sequence: meta.sequence)?.record.applied.channels ?? []
-                        for (rk, rv) in IndexEntry.channelRecords(e, id: row.id, channels: channels) { step.puts.add(rk, rv, tag: tag) }
-                    }
+                    try step.add(e, key: k, sequence: meta.sequence, index: index, tx: tx, trees: trees)
                 }
             }
         }

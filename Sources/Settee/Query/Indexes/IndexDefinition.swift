@@ -303,7 +303,11 @@ struct IndexEntry: Equatable {
     /// The entry of a document whose first `keyCount` values are indexed (the key; all of them
     /// when nil) and whose others are covering values (kept in the value only).
     init(values: [JSONValue?], keyCount: Int? = nil, documentID: String) throws(SetteeError) {
-        let id = Array(documentID.utf8)
+        try self.init(values: values, keyCount: keyCount, documentIDBytes: Array(documentID.utf8))
+    }
+
+    /// ``init(values:keyCount:documentID:)`` with the ID's UTF-8 (a tree's key).
+    init(values: [JSONValue?], keyCount: Int? = nil, documentIDBytes id: [UInt8]) throws(SetteeError) {
         var k = try Self.valueKey(values.prefix(keyCount ?? values.count))
         if k.count + id.count + 2 <= StoreConfiguration.maxKeyLength {
             k.append(contentsOf: id)

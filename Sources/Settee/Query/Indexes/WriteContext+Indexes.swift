@@ -70,7 +70,7 @@ extension DatabaseCore {
     }
 
     /// What an empty body (ref 0) reads as.
-    private static let emptyBody: [UInt8] = Array("{}".utf8)
+    static let emptyBody: [UInt8] = Array("{}".utf8)
 }
 
 extension WriteContext {
