@@ -202,6 +202,8 @@ extension DatabaseCore {
                 }
             }
         }
+        // Sorted here, beside the other reader: the writer then merges sorted steps.
+        step.puts.sort()
         cursor.lock.lock()
         locked = true
         cursor.steps[number] = step

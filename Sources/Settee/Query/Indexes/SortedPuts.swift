@@ -63,19 +63,34 @@ struct SortedPuts {
         }
     }
 
+    /// Whether pair `a` goes before pair `b` (their bytes at `base`): by key, then the order
+    /// they were added in.
+    @inline(__always) private static func precedes(_ a: Record, _ b: Record, _ base: UnsafeRawPointer) -> Bool {
+        if a.head != b.head { return a.head < b.head }
+        let n = min(a.keyCount, b.keyCount)
+        let c = n > 8 ? memcmp(base + a.offset + 8, base + b.offset + 8, n - 8) : 0
+        if c != 0 { return c < 0 }
+        if a.keyCount != b.keyCount { return a.keyCount < b.keyCount }
+        return a.order < b.order
+    }
+
+    /// Puts the pairs in key order now. A build's reader threads sort their steps so: the
+    /// writer's sort of a run of such steps (``append(_:tagOffset:)`` keeps each one's order)
+    /// then finds them as sorted runs and only merges them.
+    mutating func sort() {
+        guard records.count > 1 else { return }
+        bytes.withUnsafeBytes { all in
+            let base = all.baseAddress!
+            records.sort { a, b in Self.precedes(a, b, base) }
+        }
+    }
+
     /// Puts every pair in key order, but those whose tag `skipping` is true for.
     func write(_ tx: WriteTransaction, in tree: Tree, skipping: (Int) throws -> Bool = { _ in false }) throws {
         guard !records.isEmpty else { return }
         try bytes.withUnsafeBytes { all in
             let base = all.baseAddress!
-            let sorted = records.sorted { a, b in
-                if a.head != b.head { return a.head < b.head }
-                let n = min(a.keyCount, b.keyCount)
-                let c = n > 8 ? memcmp(base + a.offset + 8, base + b.offset + 8, n - 8) : 0
-                if c != 0 { return c < 0 }
-                if a.keyCount != b.keyCount { return a.keyCount < b.keyCount }
-                return a.order < b.order
-            }
+            let sorted = records.sorted { a, b in Self.precedes(a, b, base) }
             for r in sorted where !(try skipping(r.tag)) {
                 try tx.put(UnsafeRawBufferPointer(start: base + r.offset, count: r.keyCount),
                            UnsafeRawBufferPointer(start: base + r.offset + r.keyCount, count: r.valueCount), in: tree)
