@@ -87,6 +87,12 @@ import Testing
             #expect(try await view(admin, "plain", "group=true")["error"] == "query_parse_error")
             #expect(try await view(admin, "by_type", "include_docs=true")["error"] == "query_parse_error")
             #expect(try await view(admin, "by_type", "keys=" + q(#"["a"]"#))["error"] == "query_parse_error")
+            // Grouping by level is not exact grouping: refused with keys, as CouchDB refuses it
+            // (and with group=true as well, group_level deciding).
+            for extra in ["group_level=1&", "group=true&group_level=2&", "group_level=0&"] {
+                let r = try await view(admin, "by_type", extra + "keys=" + q(#"["task"]"#))
+                #expect(r.status == .badRequest && r["error"] == "query_parse_error" && r["reason"] == "Multi-key fetches for reduce views must use `group=true`", "\(extra): \(r.text)")
+            }
             #expect(try await view(admin, "plain", "key=" + q("{bad"))["error"] == "query_parse_error")
             #expect(try await view(admin, "plain", "limit=-1").status == .badRequest)
             #expect(try await view(admin, "plain", "update=sometimes").status == .badRequest)

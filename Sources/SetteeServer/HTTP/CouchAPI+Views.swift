@@ -127,7 +127,8 @@ extension CouchAPI {
         if reducing && options.includeDocs {
             throw CouchError(.badRequest, "query_parse_error", "`include_docs` is invalid for reduce")
         }
-        if reducing && options.keys != nil && !options.group && options.groupLevel == nil {
+        // As CouchDB: only exact grouping (`group=true`, no `group_level`) takes keys.
+        if reducing && options.keys != nil && !(options.group && options.groupLevel == nil) {
             throw CouchError(.badRequest, "query_parse_error", "Multi-key fetches for reduce views must use `group=true`")
         }
         let reader = try Reader(db, call.principal)
