@@ -110,6 +110,32 @@ import Settee
         for k in count / 2 ..< count { tokens[k].remove() }
     }
 
+    /// Idle routed queries (their runs over) hear a commit through their route alone: the
+    /// changed document's value at the routed property, read from its body's bytes.
+    @Test func idleRoutedQueriesHearTheirCommitsByTheirRoute() throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        defer { try? db.close() }
+        let heard = (0 ..< 4).map { _ in Heard() }
+        var tokens: [ListenerToken] = []
+        for k in 0 ..< 4 {
+            let q = try db.createQuery("SELECT META().id FROM _ WHERE type = 'task' AND list.id = $list ORDER BY META().id")
+            q.parameters = Parameters().setString("l\(k)", forName: "list")
+            let h = heard[k]
+            tokens.append(q.addChangeListener { change in h.changes.withLock { $0.append(change.results?.allResults().compactMap { $0.string(at: 0) } ?? ["error"]) } })
+        }
+        defer { for t in tokens { t.remove() } }
+        for h in heard { #expect(h.wait(for: 1) == [[]]) }
+        // Their first runs end; from then on only a route (or a document they matched) reaches them.
+        Thread.sleep(forTimeInterval: 0.3)
+        try db.saveDocument(task("a", list: "l2", createdAt: 1))
+        #expect(heard[2].wait(for: 2).last == ["a"])
+        Thread.sleep(forTimeInterval: 0.3)
+        try db.saveDocument(task("b", list: "l3", createdAt: 2))
+        #expect(heard[3].wait(for: 2).last == ["b"])
+        #expect(heard[0].changes.withLock { $0.count } == 1 && heard[1].changes.withLock { $0.count } == 1)
+    }
+
     @Test func changesIsAnAsyncSequenceOfResults() async throws {
         let dir = try TemporaryDirectory()
         let db = try openDatabase(dir)

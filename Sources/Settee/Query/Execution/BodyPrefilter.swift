@@ -53,9 +53,6 @@ final class BodyPrefilter {
     /// What the last body probed holds at each path (reused: a scan probes millions).
     private var found: [JSONParser.Probed] = []
 
-    /// The longest property path probed, in names.
-    private static let maxPathLength = 16
-
     /// A prefilter for `clause` with this execution's `parameters`; nil when it would decide
     /// nothing (no clause, or no property compared in a way it can evaluate).
     init?(_ clause: QueryExpression?, parameters: [String: JSONValue]) {
@@ -70,12 +67,7 @@ final class BodyPrefilter {
             case .missing: return .constant(nil)
             case .parameter(let name): return parameters[name].map { .constant($0) } ?? .opaque
             case .property(let path):
-                var names: [String] = []
-                for component in path.components {
-                    guard case .name(let n) = component else { return .opaque }
-                    names.append(n)
-                }
-                guard path.slot == nil, !names.isEmpty, names.count <= Self.maxPathLength else { return .opaque }
+                guard let names = path.probedNames else { return .opaque }
                 if let i = indexes[names] { return .path(i) }
                 indexes[names] = paths.count
                 paths.append(names)

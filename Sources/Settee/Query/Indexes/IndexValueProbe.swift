@@ -32,9 +32,6 @@ final class IndexValueProbe {
     private let condition: BodyPrefilter?
     private var found: [JSONParser.Probed] = []
 
-    /// The longest path probed, in names (as the prefilter's).
-    private static let maxPathLength = 16
-
     /// A probe for `index`; nil when one of its expressions is not a property path of names, or
     /// it has a condition no prefilter can be made for.
     init?(_ index: CompiledIndex) {
@@ -43,13 +40,7 @@ final class IndexValueProbe {
         var slotOf: [[String]: Int] = [:]
         var slots: [Int] = []
         for e in index.expressions + index.coveringExpressions {
-            guard case .property(let path) = e, path.slot == nil, !path.components.isEmpty,
-                  path.components.count <= Self.maxPathLength else { return nil }
-            var names: [String] = []
-            for c in path.components {
-                guard case .name(let n) = c else { return nil }
-                names.append(n)
-            }
+            guard case .property(let path) = e, let names = path.probedNames else { return nil }
             if let s = slotOf[names] {
                 slots.append(s)
             } else {

@@ -18,6 +18,21 @@ extension DatabaseCore {
         return try tx.withValue(at: ValueRef(rawValue: bodyRef)) { b throws(SetteeError) in try Self.properties(parsing: b, keys: keys) }
     }
 
+    /// The values at `level`'s paths in the current body of document `id`, probed from its
+    /// bytes (``JSONParser/probe(_:level:into:)``); nil when it is deleted or gone.
+    func probeCurrent(id: String, level: JSONParser.ProbeLevel) throws -> [JSONParser.Probed]? {
+        try read { tx -> [JSONParser.Probed]? in
+            guard let meta = try self.meta(tx, id: Array(id.utf8)), !meta.flags.contains(.deleted) else { return nil }
+            func probe(_ b: UnsafeRawBufferPointer) throws -> [JSONParser.Probed] {
+                var found: [JSONParser.Probed] = []
+                try JSONParser.probe(b, level: level, into: &found)
+                return found
+            }
+            if meta.bodyRef == 0 { return try Self.emptyBody.withUnsafeBytes(probe) }
+            return try tx.withValue(at: ValueRef(rawValue: meta.bodyRef), probe)
+        }
+    }
+
     /// The properties of the stored body `b`; with `keys`, only those.
     static func properties(parsing b: UnsafeRawBufferPointer, keys: Set<String>?) throws(SetteeError) -> [String: JSONValue] {
         if let keys { return try JSONParser.parseMembers(b, keys: keys) }

@@ -39,6 +39,23 @@ struct PropertyPath: Sendable, Hashable, CustomStringConvertible {
     /// The longest path accepted, in steps (a bound for hostile query text).
     static let maxComponents = 64
 
+    /// The longest path a probe of stored bytes follows (``JSONParser/probe(_:level:into:)``).
+    static let maxProbedNames = 16
+
+    /// The member names of a path of names alone, which a probe of a body's bytes can follow;
+    /// nil for a slot, the empty path, an array element or a path longer than
+    /// ``maxProbedNames``.
+    var probedNames: [String]? {
+        guard slot == nil, !components.isEmpty, components.count <= Self.maxProbedNames else { return nil }
+        var names: [String] = []
+        names.reserveCapacity(components.count)
+        for c in components {
+            guard case .name(let n) = c else { return nil }
+            names.append(n)
+        }
+        return names
+    }
+
     /// Parses `text`.
     ///
     /// - Throws: ``SetteeError/Code/invalidParameter`` naming the position (in characters, from

@@ -387,12 +387,23 @@ final class LiveQueryRegistry: Sendable {
     private func changed(_ change: DatabaseChange) {
         let (paths, entries) = table.withLock { t in (Array(t.paths.keys), t.entries) }
         guard let core = entries.values.first?.query.database?.core else { return }
-        // Each changed document's value at every routed path, read once.
+        // Each changed document's value at every routed path, read once: probed from the body's
+        // bytes when every path is one of names (no row is made for a document no query is
+        // routed to), else from its row.
         var found: [(String, Route)] = []
         var everyQuery = false
         if !paths.isEmpty {
+            let names = paths.compactMap(\.probedNames)
+            let level = names.count == paths.count ? JSONParser.ProbeLevel(paths: names) : nil
             for c in change.changes where !c.isDeleted && !c.isPurged {
                 do {
+                    if let level, let probed = try core.probeCurrent(id: c.documentID, level: level),
+                       !probed.contains(.ambiguous) {
+                        for (path, value) in zip(paths, probed) {
+                            if case .scalar(.string(let s)) = value { found.append((c.documentID, Route(path: path, value: s))) }
+                        }
+                        continue
+                    }
                     guard let row = try core.liveRow(id: c.documentID, sequence: c.sequence) else { continue }
                     for path in paths {
                         if case .string(let s)? = path.value(in: row.properties) { found.append((c.documentID, Route(path: path, value: s))) }
