@@ -263,9 +263,13 @@ final class GroupRuns {
     /// before the next row it is given, and at the end).
     @exclusivity(unchecked) var pending = 0
 
+    /// ``slotsWithinGroup`` as bits (``IndexEntry/mask(_:)``).
+    let maskWithinGroup: UInt64
+
     init(components: Int, slotsWithinGroup: Set<Int>) {
         self.components = components
         self.slotsWithinGroup = slotsWithinGroup
+        maskWithinGroup = IndexEntry.mask(slotsWithinGroup)
     }
 
     /// Whether the entry of this value key continues the last group taken.

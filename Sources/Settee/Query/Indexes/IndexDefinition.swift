@@ -341,6 +341,12 @@ struct IndexEntry: Equatable {
         try IndexValueCoding.values(value, count: count, upTo: upTo, element)
     }
 
+    /// Value positions as bits (an entry holds at most 64 values), so a scan asks whether it
+    /// reads a value without hashing.
+    static func mask(_ slots: Set<Int>) -> UInt64 {
+        slots.reduce(0) { $1 >= 0 && $1 < 64 ? $0 | 1 << UInt64($1) : $0 }
+    }
+
     /// Whether the first values of a stored entry value are these elements, byte for byte.
     static func valuesStart(_ value: UnsafeRawBufferPointer, with elements: [[UInt8]]) throws(SetteeError) -> Bool {
         try IndexValueCoding.starts(value, with: elements)

@@ -40,7 +40,11 @@ struct IndexScanner<Reader: StoreReading> {
     let expiration: Bool
     /// The entries' values rows need decoded when `WHERE` is implied (those a select list,
     /// grouping or ordering reads; none for a count). Other rows get every value.
-    var slotsBeyondWhere: Set<Int>? = nil
+    var slotsBeyondWhere: Set<Int>? = nil {
+        didSet { beyondWhereMask = slotsBeyondWhere.map(IndexEntry.mask) ?? ~0 }
+    }
+    /// ``slotsBeyondWhere`` as bits (all set for nil), made once rather than per entry.
+    private(set) var beyondWhereMask: UInt64 = ~0
     /// The properties a fetched document is parsed for (nil: all).
     var documentKeys: Set<String>?
     /// Those a document is parsed for when its entry meets `WHERE` without evaluating it.
@@ -258,13 +262,11 @@ struct IndexScanner<Reader: StoreReading> {
         if case .no = implied {
             values = try IndexEntry.values(v, count: count)
         } else {
-            let wanted = continues ? groupRuns?.slotsWithinGroup : slotsBeyondWhere
+            let mask = continues ? groupRuns?.maskWithinGroup ?? ~0 : beyondWhereMask
             let texts: [[UInt8]]
             if case .byBytes(let t) = implied { texts = t } else { texts = [] }
             // Past the equality values and the last wanted one, nothing is read.
-            let upTo = max(texts.count, wanted.map { ($0.max() ?? -1) + 1 } ?? count)
-            // The wanted positions as bits (an entry holds at most 64 values): no hashing per value.
-            let mask = wanted.map { $0.reduce(UInt64(0)) { $1 < 64 ? $0 | 1 << UInt64($1) : $0 } } ?? ~0
+            let upTo = max(texts.count, mask == ~0 ? count : 64 - mask.leadingZeroBitCount)
             values = try IndexEntry.values(v, count: count, upTo: upTo) { i, element in
                 if i < texts.count, meets, !Bytes.equal(element, texts[i]) { meets = false }
                 return i < 64 && mask & 1 << UInt64(i) != 0
