@@ -204,8 +204,8 @@ import Testing
         (#"{"selector": {"a": {"$bogus": 1}}}"#, "bad_request", "unknown operator $bogus"),
         (#"{"selector": {}, "limit": -1}"#, "bad_request", "limit must be a non-negative integer"),
         (#"{"selector": {}, "sort": [{"a": "asc"}, {"b": "desc"}]}"#, "bad_request", "single direction"),
-        (#"{"selector": {}, "use_index": 3}"#, "bad_request", "use_index must be"),
-        (#"{"selector": {}, "frobnicate": true}"#, "bad_request", "Invalid key frobnicate"),
+        (#"{"selector": {}, "use_index": 3}"#, "invalid_index_name", "Invalid index name: 3"),
+        (#"{"selector": {}, "frobnicate": true}"#, "invalid_key", "Invalid key frobnicate for this request."),
         (#"{"selector": {"a": {"$regex": "("}}}"#, "bad_request", "regular expression"),
     ])
     func badFindRequestsAreRefused(_ body: String, _ error: String, _ reason: String) async throws {

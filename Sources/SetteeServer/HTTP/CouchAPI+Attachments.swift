@@ -283,7 +283,7 @@ extension CouchAPI {
     private func putAttachment(_ call: inout Call, _ db: ServedDatabase, id: String, name: String) async throws -> Response {
         guard !name.hasPrefix("_") else { throw CouchError.badRequest("Attachment name '\(name)' starts with invalid character '_'") }
         let rev = try Self.revision(call.query["rev"], ifMatch: call.request.headers[.ifMatch])
-        let type = call.request.headers[.contentType] ?? "application/octet-stream"
+        let type = try Self.contentType(call.request.headers) ?? "application/octet-stream"
         guard WireAttachments.isContentType(type) else {
             throw CouchError.badRequest("Content-Type must be a media type of at most \(WireAttachments.maxContentTypeLength) characters")
         }

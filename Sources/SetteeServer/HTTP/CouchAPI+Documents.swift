@@ -239,7 +239,7 @@ extension CouchAPI {
         try checkDocumentID(id)
         let body: [String: JSONValue]
         var follows: [String: Data] = [:]
-        if let type = call.request.headers[.contentType], type.lowercased().hasPrefix("multipart/related") {
+        if let type = try Self.contentType(call.request.headers), type.lowercased().hasPrefix("multipart/related") {
             (body, follows) = try await multipartDocument(&call, db, contentType: type)
         } else {
             // Whatever the type says (curl's default is a form's): CouchDB reads a document

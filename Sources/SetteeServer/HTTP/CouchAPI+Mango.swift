@@ -35,7 +35,7 @@ extension CouchAPI {
         init(_ body: [String: JSONValue]) throws {
             self.body = body
             for key in body.keys where !CouchAPI.findMembers.contains(key) {
-                throw CouchError.badRequest("Invalid key \(key) for find request")
+                throw CouchError.invalidKey(key)
             }
             guard let selector = body["selector"] else { throw CouchError.badRequest("Missing required key: selector") }
             guard case .object = selector else { throw CouchError(.badRequest, "invalid_selector_json", "Selector must be a JSON object") }
@@ -64,20 +64,7 @@ extension CouchAPI {
                     return s
                 }
             }
-            switch body["use_index"] {
-            case nil: break
-            case .string(let s)?: if !s.isEmpty { useIndex = (CouchAPI.designID(s), nil) }
-            case .array(let a)? where a.isEmpty: break
-            case .array(let a)? where a.count <= 2:
-                guard case .string(let d) = a[0] else { throw CouchError.badRequest("use_index must be a string or [ddoc, name]") }
-                var name: String?
-                if a.count == 2 {
-                    guard case .string(let n) = a[1] else { throw CouchError.badRequest("use_index must be a string or [ddoc, name]") }
-                    name = n
-                }
-                useIndex = (CouchAPI.designID(d), name)
-            default: throw CouchError.badRequest("use_index must be a string or [ddoc, name]")
-            }
+            useIndex = try CouchAPI.indexName(body["use_index"])
             switch body["bookmark"] {
             case nil, .string("nil")?: break
             case .string(let b)?:
@@ -94,6 +81,41 @@ extension CouchAPI {
 
         /// Where the page starts among the matches.
         var offset: Int { (bookmark ?? 0) + skip }
+    }
+
+    /// An index named as CouchDB's `use_index` and `_bulk_delete` take one: absent, `null`
+    /// or `[]` for none; `"ddoc"`, `"ddoc/name"` (either with `_design/`), `["ddoc"]` or
+    /// `["ddoc", "name"]`. The ddoc is given with its `_design/` prefix.
+    static func indexName(_ value: JSONValue?) throws -> (ddoc: String, name: String?)? {
+        func invalid() -> CouchError {
+            CouchError(.badRequest, "invalid_index_name", "Invalid index name: \((try? value?.jsonText()) ?? "")")
+        }
+        switch value {
+        case nil, .null?: return nil
+        case .string(let s)?:
+            // An empty name names nothing (CouchDB then finds no such index: a warning).
+            if s.isEmpty { return nil }
+            let parts = s.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+            switch parts.count {
+            case 1: return (designID(parts[0]), nil)
+            case 2 where parts[0] == "_design": return (designID(parts[1]), nil)
+            case 2: return (designID(parts[0]), parts[1])
+            case 3 where parts[0] == "_design": return (designID(parts[1]), parts[2])
+            default: throw invalid()
+            }
+        case .array(let a)?:
+            let names = try a.map { v -> String in
+                guard case .string(let s) = v else { throw invalid() }
+                return s
+            }
+            switch names.count {
+            case 0: return nil
+            case 1: return (designID(names[0]), nil)
+            case 2: return (designID(names[0]), names[1])
+            default: throw invalid()
+            }
+        default: throw invalid()
+        }
     }
 
     /// `_design/name` for a design document named with or without its prefix.
@@ -370,32 +392,94 @@ extension CouchAPI {
         try db.mangoIndexes()
     }
 
-    /// `GET|POST /{db}/_index`, `DELETE /{db}/_index/{ddoc}/json/{name}`.
+    /// `GET|POST /{db}/_index`, `POST /{db}/_index/_bulk_delete`,
+    /// `DELETE /{db}/_index/{ddoc}/json/{name}`; any other path under `_index` is 404, as
+    /// CouchDB answers it.
     func index(_ call: inout Call, _ db: ServedDatabase, _ rest: [String]) async throws -> Response {
         let method = call.request.method
-        if rest.count > 1 {
+        var parts = Array(rest.dropFirst())
+        if parts == ["_bulk_delete"] {
+            try allow(method, [.post])
+            try requireAdmin(call)
+            return try await bulkDeleteIndexes(&call, db)
+        }
+        if !parts.isEmpty {
+            // `{ddoc}/{type}/{name}`, the ddoc with or without `_design/`.
+            if parts.first == "_design", parts.count == 4 { parts = ["_design/" + parts[1]] + parts.dropFirst(2) }
+            guard parts.count == 3 else { throw CouchError.notFound() }
             try allow(method, [.delete])
             try requireAdmin(call)
-            // `{ddoc}/json/{name}`, the ddoc with or without `_design/`.
-            var parts = Array(rest.dropFirst())
-            if parts.first == "_design", parts.count == 4 { parts = ["_design/" + parts[1]] + parts.dropFirst(2) }
-            guard parts.count == 3, parts[1] == "json" else { throw CouchError.notFound("Index not found") }
-            return try await deleteIndex(db, ddoc: Self.designID(parts[0]), name: parts[2])
+            guard parts[1] == "json" else { throw CouchError.notFound() }
+            return try await deleteIndexes(db, ddoc: Self.designID(parts[0]), name: parts[2])
         }
         try allow(method, [.get, .head, .post])
         if method == .post {
             try requireAdmin(call)
             return try await createIndex(&call, db)
         }
-        let list = try mangoIndexes(db).map(\.json)
-        return try jsonResponse(["total_rows": .int(Int64(list.count + 1)), "indexes": .array([Self.allDocsIndex] + list)])
+        let list = [Self.allDocsIndex] + (try mangoIndexes(db).map(\.json))
+        // CouchDB's `limit` (at least 1) and `skip` over the whole list, `_all_docs` first.
+        func parameter(_ name: String) throws -> Int? {
+            guard let text = call.query[name] else { return nil }
+            guard let n = Int(text), name == "limit" ? n >= 1 : n >= 0 else {
+                throw CouchError(.badRequest, "invalid_list_index_params", "Index parameter ranges: limit > 1, skip > 0")
+            }
+            return n
+        }
+        let skip = min(try parameter("skip") ?? 0, list.count)
+        let limit = try parameter("limit") ?? list.count
+        let page = list[skip...].prefix(limit)
+        return try jsonResponse(["total_rows": .int(Int64(list.count)), "indexes": .array(Array(page))])
+    }
+
+    /// The most design documents one `_bulk_delete` names.
+    static let maxBulkDeleteIndexes = 1000
+
+    /// `POST /{db}/_index/_bulk_delete`: `{"docids": [ddoc, …], "w"?}` removes each design
+    /// document's Mango indexes; answers `{"success": [{"id", "ok": true}], "fail": [{"id",
+    /// "error"}]}`, each list in the reverse of the request's order as CouchDB gives them.
+    private func bulkDeleteIndexes(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        for key in body.keys where !["docids", "w"].contains(key) { throw CouchError.invalidKey(key) }
+        try Self.writeQuorum(body["w"])
+        guard case .array(let list)? = body["docids"], list.count <= Self.maxBulkDeleteIndexes else {
+            throw CouchError(.badRequest, "invalid_bulk_docs",
+                             "Bulk Delete requires an array of non-null docids (at most \(Self.maxBulkDeleteIndexes))")
+        }
+        var ddocs: [String] = []
+        for item in list {
+            guard case .string = item, let named = try Self.indexName(item) else {
+                throw CouchError(.badRequest, "invalid_index_name", "Invalid index name: \((try? item.jsonText()) ?? "")")
+            }
+            ddocs.append(named.ddoc)
+        }
+        var success: [JSONValue] = [], fail: [JSONValue] = []
+        for ddoc in ddocs {
+            do {
+                _ = try await deleteIndexes(db, ddoc: ddoc, name: nil)
+                success.insert(["id": .string(ddoc), "ok": true], at: 0)
+            } catch let e as CouchError where e.status == .notFound {
+                fail.insert(["id": .string(ddoc), "error": "not_found"], at: 0)
+            }
+        }
+        return try jsonResponse(["success": .array(success), "fail": .array(fail)])
+    }
+
+    /// CouchDB's write quorum `w`, which every client library sends: a positive integer,
+    /// meaningless on one node.
+    static func writeQuorum(_ value: JSONValue?) throws {
+        guard let value else { return }
+        guard case .int(let n) = value, n > 0 else {
+            throw CouchError(.badRequest, "invalid_pos_integer", "\((try? value.jsonText()) ?? "") is not an integer greater than zero")
+        }
     }
 
     private func createIndex(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         let body = try await jsonBody(&call, limit: bodyLimit(db))
-        for key in body.keys where !["index", "ddoc", "name", "type", "partitioned"].contains(key) {
-            throw CouchError.badRequest("Invalid key \(key) for an index")
+        for key in body.keys where !["index", "ddoc", "name", "type", "w", "partitioned"].contains(key) {
+            throw CouchError.invalidKey(key)
         }
+        try Self.writeQuorum(body["w"])
         guard case .object(let def)? = body["index"] else { throw CouchError.badRequest("Missing required key: index") }
         for key in def.keys where !["fields", "partial_filter_selector"].contains(key) {
             throw CouchError(.badRequest, "invalid_index", "Invalid key \(key) in the index definition")
@@ -450,13 +534,15 @@ extension CouchAPI {
         return try jsonResponse(["result": .string(result), "id": .string(ddoc), "name": .string(name)])
     }
 
-    private func deleteIndex(_ db: ServedDatabase, ddoc: String, name: String) async throws -> Response {
+    /// Removes index `name` of design document `ddoc` (every one of its indexes when `name` is
+    /// nil), and the design document with its last index; 404 when there is none.
+    private func deleteIndexes(_ db: ServedDatabase, ddoc: String, name: String?) async throws -> Response {
         try await db.write(as: .admin) { database in
             guard let existing = try database.document(withID: ddoc), existing.toDictionary()["language"] == .string("query"),
-                  var views = existing.toDictionary()["views"]?.objectValue, views[name] != nil else {
-                throw CouchError.notFound("Index not found")
+                  var views = existing.toDictionary()["views"]?.objectValue, name.map({ views[$0] != nil }) ?? !views.isEmpty else {
+                throw CouchError.notFound()
             }
-            views[name] = nil
+            if let name { views[name] = nil } else { views = [:] }
             if views.isEmpty {
                 try database.deleteDocument(existing)
             } else {

@@ -169,7 +169,7 @@ extension CouchAPI {
     /// A form is read on the public port, and on the admin port for an administrator's login
     /// (`formsOnAdmin`: a form that logs in changes nothing another site could want).
     private func loginFields(_ call: inout Call, formsOnAdmin: Bool = false) async throws -> (String, String?, TimeInterval?) {
-        let type = call.request.headers[.contentType]?.lowercased() ?? ""
+        let type = try Self.contentType(call.request.headers)?.lowercased() ?? ""
         var fields: [String: JSONValue] = [:]
         if type.hasPrefix("application/x-www-form-urlencoded") && (!isAdmin || formsOnAdmin) {
             let buffer = try await call.collectBody(upTo: 64 << 10)

@@ -591,12 +591,20 @@ struct CouchAPI: HTTPResponder {
             // own version is the vendor's.
             "version": .string(Self.couchDBVersion),
             "vendor": ["name": "Settee", "version": .string(Self.version)],
+            // CouchDB 3.4's features less those Settee lacks (`access-ready`, `partitioned`,
+            // `pluggable-storage-engines`, `reshard`, `scheduler`, `quickjs`): clients read
+            // the list to choose what to use.
+            "features": .array(Self.features.map(JSONValue.string)),
+            "uuid": .string(server.uuid),
         ]
         if isAdmin { body["ADMIN"] = true }
         return try jsonResponse(.object(body))
     }
 
     static let version = "0.1.0"
+    /// What `GET /` lists under `features`: the names CouchDB 3.4 gives there for what this
+    /// server does too.
+    static let features: [String] = []
     /// The CouchDB release whose HTTP API this server answers as (Formats/http-api.md lists the
     /// differences that remain).
     static let couchDBVersion = "3.4.0"
@@ -631,6 +639,19 @@ struct CouchAPI: HTTPResponder {
         return o
     }
 
+    /// A request's `Content-Type`: one field, or several that say the same (some clients
+    /// repeat it; CouchDB takes them as one); fields that differ are 400, since which one the
+    /// sender meant cannot be known.
+    static func contentType(_ headers: HTTPFields) throws -> String? {
+        let values = headers[values: .contentType]
+        guard let first = values.first else { return nil }
+        let trimmed = first.trimmingCharacters(in: .whitespaces)
+        for other in values.dropFirst() where other.trimmingCharacters(in: .whitespaces).lowercased() != trimmed.lowercased() {
+            throw CouchError.badRequest("the request has Content-Type headers that differ")
+        }
+        return trimmed
+    }
+
     /// `empty`: what an empty body stands for; nil: an empty body is a 400.
     func jsonValueBody(_ call: inout Call, limit: Int, empty: JSONValue? = nil, anyType: Bool = false) async throws -> JSONValue {
         let buffer = try await call.collectBody(upTo: limit)
@@ -638,7 +659,7 @@ struct CouchAPI: HTTPResponder {
         // A body that may be left out says nothing whatever its type (aiohttp labels an empty
         // PUT application/octet-stream); a page of another site cannot send a PUT unasked.
         if bytes.isEmpty, let empty, call.request.method == .put { return empty }
-        if !anyType, let type = call.request.headers[.contentType] {
+        if !anyType, let type = try Self.contentType(call.request.headers) {
             let mime = type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             // On the admin port only JSON's own type: text/plain is what a page of another site
             // can send without asking.

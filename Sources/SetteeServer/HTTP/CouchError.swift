@@ -19,6 +19,8 @@ struct CouchError: Error, Sendable {
 
     static func badRequest(_ reason: String) -> CouchError { CouchError(.badRequest, "bad_request", reason) }
     static func notFound(_ reason: String = "missing") -> CouchError { CouchError(.notFound, "not_found", reason) }
+    /// A member a request body may not have, as CouchDB's Mango says it.
+    static func invalidKey(_ key: String) -> CouchError { CouchError(.badRequest, "invalid_key", "Invalid key \(key) for this request.") }
     static let conflict = CouchError(.conflict, "conflict", "Document update conflict.")
     static func forbidden(_ reason: String) -> CouchError { CouchError(.forbidden, "forbidden", reason) }
     static func methodNotAllowed(_ allowed: String) -> CouchError {

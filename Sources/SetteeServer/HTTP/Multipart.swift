@@ -60,7 +60,7 @@ extension CouchAPI {
     /// sent) must name the host the request was sent to, as CouchDB requires.
     func formUpload(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
         try checkDocumentID(id)
-        let type = call.request.headers[.contentType] ?? ""
+        let type = try Self.contentType(call.request.headers) ?? ""
         guard type.lowercased().hasPrefix("multipart/form-data") else {
             throw CouchError.unsupportedMediaType("Content-Type must be multipart/form-data")
         }

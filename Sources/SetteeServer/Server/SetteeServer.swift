@@ -1,4 +1,5 @@
 import Foundation
+import Crypto
 import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
@@ -156,6 +157,18 @@ public final class SetteeServer: Sendable {
         databases = Mutex([name: served, ReplicatorDocuments.databaseName: replicatorDB])
         databaseUpdates.watch(served)
         databaseUpdates.watch(replicatorDB)
+    }
+
+    /// The server's UUID, as CouchDB's `GET /` gives it (32 hex digits): made from the UUID of
+    /// the server's own database (`/_replicator`'s), so it lasts as long as that database does,
+    /// across restarts when ``ServerConfiguration/replicator`` is a directory.
+    ///
+    /// ```swift
+    /// print(server.uuid)   // "5f3c…" (32 hex digits)
+    /// ```
+    public var uuid: String {
+        let own = databases.withLock { $0[ReplicatorDocuments.databaseName]?.database.uuid } ?? ""
+        return SHA256.hash(data: Data("settee-server:\(own)".utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
     }
 
     /// The names of the databases served (not the server's own `_replicator`).

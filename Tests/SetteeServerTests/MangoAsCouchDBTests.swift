@@ -1,0 +1,194 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+@_spi(Replication) @_spi(Server) import Settee
+@testable import SetteeServer
+
+/// What a Mango client written against CouchDB 3.4 sends, answered as CouchDB 3.4 answers it
+/// (`src/mango/src/mango_opts.erl`, `mango_httpd.erl`, `src/docs/src/api/database/find.rst`),
+/// on live servers on loopback. Each test names CouchDB's answer it checks.
+@Suite struct MangoAsCouchDBTests {
+    static let config = """
+        {"databases": {"db": {"server": "walrus:",
+          "users": {"GUEST": {"disabled": true},
+                    "alice": {"password": "pw", "admin_channels": ["red"]}},
+          "sync": `function(doc) { channel(doc.color); }`}}}
+        """
+
+    /// Ten tasks, numbered 0…9, red when even.
+    func seed(_ admin: any TestClientProtocol) async throws {
+        for i in 0 ..< 10 {
+            try await put(admin, "task\(i)", #"{"type": "task", "n": \#(i), "color": "\#(i % 2 == 0 ? "red" : "blue")"}"#)
+        }
+    }
+
+    func ids(_ r: TestResponse) -> [String] { (r["docs"]?.arrayValue ?? []).compactMap { $0["_id"]?.stringValue } }
+
+    /// CouchDB's `validate_idx_create` takes `w` (every client library sends the write quorum),
+    /// a positive integer: 400 `invalid_pos_integer` otherwise; an unknown member is 400
+    /// `invalid_key` "Invalid key … for this request.".
+    @Test func indexCreationTakesTheWriteQuorum() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            let made = try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}, "name": "by-n", "w": 3}"#)
+            #expect(made.status == .ok && made["result"] == "created", "\(made.text)")
+            for w in ["0", "-1", "\"3\"", "1.5"] {
+                let r = try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}, "w": \#(w)}"#)
+                #expect(r.status == .badRequest && r["error"] == "invalid_pos_integer", "w \(w): \(r.text)")
+                #expect(r["reason"]?.stringValue?.hasSuffix("is not an integer greater than zero") == true, "\(r.text)")
+            }
+            let unknown = try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}, "q": 8}"#)
+            #expect(unknown.status == .badRequest && unknown["error"] == "invalid_key", "\(unknown.text)")
+            #expect(unknown["reason"] == "Invalid key q for this request.")
+        }
+    }
+
+    /// CouchDB's `validate_use_index`: `null` and `[]` are no index; `"ddoc/name"` and
+    /// `"_design/ddoc/name"` name an index as `["ddoc", "name"]` does; anything else is 400
+    /// `invalid_index_name`.
+    @Test func useIndexTakesEveryFormCouchDBTakes() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            try await seed(admin)
+            for path in ["/db/_find", "/db/_explain"] {
+                let r = try await admin.send(.post, path, json: #"{"selector": {"n": {"$gt": 7}}, "use_index": null}"#)
+                #expect(r.status == .ok, "\(path): \(r.text)")
+                // No index was named, so no "was not used" in the warning.
+                #expect(r["warning"]?.stringValue?.contains("was not used") != true, "\(r.text)")
+            }
+            let partial = #"{"index": {"fields": ["n"], "partial_filter_selector": {"color": "red"}}, "ddoc": "p", "name": "reds"}"#
+            #expect(try await admin.send(.post, "/db/_index", json: partial)["result"] == "created")
+            // A partial index named restricts the answer to what it holds, however it is named.
+            for named in [#""p/reds""#, #""_design/p/reds""#, #"["p", "reds"]"#, #"["_design/p", "reds"]"#] {
+                let r = try await admin.send(.post, "/db/_find", json: #"{"selector": {"n": {"$gt": 3}}, "use_index": \#(named)}"#)
+                #expect(r.status == .ok && Set(ids(r)) == ["task4", "task6", "task8"], "\(named): \(r.text)")
+            }
+            for bad in [#""a/b/c""#, #""_design/a/b/c""#, #"["a", "b", "c"]"#, #"[1]"#, "3", #"{"ddoc": "p"}"#] {
+                let r = try await admin.send(.post, "/db/_find", json: #"{"selector": {}, "use_index": \#(bad)}"#)
+                #expect(r.status == .badRequest && r["error"] == "invalid_index_name", "\(bad): \(r.text)")
+            }
+        }
+    }
+
+    /// CouchDB's `GET /` has `features` (what clients read to choose what to use) and the
+    /// server's `uuid`, 32 hex digits that stay the same while the server's own data does.
+    @Test func theWelcomeHasFeaturesAndAStableUUID() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("welcome-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let config = #"{"replicator": "\#(directory)", "databases": {"db": {"server": "walrus:"}}}"#
+        func welcome() async throws -> [JSONValue] {
+            let server = try channelServer(config)
+            defer { try? server.close() }
+            return try await withPorts(server) { pub, admin in
+                var seen: [JSONValue] = []
+                for c in [pub, admin, pub] {
+                    let r = try await c.send(.get, "/")
+                    #expect(r.status == .ok && r["couchdb"] == "Welcome", "\(r.text)")
+                    #expect(r["features"] == .array([]), "\(r.text)")
+                    seen.append(try #require(r["uuid"]))
+                }
+                return seen
+            }
+        }
+        let first = try await welcome()
+        let uuid = try #require(first[0].stringValue)
+        #expect(uuid.count == 32 && uuid.allSatisfy(\.isHexDigit) && uuid == uuid.lowercased(), "\(uuid)")
+        #expect(Set(first).count == 1, "\(first)")
+        // After a restart over the same directory: the same server.
+        #expect(try await welcome()[0] == first[0])
+        // Another server's differs.
+        let other = try channelServer(Self.config)
+        defer { try? other.close() }
+        #expect(other.uuid != uuid)
+    }
+
+    /// `GET /{db}/_index?limit=&skip=` pages the whole list (`_all_docs` first), `total_rows`
+    /// counting every index; `limit` under 1 or `skip` under 0 is `invalid_list_index_params`
+    /// (CouchDB answers it with a 500; here a 400: the request is what is wrong).
+    @Test func theIndexListPages() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            for name in ["a", "b", "c"] {
+                #expect(try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["\#(name)"]}, "ddoc": "d", "name": "\#(name)"}"#)["result"] == "created")
+            }
+            func names(_ query: String) async throws -> (Int?, [String]) {
+                let r = try await admin.send(.get, "/db/_index" + query)
+                #expect(r.status == .ok, "\(query): \(r.text)")
+                return (r["total_rows"]?.intValue, (r["indexes"]?.arrayValue ?? []).compactMap { $0["name"]?.stringValue })
+            }
+            #expect(try await names("") == (4, ["_all_docs", "a", "b", "c"]))
+            #expect(try await names("?limit=2") == (4, ["_all_docs", "a"]))
+            #expect(try await names("?skip=1&limit=2") == (4, ["a", "b"]))
+            #expect(try await names("?skip=3") == (4, ["c"]))
+            #expect(try await names("?skip=10") == (4, []))
+            for bad in ["?limit=0", "?skip=-1", "?limit=x", "?skip=1.5"] {
+                let r = try await admin.send(.get, "/db/_index" + bad)
+                #expect(r.status == .badRequest && r["error"] == "invalid_list_index_params", "\(bad): \(r.text)")
+            }
+        }
+    }
+
+    /// Paths under `_index` that are not `{ddoc}/json/{name}` or `_bulk_delete` are 404
+    /// `not_found` whatever the method (CouchDB's last `handle_index_req` clause); an index path
+    /// with another method is 405; `_bulk_delete` removes each named design document's indexes,
+    /// answering `success` and `fail` in the reverse of the request's order, as CouchDB does.
+    @Test func indexPathsAndBulkDeleteAnswerAsCouchDB() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { pub, admin in
+            for (ddoc, name) in [("x", "one"), ("y", "two"), ("y", "three"), ("z", "four")] {
+                #expect(try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["\#(name)"]}, "ddoc": "\#(ddoc)", "name": "\#(name)"}"#)["result"] == "created")
+            }
+            for (method, path) in [(HTTPRequest.Method.get, "/db/_index/a"), (.delete, "/db/_index/a"), (.delete, "/db/_index/a/b"),
+                                   (.get, "/db/_index/_design/x"), (.delete, "/db/_index/x/json/one/more"), (.delete, "/db/_index/x/text/one")] {
+                let r = try await admin.send(method, path)
+                #expect(r.status == .notFound && r["error"] == "not_found", "\(method) \(path): \(r.text)")
+            }
+            #expect(try await admin.send(.get, "/db/_index/x/json/one").status == .methodNotAllowed)
+            #expect(try await admin.send(.get, "/db/_index/_bulk_delete").status == .methodNotAllowed)
+            // Only an administrator deletes, as only one creates.
+            let forbidden = try await pub.send(.post, "/db/_index/_bulk_delete", json: #"{"docids": ["x"]}"#, headers: basic("alice", "pw"))
+            #expect(forbidden.status == .forbidden, "\(forbidden.text)")
+            for (bad, error) in [(#"{"docids": "x"}"#, "invalid_bulk_docs"), (#"{}"#, "invalid_bulk_docs"), (#"{"docids": [3]}"#, "invalid_index_name"),
+                                 (#"{"docids": ["x"], "w": 0}"#, "invalid_pos_integer"), (#"{"docids": ["x"], "all": true}"#, "invalid_key")] {
+                let r = try await admin.send(.post, "/db/_index/_bulk_delete", json: bad)
+                #expect(r.status == .badRequest && r["error"]?.stringValue == error, "\(bad): \(r.text)")
+            }
+            let deleted = try await admin.send(.post, "/db/_index/_bulk_delete", json: #"{"docids": ["_design/x", "nothing", "y"], "w": 3}"#)
+            #expect(deleted.status == .ok, "\(deleted.text)")
+            #expect(deleted["success"] == [["id": "_design/y", "ok": true], ["id": "_design/x", "ok": true]], "\(deleted.text)")
+            #expect(deleted["fail"] == [["id": "_design/nothing", "error": "not_found"]], "\(deleted.text)")
+            let left = try await admin.send(.get, "/db/_index")
+            #expect(left["indexes"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["_all_docs", "four"], "\(left.text)")
+            #expect(try await admin.send(.get, "/db/_design/x").status == .notFound)
+            #expect(try await admin.send(.get, "/db/_design/y").status == .notFound)
+        }
+    }
+
+    /// A request whose `Content-Type` is sent twice with the same value is taken as CouchDB takes
+    /// it; two that differ are 400, not a guess.
+    @Test func aRepeatedContentTypeIsOne() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            var twice = HTTPFields()
+            twice.append(HTTPField(name: .contentType, value: "application/json"))
+            twice.append(HTTPField(name: .contentType, value: "application/json"))
+            let saved = try await admin.send(.put, "/db/doc", json: #"{"a": 1}"#, headers: twice)
+            #expect(saved.status == .created, "\(saved.text)")
+            let found = try await admin.send(.post, "/db/_find", json: #"{"selector": {"a": 1}}"#, headers: twice)
+            #expect(found.status == .ok && found["docs"]?.arrayValue?.count == 1, "\(found.text)")
+            var differing = HTTPFields()
+            differing.append(HTTPField(name: .contentType, value: "application/json"))
+            differing.append(HTTPField(name: .contentType, value: "text/html"))
+            let refused = try await admin.send(.put, "/db/other", json: #"{"a": 1}"#, headers: differing)
+            #expect(refused.status == .badRequest, "\(refused.text)")
+            #expect(try await admin.send(.get, "/db/other").status == .notFound)
+        }
+    }
+}
