@@ -46,6 +46,7 @@ import Testing
         "/{db}/_explain": ["POST"],
         "/{db}/_index": ["GET", "HEAD", "POST"],
         "/{db}/_index/{ddoc}/json/{name}": ["DELETE"],
+        "/{db}/_index/_bulk_delete": ["POST"],
         "/{db}/_bulk_docs": ["POST"],
         "/{db}/_bulk_get": ["POST"],
         "/{db}/_changes": ["GET", "HEAD", "POST"],
@@ -225,6 +226,7 @@ import Testing
         case ("POST", "/{db}/_all_docs"), ("POST", "/{db}/_design_docs"): return ("", json, #"{"keys":["doc1","nope"]}"#)
         case ("POST", "/{db}/_find"), ("POST", "/{db}/_explain"): return ("", json, #"{"selector":{"v":{"$gt":0}},"limit":5}"#)
         case ("POST", "/{db}/_index"): return ("", json, #"{"index":{"fields":["v"]},"ddoc":"idx","name":"v"}"#)
+        case ("POST", "/{db}/_index/_bulk_delete"): return ("", json, #"{"docids":["_design/nothing"],"w":2}"#)
         case ("POST", "/{db}/_local_docs"): return ("", json, #"{"keys":["_local/cp","_local/nope"]}"#)
         case ("POST", "/{db}/_design/{ddoc}/_view/{view}"): return ("?group=true", json, #"{"keys":[1,2]}"#)
         case ("GET", "/{db}/_design/{ddoc}/_view/{view}"): return ("?reduce=false&include_docs=true&update_seq=true", [:], nil)
