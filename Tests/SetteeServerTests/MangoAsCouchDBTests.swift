@@ -191,4 +191,85 @@ import Testing
             #expect(try await admin.send(.get, "/db/other").status == .notFound)
         }
     }
+
+    /// Selector semantics CouchDB 3.4 has (checked against CouchDB 3.4.3): a selector that is
+    /// only an empty `$or`, `$and` or `$nor` matches nothing, while nested ones match everything
+    /// (its matcher's rule); a key repeated in the selector keeps its last value; a field part
+    /// that is a number also names an array's element (`favorites.3`); an unknown `$type`
+    /// matches nothing.
+    @Test func selectorsMatchAsCouchDBMatches() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            try await put(admin, "a", #"{"x": 1, "favorites": ["x", "y", "z", "w"], "m": {"3": "w"}}"#)
+            try await put(admin, "b", #"{"x": 2, "favorites": "q"}"#)
+            func found(_ selector: String) async throws -> Set<String> {
+                let r = try await admin.send(.post, "/db/_find", json: #"{"selector": \#(selector)}"#)
+                #expect(r.status == .ok, "\(selector): \(r.text)")
+                return Set(ids(r))
+            }
+            for empty in [#"{"$or": []}"#, #"{"$and": []}"#, #"{"$nor": []}"#] {
+                let r = try await admin.send(.post, "/db/_find", json: #"{"selector": \#(empty), "execution_stats": true}"#)
+                #expect(r.status == .ok && ids(r).isEmpty && r["bookmark"] == "nil", "\(empty): \(r.text)")
+                #expect(r["execution_stats"]?["results_returned"] == 0)
+            }
+            #expect(try await found(#"{"$and": [{"$or": []}]}"#) == ["a", "b"])
+            #expect(try await found(#"{"$or": [{"x": 1}, {"$or": []}]}"#) == ["a", "b"])
+            #expect(try await found(#"{"x": 1, "$or": []}"#) == ["a"])
+            #expect(try await found(#"{"x": 1, "x": 2}"#) == ["b"])
+            #expect(try await found(#"{"x": {"$eq": 2, "$eq": 1}}"#) == ["a"])
+            #expect(try await found(#"{"favorites.3": "w"}"#) == ["a"])
+            #expect(try await found(#"{"favorites.0": {"$exists": true}}"#) == ["a"])
+            #expect(try await found(#"{"favorites.4": {"$exists": true}}"#).isEmpty)
+            #expect(try await found(#"{"m.3": "w"}"#) == ["a"])
+            #expect(try await found(#"{"x": {"$type": "blob"}}"#).isEmpty)
+            #expect(try await found(#"{"x": {"$not": {"$type": "blob"}}}"#) == ["a", "b"])
+            // A duplicate key anywhere else in a document is still refused.
+            #expect(try await admin.send(.put, "/db/c", json: #"{"x": 1, "x": 2}"#).status == .badRequest)
+        }
+    }
+
+    /// The bookmark of an empty page is the one the request gave (CouchDB's), so a client that
+    /// pages until no documents come keeps a valid bookmark; without one it is `"nil"`.
+    @Test func anEmptyPageKeepsItsBookmark() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            try await seed(admin)
+            var bookmark: String?
+            var seen: [String] = []
+            for _ in 0 ..< 10 {
+                let page = #"{"selector": {"type": "task"}, "limit": 4"# + (bookmark.map { #", "bookmark": "\#($0)""# } ?? "") + "}"
+                let r = try await admin.send(.post, "/db/_find", json: page)
+                #expect(r.status == .ok, "\(r.text)")
+                let next = try #require(r["bookmark"]?.stringValue)
+                if ids(r).isEmpty {
+                    #expect(next == bookmark, "\(r.text)")
+                    break
+                }
+                seen += ids(r)
+                bookmark = next
+            }
+            #expect(seen.count == 10 && Set(seen).count == 10, "\(seen)")
+            let none = try await admin.send(.post, "/db/_find", json: #"{"selector": {"type": "nothing"}}"#)
+            #expect(none["bookmark"] == "nil")
+        }
+    }
+
+    /// A `text` or `nouveau` index asks for a search service: 503 "required index service
+    /// unavailable", as a CouchDB without one answers; an unknown type is 400 `invalid_index`.
+    @Test func searchIndexesAnswerAsCouchDBWithoutSearch() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            for type in ["text", "nouveau"] {
+                let r = try await admin.send(.post, "/db/_index", json: #"{"index": {}, "type": "\#(type)"}"#)
+                #expect(r.status == .serviceUnavailable && r["error"] == "required index service unavailable", "\(r.text)")
+                #expect(r["reason"]?.stringValue == type)
+            }
+            let bogus = try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["x"]}, "type": "bogus"}"#)
+            #expect(bogus.status == .badRequest && bogus["error"] == "invalid_index" && bogus["reason"] == "Invalid type for index: bogus")
+            #expect(try await admin.send(.get, "/db/_index")["total_rows"] == 1)
+        }
+    }
 }

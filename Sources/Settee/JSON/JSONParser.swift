@@ -12,11 +12,13 @@ enum JSONParser {
     static let defaultMaxDepth = 256
 
     /// Parses one JSON value filling the whole buffer (surrounding whitespace allowed).
-    static func parse(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = defaultMaxDepth) throws(SetteeError) -> JSONValue {
+    /// With `lastKeyWins`, a key repeated in an object is not an error: its last value is kept.
+    static func parse(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = defaultMaxDepth, lastKeyWins: Bool = false) throws(SetteeError) -> JSONValue {
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             throw SetteeError(.invalidJSON, "unexpected end of input at byte 0")
         }
         var reader = Reader(base: base.assumingMemoryBound(to: UInt8.self), end: bytes.count, maxDepth: maxDepth)
+        reader.lastKeyWins = lastKeyWins
         return try reader.parseDocument()
     }
 
@@ -42,9 +44,9 @@ enum JSONParser {
     }
 
     /// Parses one JSON value filling the whole array.
-    static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(SetteeError) -> JSONValue {
+    static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth, lastKeyWins: Bool = false) throws(SetteeError) -> JSONValue {
         let result = bytes.withUnsafeBytes { buffer in
-            Swift.Result { () throws(SetteeError) in try parse(buffer, maxDepth: maxDepth) }
+            Swift.Result { () throws(SetteeError) in try parse(buffer, maxDepth: maxDepth, lastKeyWins: lastKeyWins) }
         }
         return try result.get()
     }
@@ -167,6 +169,8 @@ private struct Reader {
     let p: UnsafePointer<UInt8>
     let end: Int
     let maxDepth: Int
+    /// Whether a repeated key replaces the earlier one's value rather than being an error.
+    var lastKeyWins = false
     var i = 0
     /// Reused for strings with escapes, so only the final `String` allocates.
     var scratch: [UInt8] = []
@@ -478,7 +482,7 @@ private struct Reader {
             swap(&member, &values[j])
             var key = ""
             swap(&key, &keys[k].key)
-            if object.updateValue(member, forKey: key) != nil { throw fail("duplicate key", at: keys[k].at) }
+            if object.updateValue(member, forKey: key) != nil, !lastKeyWins { throw fail("duplicate key", at: keys[k].at) }
             k += 1
         }
         values.removeSubrange(frame.firstValue...)
@@ -772,6 +776,18 @@ extension JSONValue {
     /// ```
     public init(parsing bytes: [UInt8]) throws(SetteeError) {
         self = try JSONParser.parse(bytes)
+    }
+
+    /// Parses UTF-8 encoded JSON as ``init(parsing:)-([UInt8])`` does, except that a key
+    /// repeated in an object keeps its last value instead of being an error: how CouchDB reads
+    /// a Mango query.
+    ///
+    /// ```swift
+    /// let selector = try JSONValue(parsing: Array(#"{"x": 1, "x": 2}"#.utf8), lastKeyWins: true)
+    /// print(selector["x"]?.intValue ?? 0)   // 2
+    /// ```
+    @_spi(Server) public init(parsing bytes: [UInt8], lastKeyWins: Bool) throws(SetteeError) {
+        self = try JSONParser.parse(bytes, lastKeyWins: lastKeyWins)
     }
 
     /// Parses UTF-8 encoded JSON from any byte collection, such as `Data` or an `ArraySlice`

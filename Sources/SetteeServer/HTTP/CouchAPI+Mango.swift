@@ -27,6 +27,11 @@ extension CouchAPI {
         var fields: [String]?
         var useIndex: (ddoc: String, name: String?)?
         var bookmark: Int?
+        /// The bookmark as sent: an empty page gives it back, as CouchDB does.
+        var bookmarkText: String?
+        /// A selector that is an empty `$or`, `$and` or `$nor` and nothing else: CouchDB
+        /// answers it with no documents (nested, such a combination matches everything).
+        var matchesNothing = false
         var conflicts = false
         var executionStats = false
         var allowFallback = true
@@ -40,18 +45,42 @@ extension CouchAPI {
             guard let selector = body["selector"] else { throw CouchError.badRequest("Missing required key: selector") }
             guard case .object = selector else { throw CouchError(.badRequest, "invalid_selector_json", "Selector must be a JSON object") }
             selectorJSON = selector
+            if case .object(let o) = selector, o.count == 1, let (op, v) = o.first, ["$or", "$and", "$nor"].contains(op), v == .array([]) {
+                matchesNothing = true
+            }
             self.selector = try CouchAPI.mango { () throws(SetteeError) in try MangoQuery.Selector(selector) }
+            // Checked as CouchDB's `mango_opts` checks them, with its error names.
+            func text(_ v: JSONValue) -> String { (try? v.jsonText()) ?? "?" }
             func count(_ name: String) throws -> Int? {
                 guard let v = body[name] else { return nil }
-                guard case .int(let n) = v, n >= 0, n <= Int64(Int32.max) else {
-                    throw CouchError.badRequest("\(name) must be a non-negative integer")
+                guard case .int(let n) = v, n >= 0 else {
+                    throw CouchError(.badRequest, "invalid_non_neg_integer", "\(text(v)) is not an integer greater than or equal to zero")
                 }
-                return Int(n)
+                // Past 2^31 a page means nothing more (and stays far from overflow).
+                return Int(min(n, Int64(Int32.max)))
             }
             func flag(_ name: String) throws -> Bool? {
                 guard let v = body[name] else { return nil }
-                guard case .bool(let b) = v else { throw CouchError.badRequest("\(name) must be true or false") }
+                guard case .bool(let b) = v else { throw CouchError(.badRequest, "invalid_boolean", "Invalid boolean value: \(text(v))") }
                 return b
+            }
+            if let r = body["r"] {
+                guard case .int(let n) = r, n > 0 else {
+                    throw CouchError(.badRequest, "invalid_pos_integer", "\(text(r)) is not an integer greater than zero")
+                }
+            }
+            switch body["stale"] {
+            case nil, .bool(false)?, .string("ok")?, .string("false")?: break
+            case let v?: throw CouchError(.badRequest, "invalid_ok_or_false_value", "Invalid value for stale: \(text(v))")
+            }
+            // Every index is current (written in the document's own commit): `update`,
+            // `stable` and `stale` change nothing, but must be what CouchDB takes.
+            _ = try flag("update")
+            _ = try flag("stable")
+            switch body["partition"] {
+            case nil, .string("")?: break
+            case .string?: throw CouchError.badRequest("partition specified on non-partitioned db")
+            case let v?: throw CouchError(.badRequest, "invalid_partition", "Invalid partition: \(text(v))")
             }
             limit = try count("limit") ?? 25
             skip = try count("skip") ?? 0
@@ -72,6 +101,7 @@ extension CouchAPI {
                     throw CouchError(.badRequest, "invalid_bookmark", "Invalid bookmark value: \"\(b)\"")
                 }
                 bookmark = offset
+                bookmarkText = b
             default: throw CouchError(.badRequest, "invalid_bookmark", "Invalid bookmark value")
             }
             conflicts = try flag("conflicts") ?? false
@@ -142,7 +172,12 @@ extension CouchAPI {
             return try body()
         } catch let e where e.code == .invalidParameter {
             let reason = e.message.hasPrefix("mango: ") ? String(e.message.dropFirst(7)) : e.message
-            throw CouchError(.badRequest, reason.contains("selector") ? "invalid_selector" : "bad_request", reason)
+            // The library words these as CouchDB does; their error names follow the words.
+            let error = reason.hasPrefix("Invalid operator: ") ? "invalid_operator"
+                : reason.hasPrefix("Bad argument for operator ") ? "bad_arg"
+                : reason.hasPrefix("Unsupported operator: ") ? "not_supported"
+                : reason.contains("selector") ? "invalid_selector" : "bad_request"
+            throw CouchError(.badRequest, error, reason)
         }
     }
 
@@ -220,8 +255,16 @@ extension CouchAPI {
     /// `POST /{db}/_find`.
     func find(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         let started = ContinuousClock.now
-        let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db)))
+        let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db), lastKeyWins: true))
         let reader = try Reader(db, call.principal)
+        if r.matchesNothing {
+            var out: [String: JSONValue] = ["docs": [], "bookmark": .string(r.bookmarkText ?? "nil")]
+            if r.executionStats {
+                out["execution_stats"] = ["total_keys_examined": 0, "total_docs_examined": 0, "total_quorum_docs_examined": 0,
+                                          "results_returned": 0, "execution_time_ms": 0.0]
+            }
+            return try jsonResponse(.object(out))
+        }
         // Whole documents go out as stored (no parse, no rewrite) unless fields or conflicts
         // are asked for.
         let asStored = r.fields == nil && !r.conflicts
@@ -278,7 +321,8 @@ extension CouchAPI {
         // thread may not have planned yet when the page ended early, and is planned again.
         let used = try usedIndex(db, libraryName: query.indexOfLastRun ?? query.indexUsed())
         let warning = try warning(r, used: used)
-        var out: [String: JSONValue] = ["bookmark": .string(docs.isEmpty ? "nil" : Self.bookmark(offset: r.offset + docs.count))]
+        // An empty page keeps the bookmark it was given (the end was reached before it).
+        var out: [String: JSONValue] = ["bookmark": .string(docs.isEmpty ? r.bookmarkText ?? "nil" : Self.bookmark(offset: r.offset + docs.count))]
         if let warning { out["warning"] = .string(warning) }
         if r.executionStats {
             let ms = Double((ContinuousClock.now - started).components.attoseconds / 1_000_000_000_000) / 1000
@@ -320,7 +364,7 @@ extension CouchAPI {
 
     /// `POST /{db}/_explain`: the index `_find` would read, and how.
     func explain(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
-        let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db)))
+        let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db), lastKeyWins: true))
         let reader = try Reader(db, call.principal)
         let query = try libraryQuery(db, r, readsAll: reader.readsAll)
         query.channels = reader.channels
@@ -480,6 +524,15 @@ extension CouchAPI {
             throw CouchError.invalidKey(key)
         }
         try Self.writeQuorum(body["w"])
+        // The type first, as CouchDB: a text or nouveau index needs a search service this
+        // server does not have, which CouchDB without one answers with a 503.
+        switch body["type"] {
+        case nil, .string("json")?: break
+        case .string(let t)? where t == "text" || t == "nouveau":
+            throw CouchError(.serviceUnavailable, "required index service unavailable", t)
+        case .string(let t)?: throw CouchError(.badRequest, "invalid_index", "Invalid type for index: \(t)")
+        default: throw CouchError(.badRequest, "invalid_string", "Invalid string value: \((try? body["type"]?.jsonText()) ?? "")")
+        }
         guard case .object(let def)? = body["index"] else { throw CouchError.badRequest("Missing required key: index") }
         for key in def.keys where !["fields", "partial_filter_selector"].contains(key) {
             throw CouchError(.badRequest, "invalid_index", "Invalid key \(key) in the index definition")
@@ -492,11 +545,6 @@ extension CouchAPI {
             do { _ = try MangoQuery.Selector(partial) } catch {
                 throw CouchError(.badRequest, "invalid_selector", error.message)
             }
-        }
-        switch body["type"] {
-        case nil, .string("json")?: break
-        case .string(let t)?: throw CouchError(.badRequest, "invalid_index", "Index type \(t) is not supported: this server has json indexes only")
-        default: throw CouchError(.badRequest, "invalid_index", "type must be a string")
         }
         if case .bool(true)? = body["partitioned"] { throw CouchError(.badRequest, "invalid_index", "Partitioned indexes are not supported") }
         let index = try JSONValue.object(def).jsonText()

@@ -632,8 +632,10 @@ struct CouchAPI: HTTPResponder {
 
     /// The request body as a JSON object, within `limit` bytes; it must say it is JSON unless
     /// `anyType` (a document PUT, which CouchDB reads as JSON whatever its type).
-    func jsonBody(_ call: inout Call, limit: Int, anyType: Bool = false) async throws -> [String: JSONValue] {
-        guard case .object(let o) = try await jsonValueBody(&call, limit: limit, anyType: anyType) else {
+    /// `lastKeyWins`: a key repeated in an object keeps its last value (as CouchDB reads a
+    /// Mango query) rather than being a 400.
+    func jsonBody(_ call: inout Call, limit: Int, anyType: Bool = false, lastKeyWins: Bool = false) async throws -> [String: JSONValue] {
+        guard case .object(let o) = try await jsonValueBody(&call, limit: limit, anyType: anyType, lastKeyWins: lastKeyWins) else {
             throw CouchError.badRequest("Request body must be a JSON object")
         }
         return o
@@ -653,7 +655,7 @@ struct CouchAPI: HTTPResponder {
     }
 
     /// `empty`: what an empty body stands for; nil: an empty body is a 400.
-    func jsonValueBody(_ call: inout Call, limit: Int, empty: JSONValue? = nil, anyType: Bool = false) async throws -> JSONValue {
+    func jsonValueBody(_ call: inout Call, limit: Int, empty: JSONValue? = nil, anyType: Bool = false, lastKeyWins: Bool = false) async throws -> JSONValue {
         let buffer = try await call.collectBody(upTo: limit)
         let bytes = Array(buffer.readableBytesView)
         // A body that may be left out says nothing whatever its type (aiohttp labels an empty
@@ -670,7 +672,7 @@ struct CouchAPI: HTTPResponder {
         if bytes.isEmpty, let empty { return empty }
         guard !bytes.isEmpty else { throw CouchError.badRequest("Request body is empty") }
         do {
-            return try JSONValue(parsing: bytes)
+            return try JSONValue(parsing: bytes, lastKeyWins: lastKeyWins)
         } catch {
             throw CouchError(.badRequest, "bad_request", "invalid UTF-8 JSON: \(error.message)")
         }

@@ -471,7 +471,7 @@ extension QueryExpression {
             guard case .property(let path) = e else { return false }
             switch path.components.first {
             case nil: whole = true
-            case .name(let n)?: keys.insert(n)
+            case .name(let n)?, .nameOrIndex(let n, _)?: keys.insert(n)
             case .index?: break   // an index into an object: MISSING whatever the body holds
             }
             return whole

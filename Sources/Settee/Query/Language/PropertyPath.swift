@@ -21,6 +21,9 @@ struct PropertyPath: Sendable, Hashable, CustomStringConvertible {
         /// An element of an array, counted from 0; a negative index counts from the end (`-1`
         /// is the last element).
         case index(Int)
+        /// A property of an object, or the element at `index` (from 0) of an array: a Mango
+        /// field's part that is a number (`favorites.3`), as CouchDB reads one.
+        case nameOrIndex(String, index: Int)
     }
 
     /// The steps, outermost first.
@@ -136,7 +139,12 @@ struct PropertyPath: Sendable, Hashable, CustomStringConvertible {
     /// The value the path leads to in a document's properties; nil (MISSING) when it leads
     /// nowhere.
     func value(in properties: [String: JSONValue]) -> JSONValue? {
-        guard case .name(let first)? = components.first, let start = properties[first] else { return nil }
+        let first: String
+        switch components.first {
+        case .name(let n)?, .nameOrIndex(let n, _)?: first = n
+        default: return nil
+        }
+        guard let start = properties[first] else { return nil }
         return Self.follow(components.dropFirst(), from: start)
     }
 
@@ -149,9 +157,12 @@ struct PropertyPath: Sendable, Hashable, CustomStringConvertible {
         var current = start
         for step in steps {
             switch (step, current) {
-            case (.name(let n), .object(let o)):
+            case (.name(let n), .object(let o)), (.nameOrIndex(let n, _), .object(let o)):
                 guard let next = o[n] else { return nil }
                 current = next
+            case (.nameOrIndex(_, let i), .array(let a)):
+                guard i >= 0, i < a.count else { return nil }
+                current = a[i]
             case (.index(let i), .array(let a)):
                 let at = i < 0 ? a.count + i : i
                 guard at >= 0, at < a.count else { return nil }
@@ -168,7 +179,8 @@ struct PropertyPath: Sendable, Hashable, CustomStringConvertible {
         var out = ""
         for (i, c) in components.enumerated() {
             switch c {
-            case .name(let n):
+            case .name(let n), .nameOrIndex(let n, _):
+                // A Mango field's number reads back as a name: only Mango makes this step.
                 if i > 0 { out.append(".") }
                 for ch in n {
                     if ch == "." || ch == "[" || ch == "]" || ch == "\\" { out.append("\\") }

@@ -532,6 +532,7 @@ extension QueryExpression {
                 switch c {
                 case .name(let n): return (i > 0 ? "." : "") + Self.identifierText(n)
                 case .index(let n): return "[\(n)]"
+                case .nameOrIndex(let n, let at): return (i > 0 ? "." : "") + "(\(Self.identifierText(n)) or [\(at)])"
                 }
             }.joined()
         case .parameter(let n): return "$" + n

@@ -76,7 +76,7 @@ enum MangoCompiler {
                 escaped = true
             } else if ch == "." {
                 guard !name.isEmpty else { throw fail("invalid field name \(field): an empty name") }
-                components.append(.name(name))
+                components.append(step(name))
                 name = ""
             } else {
                 name.append(ch)
@@ -84,9 +84,17 @@ enum MangoCompiler {
         }
         guard !name.isEmpty, !escaped else { throw fail("invalid field name \(field): an empty name or a dangling \\") }
         guard !field.unicodeScalars.contains("\u{0}") else { throw fail("invalid field name: a NUL character") }
-        components.append(.name(name))
+        components.append(step(name))
         guard components.count <= PropertyPath.maxComponents else { throw fail("field name \(field) has too many parts") }
         return PropertyPath(components: components)
+    }
+
+    /// One part of a field name: a number from 0 (`favorites.3`) is also an array's element,
+    /// as CouchDB's `mango_doc:get_field` reads it (a sign is allowed, as Erlang's
+    /// `list_to_integer` allows it).
+    static func step(_ name: String) -> PropertyPath.Component {
+        if let n = Int(name), n >= 0 { return .nameOrIndex(name, index: n) }
+        return .name(name)
     }
 
     /// A field of the document: `_id` and `_rev` are its ID and current revision, as in
@@ -100,6 +108,22 @@ enum MangoCompiler {
     }
 
     static func fail(_ message: String) -> SetteeError { SetteeError(.invalidParameter, "mango: " + message) }
+
+    /// An operator given what it cannot take, in CouchDB's words ("Bad argument for operator
+    /// $in: 3"), so that a server can answer as CouchDB does.
+    static func badArgument(_ op: String, _ arg: JSONValue) -> SetteeError {
+        fail("Bad argument for operator \(op): \((try? arg.jsonText()) ?? "?")")
+    }
+
+    /// An operator Mango does not have, or one given an argument CouchDB does not read as that
+    /// operator's ("Invalid operator: $bogus").
+    static func invalidOperator(_ op: String) -> SetteeError { fail("Invalid operator: \(op)") }
+
+    /// The `$type` names a value has; any other name matches nothing, as in CouchDB.
+    static let typeNames: Set<String> = ["null", "boolean", "number", "string", "array", "object"]
+
+    /// Operators CouchDB knows and refuses.
+    static let unsupported: Set<String> = ["$where", "$geoWithin", "$geoIntersects", "$near", "$nearSphere"]
 
     /// What a field's conditions apply to: the document, or the element (or key) an
     /// `$elemMatch`, `$allMatch` or `$keyMapMatch` is looking at.
@@ -169,7 +193,7 @@ enum MangoCompiler {
         mutating func combination(_ op: String, _ v: JSONValue, base: Base, negated: Bool, depth: Int) throws(SetteeError) -> QueryExpression {
             switch op {
             case "$and", "$or", "$nor":
-                guard case .array(let list) = v else { throw fail("\(op) takes an array of selectors") }
+                guard case .array(let list) = v else { throw MangoCompiler.badArgument(op, v) }
                 try count(list.count)
                 // $nor is $and of the negations.
                 let inner = op == "$nor" ? !negated : negated
@@ -180,7 +204,8 @@ enum MangoCompiler {
             case "$not":
                 return try selector(v, base: base, negated: !negated, depth: depth + 1)
             default:
-                throw fail("unknown operator \(op) where a field or $and, $or, $nor, $not was expected")
+                if MangoCompiler.unsupported.contains(op) { throw fail("Unsupported operator: \(op)") }
+                throw MangoCompiler.invalidOperator(op)
             }
         }
 
@@ -221,7 +246,7 @@ enum MangoCompiler {
                 if let opposite = Self.opposites[op] { return try condition(opposite, arg, path: path, base: base, negated: false, depth: depth) }
                 switch op {
                 case "$exists":
-                    guard case .bool(let b) = arg else { throw fail("$exists takes true or false") }
+                    guard case .bool(let b) = arg else { throw MangoCompiler.badArgument(op, arg) }
                     return try condition(op, .bool(!b), path: path, base: base, negated: false, depth: depth)
                 case "$not":
                     return try field(path, arg, base: base, negated: false, depth: depth + 1)
@@ -253,33 +278,32 @@ enum MangoCompiler {
             case "$lte":
                 return arg == .null ? .test(.isNull, value) : .or(.test(.isNull, value), .compare(.lessOrEqual, value, .literal(arg)))
             case "$exists":
-                guard case .bool(let b) = arg else { throw fail("$exists takes true or false") }
+                guard case .bool(let b) = arg else { throw MangoCompiler.badArgument(op, arg) }
                 return .test(b ? .isNotMissing : .isMissing, value)
             case "$type":
-                guard case .string(let t) = arg, ["null", "boolean", "number", "string", "array", "object"].contains(t) else {
-                    throw fail("$type takes one of \"null\", \"boolean\", \"number\", \"string\", \"array\", \"object\"")
-                }
+                guard case .string(let t) = arg else { throw MangoCompiler.badArgument(op, arg) }
+                guard MangoCompiler.typeNames.contains(t) else { return .literal(.bool(false)) }
                 return .compare(.equal, .function(.type, [value]), .literal(.string(t)))
             case "$in":
                 return try inList(arg, value, op: op)
             case "$nin":
                 return .and(present, .not(truth(try inList(arg, value, op: op))))
             case "$size":
-                guard case .int(let n) = arg, n >= 0 else { throw fail("$size takes a non-negative integer") }
+                guard case .int(let n) = arg, n >= 0 else { throw MangoCompiler.badArgument(op, arg) }
                 return .compare(.equal, .function(.arrayLength, [value]), .literal(.int(n)))
             case "$mod":
                 guard case .array(let a) = arg, a.count == 2, case .int(let divisor) = a[0], case .int(let remainder) = a[1] else {
-                    throw fail("$mod takes [divisor, remainder], two integers")
+                    throw MangoCompiler.badArgument(op, arg)
                 }
                 guard divisor != 0 else { throw fail("$mod: the divisor must not be 0") }
                 // An integer field only, as CouchDB: a whole value, not one with a fraction.
                 return .and(.compare(.equal, .function(.round, [value]), value),
                             .compare(.equal, .arithmetic(.modulo, value, .literal(.int(divisor))), .literal(.int(remainder))))
             case "$regex":
-                guard case .string = arg else { throw fail("$regex takes a string") }
+                guard case .string = arg else { throw MangoCompiler.invalidOperator(op) }
                 return .function(.regexpContains, [value, .literal(arg)])
             case "$beginsWith":
-                guard case .string(let prefix) = arg else { throw fail("$beginsWith takes a string") }
+                guard case .string(let prefix) = arg else { throw MangoCompiler.invalidOperator(op) }
                 var pattern = ""
                 for ch in prefix {
                     if ch == "%" || ch == "_" || ch == "\\" { pattern.append("\\") }
@@ -287,7 +311,7 @@ enum MangoCompiler {
                 }
                 return .like(value, .literal(.string(pattern + "%")))
             case "$all":
-                guard case .array(let wanted) = arg else { throw fail("$all takes an array") }
+                guard case .array(let wanted) = arg else { throw MangoCompiler.badArgument(op, arg) }
                 try count(wanted.count)
                 if wanted.isEmpty { return .literal(.bool(false)) }
                 let isArray = QueryExpression.compare(.equal, .function(.isArray, [value]), .literal(.bool(true)))
@@ -306,16 +330,16 @@ enum MangoCompiler {
                 return all
             case "$elemMatch", "$allMatch":
                 let v = fresh()
-                let inner = try selectorOrConditions(arg, base: .variable(v), depth: depth + 1)
+                let inner = try selectorOrConditions(arg, op: op, base: .variable(v), depth: depth + 1)
                 return .quantified(op == "$elemMatch" ? .any : .anyAndEvery, variable: v, in: value, satisfies: inner)
             case "$keyMapMatch":
                 let v = fresh()
-                let inner = try selectorOrConditions(arg, base: .variable(v), depth: depth + 1)
+                let inner = try selectorOrConditions(arg, op: op, base: .variable(v), depth: depth + 1)
                 return .quantified(.any, variable: v, in: .function(.objectNames, [value]), satisfies: inner)
             case "$not":
                 return try field(path, arg, base: base, negated: true, depth: depth + 1)
             case "$and", "$or", "$nor":
-                guard case .array(let list) = arg else { throw fail("\(op) takes an array") }
+                guard case .array(let list) = arg else { throw MangoCompiler.badArgument(op, arg) }
                 try count(list.count)
                 let inner = op == "$nor" ? !negated : negated
                 var parts: [QueryExpression] = []
@@ -325,14 +349,15 @@ enum MangoCompiler {
             case "$text":
                 throw fail("$text needs a text index, which this server does not have")
             default:
-                throw fail("unknown operator \(op)")
+                if MangoCompiler.unsupported.contains(op) { throw fail("Unsupported operator: \(op)") }
+                throw MangoCompiler.invalidOperator(op)
             }
         }
 
         /// What `$elemMatch` and the like take: a selector on the element's fields, or
         /// operators on the element itself (`{"$gt": 3}`).
-        mutating func selectorOrConditions(_ arg: JSONValue, base: Base, depth: Int) throws(SetteeError) -> QueryExpression {
-            guard case .object(let members) = arg else { throw fail("$elemMatch, $allMatch and $keyMapMatch take a selector") }
+        mutating func selectorOrConditions(_ arg: JSONValue, op: String, base: Base, depth: Int) throws(SetteeError) -> QueryExpression {
+            guard case .object(let members) = arg else { throw MangoCompiler.badArgument(op, arg) }
             let combinations: Set<String> = ["$and", "$or", "$nor", "$not"]
             if !members.isEmpty, members.keys.allSatisfy({ $0.hasPrefix("$") && !combinations.contains($0) }) {
                 return try field(PropertyPath(components: []), arg, base: base, negated: false, depth: depth)
@@ -343,7 +368,7 @@ enum MangoCompiler {
         /// `$in`: the field, or (when it is an array) one of its elements, equals one of the
         /// values.
         mutating func inList(_ arg: JSONValue, _ value: QueryExpression, op: String) throws(SetteeError) -> QueryExpression {
-            guard case .array(let list) = arg else { throw fail("\(op) takes an array") }
+            guard case .array(let list) = arg else { throw MangoCompiler.badArgument(op, arg) }
             try count(list.count)
             func matches(_ e: QueryExpression) -> QueryExpression {
                 var parts: [QueryExpression] = []
