@@ -48,7 +48,7 @@ package enum WireAttachments {
     package static func decode(name: String, _ a: [String: JSONValue], follows: Data?, generation: UInt64,
                                maxSize: Int, digestOfDecoded: Bool = true) throws -> (blob: Blob, entry: JSONValue)? {
         guard !name.isEmpty, !name.hasPrefix("_") else {
-            throw WireError("bad_request", "Attachment name '\(name)' starts with invalid character '_'")
+            throw WireError("bad_request", "Attachment name '\(name)' starts with prohibited character '_'")
         }
         if a["stub"] == true { return nil }
         var content: Data

@@ -201,8 +201,13 @@ extension CouchAPI {
     private func getAttachment(_ call: Call, _ db: ServedDatabase, id: String, name: String) throws -> Response {
         let database = db.database
         let revision: ReplicatedRevision?
-        if let rev = call.query["rev"] {
-            revision = try database.revision(withID: id, revisionID: rev)
+        if let rev = try Self.revision(call.query["rev"], ifMatch: nil) {
+            // A revision that is not there, or that the user may not read, is CouchDB's "missing".
+            guard let found = try database.revision(withID: id, revisionID: rev),
+                  try db.readability(of: id, revision: rev, for: call.principal) == .readable else {
+                throw CouchError.notFound("missing")
+            }
+            revision = found
         } else {
             guard let tree = try database.revisionTree(withID: id),
                   tree.revisions.first(where: { $0.revisionID == tree.currentRevisionID })?.isDeleted == false else {
@@ -281,7 +286,7 @@ extension CouchAPI {
     }
 
     private func putAttachment(_ call: inout Call, _ db: ServedDatabase, id: String, name: String) async throws -> Response {
-        guard !name.hasPrefix("_") else { throw CouchError.badRequest("Attachment name '\(name)' starts with invalid character '_'") }
+        guard !name.hasPrefix("_") else { throw CouchError.badRequest("Attachment name '\(name)' starts with prohibited character '_'") }
         let rev = try Self.revision(call.query["rev"], ifMatch: call.request.headers[.ifMatch])
         let type = try Self.contentType(call.request.headers) ?? "application/octet-stream"
         guard WireAttachments.isContentType(type) else {
@@ -315,6 +320,14 @@ extension CouchAPI {
         let database = db.database
         let edit: MutableDocument
         let reader = try Reader(db, principal)
+        // A revision the document does not have (or one the user may not read, alike) is
+        // CouchDB's 409 `not_found` "missing_rev"; one it has that is not a leaf, a conflict.
+        if let rev {
+            let known = try await database.revisionTree(withID: id)?.revisions.contains { $0.revisionID == rev } ?? false
+            guard known, try reader.readability(of: id, revision: rev) == .readable else {
+                throw CouchError(.conflict, "not_found", "missing_rev")
+            }
+        }
         if let base = try await editBase(reader, id: id, rev: rev) {
             if let e = base.bodyError { throw e }
             edit = base.toMutable()

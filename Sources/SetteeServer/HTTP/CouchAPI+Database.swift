@@ -28,7 +28,7 @@ extension CouchAPI {
         case .delete:
             // CouchDB's guard against a document deletion missing its ID: never a database deletion.
             if call.query["rev"] != nil {
-                throw CouchError.badRequest("DELETE of a database takes no ?rev=: to delete a document, name it in the path")
+                throw CouchError.badRequest("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
             }
             guard call.principal == .admin else { throw CouchError.forbidden("Deleting a database over the public API is unsupported") }
             if name == ReplicatorDocuments.databaseName {
@@ -114,10 +114,16 @@ extension CouchAPI {
             try Self.bodyOptions(body, into: &fromBody, except: ["keys"],
                                  jsonValued: { $0.hasSuffix("key") || $0 == "startkey_docid" || $0 == "endkey_docid" })
             params = fromBody.merging(params) { _, query in query }
-            if call.query["keys"] == nil, let v = body["keys"] { keys = try Self.keyList(v) }
+            if call.query["keys"] == nil, let v = body["keys"] {
+                guard case .array(let a) = v else { throw CouchError.badRequest("`keys` body member must be an array.") }
+                keys = a
+            }
         }
         let query = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
-        if keys == nil, let k = try jsonParameter(query, "keys") { keys = try Self.keyList(k) }
+        if keys == nil, let k = try jsonParameter(query, "keys", allDocs: true) {
+            guard case .array(let a) = k else { throw CouchError.badRequest("`keys` parameter must be an array.") }
+            keys = a
+        }
         let includeDocs = try flag(query, "include_docs")
         let conflicts = try flag(query, "conflicts")
         let descending = try flag(query, "descending")
@@ -160,7 +166,7 @@ extension CouchAPI {
             options.prefix = prefix
             func key(_ names: [String]) throws -> String? {
                 for n in names {
-                    if let v = try jsonParameter(query, n) {
+                    if let v = try jsonParameter(query, n, allDocs: true) {
                         guard case .string(let s) = v else { throw CouchError(.badRequest, "query_parse_error", "\(n) must be a JSON string") }
                         return s
                     }
@@ -320,7 +326,8 @@ extension CouchAPI {
 
     func bulkDocs(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         let body = try await jsonBody(&call, limit: bodyLimit(db))
-        guard case .array(let list)? = body["docs"] else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
+        guard let docsMember = body["docs"] else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
+        guard case .array(let list) = docsMember else { throw CouchError.badRequest("`docs` parameter must be an array.") }
         var newEdits = true
         if let v = body["new_edits"] {
             guard case .bool(let b) = v else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }

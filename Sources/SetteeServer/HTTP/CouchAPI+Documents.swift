@@ -244,7 +244,7 @@ extension CouchAPI {
         } else {
             // Whatever the type says (curl's default is a form's): CouchDB reads a document
             // PUT as JSON. A page of another site cannot send a PUT without asking first.
-            body = try await jsonBody(&call, limit: bodyLimit(db), anyType: true)
+            body = try await documentBody(&call, db, anyType: true)
         }
         var incoming = try IncomingDocument(ReplicatorDocuments.clientMembers(body, of: db))
         // The URL names the document, whatever the body's `_id` says (CouchDB's rule).
@@ -264,9 +264,17 @@ extension CouchAPI {
                                 headers: [.eTag: "\"\(rev)\"", .location: location(call, db, id)])
     }
 
+    /// A document sent as a request's JSON body; CouchDB's words when it is not an object.
+    func documentBody(_ call: inout Call, _ db: ServedDatabase, anyType: Bool = false) async throws -> [String: JSONValue] {
+        guard case .object(let o) = try await jsonValueBody(&call, limit: bodyLimit(db), anyType: anyType) else {
+            throw Self.documentNotAnObject
+        }
+        return o
+    }
+
     /// `POST /{db}`: a new document, its ID from the body or generated.
     func postDocument(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
-        let body = try await jsonBody(&call, limit: bodyLimit(db))
+        let body = try await documentBody(&call, db)
         var incoming = try IncomingDocument(ReplicatorDocuments.clientMembers(body, of: db))
         let id = incoming.id ?? UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         incoming.id = id

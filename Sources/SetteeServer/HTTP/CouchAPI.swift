@@ -347,8 +347,15 @@ struct CouchAPI: HTTPResponder {
             }
             return try jsonResponse(db.security.withLock { $0.json })
         case "_local":
-            guard rest.count == 2 else { throw CouchError.notFound() }
+            // CouchDB's words for a local document's path without its ID, or with more after it.
+            guard rest.count >= 2 else { throw Self.invalidLocalID }
+            guard rest.count == 2 else { throw Self.localAttachment }
             return try await localDocument(&call, db, id: rest[1])
+        case let id where id.hasPrefix("_local/"):
+            // `_local%2Fname`: the ID decoded from one segment, as CouchDB reads it.
+            guard id.utf8.count > 7 else { throw Self.invalidLocalID }
+            guard rest.count == 1 else { throw Self.localAttachment }
+            return try await localDocument(&call, db, id: String(id.dropFirst(7)))
         case "_view_cleanup":
             try allow(method, [.post])
             try requireAdmin(call)
@@ -370,6 +377,9 @@ struct CouchAPI: HTTPResponder {
             return try await attachment(&call, db, id: rest[0], name: rest.dropFirst().joined(separator: "/"))
         }
     }
+
+    static let invalidLocalID = CouchError.badRequest("Invalid _local document id.")
+    static let localAttachment = CouchError.badRequest("_local documents do not accept attachments.")
 
     /// What follows a design document's ID: `_view/{view}`, `_info`, or an attachment's name.
     private func designPath(_ call: inout Call, _ db: ServedDatabase, id: String, rest: [String]) async throws -> Response {
@@ -632,11 +642,15 @@ struct CouchAPI: HTTPResponder {
 
     /// The request body as a JSON object, within `limit` bytes; it must say it is JSON unless
     /// `anyType` (a document PUT, which CouchDB reads as JSON whatever its type).
+    static let notAnObject = CouchError.badRequest("Request body must be a JSON object")
+    /// What CouchDB says of a document that is not an object.
+    static let documentNotAnObject = CouchError.badRequest("Document must be a JSON object")
+
     /// `lastKeyWins`: a key repeated in an object keeps its last value (as CouchDB reads a
     /// Mango query) rather than being a 400.
     func jsonBody(_ call: inout Call, limit: Int, anyType: Bool = false, lastKeyWins: Bool = false) async throws -> [String: JSONValue] {
         guard case .object(let o) = try await jsonValueBody(&call, limit: limit, anyType: anyType, lastKeyWins: lastKeyWins) else {
-            throw CouchError.badRequest("Request body must be a JSON object")
+            throw Self.notAnObject
         }
         return o
     }
@@ -722,11 +736,14 @@ struct CouchAPI: HTTPResponder {
     }
 
     /// A query parameter holding JSON (`startkey="a"`, `open_revs=["1-x"]`).
-    func jsonParameter(_ call: Call, _ name: String) throws -> JSONValue? {
+    /// `allDocs`: answered as CouchDB's `_all_docs` answers JSON it cannot read (`bad_request`
+    /// "invalid UTF-8 JSON"), where views answer `query_parse_error`.
+    func jsonParameter(_ call: Call, _ name: String, allDocs: Bool = false) throws -> JSONValue? {
         guard let text = call.query[name] else { return nil }
         do {
             return try JSONValue(parsing: text)
         } catch {
+            if allDocs { throw CouchError.badRequest("invalid UTF-8 JSON") }
             throw CouchError(.badRequest, "query_parse_error", "Invalid JSON for \(name): \(error.message)")
         }
     }

@@ -79,7 +79,7 @@ extension CouchAPI {
             case "_attachments":
                 // A file input left empty sends a part without a file name: nothing to add.
                 guard let name = Multipart.filename(disposition), !name.isEmpty else { continue }
-                guard !name.hasPrefix("_") else { throw CouchError.badRequest("Attachment name '\(name)' starts with invalid character '_'") }
+                guard !name.hasPrefix("_") else { throw CouchError.badRequest("Attachment name '\(name)' starts with prohibited character '_'") }
                 let fileType = part.headers["content-type"] ?? "application/octet-stream"
                 guard WireAttachments.isContentType(fileType) else {
                     throw CouchError.badRequest("Content-Type must be a media type of at most \(WireAttachments.maxContentTypeLength) characters")
