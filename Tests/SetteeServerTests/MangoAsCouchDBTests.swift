@@ -272,4 +272,34 @@ import Testing
             #expect(try await admin.send(.get, "/db/_index")["total_rows"] == 1)
         }
     }
+
+    /// `execution_stats` as CouchDB's: the keys the query read (index entries, or every
+    /// document's ID without an index), the documents it read, what it returned; a user's
+    /// count only what it may read (its query reads its channels and nothing else).
+    @Test func executionStatsCountWhatTheQueryRead() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { pub, admin in
+            try await seed(admin)
+            func stats(_ c: any TestClientProtocol, _ body: String, _ h: HTTPFields = [:]) async throws -> (Int?, Int?, Int?, Int?) {
+                let r = try await c.send(.post, "/db/_find", json: body, headers: h)
+                #expect(r.status == .ok, "\(r.text)")
+                let s = r["execution_stats"]
+                return (s?["total_keys_examined"]?.intValue, s?["total_docs_examined"]?.intValue,
+                        s?["total_quorum_docs_examined"]?.intValue, s?["results_returned"]?.intValue)
+            }
+            // No index: every document read.
+            #expect(try await stats(admin, #"{"selector": {"n": {"$gte": 7}}, "execution_stats": true}"#) == (10, 10, 0, 3))
+            #expect(try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}, "name": "n", "ddoc": "n"}"#)["result"] == "created")
+            // The index: its entries in range, and their documents.
+            #expect(try await stats(admin, #"{"selector": {"n": {"$gte": 7}}, "execution_stats": true}"#) == (3, 3, 0, 3))
+            #expect(try await stats(admin, #"{"selector": {"n": {"$gte": 7}, "color": "red"}, "execution_stats": true}"#) == (3, 3, 0, 1))
+            // Alice reads red (n even): her entries only, with the index and without one.
+            let alice = basic("alice", "pw")
+            #expect(try await stats(pub, #"{"selector": {"n": {"$gte": 3}}, "execution_stats": true}"#, alice) == (3, 3, 0, 3))
+            #expect(try await stats(pub, #"{"selector": {"type": "task"}, "execution_stats": true}"#, alice) == (5, 5, 0, 5))
+            // Without execution_stats there are none.
+            #expect(try await admin.send(.post, "/db/_find", json: #"{"selector": {"n": 1}}"#)["execution_stats"] == nil)
+        }
+    }
 }

@@ -120,6 +120,8 @@ public class Query: @unchecked Sendable {
     let live = LiveQueryState()
     /// The plan of the last run, reused while the indexes stay the same.
     let plans = PlanCache()
+    /// The counts of the last run.
+    let statistics = StatisticsRecord()
 
     init(database: Database, statement: SelectStatement) {
         self.database = database
@@ -201,6 +203,7 @@ public class Query: @unchecked Sendable {
         var executor = QueryExecutor(database: database, statement: statement, parameters: parameterValues)
         executor.channels = channels
         executor.plans = plans
+        executor.statistics = statistics
         executor.storedBodies = readsStoredDocuments
         return executor
     }
@@ -323,6 +326,15 @@ public class Query: @unchecked Sendable {
     @_spi(Server) public var indexOfLastRun: String?? {
         plans.last.map { $0.plan.scan?.index.name ?? $0.plan.fullText?.index.name }
     }
+
+    /// What the last run read (``QueryStatistics``), so far when it is still running; nil before
+    /// any run.
+    ///
+    /// ```swift
+    /// _ = try query.execute()
+    /// print(query.statisticsOfLastRun?.documentsExamined ?? 0)
+    /// ```
+    @_spi(Server) public var statisticsOfLastRun: QueryStatistics? { statistics.value }
 
     /// Runs the query and returns every result. Every failure surfaces here, so a result set
     /// is never silently short.

@@ -275,14 +275,12 @@ extension CouchAPI {
         // Each match comes with its document as stored, from the query's own snapshot.
         query.readsStoredDocuments = asStored
         var docs: [[UInt8]] = []
-        var examined = 0
         var matched = 0
         // One match: false once the page is full.
         func take(_ result: Result) async throws -> Bool {
             guard let id = result.string(forKey: "_id") else { return true }
             // A user's statistics count only what it may read: nothing leaks through them.
             guard try reader.readsAll || reader.readability(of: id, revision: nil) == .readable else { return true }
-            examined += 1
             matched += 1
             if !reader.readsAll && matched <= r.offset { return true }
             if asStored, let rev = result.string(forKey: "_rev") {
@@ -327,7 +325,13 @@ extension CouchAPI {
         if r.executionStats {
             let ms = Double((ContinuousClock.now - started).components.attoseconds / 1_000_000_000_000) / 1000
                 + Double((ContinuousClock.now - started).components.seconds) * 1000
-            out["execution_stats"] = ["total_keys_examined": 0, "total_docs_examined": .int(Int64(examined)),
+            // What the library's run read: for a user, the entries and documents of its own
+            // channels only (its query reads nothing else). None before the run started.
+            let read = query.statisticsOfLastRun ?? QueryStatistics(keysExamined: 0, documentsExamined: 0)
+            // A quorum read is CouchDB's second read of a document from other copies (`r` > 1):
+            // one node has one copy.
+            out["execution_stats"] = ["total_keys_examined": .int(Int64(read.keysExamined)),
+                                      "total_docs_examined": .int(Int64(read.documentsExamined)),
                                       "total_quorum_docs_examined": 0, "results_returned": .int(Int64(docs.count)),
                                       "execution_time_ms": .double(ms)]
         }

@@ -29,6 +29,8 @@ struct QueryExecutor {
     var plans: PlanCache?
     /// ``Query/channels``: only documents currently routed to one of these (nil: all).
     var channels: Set<String>?
+    /// Where the run's counts of what it read go when it ends (``Query/statisticsOfLastRun``).
+    var statistics: StatisticsRecord?
     /// Whether each row of a statement whose first column is `META().id` carries its
     /// document's stored JSON, read from the run's snapshot (the sync server sends documents
     /// as stored, without reading each one again).
@@ -84,6 +86,9 @@ struct QueryExecutor {
     private func run(_ tx: some StoreReading, grouped: Bool, offset: Int, limit: Int?,
                      emit given: ((Row) throws -> Bool)?, collecting: Bool) throws -> (rows: [Row], matched: [String]) {
         let core = database.core
+        let counts = ScanCounts()
+        // Read as the run goes: a consumer that stops a streamed run early sees what it read.
+        statistics?.start(counts)
         // Bodies are read in the run's snapshot, as its rows go out.
         let bodies = storedBodies && statement.items.first == .expression(.meta(.id), name: "_id") && !statement.isGrouped
         let emit: ((Row) throws -> Bool)? = bodies ? given.map { e in { row in try e(try withBody(row, tx)) } } : given
@@ -147,6 +152,7 @@ struct QueryExecutor {
                 if let scan = plan.scan {
                     var scanner = IndexScanner(core: core, tx: tx, scan: scan, parameters: parameters,
                                                fetch: covering == nil, expiration: prepared.readsExpiration)
+                    scanner.counts = counts
                     scanner.slotsBeyondWhere = prepared.slotsBeyondWhere
                     scanner.documentKeys = keys
                     scanner.documentKeysBeyondWhere = prepared.documentKeysBeyondWhere
@@ -159,18 +165,19 @@ struct QueryExecutor {
                     scanner.countsGroupRuns = runs?.slotsWithinGroup.isEmpty == true && !scanner.idsNeeded && wanted == nil
                     if countOnly, wanted == nil, let n = try scanner.countWithoutRows() {
                         kept.found += n
+                        counts.addKeys(n)
                     } else {
                         try scanner.run(keep)
                     }
                     try addPending()
                 } else if let fullText = plan.fullText {
-                    try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration) { try keep($0, false, false) }
+                    try fullTextScan(core: core, tx: tx, scan: fullText, keys: keys, expiration: prepared.readsExpiration, counts: counts) { try keep($0, false, false) }
                 } else if let channels {
-                    try channelScan(core: core, tx: tx, channels: channels, keys: keys, expiration: prepared.readsExpiration,
+                    try channelScan(core: core, tx: tx, channels: channels, keys: keys, expiration: prepared.readsExpiration, counts: counts,
                                     prefilter: BodyPrefilter(s.whereClause, parameters: parameters),
                                     keysWhenMatched: prepared.documentKeysBeyondWhere) { try keep($0, $1, false) }
                 } else {
-                    try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration,
+                    try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration, counts: counts,
                                  prefilter: BodyPrefilter(s.whereClause, parameters: parameters),
                                  keysWhenMatched: prepared.documentKeysBeyondWhere) { try keep($0, $1, false) }
                 }
@@ -196,9 +203,12 @@ struct QueryExecutor {
     /// bodies' bytes before they are parsed: those it rejects are skipped, those it finds
     /// matching go to `body` with true (`WHERE` need not be evaluated) and hold only
     /// `keysWhenMatched`.
-    private func fullScan(core: DatabaseCore, tx: some StoreReading, keys: Set<String>?, expiration: Bool,
+    private func fullScan(core: DatabaseCore, tx: some StoreReading, keys: Set<String>?, expiration: Bool, counts: ScanCounts,
                           prefilter: BodyPrefilter?, keysWhenMatched: Set<String>?, _ body: (QueryRow, Bool) throws -> Bool) throws {
         try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
+            // Every ID is a key read; every live document's body is looked at.
+            counts.addKeys(1)
+            if let flags = v.first, !DocFlags(rawValue: flags).contains(.deleted) { counts.addDocuments(1) }
             guard let found = try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: prefilter,
                                                 keysWhenMatched: keysWhenMatched) else { return true }
             var row = found.row
@@ -211,7 +221,7 @@ struct QueryExecutor {
     /// ID order (a full scan's): their IDs read from the channels' logs, then each document. It
     /// costs what the channels hold, not what the database holds. `prefilter` as a full scan's.
     private func channelScan(core: DatabaseCore, tx: some StoreReading, channels: Set<String>, keys: Set<String>?, expiration: Bool,
-                             prefilter: BodyPrefilter?, keysWhenMatched: Set<String>?, _ body: (QueryRow, Bool) throws -> Bool) throws {
+                             counts: ScanCounts, prefilter: BodyPrefilter?, keysWhenMatched: Set<String>?, _ body: (QueryRow, Bool) throws -> Bool) throws {
         var ids = Set<[UInt8]>()
         for channel in channels where !channel.isEmpty && !channel.utf8.contains(0) {
             let prefix = RoutingKey.channelPrefix(channel)
@@ -220,6 +230,7 @@ struct QueryExecutor {
                 // A member entry is the flags byte alone, at the document's current sequence; the
                 // others record a document that left the channel.
                 guard v.count == 1 else { return true }
+                counts.addKeys(1)
                 let seq = UInt64(bigEndian: k.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self))
                 guard let entry = try tx.withValue(forKey: [UInt8](bigEndian: seq), in: core.trees.bySequence, { b in
                     try SequenceEntry(decoding: b)
@@ -231,6 +242,7 @@ struct QueryExecutor {
             }
         }
         for key in ids.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            counts.addDocuments(1)
             let found = try key.withUnsafeBytes { k in
                 try tx.withValue(forKey: k, in: core.trees.byID) { v in
                     try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: prefilter, keysWhenMatched: keysWhenMatched)
@@ -246,7 +258,7 @@ struct QueryExecutor {
     /// The documents a full-text search matches, in the index's document order, each row
     /// with its score.
     private func fullTextScan(core: DatabaseCore, tx: some StoreReading, scan: QueryPlan.FullTextScan, keys: Set<String>?, expiration: Bool,
-                              _ body: (QueryRow) throws -> Bool) throws {
+                              counts: ScanCounts, _ body: (QueryRow) throws -> Bool) throws {
         let name = scan.index.name
         let none = QueryRow.empty
         guard case .string(let text)? = try scan.query.evaluate(none, parameters: parameters) else {
@@ -258,6 +270,8 @@ struct QueryExecutor {
         let evaluator = try FullTextEvaluator(query: query, postings: postings)
         while let match = try evaluator.next() {
             let key = try postings.documentID(of: match.document)
+            counts.addKeys(1)
+            counts.addDocuments(1)
             let id = String(decoding: key, as: UTF8.self)
             guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else {
                 throw SetteeError(.corrupted, "full-text index \(name) names document \(id), which is not in the database; check(repair: true) rebuilds the index")
@@ -589,6 +603,69 @@ final class PlanCache: Sendable {
     func keep(_ prepared: PreparedPlan, for indexes: [CompiledIndex], useIndexes: Bool) {
         entry.withLock { $0 = Entry(indexes: indexes.map { ($0.name, $0.record, $0.tree) }, useIndexes: useIndexes, prepared: prepared) }
     }
+}
+
+/// What a run of a query read: the keys it stepped over (index entries, channel log entries,
+/// document IDs of a full scan; those a count took whole without reading them too) and the
+/// documents whose bodies it looked at. `_find`'s `execution_stats` are these.
+///
+/// ```swift
+/// _ = try query.execute()
+/// if let s = query.statisticsOfLastRun { print(s.keysExamined, s.documentsExamined) }
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+@_spi(Server) public struct QueryStatistics: Sendable, Equatable {
+    /// Index entries, channel log entries or document IDs the run read or counted.
+    public var keysExamined: Int
+    /// Documents whose stored body the run read (to evaluate `WHERE`, or for its columns).
+    public var documentsExamined: Int
+
+    /// Counts of a run.
+    ///
+    /// ```swift
+    /// let none = QueryStatistics(keysExamined: 0, documentsExamined: 0)
+    /// ```
+    public init(keysExamined: Int, documentsExamined: Int) {
+        self.keysExamined = keysExamined
+        self.documentsExamined = documentsExamined
+    }
+}
+
+/// A run's counts as it reads. Only the run's thread adds (a relaxed load and store, no
+/// locked instruction per entry); another thread may read them at any time.
+///
+/// ```swift
+/// let counts = ScanCounts()
+/// counts.addKeys(1)
+/// ```
+///
+/// - Note: Thread-safe for one writer and any readers.
+final class ScanCounts: Sendable {
+    private let keys = Atomic<Int>(0)
+    private let documents = Atomic<Int>(0)
+
+    @inline(__always) func addKeys(_ n: Int) { keys.store(keys.load(ordering: .relaxed) &+ n, ordering: .relaxed) }
+    @inline(__always) func addDocuments(_ n: Int) { documents.store(documents.load(ordering: .relaxed) &+ n, ordering: .relaxed) }
+
+    var value: QueryStatistics {
+        QueryStatistics(keysExamined: keys.load(ordering: .relaxed), documentsExamined: documents.load(ordering: .relaxed))
+    }
+}
+
+/// The counts of a query's last run, kept by the ``Query``.
+///
+/// ```swift
+/// executor.statistics = query.statistics
+/// ```
+///
+/// - Note: Thread-safe: runs on other threads start theirs in it.
+final class StatisticsRecord: Sendable {
+    private let last = Mutex<ScanCounts?>(nil)
+
+    func start(_ counts: ScanCounts) { last.withLock { $0 = counts } }
+
+    var value: QueryStatistics? { last.withLock { $0 }?.value }
 }
 
 /// What one execution keeps as rows come: how many matched, the rows (or groups), and the IDs

@@ -68,6 +68,8 @@ struct IndexScanner<Reader: StoreReading> {
     /// Only the entries of these channels (``Query/channels``), read from an index kept by
     /// channel; nil for every entry.
     var channels: Set<String>?
+    /// What the scan reads is counted here (``QueryStatistics``).
+    var counts: ScanCounts?
 
     private var tree: Tree { scan.index.tree }
 
@@ -140,6 +142,7 @@ struct IndexScanner<Reader: StoreReading> {
         after.append(0)
         let rest = try tx.count(in: tree, from: after, to: stop)
         guard rest > 0 else { return nil }
+        counts?.addKeys(rest)
         runs.pending += rest
         return stop
     }
@@ -194,6 +197,8 @@ struct IndexScanner<Reader: StoreReading> {
                 if precedes == scan.descending { return true }
             }
             placed.next += 1
+            counts?.addKeys(1)
+            if fetch { counts?.addDocuments(1) }
             // A row from outside the key stream: the next entry's group is found again.
             groupRuns?.interrupt()
             guard try body(try row(id: o.id, values: o.values, keys: documentKeys), false, false) else { return false }
@@ -227,6 +232,7 @@ struct IndexScanner<Reader: StoreReading> {
             throw SetteeError(.corrupted, "index \(scan.index.name) holds a malformed key")
         }
         guard try flush(&placed, before: (parts.valueKey, parts.documentID), body) else { return false }
+        counts?.addKeys(1)
         var meets: Bool
         switch implied {
         case .yes: meets = true
@@ -235,6 +241,7 @@ struct IndexScanner<Reader: StoreReading> {
         }
         if case .yes = implied, !rowsNeeded, !fetch { return try body(.empty, true, false) }
         if fetch {
+            counts?.addDocuments(1)
             if case .byBytes(let texts) = implied { meets = try IndexEntry.valuesStart(v, with: texts) }
             if !meets, let prefilter {
                 // A document the prefilter rejects is passed over, as one WHERE is false for.
