@@ -302,4 +302,73 @@ import Testing
             #expect(try await admin.send(.post, "/db/_find", json: #"{"selector": {"n": 1}}"#)["execution_stats"] == nil)
         }
     }
+
+    /// The index CouchDB 3.4 reads, and `_explain` as it answers (each expectation is CouchDB
+    /// 3.4.3's answer to the same requests over the same indexes): usable indexes by the fields
+    /// the selector requires and the sort, then the most leading ranged fields, the fewest
+    /// fields, the name; candidates with their reasons and rankings; `mrargs`' keys.
+    @Test func theIndexReadIsTheOneCouchDBReads() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            try await put(admin, "a", #"{"x": 1, "y": "b"}"#)
+            try await put(admin, "b", #"{"x": 2, "y": "c"}"#)
+            #expect(try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["x"]}, "ddoc": "dx", "name": "x"}"#)["result"] == "created")
+            #expect(try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["x", "y"]}, "ddoc": "dxy", "name": "xy"}"#)["result"] == "created")
+            func explain(_ body: String) async throws -> TestResponse {
+                let r = try await admin.send(.post, "/db/_explain", json: body)
+                #expect(r.status == .ok, "\(body): \(r.text)")
+                return r
+            }
+            func candidates(_ r: TestResponse) -> [String: [String: JSONValue]] {
+                var out: [String: [String: JSONValue]] = [:]
+                for c in r["index_candidates"]?.arrayValue ?? [] {
+                    if let name = c["index"]?["name"]?.stringValue, case .object(let a)? = c["analysis"] { out[name] = a }
+                }
+                return out
+            }
+            let one = try await explain(#"{"selector": {"x": {"$gt": 0}}, "fields": ["x", "_id"]}"#)
+            #expect(one["index"]?["name"] == "x" && one["covering"] == true, "\(one.text)")
+            #expect(candidates(one) == ["xy": ["usable": false, "reasons": [["name": "field_mismatch"]], "ranking": 2, "covering": true],
+                                        "_all_docs": ["usable": true, "reasons": [["name": "unfavored_type"]], "ranking": 1, "covering": .null]], "\(one.text)")
+            #expect(one["selector_hints"] == [["type": "json", "indexable_fields": ["x"], "unindexable_fields": []]])
+            #expect(one["mrargs"]?["include_docs"] == false && one["mrargs"]?["start_key"] == [0] && one["mrargs"]?["end_key"] == ["<MAX>"])
+            #expect(one["plan"]?.stringValue?.contains("SCAN INDEX _design/dx/x") == true, "\(one.text)")
+
+            let two = try await explain(#"{"selector": {"x": {"$gt": 1, "$lte": 5}, "y": {"$eq": 3}}, "sort": [{"x": "desc"}]}"#)
+            #expect(two["index"]?["name"] == "xy", "\(two.text)")
+            #expect(two["mrargs"]?["start_key"] == [5, 3, "<MAX>"] && two["mrargs"]?["end_key"] == [1, 3] && two["mrargs"]?["direction"] == "rev", "\(two.text)")
+
+            let three = try await explain(#"{"selector": {"x": 3, "y": {"$gt": "a"}}}"#)
+            #expect(three["index"]?["name"] == "xy" && three["mrargs"]?["start_key"] == [3, "a"] && three["mrargs"]?["end_key"] == [3, "<MAX>"], "\(three.text)")
+            #expect(candidates(three) == ["x": ["usable": true, "reasons": [["name": "less_overlap"]], "ranking": 1, "covering": false],
+                                          "_all_docs": ["usable": true, "reasons": [["name": "unfavored_type"]], "ranking": 2, "covering": .null]], "\(three.text)")
+            #expect(three["plan"]?.stringValue?.contains("SCAN INDEX _design/dxy/xy") == true, "\(three.text)")
+            let found = try await admin.send(.post, "/db/_find", json: #"{"selector": {"x": 2, "y": {"$gt": "a"}}}"#)
+            #expect(ids(found) == ["b"] && found["warning"] == nil, "\(found.text)")
+
+            let none = try await explain(#"{"selector": {"y": 1}}"#)
+            #expect(none["index"]?["name"] == "_all_docs" && none["mrargs"]?["start_key"] == .null && none["mrargs"]?["end_key"] == "<MAX>", "\(none.text)")
+            #expect(none["fields"] == [] && none["opts"]?["fields"] == [] && none["covering"] == false)
+
+            func find(_ body: String) async throws -> TestResponse { try await admin.send(.post, "/db/_find", json: body) }
+            let noFallback = try await find(#"{"selector": {"y": 1}, "allow_fallback": false}"#)
+            #expect(noFallback.status == .badRequest && noFallback["error"] == "invalid_index"
+                    && noFallback["reason"] == "You must specify an index with the `use_index` parameter.", "\(noFallback.text)")
+            let named = try await find(#"{"selector": {"y": 1}, "use_index": ["dx", "x"]}"#)
+            #expect(named["warning"] == "_design/dx, x was not used because it is not a valid index for this query.\nNo matching index found, create an index to optimize query time.", "\(named.text)")
+            let ddoc = try await find(#"{"selector": {"y": 1}, "use_index": "dx"}"#)
+            #expect(ddoc["warning"] == "_design/dx was not used because it does not contain a valid index for this query.\nNo matching index found, create an index to optimize query time.", "\(ddoc.text)")
+            let sorted = try await find(#"{"selector": {"y": 1}, "sort": ["y"]}"#)
+            #expect(sorted.status == .badRequest && sorted["error"] == "no_usable_index"
+                    && sorted["reason"] == "No index exists for this sort, try indexing by the sort fields.", "\(sorted.text)")
+            // A sort the index serves once a leading field is held equal.
+            let held = try await find(#"{"selector": {"x": 1, "y": {"$gt": null}}, "sort": ["y"]}"#)
+            #expect(held.status == .ok && ids(held) == ["a"], "\(held.text)")
+            // A partial index is read only when named; otherwise it is a candidate that is not usable.
+            #expect(try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["x"], "partial_filter_selector": {"x": {"$gt": 1}}}, "ddoc": "px", "name": "px"}"#)["result"] == "created")
+            let partial = try await explain(#"{"selector": {"x": {"$gt": 0}}}"#)
+            #expect(partial["index"]?["name"] == "x" && candidates(partial)["px"] == ["usable": false, "reasons": [["name": "is_partial"]], "ranking": 3, "covering": false], "\(partial.text)")
+        }
+    }
 }

@@ -183,6 +183,20 @@ public class Query: @unchecked Sendable {
 
     private let channelState = Mutex<Set<String>?>(nil)
 
+    /// Which value and map indexes the planner may read (``IndexRestriction``): all by
+    /// default. The sync server's `_find` gives the index CouchDB's rules choose.
+    ///
+    /// ```swift
+    /// query.indexRestriction = .only("_design/tasks/by-n")
+    /// print(try query.explain())
+    /// ```
+    @_spi(Server) public var indexRestriction: IndexRestriction {
+        get { restrictionState.withLock { $0 } }
+        set { restrictionState.withLock { $0 = newValue } }
+    }
+
+    private let restrictionState = Mutex<IndexRestriction>(.any)
+
     /// Whether each result of a Mango query (``Database/createQuery(mango:)``) carries its
     /// document's stored JSON (``Result/storedJSON``), read in the execution's snapshot: the
     /// sync server's `_find` sends documents as stored without reading each one again by ID.
@@ -203,6 +217,7 @@ public class Query: @unchecked Sendable {
         var executor = QueryExecutor(database: database, statement: statement, parameters: parameterValues)
         executor.channels = channels
         executor.plans = plans
+        executor.restriction = indexRestriction
         executor.statistics = statistics
         executor.storedBodies = readsStoredDocuments
         return executor
@@ -278,8 +293,10 @@ public class Query: @unchecked Sendable {
     public func explain() throws -> String {
         let (database, s) = try compiled()
         let channels = self.channels
+        let restriction = indexRestriction
         return try database.core.read { tx in
-            let plan = try QueryPlanner.plan(s, indexes: QueryPlanner.candidates(try database.core.readyIndexes(tx), channels: channels))
+            let plan = try QueryPlanner.plan(s, indexes: QueryPlanner.candidates(try database.core.readyIndexes(tx), channels: channels,
+                                                                                 restriction: restriction))
             var text = plan.explanation(s)
             if let channels {
                 if plan.fullText != nil { throw QueryPlanner.fullTextWithChannels }
@@ -306,9 +323,10 @@ public class Query: @unchecked Sendable {
     public func indexUsed() throws -> String? {
         let (database, s) = try compiled()
         let channels = self.channels
+        let restriction = indexRestriction
         return try database.core.read { tx in
             // Planned once: the next execute() with the same indexes reuses the plan.
-            let ready = QueryPlanner.candidates(try database.core.readyIndexes(tx), channels: channels)
+            let ready = QueryPlanner.candidates(try database.core.readyIndexes(tx), channels: channels, restriction: restriction)
             if let known = plans.cached(ready, useIndexes: true) { return known.plan.scan?.index.name ?? known.plan.fullText?.index.name }
             let plan = try QueryPlanner.plan(s, indexes: ready)
             plans.keep(PreparedPlan(plan: plan, statement: plan.executed(s)), for: ready, useIndexes: true)

@@ -526,7 +526,7 @@ struct AdminPages {
         do {
             guard case .object(let body) = try JSONValue(parsing: text) else { throw CouchError.badRequest("a Mango query is a JSON object") }
             let request = try CouchAPI.FindRequest(body)
-            let query = try api.libraryQuery(db, request, readsAll: true)
+            let query = try api.libraryQuery(db, request, choice: try api.indexChoice(db, request), readsAll: true)
             h.raw("<h3>Plan</h3><pre id=\"query-plan\" class=\"code\">")
             h.text(try query.explain())
             h.raw("</pre><h3>Documents</h3><table id=\"query-docs\"><thead><tr><th>ID</th><th>Document</th></tr></thead><tbody>")

@@ -71,6 +71,7 @@ extension ServedDatabase {
             guard let self else { return }
             let designs = change.documentIDs.filter { $0.hasPrefix("_design/") }
             for id in designs { self.reloadDesign(id) }
+            if !designs.isEmpty { self.designDocumentsChanged() }
             // Mango indexes follow their design documents however those were written
             // (`_index`, a PUT, replication); building one may take a while, so not here.
             if !designs.isEmpty { Task.detached { [weak self] in try? await self?.syncMangoIndexes() } }

@@ -16,7 +16,7 @@ import Synchronization
 /// ```
 ///
 /// - Note: A value type.
-struct MangoIndex {
+struct MangoIndex: Sendable {
     var ddoc: String
     var name: String
     var fields: [(field: String, descending: Bool)]
@@ -79,7 +79,20 @@ struct MangoIndex {
 
 extension ServedDatabase {
     /// The Mango indexes the database's design documents define.
-    func mangoIndexes() throws -> [MangoIndex] { try Self.mangoIndexes(of: database) }
+    /// The Mango indexes the design documents define: read from them once after each change,
+    /// then from memory (every `_find` chooses among them).
+    func mangoIndexes() throws -> [MangoIndex] {
+        let (generation, known) = mangoIndexList.withLock { $0 }
+        if let known { return known }
+        let list = try Self.mangoIndexes(of: database)
+        mangoIndexList.withLock { if $0.generation == generation { $0.list = list } }
+        return list
+    }
+
+    /// Forgets the Mango indexes read: a design document changed.
+    func designDocumentsChanged() {
+        mangoIndexList.withLock { $0 = ($0.generation &+ 1, nil) }
+    }
 
     static func mangoIndexes(of database: Database) throws -> [MangoIndex] {
         var options = AllDocumentsOptions()
@@ -110,6 +123,8 @@ extension ServedDatabase {
     /// design document changes however it was written, and before a view is read whose index
     /// is not whole.
     func syncMangoIndexes() async throws {
+        // Whoever asks next reads the design documents as they are now.
+        designDocumentsChanged()
         let database = self.database
         let key = ObjectIdentifier(database)
         let task = Self.mangoSyncs.withLock { tasks in

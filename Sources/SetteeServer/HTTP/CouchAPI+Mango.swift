@@ -186,16 +186,23 @@ extension CouchAPI {
         try MangoQuery.Selector(["_id": ["$not": ["$beginsWith": "_design/"]]])
     }
 
-    /// The library query for a request: its selector (and the partial index's, when
-    /// `use_index` names one), design documents left out as CouchDB leaves them out, the sort;
+    /// The index CouchDB's rules choose for a request (``MangoIndexChoice``).
+    func indexChoice(_ db: ServedDatabase, _ r: FindRequest) throws -> MangoIndexChoice {
+        try MangoIndexChoice(selector: r.selectorJSON, sort: r.sort.map(\.field), fields: r.fields, indexes: try mangoIndexes(db),
+                             useIndex: r.useIndex, allowFallback: r.allowFallback)
+    }
+
+    /// The library query for a request, reading the index `choice` names (or none, for
+    /// `_all_docs`): its selector (and the partial index's, when that is the one read),
+    /// design documents left out as CouchDB leaves them out, the sort;
     /// `skip` and `limit` too when every match may be read. A user's query is restricted to
     /// its channels, so nearly every match is one it may read: it reads up to the end of the
     /// page (`skip` is counted by the server among the matches that pass its check), never
     /// ahead of it. The request's parts go to the library as they were compiled when it was
     /// read.
-    func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, readsAll: Bool, idsOnly: Bool = false) throws -> Query {
+    func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, choice: MangoIndexChoice, readsAll: Bool, idsOnly: Bool = false) throws -> Query {
         var selectors = [r.selector, try Self.notDesignDocuments.get()]
-        if let use = r.useIndex, let name = use.name, let partial = try mangoIndexes(db).first(where: { $0.ddoc == use.ddoc && $0.name == name })?.partial {
+        if let partial = choice.index?.partial {
             try Self.mango { () throws(SetteeError) in selectors.append(try MangoQuery.Selector(partial)) }
         }
         var mango = MangoQuery(selector: .all(selectors))
@@ -208,45 +215,32 @@ extension CouchAPI {
         } else {
             mango.limit = r.offset + r.limit
         }
+        let query: Query
         do {
-            return try db.database.createQuery(mango: mango)
+            query = try db.database.createQuery(mango: mango)
         } catch let e as SetteeError {
             return try Self.mango { () throws(SetteeError) -> Query in throw e }
         }
-    }
-
-    /// The index a query reads, as `_index` lists it, or the special `_all_docs`.
-    func describeIndex(_ db: ServedDatabase, libraryName: String?) throws -> (json: JSONValue, id: (ddoc: String, name: String)?) {
-        if let libraryName, let m = try mangoIndexes(db).first(where: { $0.libraryName == libraryName }) {
-            return (m.json, (m.ddoc, m.name))
-        }
-        return (Self.allDocsIndex, nil)
-    }
-
-    /// The design document and name of the Mango index a library index serves (its name is
-    /// made of them, so what is remembered never goes stale); nil for none.
-    func usedIndex(_ db: ServedDatabase, libraryName: String?) throws -> (ddoc: String, name: String)? {
-        guard let libraryName else { return nil }
-        if let known = db.mangoNames.withLock({ $0[libraryName] }) { return known }
-        guard let m = try mangoIndexes(db).first(where: { $0.libraryName == libraryName }) else { return nil }
-        db.mangoNames.withLock { $0[libraryName] = (m.ddoc, m.name) }
-        return (m.ddoc, m.name)
+        query.indexRestriction = choice.index.map { .only($0.libraryName) } ?? .none
+        return query
     }
 
     static let allDocsIndex: JSONValue = ["ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]]]
 
-    /// The warning CouchDB gives with the answer, or the error when `use_index` may not be
-    /// passed over.
-    func warning(_ r: FindRequest, used: (ddoc: String, name: String)?) throws -> String? {
-        if let use = r.useIndex, used.map({ $0.ddoc != use.ddoc || (use.name != nil && $0.name != use.name) }) ?? true {
-            let named = use.name.map { "\(use.ddoc), \($0)" } ?? use.ddoc
-            guard r.allowFallback else {
-                throw CouchError(.badRequest, "no_usable_index", "\(named) was not used because it does not contain a valid index for this query.")
-            }
-            return "\(named) was not used because it does not contain a valid index for this query."
-                + (used == nil ? "\nNo matching index found, create an index to optimize query time." : "")
+    /// The warnings CouchDB gives with the answer, one per line (`mango_cursor:maybe_add_warning`):
+    /// a `use_index` not read, no index read, and many documents read per result.
+    static func warning(_ r: FindRequest, read index: MangoIndex?, documentsExamined: Int, returned: Int) -> String? {
+        var lines: [String] = []
+        if let use = r.useIndex, !(index.map { $0.ddoc == use.ddoc && (use.name == nil || $0.name == use.name) } ?? false) {
+            lines.append(use.name.map { "\(use.ddoc), \($0) was not used because it is not a valid index for this query." }
+                         ?? "\(use.ddoc) was not used because it does not contain a valid index for this query.")
         }
-        return used == nil ? "No matching index found, create an index to optimize query time." : nil
+        if index == nil { lines.append("No matching index found, create an index to optimize query time.") }
+        // CouchDB's default `index_scan_warning_threshold`.
+        if documentsExamined > 10 * max(returned, 1) {
+            lines.append("The number of documents examined is high in proportion to the number of results returned. Consider adding a more specific index to improve this.")
+        }
+        return lines.isEmpty ? nil : lines.joined(separator: "\n")
     }
 
     /// The largest page (`skip` and `limit`) a `_find` reads at once rather than streamed.
@@ -268,7 +262,8 @@ extension CouchAPI {
         // Whole documents go out as stored (no parse, no rewrite) unless fields or conflicts
         // are asked for.
         let asStored = r.fields == nil && !r.conflicts
-        let query = try libraryQuery(db, r, readsAll: reader.readsAll, idsOnly: asStored)
+        let choice = try indexChoice(db, r)
+        let query = try libraryQuery(db, r, choice: choice, readsAll: reader.readsAll, idsOnly: asStored)
         // A user's query reads the documents of its channels, from their entries alone: its
         // cost follows what it may read, not the database's size.
         query.channels = reader.channels
@@ -315,19 +310,16 @@ extension CouchAPI {
         } catch let e as SetteeError where e.code == .invalidParameter {
             throw CouchError(.badRequest, "bad_request", e.message)
         }
-        // The index the run read (planned once, by the run); a query streamed from a reading
-        // thread may not have planned yet when the page ended early, and is planned again.
-        let used = try usedIndex(db, libraryName: query.indexOfLastRun ?? query.indexUsed())
-        let warning = try warning(r, used: used)
+        // What the run read: for a user, the entries and documents of its own channels only
+        // (its query reads nothing else). None before the run started.
+        let read = query.statisticsOfLastRun ?? QueryStatistics(keysExamined: 0, documentsExamined: 0)
+        let warning = Self.warning(r, read: choice.index, documentsExamined: read.documentsExamined, returned: docs.count)
         // An empty page keeps the bookmark it was given (the end was reached before it).
         var out: [String: JSONValue] = ["bookmark": .string(docs.isEmpty ? r.bookmarkText ?? "nil" : Self.bookmark(offset: r.offset + docs.count))]
         if let warning { out["warning"] = .string(warning) }
         if r.executionStats {
             let ms = Double((ContinuousClock.now - started).components.attoseconds / 1_000_000_000_000) / 1000
                 + Double((ContinuousClock.now - started).components.seconds) * 1000
-            // What the library's run read: for a user, the entries and documents of its own
-            // channels only (its query reads nothing else). None before the run started.
-            let read = query.statisticsOfLastRun ?? QueryStatistics(keysExamined: 0, documentsExamined: 0)
             // A quorum read is CouchDB's second read of a document from other copies (`r` > 1):
             // one node has one copy.
             out["execution_stats"] = ["total_keys_examined": .int(Int64(read.keysExamined)),
@@ -370,21 +362,35 @@ extension CouchAPI {
     func explain(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db), lastKeyWins: true))
         let reader = try Reader(db, call.principal)
-        let query = try libraryQuery(db, r, readsAll: reader.readsAll)
+        let choice = try indexChoice(db, r)
+        let query = try libraryQuery(db, r, choice: choice, readsAll: reader.readsAll)
         query.channels = reader.channels
         let plan = try query.explain()
-        let (index, _) = try describeIndex(db, libraryName: query.indexUsed())
-        let fields: JSONValue = r.fields.map { .array($0.map(JSONValue.string)) } ?? "all_fields"
-        var opts: [String: JSONValue] = ["use_index": .array([]), "bookmark": .string(r.bookmark.map { Self.bookmark(offset: $0) } ?? "nil"),
+        let index = choice.index?.json ?? Self.allDocsIndex
+        // CouchDB 3.4's answer, member for member; `plan` is the library's own account.
+        let fields: JSONValue = .array((r.fields ?? []).map(JSONValue.string))
+        var opts: [String: JSONValue] = ["use_index": .array([]), "bookmark": .string(r.bookmarkText ?? "nil"),
                                          "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "sort": r.sortJSON ?? .object([:]),
-                                         "fields": fields, "r": 1, "conflicts": .bool(r.conflicts), "stable": false, "update": true,
-                                         "stale": false, "execution_stats": .bool(r.executionStats), "allow_fallback": .bool(r.allowFallback)]
+                                         "fields": fields, "partition": "", "r": r.body["r"] ?? 1, "conflicts": .bool(r.conflicts),
+                                         "stale": r.body["stale"] ?? false, "update": r.body["update"] ?? true, "stable": r.body["stable"] ?? false,
+                                         "execution_stats": .bool(r.executionStats), "allow_fallback": .bool(r.allowFallback)]
         if let use = r.useIndex { opts["use_index"] = .array([.string(use.ddoc)] + (use.name.map { [.string($0)] } ?? [])) }
+        let candidates: [JSONValue] = choice.candidates.map { c in
+            ["index": c.index?.json ?? Self.allDocsIndex,
+             "analysis": ["usable": .bool(c.usable), "reasons": .array(c.reasons.prefix(1).map { ["name": .string($0)] }),
+                          "ranking": .int(Int64(c.ranking)), "covering": c.covering.map(JSONValue.bool) ?? .null]]
+        }
+        let descending = r.sort.first?.descending ?? false
+        let keys = choice.keyRange(descending: descending)
         let out: JSONValue = ["dbname": .string(db.name), "index": index, "partitioned": false, "selector": r.selectorJSON, "opts": .object(opts),
                               "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "fields": fields,
-                              "mrargs": ["include_docs": true, "view_type": "map", "reduce": false, "conflicts": .bool(r.conflicts),
-                                         "direction": plan.contains("BACKWARDS") ? "rev" : "fwd", "stable": false, "update": true],
-                              "covering": false, "plan": .string(plan)]
+                              "index_candidates": .array(candidates),
+                              "selector_hints": [["type": "json", "indexable_fields": .array(choice.indexableFields.map(JSONValue.string)),
+                                                  "unindexable_fields": .array(choice.unindexableFields.map(JSONValue.string))]],
+                              "mrargs": ["include_docs": .bool(!choice.covering), "view_type": "map", "reduce": false, "partition": .null,
+                                         "start_key": keys.start, "end_key": keys.end, "direction": descending ? "rev" : "fwd",
+                                         "stable": r.body["stable"] ?? false, "update": r.body["update"] ?? true, "conflicts": "undefined"],
+                              "covering": .bool(choice.covering), "plan": .string(plan)]
         return try jsonResponse(out)
     }
 

@@ -43,6 +43,10 @@ final class ServedDatabase: Sendable {
     let security = Mutex(SecurityObject())
     /// The Mango index (design document, name) behind each library index `_find` used.
     let mangoNames = Mutex<[String: (ddoc: String, name: String)]>([:])
+    /// The Mango indexes the design documents define, read once after each change of them
+    /// (``mangoIndexes()``): `generation` counts the changes, so a list read before one is
+    /// never kept after it.
+    let mangoIndexList = Mutex<(generation: Int, list: [MangoIndex]?)>((0, nil))
     /// Views' JavaScript reduce functions, compiled, by source.
     let viewReduces = Mutex<[String: ViewReduceFunction]>([:])
 

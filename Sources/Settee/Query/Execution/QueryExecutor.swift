@@ -29,6 +29,8 @@ struct QueryExecutor {
     var plans: PlanCache?
     /// ``Query/channels``: only documents currently routed to one of these (nil: all).
     var channels: Set<String>?
+    /// ``Query/indexRestriction``: the indexes the plan may read.
+    var restriction = IndexRestriction.any
     /// Where the run's counts of what it read go when it ends (``Query/statisticsOfLastRun``).
     var statistics: StatisticsRecord?
     /// Whether each row of a statement whose first column is `META().id` carries its
@@ -94,7 +96,7 @@ struct QueryExecutor {
         let emit: ((Row) throws -> Bool)? = bodies ? given.map { e in { row in try e(try withBody(row, tx)) } } : given
         do {
             // Without indexes (tests comparing plans) a MATCH still has its full-text index.
-            let ready = QueryPlanner.candidates(try core.readyIndexes(tx), channels: channels)
+            let ready = QueryPlanner.candidates(try core.readyIndexes(tx), channels: channels, restriction: restriction)
             let prepared = try plans?.cached(ready, useIndexes: useIndexes) ?? { () throws -> PreparedPlan in
                 let plan = try QueryPlanner.plan(statement, indexes: useIndexes ? ready : ready.filter { $0.analyzer != nil })
                 let prepared = PreparedPlan(plan: plan, statement: plan.executed(statement))
@@ -603,6 +605,23 @@ final class PlanCache: Sendable {
     func keep(_ prepared: PreparedPlan, for indexes: [CompiledIndex], useIndexes: Bool) {
         entry.withLock { $0 = Entry(indexes: indexes.map { ($0.name, $0.record, $0.tree) }, useIndexes: useIndexes, prepared: prepared) }
     }
+}
+
+/// The value and map indexes a query's plan may read (``Query/indexRestriction``); a
+/// full-text search reads its index whatever this says.
+///
+/// ```swift
+/// query.indexRestriction = .none   // every document is read
+/// ```
+///
+/// - Note: A value type; safe to share between threads.
+@_spi(Server) public enum IndexRestriction: Sendable, Equatable {
+    /// Any index, as the planner chooses.
+    case any
+    /// None: the plan reads the documents (or, with channels, the channels' documents).
+    case none
+    /// The index of this name only, when it can serve the query; else none.
+    case only(String)
 }
 
 /// What a run of a query read: the keys it stepped over (index entries, channel log entries,

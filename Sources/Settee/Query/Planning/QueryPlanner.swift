@@ -150,9 +150,15 @@ enum QueryPlanner {
     /// The indexes a query may read: with channels (``Query/channels``), only those kept by
     /// channel, whose entries of other channels it never meets (a scan of the channels' own
     /// documents serves it otherwise); every ready index without.
-    static func candidates(_ ready: [CompiledIndex], channels: Set<String>?) -> [CompiledIndex] {
-        guard channels != nil else { return ready }
-        return ready.filter { $0.definition.byChannel || $0.analyzer != nil }
+    static func candidates(_ ready: [CompiledIndex], channels: Set<String>?, restriction: IndexRestriction = .any) -> [CompiledIndex] {
+        var out = channels == nil ? ready : ready.filter { $0.definition.byChannel || $0.analyzer != nil }
+        // A MATCH reads its full-text index whatever else is allowed: there is no other way.
+        switch restriction {
+        case .any: break
+        case .none: out = out.filter { $0.analyzer != nil }
+        case .only(let name): out = out.filter { $0.name == name || $0.analyzer != nil }
+        }
+        return out
     }
 
     /// Why a full-text search cannot be limited to channels: its ranking counts every
