@@ -371,4 +371,42 @@ import Testing
             #expect(partial["index"]?["name"] == "x" && candidates(partial)["px"] == ["usable": false, "reasons": [["name": "is_partial"]], "ranking": 3, "covering": false], "\(partial.text)")
         }
     }
+
+    /// With `"conflicts": true` a selector sees `_conflicts` as CouchDB's does (checked against
+    /// CouchDB 3.4.3); without it there is no such field. A user sees only the conflicts it may
+    /// read, in the answer and to the selector alike.
+    @Test func conflictsAreSeenBySelectorsWhenAskedFor() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { pub, admin in
+            for (id, second) in [("c1", "red"), ("c2", "red"), ("c3", "blue")] {
+                #expect(try await admin.send(.put, "/db/\(id)?new_edits=false", json: #"{"_rev": "1-aaa", "color": "red", "v": 1}"#).status == .created)
+                #expect(try await admin.send(.put, "/db/\(id)?new_edits=false", json: #"{"_rev": "1-bbb", "color": "\#(second)", "v": 2}"#).status == .created)
+            }
+            try await put(admin, "plain", #"{"color": "red", "v": 3}"#)
+            func find(_ c: any TestClientProtocol, _ body: String, _ h: HTTPFields = [:]) async throws -> TestResponse {
+                let r = try await c.send(.post, "/db/_find", json: body, headers: h)
+                #expect(r.status == .ok, "\(body): \(r.text)")
+                return r
+            }
+            let conflicted = try await find(admin, #"{"selector": {"_conflicts": {"$exists": true}}, "conflicts": true}"#)
+            #expect(Set(ids(conflicted)) == ["c1", "c2", "c3"], "\(conflicted.text)")
+            #expect(conflicted["docs"]?.arrayValue?.first?["_conflicts"] == ["1-aaa"], "\(conflicted.text)")
+            #expect(ids(try await find(admin, #"{"selector": {"_conflicts": {"$exists": true}}}"#)).isEmpty)
+            #expect(ids(try await find(admin, #"{"selector": {"_conflicts": {"$exists": false}, "v": {"$gt": 0}}, "conflicts": true}"#)) == ["plain"])
+            // `$eq` compares the whole array, `$all` its elements (CouchDB's answers).
+            #expect(ids(try await find(admin, #"{"selector": {"$or": [{"_conflicts": "1-aaa"}, {"v": 3}]}, "conflicts": true}"#)) == ["plain"])
+            #expect(Set(ids(try await find(admin, #"{"selector": {"$or": [{"_conflicts": {"$all": ["1-aaa"]}}, {"v": 3}]}, "conflicts": true}"#))) == ["c1", "c2", "c3", "plain"])
+            // Paged among the matches.
+            let first = try await find(admin, #"{"selector": {"_conflicts": {"$exists": true}}, "conflicts": true, "limit": 2}"#)
+            let bookmark = try #require(first["bookmark"]?.stringValue)
+            let next = try await find(admin, #"{"selector": {"_conflicts": {"$exists": true}}, "conflicts": true, "limit": 2, "bookmark": "\#(bookmark)"}"#)
+            #expect(ids(first).count == 2 && Set(ids(first) + ids(next)) == ["c1", "c2", "c3"], "\(first.text) \(next.text)")
+            // Alice reads red: c3's winning revision is blue, so she reads c3 at 1-aaa with no
+            // conflict she may see; c1 and c2 are in conflict with revisions she reads.
+            let alice = basic("alice", "pw")
+            let hers = try await find(pub, #"{"selector": {"_conflicts": {"$exists": true}}, "conflicts": true}"#, alice)
+            #expect(Set(ids(hers)).isSubset(of: ["c1", "c2"]) && !ids(hers).contains("c3"), "\(hers.text)")
+        }
+    }
 }

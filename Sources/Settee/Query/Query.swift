@@ -266,10 +266,10 @@ public class Query: @unchecked Sendable {
     ///
     /// - Throws: the query's compilation error; ``SetteeError/Code/invalidParameter`` for a
     ///   parameter without a value or a regular expression that cannot run.
-    @_spi(Server) public func matches(id: String, properties: [String: JSONValue], isDeleted: Bool = false) throws -> Bool {
+    @_spi(Server) public func matches(id: String, revisionID: String = "", properties: [String: JSONValue], isDeleted: Bool = false) throws -> Bool {
         let statement = try plan.get()
         guard let condition = statement.whereClause else { return true }
-        let row = QueryRow(id: id, revisionID: "", sequence: 0, isDeleted: isDeleted, expiration: nil, properties: properties)
+        let row = QueryRow(id: id, revisionID: revisionID, sequence: 0, isDeleted: isDeleted, expiration: nil, properties: properties)
         return try condition.evaluate(row, parameters: parameterValues).isTrue
     }
 

@@ -259,9 +259,36 @@ struct MangoIndexChoice {
         case .condition(let f, let op, let arg):
             if let o = opposites[op] { return .condition(field: f, op: o, arg: arg) }
             if op == "$exists", case .bool(let b) = arg { return .condition(field: f, op: op, arg: .bool(!b)) }
-            // Any other condition keeps its negation: no index ranges over it.
-            return .condition(field: f, op: "$not", arg: .string(op))
+            // Any other condition keeps its negation (`{"$not": {op: arg}}`): no index ranges
+            // over it.
+            return .condition(field: f, op: "$not", arg: .object([op: arg]))
         case .empty: return .empty
+        }
+    }
+
+    /// A normalized selector as a selector again.
+    static func json(_ n: Node) -> JSONValue {
+        switch n {
+        case .and(let xs): return ["$and": .array(xs.map(json))]
+        case .or(let xs): return ["$or": .array(xs.map(json))]
+        case .nor(let xs): return ["$nor": .array(xs.map(json))]
+        case .not(let x): return ["$not": json(x)]
+        case .condition(let f, let op, let arg): return .object([f: .object([op: arg])])
+        case .empty: return .object([:])
+        }
+    }
+
+    /// The normalized selector with every condition on a field `replace` says to replace made
+    /// true: it matches every document the selector matches, and maybe more. Negations are
+    /// on the conditions themselves after normalization, so a condition made true only
+    /// widens.
+    static func widened(_ n: Node, replacing replace: (String) -> Bool) -> Node {
+        switch n {
+        case .and(let xs): return .and(xs.map { widened($0, replacing: replace) })
+        case .or(let xs): return .or(xs.map { widened($0, replacing: replace) })
+        case .nor, .not, .empty: return n
+        // An empty `$and` inside a selector matches every document.
+        case .condition(let f, _, _): return replace(f) ? .and([]) : n
         }
     }
 

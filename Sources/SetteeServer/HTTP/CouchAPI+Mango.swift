@@ -200,8 +200,10 @@ extension CouchAPI {
     /// page (`skip` is counted by the server among the matches that pass its check), never
     /// ahead of it. The request's parts go to the library as they were compiled when it was
     /// read.
-    func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, choice: MangoIndexChoice, readsAll: Bool, idsOnly: Bool = false) throws -> Query {
-        var selectors = [r.selector, try Self.notDesignDocuments.get()]
+    /// `selector`: read in place of the request's (a wider one the server checks further).
+    func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, choice: MangoIndexChoice, readsAll: Bool, idsOnly: Bool = false,
+                      selector: MangoQuery.Selector? = nil) throws -> Query {
+        var selectors = [selector ?? r.selector, try Self.notDesignDocuments.get()]
         if let partial = choice.index?.partial {
             try Self.mango { () throws(SetteeError) in selectors.append(try MangoQuery.Selector(partial)) }
         }
@@ -263,7 +265,26 @@ extension CouchAPI {
         // are asked for.
         let asStored = r.fields == nil && !r.conflicts
         let choice = try indexChoice(db, r)
-        let query = try libraryQuery(db, r, choice: choice, readsAll: reader.readsAll, idsOnly: asStored)
+        // With `conflicts`, the selector may test `_conflicts`, which only the document with its
+        // revision tree holds (for a user, the conflicts it may read): the library reads every
+        // document the selector could match with those conditions held true, and the whole
+        // selector is checked here on each, `_conflicts` included.
+        var exact: Query?
+        var widened: MangoQuery.Selector?
+        let normalized = MangoIndexChoice.normalized(r.selectorJSON)
+        let onConflicts = { (f: String) in f == "_conflicts" || f.hasPrefix("_conflicts.") }
+        if r.conflicts, MangoIndexChoice.fields(normalized).contains(where: onConflicts) {
+            do {
+                exact = try db.database.createQuery(mango: MangoQuery(selector: r.selector))
+            } catch let e as SetteeError {
+                _ = try Self.mango { () throws(SetteeError) in throw e }
+            }
+            let wide = MangoIndexChoice.json(MangoIndexChoice.widened(normalized, replacing: onConflicts))
+            widened = try Self.mango { () throws(SetteeError) in try MangoQuery.Selector(wide) }
+        }
+        // The server counts `skip` and `limit` when it may pass over what the library gives.
+        let serverPages = !reader.readsAll || exact != nil
+        let query = try libraryQuery(db, r, choice: choice, readsAll: !serverPages, idsOnly: asStored, selector: widened)
         // A user's query reads the documents of its channels, from their entries alone: its
         // cost follows what it may read, not the database's size.
         query.channels = reader.channels
@@ -276,15 +297,27 @@ extension CouchAPI {
             guard let id = result.string(forKey: "_id") else { return true }
             // A user's statistics count only what it may read: nothing leaks through them.
             guard try reader.readsAll || reader.readability(of: id, revision: nil) == .readable else { return true }
+            var checked: JSONValue?
+            if let exact {
+                guard let doc = try await db.database.document(withID: id), !doc.isDeleted, let rev = doc.revisionID else { return true }
+                let json = try documentJSON(doc, db, reader: reader, conflicts: true)
+                guard case .object(var properties) = json else { return true }
+                properties["_id"] = nil
+                properties["_rev"] = nil
+                guard try exact.matches(id: id, revisionID: rev, properties: properties) else { return true }
+                checked = json
+            }
             matched += 1
-            if !reader.readsAll && matched <= r.offset { return true }
+            if serverPages && matched <= r.offset { return true }
             if asStored, let rev = result.string(forKey: "_rev") {
                 guard let found = try foundDocument(db, id: id, revision: rev, reader: reader, stored: result.storedJSON) else { return true }
                 docs.append(found)
                 return docs.count < r.limit
             }
             var json: JSONValue
-            if !r.conflicts, case .object(var o)? = result.value(at: 2), o["_attachments"] == nil, let rev = result.string(forKey: "_rev") {
+            if let checked {
+                json = checked
+            } else if !r.conflicts, case .object(var o)? = result.value(at: 2), o["_attachments"] == nil, let rev = result.string(forKey: "_rev") {
                 // The query read the document: its properties are the answer (attachments'
                 // stubs and conflicts need the stored document).
                 o["_id"] = .string(id)
