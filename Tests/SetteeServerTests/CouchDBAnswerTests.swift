@@ -100,4 +100,39 @@ import Testing
             #expect(try await admin.send(.get, "/db").status == .ok)
         }
     }
+
+    /// Multipart answers follow `Accept` as CouchDB's (mochiweb's) reading of it: a range
+    /// naming the type, its `main/*` or `*/*` takes it, `q=0` refuses it, no `Accept` is JSON.
+    /// A multipart document gives its attachments' parts in the order its JSON part lists them.
+    @Test func multipartAnswersFollowAcceptAsCouchDBs() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            let doc = #"{"z": 1, "_attachments": {"b.txt": {"content_type": "text/plain", "data": "YmJi"}, "a.txt": {"content_type": "text/plain", "data": "YWFh"}}}"#
+            #expect(try await admin.send(.put, "/db/m", json: doc).status == .created)
+            func type(_ path: String, _ accept: String?) async throws -> String {
+                let r = try await admin.send(.get, path, headers: accept.map { [.accept: $0] } ?? [:])
+                #expect(r.status == .ok, "\(path): \(r.text)")
+                return r.headers[.contentType]?.split(separator: ";").first.map(String.init) ?? ""
+            }
+            for (accept, expected) in [("multipart/related,*/*", "multipart/related"), ("*/*", "multipart/related"), ("multipart/*", "multipart/related"),
+                                       ("multipart/related;q=0, application/json", "application/json"), ("application/json", "application/json")] {
+                #expect(try await type("/db/m?attachments=true", accept) == expected, "attachments=true, Accept \(accept)")
+            }
+            #expect(try await type("/db/m?attachments=true", nil) == "application/json")
+            for (accept, expected) in [("multipart/related,*/*", "multipart/mixed"), ("*/*", "multipart/mixed"), ("multipart/mixed", "multipart/mixed"),
+                                       ("multipart/related", "application/json"), ("application/json", "application/json")] {
+                #expect(try await type("/db/m?open_revs=all", accept) == expected, "open_revs, Accept \(accept)")
+            }
+            #expect(try await type("/db/m?open_revs=all", nil) == "application/json")
+            // The parts come in the order of the JSON part's stubs.
+            let r = try await admin.send(.get, "/db/m?attachments=true", headers: [.accept: "multipart/related"])
+            let text = String(buffer: r.body)
+            let json = try #require(text.range(of: #"{"_attachments""#))
+            let stubs = ["a.txt", "b.txt"].sorted { text.range(of: "\"\($0)\"", range: json.lowerBound ..< text.endIndex)!.lowerBound
+                < text.range(of: "\"\($1)\"", range: json.lowerBound ..< text.endIndex)!.lowerBound }
+            let parts = ["a.txt", "b.txt"].sorted { text.range(of: "filename=\"\($0)\"")!.lowerBound < text.range(of: "filename=\"\($1)\"")!.lowerBound }
+            #expect(stubs == parts, "\(text)")
+        }
+    }
 }

@@ -89,7 +89,7 @@ extension CouchAPI {
         if let notModified = Self.notModified(call, etag: etag) { return notModified }
         let inline = try inlineAfter(call, tree: tree)
         // Attachments asked for as parts of a multipart/related answer rather than inline.
-        let related = inline != nil && (call.request.headers[.accept] ?? "").lowercased().contains("multipart/related")
+        let related = inline != nil && Self.accepts(call.request.headers, "multipart/related")
         var o = try revisionJSON(revision, revs: revs, reader: reader, inlineAfter: related ? nil : inline)
         // Other leaves and the history, as far as the reader may know of them.
         let visible = try reader.revisionFilter(of: id)

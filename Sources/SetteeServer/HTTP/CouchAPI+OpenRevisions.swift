@@ -161,10 +161,27 @@ extension CouchAPI {
         return Response(status: .ok, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try Self.related(o, following.parts, boundary: boundary))))
     }
 
-    /// Whether the client asked for `multipart/mixed` (CouchDB's replicator does for `open_revs`).
-    func acceptsMultipartMixed(_ call: Call) -> Bool {
-        (call.request.headers[.accept] ?? "").lowercased().contains("multipart/mixed")
+    /// Whether the client's `Accept` takes `type`, as CouchDB (mochiweb) decides it: a media
+    /// range naming it, its `main/*` or `*/*`, not weighted `q=0`; without `Accept`, no (so a
+    /// client that says nothing gets JSON). CouchDB's replicator asks `multipart/mixed` for
+    /// `open_revs`; `*/*` takes it too, as CouchDB answers it.
+    static func accepts(_ headers: HTTPFields, _ type: String) -> Bool {
+        let ranges = headers[values: .accept]
+        guard !ranges.isEmpty else { return false }
+        let main = type.split(separator: "/").first.map { String($0) + "/*" } ?? type
+        for range in ranges.joined(separator: ",").split(separator: ",") {
+            let parts = range.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard let media = parts.first, media == type || media == main || media == "*/*" else { continue }
+            let refused = parts.dropFirst().contains { p in
+                p.hasPrefix("q=") && (Double(p.dropFirst(2)) ?? 1) == 0
+            }
+            if !refused { return true }
+        }
+        return false
     }
+
+    /// Whether the client takes `multipart/mixed` (``accepts(_:_:)``).
+    func acceptsMultipartMixed(_ call: Call) -> Bool { Self.accepts(call.request.headers, "multipart/mixed") }
 
     private static func boundary() -> String {
         UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
