@@ -41,6 +41,11 @@ import Testing
         "/{db}/_local_docs": ["GET", "HEAD", "POST"],
         "/{db}/_design/{ddoc}/_view/{view}": ["GET", "HEAD", "POST"],
         "/{db}/_design/{ddoc}/_info": ["GET", "HEAD"],
+        "/{db}/_design/{ddoc}/_show/{func}": ["GET", "HEAD", "POST"],
+        "/{db}/_design/{ddoc}/_show/{func}/{docid}": ["GET", "HEAD", "POST"],
+        "/{db}/_design/{ddoc}/_list/{func}/{view}": ["GET", "HEAD", "POST"],
+        "/{db}/_design/{ddoc}/_update/{func}": ["POST", "PUT"],
+        "/{db}/_design/{ddoc}/_update/{func}/{docid}": ["POST", "PUT"],
         "/{db}/_view_cleanup": ["POST"],
         "/{db}/_find": ["POST"],
         "/{db}/_explain": ["POST"],
@@ -189,7 +194,9 @@ import Testing
         try await server.withClient(admin: true) { a async throws in
             let att = #""_attachments":{"att.txt":{"content_type":"text/plain","data":"aGVsbG8="}}"#
             let doc = try await a.send(.put, "/db/doc1", json: #"{"v":1,\#(att)}"#)
-            let views = #""views":{"v":{"map":"function (doc) { emit(doc.v, null); }","reduce":"_count"}}"#
+            let views = #""views":{"v":{"map":"function (doc) { emit(doc.v, null); }","reduce":"_count"}},"#
+                + #""shows":{"f":"function (doc, req) { return 'shown'; }"},"lists":{"f":"function (head, req) { return 'listed'; }"},"#
+                + #""updates":{"f":"function (doc, req) { return [null, 'updated']; }"}"#
             let ddoc = try await a.send(.put, "/db/_design/app", json: #"{"language":"javascript",\#(views),\#(att)}"#)
             try #require(try await a.send(.put, "/db/_local/cp", json: #"{"x":1}"#).status == .created)
             try #require(try await a.send(.put, "/db/_role/moderator", json: #"{"admin_channels":["m"]}"#).status == .created)
@@ -210,6 +217,7 @@ import Testing
             .replacingOccurrences(of: "{localid}", with: "cp")
             .replacingOccurrences(of: "{userdocid}", with: "org.couchdb.user:alice")
             .replacingOccurrences(of: "{view}", with: "v")
+            .replacingOccurrences(of: "{func}", with: "f")
             .replacingOccurrences(of: "{sessionid}", with: f.session)
             .replacingOccurrences(of: "{asset}", with: "admin.css")
             .replacingOccurrences(of: "{channel}", with: "red")

@@ -103,6 +103,12 @@ extension CouchAPI {
     /// `GET/POST /{db}/_design/{ddoc}/_view/{view}`.
     func view(_ call: inout Call, _ db: ServedDatabase, ddoc: String, name: String) async throws -> Response {
         try allow(call.request.method, [.get, .head, .post])
+        return try jsonResponse(.object(try await viewResult(&call, db, ddoc: ddoc, name: name)))
+    }
+
+    /// A view's answer for a request (its options in the query, or for a `POST` in the body
+    /// too), as the caller may read it: `{total_rows, offset, rows}` or reduced `{rows}`.
+    func viewResult(_ call: inout Call, _ db: ServedDatabase, ddoc: String, name: String) async throws -> [String: JSONValue] {
         var params = call.query
         if call.request.method == .post {
             let body = try await jsonBody(&call, limit: bodyLimit(db))
@@ -143,7 +149,7 @@ extension CouchAPI {
             throw CouchError(.serviceUnavailable, "index_building", "The view's index is being rebuilt; try again shortly")
         }
         if options.updateSeq { out["update_seq"] = .int(Int64(try db.database.lastSequence)) }
-        return try jsonResponse(.object(out))
+        return out
     }
 
     /// The view's definition and its rows, once its library index is whole (built or rebuilt

@@ -389,10 +389,12 @@ struct CouchAPI: HTTPResponder {
             return try await view(&call, db, ddoc: id, name: rest[1])
         case "_info" where rest.count == 1:
             return try await designInfo(call, db, ddoc: id)
-        case "_show", "_list", "_update", "_rewrite", "_search", "_nouveau", "_geo":
+        case "_show", "_list", "_update":
+            return try await render(&call, db, ddoc: id, rest: rest)
+        case "_rewrite", "_search", "_nouveau", "_geo":
             // CouchDB's design functions this server does not run: said so, rather than read as
             // an attachment's name.
-            throw CouchError.notFound("\(rest[0]) is not served by Settee: design documents run views, filters and validate_doc_update only")
+            throw CouchError.notFound("\(rest[0]) is not served by Settee: design documents run views, shows, lists, updates, filters and validate_doc_update")
         default:
             return try await attachment(&call, db, id: id, name: rest.joined(separator: "/"))
         }

@@ -168,6 +168,10 @@ final class ScriptSource: Sendable {
         /// A view's `map` or `reduce`: compiled after ``ViewFunctions/prelude`` (`emit`, `sum`,
         /// `log`), called through its runner.
         case view
+        /// A design document's `shows`, `lists` or `updates` entry: compiled after
+        /// ``RenderFunctions/prelude`` (`provides`, `send`, `start`, `getRow`…), called through
+        /// its runner.
+        case render
     }
 
     let id: UInt64
@@ -306,10 +310,14 @@ final class ScriptVM {
         JSGlobalContextSetInspectable(context, false)
         // Owns the context from here on: an error below releases it.
         let realm = ScriptRealm(context: context)
-        if script.kind == .sync || script.kind == .view {
+        if script.kind != .plain {
             // Our own code: an exception here is a bug, reported like any other.
-            let runner = try evaluate(script.kind == .sync ? SyncFunction.prelude : ViewFunctions.prelude,
-                                      name: script.kind == .sync ? "sync function helpers" : "view helpers", in: realm.context)
+            let prelude: (source: String, name: String) = switch script.kind {
+            case .sync: (SyncFunction.prelude, "sync function helpers")
+            case .view: (ViewFunctions.prelude, "view helpers")
+            case .render, .plain: (RenderFunctions.prelude, "render helpers")
+            }
+            let runner = try evaluate(prelude.source, name: prelude.name, in: realm.context)
             guard let runner = JSValueToObject(context, runner, nil), JSObjectIsFunction(context, runner) else {
                 throw ScriptError(.exception("the sync function helpers did not load"), "sync function helpers: did not load")
             }

@@ -47,6 +47,8 @@ final class ServedDatabase: Sendable {
     /// (``mangoIndexes()``): `generation` counts the changes, so a list read before one is
     /// never kept after it.
     let mangoIndexList = Mutex<(generation: Int, list: [MangoIndex]?)>((0, nil))
+    /// Design documents' `shows`, `lists` and `updates` functions, compiled, by source.
+    let renderFunctions = Mutex<[String: RenderFunction]>([:])
     /// Views' JavaScript reduce functions, compiled, by source.
     let viewReduces = Mutex<[String: ViewReduceFunction]>([:])
 
