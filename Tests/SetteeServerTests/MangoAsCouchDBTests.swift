@@ -347,6 +347,13 @@ import Testing
             let found = try await admin.send(.post, "/db/_find", json: #"{"selector": {"x": 2, "y": {"$gt": "a"}}}"#)
             #expect(ids(found) == ["b"] && found["warning"] == nil, "\(found.text)")
 
+            // The selector as CouchDB 3.4.3 shows it, normalized.
+            for (sent, shown) in [(#"{"a": 1, "b": {"$gt": 2}}"#, #"{"$and": [{"a": {"$eq": 1}}, {"b": {"$gt": 2}}]}"#),
+                                  (#"{"a": {"b": 1}}"#, #"{"a.b": {"$eq": 1}}"#), (#"{"$not": {"a": {"$gt": 1}}}"#, #"{"a": {"$lte": 1}}"#),
+                                  (#"{"a": {"$not": {"$regex": "x"}}}"#, #"{"a": {"$not": {"$regex": "x"}}}"#), ("{}", "{}")] {
+                let r = try await explain(#"{"selector": \#(sent)}"#)
+                #expect(r["selector"] == (try JSONValue(parsing: shown)), "\(sent): \(r.text)")
+            }
             let none = try await explain(#"{"selector": {"y": 1}}"#)
             #expect(none["index"]?["name"] == "_all_docs" && none["mrargs"]?["start_key"] == .null && none["mrargs"]?["end_key"] == "<MAX>", "\(none.text)")
             #expect(none["fields"] == [] && none["opts"]?["fields"] == [] && none["covering"] == false)

@@ -415,7 +415,9 @@ extension CouchAPI {
         }
         let descending = r.sort.first?.descending ?? false
         let keys = choice.keyRange(descending: descending)
-        let out: JSONValue = ["dbname": .string(db.name), "index": index, "partitioned": false, "selector": r.selectorJSON, "opts": .object(opts),
+        // The selector as CouchDB shows it: normalized (members of an object in name order).
+        let out: JSONValue = ["dbname": .string(db.name), "index": index, "partitioned": false,
+                              "selector": MangoIndexChoice.json(choice.node), "opts": .object(opts),
                               "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "fields": fields,
                               "index_candidates": .array(candidates),
                               "selector_hints": [["type": "json", "indexable_fields": .array(choice.indexableFields.map(JSONValue.string)),
