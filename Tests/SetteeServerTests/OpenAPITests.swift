@@ -33,7 +33,12 @@ import Testing
         "/_db_updates": ["GET", "HEAD"],
         "/_metrics": ["GET", "HEAD"],
         "/_users": ["GET", "HEAD", "PUT", "POST", "DELETE"],
-        "/_users/_all_docs": ["GET", "HEAD"],
+        "/_users/_all_docs": ["GET", "HEAD", "POST"],
+        "/_users/_find": ["POST"],
+        "/_users/_explain": ["POST"],
+        "/_users/_index": ["GET", "HEAD", "POST"],
+        "/_users/_index/{ddoc}/json/{name}": ["DELETE"],
+        "/_users/_bulk_docs": ["POST"],
         "/_users/{userdocid}": ["GET", "HEAD", "PUT", "DELETE"],
         "/{db}": ["GET", "HEAD", "PUT", "DELETE", "POST"],
         "/{db}/_all_docs": ["GET", "HEAD", "POST"],
@@ -264,6 +269,10 @@ import Testing
         case ("PUT", "/_users/{userdocid}"): return ("", json, #"{"name":"alice","password":"pw9","roles":[],"type":"user"}"#)
         case ("DELETE", "/_users/{userdocid}"): return ("?rev=1-0123", [:], nil)
         case ("GET", "/_users/_all_docs"): return ("?include_docs=true", [:], nil)
+        case ("POST", "/_users/_all_docs"): return ("", json, #"{"keys":["org.couchdb.user:alice"]}"#)
+        case ("POST", "/_users/_find"), ("POST", "/_users/_explain"): return ("", json, #"{"selector":{"name":"alice"}}"#)
+        case ("POST", "/_users/_index"): return ("", json, #"{"index":{"fields":["name"]},"ddoc":"app","name":"alice"}"#)
+        case ("POST", "/_users/_bulk_docs"): return ("", json, #"{"docs":[{"_id":"org.couchdb.user:yan","name":"yan","password":"pw","roles":[],"type":"user"}]}"#)
         case ("GET", "/{db}/_all_docs"): return ("?include_docs=true&update_seq=true", [:], nil)
         case ("GET", "/{db}/_changes"): return ("?include_docs=true&style=all_docs", [:], nil)
         default: return ("", [:], nil)

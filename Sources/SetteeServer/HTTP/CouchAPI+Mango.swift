@@ -399,7 +399,13 @@ extension CouchAPI {
         let query = try libraryQuery(db, r, choice: choice, readsAll: reader.readsAll)
         query.channels = reader.channels
         let plan = try query.explain()
-        let index = choice.index?.json ?? Self.allDocsIndex
+        return try jsonResponse(Self.explanation(dbName: db.name, r, choice: choice, plan: plan))
+    }
+
+    /// `_explain`'s answer for a request and the index chosen for it: CouchDB 3.4's members,
+    /// and `plan`, what the server reads.
+    static func explanation(dbName: String, _ r: FindRequest, choice: MangoIndexChoice, plan: String) -> JSONValue {
+        let index = choice.index?.json ?? allDocsIndex
         // CouchDB 3.4's answer, member for member; `plan` is the library's own account.
         let fields: JSONValue = .array((r.fields ?? []).map(JSONValue.string))
         var opts: [String: JSONValue] = ["use_index": .array([]), "bookmark": .string(r.bookmarkText ?? "nil"),
@@ -409,14 +415,14 @@ extension CouchAPI {
                                          "execution_stats": .bool(r.executionStats), "allow_fallback": .bool(r.allowFallback)]
         if let use = r.useIndex { opts["use_index"] = .array([.string(use.ddoc)] + (use.name.map { [.string($0)] } ?? [])) }
         let candidates: [JSONValue] = choice.candidates.map { c in
-            ["index": c.index?.json ?? Self.allDocsIndex,
+            ["index": c.index?.json ?? allDocsIndex,
              "analysis": ["usable": .bool(c.usable), "reasons": .array(c.reasons.prefix(1).map { ["name": .string($0)] }),
                           "ranking": .int(Int64(c.ranking)), "covering": c.covering.map(JSONValue.bool) ?? .null]]
         }
         let descending = r.sort.first?.descending ?? false
         let keys = choice.keyRange(descending: descending)
         // The selector as CouchDB shows it: normalized (members of an object in name order).
-        let out: JSONValue = ["dbname": .string(db.name), "index": index, "partitioned": false,
+        let out: JSONValue = ["dbname": .string(dbName), "index": index, "partitioned": false,
                               "selector": MangoIndexChoice.json(choice.node), "opts": .object(opts),
                               "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "fields": fields,
                               "index_candidates": .array(candidates),
@@ -426,7 +432,7 @@ extension CouchAPI {
                                          "start_key": keys.start, "end_key": keys.end, "direction": descending ? "rev" : "fwd",
                                          "stable": r.body["stable"] ?? false, "update": r.body["update"] ?? true, "conflicts": "undefined"],
                               "covering": .bool(choice.covering), "plan": .string(plan)]
-        return try jsonResponse(out)
+        return out
     }
 
     /// A document as `_find` and `include_docs` return it: `_id`, `_rev`, properties,

@@ -117,26 +117,14 @@ extension CouchAPI {
                 throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
             }
         }
-        if first == "_all_docs" {
-            try requireAdmin(call)
-            try allow(method, [.get, .head])
-            let includeDocs = try flag(call, "include_docs")
-            let rows: [JSONValue] = try server.userNames().compactMap { name in
-                guard let records = try server.userRecords(name) else { return nil }
-                let id = UsersDatabase.prefix + name
-                var row: [String: JSONValue] = ["id": .string(id), "key": .string(id), "value": ["rev": .string(records.revision)]]
-                if includeDocs { row["doc"] = records.document(id: id) }
-                return .object(row)
-            }
-            return try jsonResponse(["total_rows": .int(Int64(rows.count)), "offset": 0, "rows": .array(rows)])
-        }
+        if first.hasPrefix("_"), let answer = try await usersEndpoint(&call, first, rest: rest) { return answer }
         if rest.count == 1, method == .put, !first.hasPrefix("_") {
             // Any other ID is refused with CouchDB's reason (403), not as a missing document.
             let body = try await jsonBody(&call, limit: 1 << 20, anyType: true)
             return try await writeUserDocument(&call, id: first, body: body)
         }
         guard rest.count == 1, first.hasPrefix(UsersDatabase.prefix) else {
-            throw CouchError.notFound("_users serves users' documents (org.couchdb.user:NAME) and _all_docs only")
+            throw CouchError.notFound("_users serves users' documents (org.couchdb.user:NAME), _all_docs, _find, _explain, _index and _bulk_docs")
         }
         switch method {
         case .get, .head:
@@ -184,6 +172,13 @@ extension CouchAPI {
     /// served database, a user's own in the databases whose record of it its credentials proved,
     /// a sign-up in the databases that take sign-ups.
     private func writeUserDocument(_ call: inout Call, id: String, body: [String: JSONValue]) async throws -> Response {
+        let rev = try await saveUserDocument(call, id: id, body: body)
+        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(rev)], status: .created, headers: [.eTag: "\"\(rev)\""])
+    }
+
+    /// Writes a user document (``writeUserDocument(_:id:body:)``); returns its new revision as
+    /// the writer sees it.
+    func saveUserDocument(_ call: Call, id: String, body: [String: JSONValue], bulk: Bool = false) async throws -> String {
         guard id.hasPrefix(UsersDatabase.prefix) else { throw CouchError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
         let name = String(id.dropFirst(UsersDatabase.prefix.count))
         guard !name.isEmpty, name != User.guestName else { throw CouchError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
@@ -227,7 +222,9 @@ extension CouchAPI {
         case nil, .null?: nil
         default: throw CouchError.badRequest("Invalid rev format")
         }
-        let given = try Self.revision(bodyRev ?? call.query["rev"], ifMatch: call.request.headers[.ifMatch])
+        // One of `_bulk_docs`' documents has only its own `_rev`.
+        let given = bulk ? try Self.revision(bodyRev, ifMatch: nil)
+            : try Self.revision(bodyRev ?? call.query["rev"], ifMatch: call.request.headers[.ifMatch])
         var databases: [ServedDatabase]
         switch writer {
         case .admin:
@@ -284,7 +281,6 @@ extension CouchAPI {
         guard let written = try server.userRecords(name) else { throw CouchError.notFound("missing") }
         let shown = call.principal == .admin ? written
             : UsersDatabase.Records(records: written.records.filter { r in databases.contains { $0.name == r.database } })
-        return try jsonResponse(["ok": true, "id": .string(id), "rev": .string(shown.revision)], status: .created,
-                                headers: [.eTag: "\"\(shown.revision)\""])
+        return shown.revision
     }
 }
