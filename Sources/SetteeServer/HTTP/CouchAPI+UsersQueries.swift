@@ -328,8 +328,14 @@ extension CouchAPI {
         guard docs.count <= Self.maxUsersBulk else { throw CouchError.badRequest("_users takes at most \(Self.maxUsersBulk) documents at once") }
         var results: [JSONValue] = []
         for item in docs {
-            guard case .object(let doc) = item, case .string(let id)? = doc["_id"] else {
-                results.append(["error": "forbidden", "reason": "Doc ID must be of the form org.couchdb.user:name"])
+            // A document without an ID gets one, as CouchDB gives it, and is refused by name.
+            let generated = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            guard case .object(let doc) = item else {
+                results.append(["id": .string(generated), "error": "bad_request", "reason": "Document must be a JSON object"])
+                continue
+            }
+            guard case .string(let id)? = doc["_id"] ?? .string(generated) else {
+                results.append(["id": .string(generated), "error": "bad_request", "reason": "Document id must be a string"])
                 continue
             }
             do {
