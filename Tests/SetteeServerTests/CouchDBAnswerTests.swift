@@ -125,6 +125,13 @@ import Testing
                 #expect(try await type("/db/m?open_revs=all", accept) == expected, "open_revs, Accept \(accept)")
             }
             #expect(try await type("/db/m?open_revs=all", nil) == "application/json")
+            // `_bulk_get` is multipart only for a client that does not take JSON (CouchDB's rule).
+            for (accept, expected) in [("*/*", "application/json"), ("multipart/mixed", "multipart/mixed"),
+                                       ("application/json, multipart/mixed", "application/json"), ("multipart/related", "application/json")] {
+                let r = try await admin.send(.post, "/db/_bulk_get", json: #"{"docs": [{"id": "m"}]}"#, headers: [.accept: accept])
+                let got = r.headers[.contentType]?.split(separator: ";").first.map(String.init) ?? ""
+                #expect(r.status == .ok && got == expected, "_bulk_get, Accept \(accept): \(got)")
+            }
             // The parts come in the order of the JSON part's stubs.
             let r = try await admin.send(.get, "/db/m?attachments=true", headers: [.accept: "multipart/related"])
             let text = String(buffer: r.body)

@@ -500,7 +500,11 @@ extension CouchAPI {
                 results.append(failure(rev, "bad_request", e.message))
             }
         }
-        if acceptsMultipartMixed(call) {
+        // CouchDB's rule for `_bulk_get`: multipart only for a client that does not take JSON
+        // (so `*/*` gets JSON, where `open_revs` answers it with multipart). The answer is
+        // `multipart/mixed`, so a client taking only `multipart/related` gets JSON.
+        let headers = call.request.headers
+        if !Self.accepts(headers, "application/json") && Self.accepts(headers, "multipart/mixed") {
             db.counters.read(results.reduce(0) { $0 + $1.answers.count })
             return try multipartMixed(results.flatMap(\.answers), revs: revs, reader: reader)
         }
