@@ -23,6 +23,8 @@ import Testing
             #expect(try await c.send(.delete, "/").status == .methodNotAllowed)
             let info = try await c.send(.get, "/db")
             #expect(info["db_name"] == "db" && info["update_seq"] == 0 && info["instance_start_time"] == "0")
+            // CouchDB 3's members, for one node.
+            #expect(info["cluster"] == ["q": 1, "n": 1, "w": 1, "r": 1] && info["props"] == .object([:]), "\(info.text)")
             #expect(try await c.send(.head, "/db").status == .ok)
             // On the public port a database that is not served is answered as one whose user the
             // caller is not, so that names are not learned by trying them.

@@ -66,6 +66,10 @@ extension CouchAPI {
             "compact_running": .bool(db.compactionsRunning.load(ordering: .sequentiallyConsistent) > 0),
             "disk_format_version": 1,
             "state": "Online",
+            // CouchDB 3's members: one node holds one copy in one shard; no database here is
+            // partitioned.
+            "cluster": ["q": 1, "n": 1, "w": 1, "r": 1],
+            "props": .object([:]),
         ]
         if reader.readsAll {
             info["doc_count"] = .int(Int64(stats.documentCount))

@@ -101,7 +101,7 @@ extension CouchAPI {
                 return try jsonResponse(["db_name": .string(UsersDatabase.name), "doc_count": .int(Int64(try server.userNames().count)), "doc_del_count": 0,
                                          "update_seq": 0, "committed_update_seq": 0, "purge_seq": 0, "instance_start_time": "0",
                                          "compact_running": false, "disk_format_version": 1, "state": "Online",
-                                         "sizes": ["file": 0]])
+                                         "sizes": ["file": 0], "cluster": ["q": 1, "n": 1, "w": 1, "r": 1], "props": .object([:])])
             case .put:
                 try requireAdmin(call)
                 throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
