@@ -391,6 +391,8 @@ import Testing
                 #expect(try await admin.send(.put, "/db/\(id)?new_edits=false", json: #"{"_rev": "1-bbb", "color": "\#(second)", "v": 2}"#).status == .created)
             }
             try await put(admin, "plain", #"{"color": "red", "v": 3}"#)
+            // Before every conflicted one in ID order: a page must not stop at it.
+            try await put(admin, "a0", #"{"color": "red"}"#)
             func find(_ c: any TestClientProtocol, _ body: String, _ h: HTTPFields = [:]) async throws -> TestResponse {
                 let r = try await c.send(.post, "/db/_find", json: body, headers: h)
                 #expect(r.status == .ok, "\(body): \(r.text)")

@@ -200,7 +200,8 @@ extension CouchAPI {
     /// page (`skip` is counted by the server among the matches that pass its check), never
     /// ahead of it. The request's parts go to the library as they were compiled when it was
     /// read.
-    /// `selector`: read in place of the request's (a wider one the server checks further).
+    /// `selector`: read in place of the request's (a wider one the server checks further: then
+    /// no page bound is the library's, as the server passes over some of what it reads).
     func libraryQuery(_ db: ServedDatabase, _ r: FindRequest, choice: MangoIndexChoice, readsAll: Bool, idsOnly: Bool = false,
                       selector: MangoQuery.Selector? = nil) throws -> Query {
         var selectors = [selector ?? r.selector, try Self.notDesignDocuments.get()]
@@ -211,7 +212,9 @@ extension CouchAPI {
         mango.sort = r.sort
         // `_id` and `_rev` only: the documents are read as stored.
         if idsOnly { mango.fields = ["_id"] }
-        if readsAll {
+        if selector != nil {
+            // Every match may be passed over by the server's check: it reads until its page is full.
+        } else if readsAll {
             mango.skip = r.offset
             mango.limit = r.limit
         } else {
@@ -335,7 +338,9 @@ extension CouchAPI {
             // A user reads the matches it may read: skipped and counted among those only. The
             // library reads no further than the page (its limit); a page of a few hundred is
             // read on this thread, a larger one streams from a reading thread of its own.
-            if r.offset + r.limit <= Self.pageReadAtOnce {
+            // A query whose matches the server checks further has no page bound: it streams, and
+            // stops when the page is full.
+            if exact == nil && r.offset + r.limit <= Self.pageReadAtOnce {
                 for result in try query.execute() where !(try await take(result)) { break }
             } else {
                 for try await result in query.results() where !(try await take(result)) { break }
