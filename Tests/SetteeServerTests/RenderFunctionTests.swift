@@ -66,6 +66,9 @@ import Testing
             let asHTML = try await admin.send(.get, "/db/_design/r/_show/fmt/ann", headers: [.accept: "text/html"])
             #expect(asHTML.text == "<p>Ann</p>" && asHTML.headers[.contentType] == "text/html; charset=utf-8", "\(asHTML.text)")
             #expect(try await admin.send(.get, "/db/_design/r/_show/fmt/ann").text == "<p>Ann</p>")
+            // A browser's Accept names HTML before */*: HTML; a client of JSON with */* after: JSON.
+            #expect(try await admin.send(.get, "/db/_design/r/_show/fmt/ann", headers: [.accept: "text/html,application/xhtml+xml,*/*;q=0.8"]).text == "<p>Ann</p>")
+            #expect(try await admin.send(.get, "/db/_design/r/_show/fmt/ann", headers: [.accept: "application/json, */*"]).headers[.contentType] == "application/json")
             #expect(try await admin.send(.get, "/db/_design/r/_show/fmt/ann", headers: [.accept: "image/png"]).status == .notAcceptable)
             // Failures: a thrown error 500, a rejection 403, a missing document whose function fails 404.
             let bad = try await admin.send(.get, "/db/_design/r/_show/bad/ann")

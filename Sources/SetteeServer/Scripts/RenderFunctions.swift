@@ -56,7 +56,8 @@ enum RenderFunctions {
             Object.defineProperty(global, name, { value: helpers[name], writable: false, enumerable: false, configurable: false });
         }
         // The offered format to answer with: `?format=` names one; else the first whose media
-        // types the Accept header names (or every type, */*); else the first offered.
+        // types the Accept header names; else, when it takes every type (*/*) or there is no
+        // Accept, the first offered.
         function choose(req, ddoc) {
             var query = (req && req.query) || {}, headers = (req && req.headers) || {};
             var accept = String(headers.Accept || headers.accept || "").toLowerCase();
@@ -64,14 +65,15 @@ enum RenderFunctions {
             if (query.format !== undefined) {
                 for (i = 0; i < offered.length && !pick; i++) if (offered[i][0] === String(query.format)) pick = offered[i];
                 if (!pick) return { refused: "Content-Type " + query.format + " not supported" };
-            } else if (accept && accept.indexOf("*/*") < 0) {
+            } else if (accept) {
                 for (i = 0; i < offered.length && !pick; i++) {
                     var types = mimes[offered[i][0]] || [];
                     for (j = 0; j < types.length && !pick; j++) {
                         if (accept.indexOf(types[j].split(";")[0].toLowerCase()) >= 0) pick = offered[i];
                     }
                 }
-                if (!pick) return { refused: "Content-Type " + accept + " not supported" };
+                // `*/*` takes the first offered when none is named.
+                if (!pick && accept.indexOf("*/*") < 0) return { refused: "Content-Type " + accept + " not supported" };
             }
             if (!pick) pick = offered[0];
             return { value: pick[1].call(ddoc), type: (mimes[pick[0]] || [null])[0] };
