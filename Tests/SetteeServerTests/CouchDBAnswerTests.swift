@@ -10,12 +10,7 @@ import Testing
 /// (checked against CouchDB 3.4.3), on live servers on loopback; and that a user learns no more
 /// from them than CouchDB's rules allow.
 @Suite struct CouchDBAnswerTests {
-    static let config = """
-        {"databases": {"db": {"server": "walrus:",
-          "users": {"GUEST": {"disabled": true},
-                    "alice": {"password": "pw", "admin_channels": ["red"]}},
-          "sync": `function(doc) { channel(doc.color); }`}}}
-        """
+    static let config = redChannelConfig
     static let alice = basic("alice", "pw")
 
     func expectError(_ r: TestResponse, _ status: HTTPResponse.Status, _ error: String, _ reason: String,

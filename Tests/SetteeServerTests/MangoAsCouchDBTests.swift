@@ -10,12 +10,7 @@ import Testing
 /// (`src/mango/src/mango_opts.erl`, `mango_httpd.erl`, `src/docs/src/api/database/find.rst`),
 /// on live servers on loopback. Each test names CouchDB's answer it checks.
 @Suite struct MangoAsCouchDBTests {
-    static let config = """
-        {"databases": {"db": {"server": "walrus:",
-          "users": {"GUEST": {"disabled": true},
-                    "alice": {"password": "pw", "admin_channels": ["red"]}},
-          "sync": `function(doc) { channel(doc.color); }`}}}
-        """
+    static let config = redChannelConfig
 
     /// Ten tasks, numbered 0…9, red when even.
     func seed(_ admin: any TestClientProtocol) async throws {

@@ -9,12 +9,7 @@ import Testing
 /// `_find`, `_explain` and `_index` on live servers on loopback, as CouchDB's documentation
 /// describes them and its clients use them, and as a user restricted by channels meets them.
 @Suite struct MangoServerTests {
-    static let config = """
-        {"databases": {"db": {"server": "walrus:",
-          "users": {"GUEST": {"disabled": true},
-                    "alice": {"password": "pw", "admin_channels": ["red"]}},
-          "sync": `function(doc) { channel(doc.color); }`}}}
-        """
+    static let config = redChannelConfig
     static let alice = basic("alice", "pw")
 
     /// Twelve tasks, numbered 0…11, red when even; two notes; a design document.

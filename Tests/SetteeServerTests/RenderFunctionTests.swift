@@ -10,12 +10,7 @@ import Testing
 /// by its client libraries), on live servers on loopback: what they answer, how they see the
 /// request, and that a user reaches through them only what it may read and write.
 @Suite struct RenderFunctionTests {
-    static let config = """
-        {"databases": {"db": {"server": "walrus:",
-          "users": {"GUEST": {"disabled": true},
-                    "alice": {"password": "pw", "admin_channels": ["red"]}},
-          "sync": `function(doc) { channel(doc.color); }`}}}
-        """
+    static let config = redChannelConfig
     static let alice = basic("alice", "pw")
 
     static let design = #"""

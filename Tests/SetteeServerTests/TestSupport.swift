@@ -272,3 +272,13 @@ func eventually(_ condition: @Sendable () async throws -> Bool, sourceLocation: 
     }
     Issue.record("the condition never held", sourceLocation: sourceLocation)
 }
+
+/// One database in memory with GUEST disabled, `alice` (password `pw`) reading channel `red`,
+/// and a sync function routing each document to the channel its `color` names: the setting of
+/// the suites that check what a user may read.
+let redChannelConfig = """
+        {"databases": {"db": {"server": "walrus:",
+          "users": {"GUEST": {"disabled": true},
+                    "alice": {"password": "pw", "admin_channels": ["red"]}},
+          "sync": `function(doc) { channel(doc.color); }`}}}
+        """

@@ -219,7 +219,7 @@ struct MangoIndexChoice {
         if members.count > 1 {
             return .and(members.sorted { $0.key < $1.key }.map { node(.object([$0.key: $0.value]), path: path) })
         }
-        let (key, value) = members.first!
+        guard let (key, value) = members.first else { return .empty }
         func list() -> [Node] {
             if case .array(let a) = value { return a.map { node($0, path: path) } }
             return []

@@ -247,12 +247,18 @@ extension CouchAPI {
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: content)))
     }
 
+    /// A sandbox that gives a page no script and no origin of its own, and no type sniffing:
+    /// what attachments and rendering functions answer is never active on either port's origin.
+    static func sandboxed(_ headers: inout HTTPFields) {
+        headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
+        headers[.xContentTypeOptions] = "nosniff"
+    }
+
     /// An attachment is data, never a page of either port's origin: a sandbox that gives it no
     /// script and no origin of its own, no type sniffing, and for a type a browser would run (HTML,
     /// SVG, XML, JavaScript, …) a download instead of a display.
     static func neverActive(_ headers: inout HTTPFields, contentType: String, name: String) {
-        headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
-        headers[.xContentTypeOptions] = "nosniff"
+        sandboxed(&headers)
         let mime = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         let scriptable = ["text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml", "text/xsl",
                           "application/xslt+xml", "text/javascript", "application/javascript", "application/x-javascript",

@@ -106,14 +106,14 @@ extension CouchAPI {
 
     // MARK: - _all_docs
 
-    /// `_all_docs`, or with `prefix` `_design_docs` (the design documents, with the same options).
-    func allDocs(_ call: inout Call, _ db: ServedDatabase, prefix: String? = nil) async throws -> Response {
-        try allow(call.request.method, [.get, .head, .post])
+    /// An `_all_docs` request's options (for a `POST`, the body's too: a query parameter wins,
+    /// CouchDB's order) and its `keys`, from the query or the body, with CouchDB's words when
+    /// they are not an array.
+    func allDocsRequest(_ call: inout Call, limit: Int) async throws -> (query: Call, keys: [JSONValue]?) {
         var keys: [JSONValue]?
         var params = call.query
         if call.request.method == .post {
-            let body = try await jsonBody(&call, limit: bodyLimit(db))
-            // A query parameter wins over the same option in the body (CouchDB's order).
+            let body = try await jsonBody(&call, limit: limit)
             var fromBody: [String: String] = [:]
             try Self.bodyOptions(body, into: &fromBody, except: ["keys"],
                                  jsonValued: { $0.hasSuffix("key") || $0 == "startkey_docid" || $0 == "endkey_docid" })
@@ -128,6 +128,13 @@ extension CouchAPI {
             guard case .array(let a) = k else { throw CouchError.badRequest("`keys` parameter must be an array.") }
             keys = a
         }
+        return (query, keys)
+    }
+
+    /// `_all_docs`, or with `prefix` `_design_docs` (the design documents, with the same options).
+    func allDocs(_ call: inout Call, _ db: ServedDatabase, prefix: String? = nil) async throws -> Response {
+        try allow(call.request.method, [.get, .head, .post])
+        let (query, keys) = try await allDocsRequest(&call, limit: bodyLimit(db))
         let includeDocs = try flag(query, "include_docs")
         let conflicts = try flag(query, "conflicts")
         let descending = try flag(query, "descending")
@@ -230,13 +237,6 @@ extension CouchAPI {
         ]
         if try flag(query, "update_seq") { result["update_seq"] = .int(Int64(try database.lastSequence)) }
         return try jsonResponse(.object(result))
-    }
-
-    /// The `keys` of an `_all_docs` request: a JSON array, its members any JSON (those that are
-    /// not document IDs get a `not_found` row each).
-    static func keyList(_ v: JSONValue) throws -> [JSONValue] {
-        guard case .array(let a) = v else { throw CouchError(.badRequest, "query_parse_error", "keys must be a JSON array") }
-        return a
     }
 
     // MARK: - _local_docs

@@ -574,12 +574,14 @@ extension CouchAPI {
         }
     }
 
-    private func createIndex(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
-        let body = try await jsonBody(&call, limit: bodyLimit(db))
+    /// A `POST /_index` body checked as CouchDB checks it (members, `w`, the type first, then
+    /// the definition), and the index it asks for: `ddoc` and `name` default to the SHA-1 of the
+    /// definition. `def` is the definition as sent.
+    static func requestedIndex(_ body: [String: JSONValue]) throws -> (index: MangoIndex, def: [String: JSONValue]) {
         for key in body.keys where !["index", "ddoc", "name", "type", "w", "partitioned"].contains(key) {
             throw CouchError.invalidKey(key)
         }
-        try Self.writeQuorum(body["w"])
+        try writeQuorum(body["w"])
         // The type first, as CouchDB: a text or nouveau index needs a search service this
         // server does not have, which CouchDB without one answers with a 503.
         switch body["type"] {
@@ -594,17 +596,17 @@ extension CouchAPI {
             throw CouchError(.badRequest, "invalid_index", "Invalid key \(key) in the index definition")
         }
         let fields = try MangoIndex.definedFields(def["fields"])
-        let partial = def["partial_filter_selector"]
-        if let partial {
-            guard case .object = partial else { throw CouchError(.badRequest, "invalid_selector", "partial_filter_selector must be a selector") }
+        var partial: JSONValue?
+        if let given = def["partial_filter_selector"] {
+            guard case .object(let o) = given else { throw CouchError(.badRequest, "invalid_selector", "partial_filter_selector must be a selector") }
             // Checked by compiling it, as a query would.
-            do { _ = try MangoQuery.Selector(partial) } catch {
+            do { _ = try MangoQuery.Selector(given) } catch {
                 throw CouchError(.badRequest, "invalid_selector", error.message)
             }
+            if !o.isEmpty { partial = given }
         }
         if case .bool(true)? = body["partitioned"] { throw CouchError(.badRequest, "invalid_index", "Partitioned indexes are not supported") }
-        let index = try JSONValue.object(def).jsonText()
-        let digest = Insecure.SHA1.hash(data: Data(index.utf8)).map { String(format: "%02x", $0) }.joined()
+        let digest = Insecure.SHA1.hash(data: Data(try JSONValue.object(def).jsonText().utf8)).map { String(format: "%02x", $0) }.joined()
         func text(_ key: String) throws -> String? {
             guard let v = body[key] else { return nil }
             guard case .string(let s) = v, !s.isEmpty, s.utf8.count <= 200, !s.contains("/") || s.hasPrefix("_design/") else {
@@ -612,8 +614,13 @@ extension CouchAPI {
             }
             return s
         }
-        let ddoc = Self.designID(try text("ddoc") ?? digest)
-        let name = try text("name") ?? digest
+        let index = MangoIndex(ddoc: designID(try text("ddoc") ?? digest), name: try text("name") ?? digest, fields: fields, partial: partial)
+        return (index, def)
+    }
+
+    private func createIndex(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
+        let (index, def) = try Self.requestedIndex(try await jsonBody(&call, limit: bodyLimit(db)))
+        let (ddoc, name, fields, partial) = (index.ddoc, index.name, index.fields, index.partial)
         let view: JSONValue = ["map": ["fields": .object(Dictionary(uniqueKeysWithValues: fields.map { ($0.field, JSONValue.string($0.descending ? "desc" : "asc")) })),
                                        "partial_filter_selector": partial ?? .object([:])],
                                // The definition as sent (CouchDB keeps it so; `_index` lists it normalized).

@@ -74,6 +74,9 @@ extension CouchAPI {
         return (compiled, .object(props))
     }
 
+    static let updateNewRev = HTTPField.Name("X-Couch-Update-NewRev")!
+    static let couchID = HTTPField.Name("X-Couch-Id")!
+
     /// Compiled rendering functions kept per database.
     static let maxCachedRenderFunctions = 256
 
@@ -111,6 +114,17 @@ extension CouchAPI {
         ]
     }
 
+    /// The document a show or an update is given: nil without an ID, and for one that does not
+    /// exist, is deleted, or that the user may not read (as one that does not exist).
+    private func renderedDocument(_ call: Call, _ db: ServedDatabase, id: String?) async throws -> JSONValue? {
+        guard let id else { return nil }
+        try checkDocumentID(id)
+        let reader = try Reader(db, call.principal)
+        guard try reader.readability(of: id, revision: nil) == .readable,
+              let found = try await db.database.document(withID: id), !found.isDeleted else { return nil }
+        return try documentJSON(found, db, reader: reader, conflicts: false)
+    }
+
     /// A request's body for a rendering function (none for `GET` and `HEAD`).
     private func renderBody(_ call: inout Call, _ db: ServedDatabase) async throws -> [UInt8]? {
         guard call.request.method != .get && call.request.method != .head else { return nil }
@@ -131,16 +145,7 @@ extension CouchAPI {
     private func show(_ call: inout Call, _ db: ServedDatabase, ddoc: String, function: String, docID: String?) async throws -> Response {
         let (fn, design) = try await renderFunction(db, ddoc: ddoc, member: "shows", function: function)
         let body = try await renderBody(&call, db)
-        let reader = try Reader(db, call.principal)
-        // A document the user may not read is as one that does not exist: null.
-        var doc: JSONValue?
-        if let docID {
-            try checkDocumentID(docID)
-            if try reader.readability(of: docID, revision: nil) == .readable,
-               let found = try await db.database.document(withID: docID), !found.isDeleted {
-                doc = try documentJSON(found, db, reader: reader, conflicts: false)
-            }
-        }
+        let doc = try await renderedDocument(call, db, id: docID)
         let req = try requestObject(call, db, id: docID, body: body).jsonText()
         let docText = try doc?.jsonText(), designText = try design.jsonText()
         let output: RenderFunction.Output
@@ -215,15 +220,7 @@ extension CouchAPI {
     private func update(_ call: inout Call, _ db: ServedDatabase, ddoc: String, function: String, docID: String?) async throws -> Response {
         let (fn, design) = try await renderFunction(db, ddoc: ddoc, member: "updates", function: function)
         let body = try await renderBody(&call, db)
-        let reader = try Reader(db, call.principal)
-        var doc: JSONValue?
-        if let docID {
-            try checkDocumentID(docID)
-            if try reader.readability(of: docID, revision: nil) == .readable,
-               let found = try await db.database.document(withID: docID), !found.isDeleted {
-                doc = try documentJSON(found, db, reader: reader, conflicts: false)
-            }
-        }
+        let doc = try await renderedDocument(call, db, id: docID)
         let req = try requestObject(call, db, id: docID, body: body).jsonText()
         let docText = try doc?.jsonText(), designText = try design.jsonText()
         let output: RenderFunction.Output
@@ -245,8 +242,8 @@ extension CouchAPI {
             }
             let incoming = try IncomingDocument(ReplicatorDocuments.clientMembers(newDoc, of: db))
             let rev = try await save(incoming, to: db, newEdits: true, as: call.principal)
-            extra[HTTPField.Name("X-Couch-Update-NewRev")!] = rev
-            extra[HTTPField.Name("X-Couch-Id")!] = id
+            extra[Self.updateNewRev] = rev
+            extra[Self.couchID] = id
             status = .created
         } else if pair[0] != .null {
             throw CouchError(.internalServerError, "render_error", "an update function returns [document or null, response]")
@@ -305,8 +302,7 @@ extension CouchAPI {
             }
             fields[fieldName] = text
         }
-        fields[HTTPField.Name("Content-Security-Policy")!] = "sandbox; default-src 'none'"
-        fields[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        Self.sandboxed(&fields)
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 }

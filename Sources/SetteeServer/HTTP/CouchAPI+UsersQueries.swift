@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -82,23 +81,7 @@ extension CouchAPI {
     // MARK: - _all_docs
 
     private func usersAllDocs(_ call: inout Call) async throws -> Response {
-        var params = call.query
-        var keys: [JSONValue]?
-        if call.request.method == .post {
-            let body = try await jsonBody(&call, limit: 1 << 20)
-            var fromBody: [String: String] = [:]
-            try Self.bodyOptions(body, into: &fromBody, except: ["keys"], jsonValued: { $0.hasSuffix("key") })
-            params = fromBody.merging(params) { _, query in query }
-            if let v = body["keys"] {
-                guard case .array(let a) = v else { throw CouchError.badRequest("`keys` body member must be an array.") }
-                keys = a
-            }
-        }
-        let query = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
-        if keys == nil, let k = try jsonParameter(query, "keys", allDocs: true) {
-            guard case .array(let a) = k else { throw CouchError.badRequest("`keys` parameter must be an array.") }
-            keys = a
-        }
+        let (query, keys) = try await allDocsRequest(&call, limit: 1 << 20)
         let includeDocs = try flag(query, "include_docs")
         let descending = try flag(query, "descending")
         let limit = try integer(query, "limit") ?? .max
@@ -261,37 +244,7 @@ extension CouchAPI {
         }
         try allow(method, [.get, .head, .post])
         if method == .post {
-            let body = try await jsonBody(&call, limit: 1 << 20)
-            for key in body.keys where !["index", "ddoc", "name", "type", "w", "partitioned"].contains(key) { throw CouchError.invalidKey(key) }
-            try Self.writeQuorum(body["w"])
-            switch body["type"] {
-            case nil, .string("json")?: break
-            case .string(let t)? where t == "text" || t == "nouveau":
-                throw CouchError(.serviceUnavailable, "required index service unavailable", t)
-            default: throw CouchError(.badRequest, "invalid_index", "Invalid type for index: \((try? body["type"]?.jsonText()) ?? "")")
-            }
-            guard case .object(let def)? = body["index"] else { throw CouchError.badRequest("Missing required key: index") }
-            for key in def.keys where !["fields", "partial_filter_selector"].contains(key) {
-                throw CouchError(.badRequest, "invalid_index", "Invalid key \(key) in the index definition")
-            }
-            let fields = try MangoIndex.definedFields(def["fields"])
-            let partial = def["partial_filter_selector"]
-            if let partial {
-                do { _ = try MangoQuery.Selector(partial) } catch {
-                    throw CouchError(.badRequest, "invalid_selector", error.message)
-                }
-            }
-            let digest = Insecure.SHA1.hash(data: Data(try JSONValue.object(def).jsonText().utf8)).map { String(format: "%02x", $0) }.joined()
-            func text(_ key: String) throws -> String? {
-                guard let v = body[key] else { return nil }
-                guard case .string(let s) = v, !s.isEmpty, s.utf8.count <= 200 else {
-                    throw CouchError(.badRequest, "invalid_index", "\(key) must be a non-empty name")
-                }
-                return s
-            }
-            var kept: JSONValue?
-            if case .object(let o)? = partial, !o.isEmpty { kept = .object(o) }
-            let index = MangoIndex(ddoc: Self.designID(try text("ddoc") ?? digest), name: try text("name") ?? digest, fields: fields, partial: kept)
+            let (index, _) = try Self.requestedIndex(try await jsonBody(&call, limit: 1 << 20))
             var list = try usersIndexes()
             let result: String
             if let at = list.firstIndex(where: { $0.ddoc == index.ddoc && $0.name == index.name }) {

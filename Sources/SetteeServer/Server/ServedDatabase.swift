@@ -41,8 +41,6 @@ final class ServedDatabase: Sendable {
     let compactionsRunning = Atomic<Int>(0)
     /// The database's CouchDB security object (`_security`).
     let security = Mutex(SecurityObject())
-    /// The Mango index (design document, name) behind each library index `_find` used.
-    let mangoNames = Mutex<[String: (ddoc: String, name: String)]>([:])
     /// The Mango indexes the design documents define, read once after each change of them
     /// (``mangoIndexes()``): `generation` counts the changes, so a list read before one is
     /// never kept after it.
