@@ -140,22 +140,28 @@ extension CouchAPI {
         }
     }
 
-    // MARK: - _show
-
-    private func show(_ call: inout Call, _ db: ServedDatabase, ddoc: String, function: String, docID: String?) async throws -> Response {
-        let (fn, design) = try await renderFunction(db, ddoc: ddoc, member: "shows", function: function)
+    /// Runs a show or an update (`shows.{function}`, `updates.{function}`) on the document
+    /// `docID` names, with the request's body.
+    private func runOnDocument(_ call: inout Call, _ db: ServedDatabase, ddoc: String, mode: RenderFunction.Mode,
+                               function: String, docID: String?) async throws -> RenderFunction.Output {
+        let (fn, design) = try await renderFunction(db, ddoc: ddoc, member: mode == .show ? "shows" : "updates", function: function)
         let body = try await renderBody(&call, db)
         let doc = try await renderedDocument(call, db, id: docID)
         let req = try requestObject(call, db, id: docID, body: body).jsonText()
         let docText = try doc?.jsonText(), designText = try design.jsonText()
-        let output: RenderFunction.Output
         do {
-            output = try fn.run(mode: .show, doc: docText, req: req, rows: nil, ddoc: designText)
+            return try fn.run(mode: mode, doc: docText, req: req, rows: nil, ddoc: designText)
         } catch {
-            // A function that fails on a document that is not there: CouchDB's 404.
-            if docID != nil && doc == nil { throw CouchError.notFound("document not found") }
+            // A show that fails on a document that is not there: CouchDB's 404.
+            if mode == .show && docID != nil && doc == nil { throw CouchError.notFound("document not found") }
             throw Self.renderError(error)
         }
+    }
+
+    // MARK: - _show
+
+    private func show(_ call: inout Call, _ db: ServedDatabase, ddoc: String, function: String, docID: String?) async throws -> Response {
+        let output = try await runOnDocument(&call, db, ddoc: ddoc, mode: .show, function: function, docID: docID)
         if let reason = output.notAcceptable { throw CouchError(.notAcceptable, "not_acceptable", reason) }
         var response: JSONValue
         if case .object(let o) = output.result, let base = o["base"], let provided = o["provided"], o.count == 2 {
@@ -218,17 +224,7 @@ extension CouchAPI {
     // MARK: - _update
 
     private func update(_ call: inout Call, _ db: ServedDatabase, ddoc: String, function: String, docID: String?) async throws -> Response {
-        let (fn, design) = try await renderFunction(db, ddoc: ddoc, member: "updates", function: function)
-        let body = try await renderBody(&call, db)
-        let doc = try await renderedDocument(call, db, id: docID)
-        let req = try requestObject(call, db, id: docID, body: body).jsonText()
-        let docText = try doc?.jsonText(), designText = try design.jsonText()
-        let output: RenderFunction.Output
-        do {
-            output = try fn.run(mode: .update, doc: docText, req: req, rows: nil, ddoc: designText)
-        } catch {
-            throw Self.renderError(error)
-        }
+        let output = try await runOnDocument(&call, db, ddoc: ddoc, mode: .update, function: function, docID: docID)
         guard case .array(let pair) = output.result, pair.count == 2, var response = Self.wrapped(pair[1]) else {
             throw CouchError(.internalServerError, "render_error", "undefined response from update function")
         }
