@@ -19,6 +19,8 @@ import Testing
            "json": "function(doc, req) { return {code: 202, json: {id: doc._id, n: doc.n, user: req.userCtx.name, auth: req.headers.Authorization || null}, headers: {'X-Mine': 'yes'}}; }",
            "fmt": "function(doc, req) { provides('html', function() { return '<p>' + doc.name + '</p>'; }); provides('json', function() { return toJSON({name: doc.name, design: this._id}); }); }",
            "bad": "function(doc, req) { return doc.name.length + undefinedName; }",
+           "missing": "function(doc, req) { return doc.nothing; }",
+           "number": "function(doc, req) { return 42; }",
            "forbid": "function(doc, req) { throw {forbidden: 'not for you'}; }",
            "inject": "function(doc, req) { return {body: 'x', headers: {'X-Bad': 'a\r\nSet-Cookie: s=1'}}; }",
            "csp": "function(doc, req) { return {body: '<script>1</script>', headers: {'Content-Security-Policy': 'script-src *'}}; }"
@@ -70,6 +72,11 @@ import Testing
             #expect(bad.status == .internalServerError && bad["error"] == "render_error", "\(bad.text)")
             #expect(try await admin.send(.get, "/db/_design/r/_show/bad/nothing").status == .notFound)
             #expect(try await admin.send(.get, "/db/_design/r/_show/forbid/ann").status == .forbidden)
+            // A show that gives nothing answers an empty 200, as CouchDB's (its `|| {}`); one that
+            // gives a number is not a response.
+            let nothing = try await admin.send(.get, "/db/_design/r/_show/missing/ann")
+            #expect(nothing.status == .ok && nothing.text.isEmpty, "\(nothing.text)")
+            #expect(try await admin.send(.get, "/db/_design/r/_show/number/ann").status == .internalServerError)
             #expect(try await admin.send(.get, "/db/_design/r/_show/none/ann").status == .notFound)
             #expect(try await admin.send(.delete, "/db/_design/r/_show/hello/ann").status == .methodNotAllowed)
             // A header that would split the response, and a weaker CSP: neither gets through.

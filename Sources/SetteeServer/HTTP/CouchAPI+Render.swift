@@ -171,7 +171,15 @@ extension CouchAPI {
             merged["body"] = .string((merged["body"]?.stringValue ?? "") + output.chunks.joined() + extra)
             response = .object(merged)
         } else {
-            guard var merged = Self.wrapped(output.result) else {
+            // As CouchDB: a show that gives nothing (undefined, null, false, 0, "") answers an
+            // empty response, not an error.
+            let falsy: Bool = switch output.result {
+            case .null, .bool(false), .string(""): true
+            case .int(let n): n == 0
+            case .double(let d): d == 0
+            default: false
+            }
+            guard var merged = falsy ? [:] : Self.wrapped(output.result) else {
                 throw CouchError(.internalServerError, "render_error", "undefined response from show function")
             }
             if !output.chunks.isEmpty {
