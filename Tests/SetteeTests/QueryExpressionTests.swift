@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Settee
+@_spi(Server) @testable import Settee
 
 /// Expressions of queries and indexes on one document: SQL++'s MISSING and NULL rules, the
 /// collation for ordering, checked arithmetic, LIKE, functions.
@@ -148,5 +148,34 @@ import Testing
         #expect(try eval(.function(.lower, [p("n")])) == .some(.null))
         #expect(try eval(.function(.lower, [p("nope")])) == nil)
         #expect(throws: SetteeError.self) { try eval(.function(.lower, [])) }
+    }
+
+    /// `POSITION` and `SUBSTR` count code points from 0, as N1QL does; out of range is NULL
+    /// (never a crash, whatever the numbers).
+    @Test func positionAndSubstring() throws {
+        func s(_ text: String, _ bounds: JSONValue...) throws -> JSONValue? {
+            try eval(.function(.substr, [.literal(.string(text))] + bounds.map(QueryExpression.literal)))
+        }
+        #expect(try eval(.function(.position, [.literal("sensor:17"), .literal(":")])) == 6)
+        #expect(try eval(.function(.position, [.literal("é:x"), .literal(":")])) == 1)
+        #expect(try eval(.function(.position, [.literal("nothing"), .literal(":")])) == -1)
+        #expect(try s("sensor:17", 0, 6) == "sensor")
+        #expect(try s("sensor:17", 7) == "17")
+        #expect(try s("sensor:17", -2) == "17")
+        #expect(try s("sensor:17", 0, 100) == "sensor:17")
+        #expect(try s("abc", 3) == "")
+        #expect(try s("abc", 4) == .some(.null))
+        #expect(try s("abc", 0, -1) == .some(.null))
+        #expect(try s("abc", .int(.min)) == .some(.null))
+        #expect(try s("abc", .int(.max), .int(.max)) == .some(.null))
+        #expect(try s("abc", 0.5) == .some(.null))
+        #expect(try eval(.function(.substr, [p("nope"), .literal(0)])) == nil)
+        // A document's partition, as a partitioned index keys it.
+        #expect(try eval(.partitionOfID) == .some(.null))
+        let partitioned = QueryRow(id: "s1:task", revisionID: "1-a", sequence: 1, isDeleted: false, expiration: nil, properties: [:])
+        #expect(try QueryExpression.partitionOfID.evaluate(partitioned, parameters: [:]) == "s1")
+        // Its text is what an index is defined by, and parses back to it.
+        #expect(try SQLParser.parseExpression(MangoQuery.partitionExpression) == .partitionOfID)
+        #expect(throws: SetteeError.self) { try SQLParser.parseExpression("SUBSTR('a')") }
     }
 }

@@ -490,7 +490,7 @@ struct AdminPages {
     /// library index: what `_design/{ddoc}/_info` tells, for all design documents at once.
     private func viewTable(_ h: inout HTML, _ db: ServedDatabase) throws {
         h.raw("<h2>Views</h2><table id=\"views\"><thead><tr><th>Design document</th><th>View</th><th>Reduce</th><th class=\"num\">Rows</th><th>State</th><th class=\"num\">Map errors</th></tr></thead><tbody>")
-        let views = try ServedDatabase.viewDefinitions(of: db.database)
+        let views = try db.viewDefinitions()
         for view in views {
             let info = try db.database.mapIndexInfo(forName: view.libraryName)
             // Rows made by an older map function are not the view's: it is being rebuilt.

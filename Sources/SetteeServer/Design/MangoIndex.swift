@@ -21,18 +21,22 @@ struct MangoIndex: Sendable {
     var name: String
     var fields: [(field: String, descending: Bool)]
     var partial: JSONValue?
+    /// A partitioned index (CouchDB's, in a partitioned database): its entries are keyed by
+    /// the document's partition first, so a partition's query reads its own entries alone.
+    var partitioned = false
 
     var libraryName: String { "\(ddoc)/\(name)" }
 
     var json: JSONValue {
         var def: [String: JSONValue] = ["fields": .array(fields.map { .object([$0.field: .string($0.descending ? "desc" : "asc")]) })]
         if let partial { def["partial_filter_selector"] = partial }
-        return ["ddoc": .string(ddoc), "name": .string(name), "type": "json", "partitioned": false, "def": .object(def)]
+        return ["ddoc": .string(ddoc), "name": .string(name), "type": "json", "partitioned": .bool(partitioned), "def": .object(def)]
     }
 
-    /// The library index's expressions: each field's path, every name quoted.
+    /// The library index's expressions: each field's path, every name quoted; for a
+    /// partitioned index, the document's partition before them.
     var expressions: [String] {
-        fields.map { f in
+        (partitioned ? [MangoQuery.partitionExpression] : []) + fields.map { f in
             MangoIndex.names(of: f.field).map { "`" + $0.replacingOccurrences(of: "`", with: "``") + "`" }.joined(separator: ".")
         }
     }
@@ -84,7 +88,7 @@ extension ServedDatabase {
     func mangoIndexes() throws -> [MangoIndex] {
         let (generation, known) = mangoIndexList.withLock { $0 }
         if let known { return known }
-        let list = try Self.mangoIndexes(of: database)
+        let list = try Self.mangoIndexes(of: database, partitioned: partitioned)
         mangoIndexList.withLock { if $0.generation == generation { $0.list = list } }
         return list
     }
@@ -94,7 +98,8 @@ extension ServedDatabase {
         mangoIndexList.withLock { $0 = ($0.generation &+ 1, nil) }
     }
 
-    static func mangoIndexes(of database: Database) throws -> [MangoIndex] {
+    /// `partitioned`: the database's, which a design document's `options.partitioned` overrides.
+    static func mangoIndexes(of database: Database, partitioned: Bool) throws -> [MangoIndex] {
         var options = AllDocumentsOptions()
         options.prefix = "_design/"
         let cursor = try database.allDocuments(options)
@@ -102,12 +107,13 @@ extension ServedDatabase {
         while let doc = try cursor.next() {
             let props = doc.toDictionary()
             guard props["language"] == .string("query"), case .object(let views)? = props["views"] else { continue }
+            let inPartitions = ViewDefinition.partitioned(props, database: partitioned)
             for (name, v) in views.sorted(by: { $0.key < $1.key }) {
                 guard case .object(let view) = v, case .object(let options)? = view["options"], case .object(let def)? = options["def"],
                       let fields = try? MangoIndex.definedFields(def["fields"]) else { continue }
                 var partial = def["partial_filter_selector"]
                 if case .object(let o)? = partial, o.isEmpty { partial = nil }
-                out.append(MangoIndex(ddoc: doc.id, name: name, fields: fields, partial: partial))
+                out.append(MangoIndex(ddoc: doc.id, name: name, fields: fields, partial: partial, partitioned: inPartitions))
             }
         }
         return out
@@ -131,7 +137,7 @@ extension ServedDatabase {
             let previous = tasks[key]
             let next = Task.detached {
                 _ = await previous?.result
-                let wanted = try Self.mangoIndexes(of: database)
+                let wanted = try Self.mangoIndexes(of: database, partitioned: self.partitioned)
                 for index in wanted {
                     // Kept by channel: a user's `_find` reads only its channels' entries.
                     try await database.createIndex(ValueIndexConfiguration(index.expressions, byChannel: true), name: index.libraryName)

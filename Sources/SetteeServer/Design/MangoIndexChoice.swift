@@ -59,8 +59,11 @@ struct MangoIndexChoice {
 
     /// Chooses, or throws CouchDB's 400 when no index can serve the query (a sort none can
     /// serve, or a `use_index` that cannot be used with `allow_fallback: false`).
-    init(selector: JSONValue, sort: [String], fields: [String]?, indexes: [MangoIndex],
-         useIndex: (ddoc: String, name: String?)?, allowFallback: Bool) throws {
+    /// `partitioned`: in a partitioned database, whether the query is a partition's (then only
+    /// partitioned indexes are candidates) or not (then only global ones); nil elsewhere.
+    init(selector: JSONValue, sort: [String], fields: [String]?, indexes given: [MangoIndex],
+         useIndex: (ddoc: String, name: String?)?, allowFallback: Bool, partitioned: Bool? = nil) throws {
+        let indexes = partitioned.map { p in given.filter { $0.partitioned == p } } ?? given
         let node = Self.normalized(selector)
         self.node = node
         let ranged = Self.indexableFields(node)
@@ -90,7 +93,8 @@ struct MangoIndexChoice {
             if reasons.isEmpty { usable.append(m) } else { why[key(m)] = reasons }
         }
         guard !usable.isEmpty else {
-            throw CouchError(.badRequest, "no_usable_index", "No index exists for this sort, try indexing by the sort fields.")
+            let kind = partitioned.map { $0 ? "partitioned " : "global " } ?? ""
+            throw CouchError(.badRequest, "no_usable_index", "No \(kind)index exists for this sort, try indexing by the sort fields.")
         }
         // `use_index` narrows the usable ones to those it names; when it names none of them,
         // they are all read from only when falling back is allowed (`mango_cursor:create`).

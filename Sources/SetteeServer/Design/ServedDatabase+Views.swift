@@ -15,14 +15,30 @@ struct ViewDefinition: Sendable, Equatable {
     /// What the rows are made with: a changed map function makes another version, and the
     /// index is rebuilt.
     let version: String
+    /// A partitioned view (its design document's in a partitioned database): each row is kept
+    /// under `[partition, key]`, and the view is read one partition at a time.
+    let partitioned: Bool
 
-    init(ddoc: String, name: String, map: String, reduce: String?) {
+    init(ddoc: String, name: String, map: String, reduce: String?, partitioned: Bool = false) {
         self.ddoc = ddoc
         self.name = name
         self.map = map
         self.reduce = reduce
+        self.partitioned = partitioned
         libraryName = Self.libraryPrefix + Self.escape(String(ddoc.dropFirst("_design/".count))) + "/" + Self.escape(name)
-        version = "javascript\n" + map
+        version = (partitioned ? "javascript partitioned\n" : "javascript\n") + map
+    }
+
+    /// Whether a design document's views and indexes are partitioned: its
+    /// `options.partitioned`, else the database's.
+    static func partitioned(_ properties: [String: JSONValue], database: Bool) -> Bool {
+        if case .object(let options)? = properties["options"], case .bool(let p)? = options["partitioned"] { return p }
+        return database
+    }
+
+    /// A document's partition: its ID up to the first `:` (nil without one).
+    static func partition(of id: String) -> String? {
+        id.firstIndex(of: ":").map { String(id[..<$0]) }
     }
 
     static let libraryPrefix = "_view/"
@@ -33,16 +49,18 @@ struct ViewDefinition: Sendable, Equatable {
         return s.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F")
     }
 
-    /// The views of a design document's properties (none unless its language is JavaScript).
-    static func views(in properties: [String: JSONValue], id: String) -> [ViewDefinition] {
+    /// The views of a design document's properties (none unless its language is JavaScript);
+    /// `partitioned`: whether the database is.
+    static func views(in properties: [String: JSONValue], id: String, partitioned: Bool) -> [ViewDefinition] {
         if let language = properties["language"], language != "javascript" { return [] }
         guard case .object(let views)? = properties["views"] else { return [] }
+        let inPartitions = Self.partitioned(properties, database: partitioned)
         var out: [ViewDefinition] = []
         for (name, v) in views.sorted(by: { $0.key < $1.key }) {
             guard case .object(let view) = v, case .string(let map)? = view["map"] else { continue }
             var reduce: String?
             if case .string(let r)? = view["reduce"] { reduce = r }
-            out.append(ViewDefinition(ddoc: id, name: name, map: map, reduce: reduce))
+            out.append(ViewDefinition(ddoc: id, name: name, map: map, reduce: reduce, partitioned: inPartitions))
         }
         return out
     }
@@ -89,12 +107,12 @@ extension ServedDatabase {
     private static let viewLogger = Logger(label: "settee.server")
 
     /// Every view of the database's design documents.
-    static func viewDefinitions(of database: Database) throws -> [ViewDefinition] {
+    func viewDefinitions() throws -> [ViewDefinition] {
         var options = AllDocumentsOptions()
         options.prefix = "_design/"
         let cursor = try database.allDocuments(options)
         var out: [ViewDefinition] = []
-        while let doc = try cursor.next() { out += ViewDefinition.views(in: doc.toDictionary(), id: doc.id) }
+        while let doc = try cursor.next() { out += ViewDefinition.views(in: doc.toDictionary(), id: doc.id, partitioned: partitioned) }
         return out
     }
 
@@ -130,6 +148,10 @@ extension ServedDatabase {
             let results = try compiled.run(docs: try JSONValue.array(shown).jsonText(), count: shown.count)
             for (position, result) in zip(positions, results) {
                 switch result {
+                case .success(let rows) where view.partitioned:
+                    // Kept under `[partition, key]`: a partition's rows are one range.
+                    guard let p = ViewDefinition.partition(of: docs[position].id) else { continue }
+                    out[position] = rows.map { MapIndexEmission(key: [.string(p), $0.key], value: $0.value) }
                 case .success(let rows): out[position] = rows
                 case .failure(let error):
                     Self.viewLogger.warning("\("\(view.ddoc) view \(view.name): document \(docs[position].id): \(error)".escapedForLog)")
@@ -143,7 +165,7 @@ extension ServedDatabase {
     /// Gives the library the map functions of the views whose rows are whole, at start and
     /// before any write (a view whose function is not given when a write comes is rebuilt).
     func attachViews() {
-        guard let views = try? Self.viewDefinitions(of: database) else { return }
+        guard let views = try? viewDefinitions() else { return }
         for view in views {
             guard let info = try? database.mapIndexInfo(forName: view.libraryName), info.version == view.version, info.isReady,
                   !info.isAttached, let config = try? mapConfiguration(view) else { continue }
@@ -160,7 +182,7 @@ extension ServedDatabase {
     /// defines any more. A map function that does not compile has no index (its queries answer
     /// `compilation_error`).
     func syncViewIndexes() async throws {
-        let views = try Self.viewDefinitions(of: database)
+        let views = try viewDefinitions()
         for view in views {
             let config: MapIndexConfiguration
             do {

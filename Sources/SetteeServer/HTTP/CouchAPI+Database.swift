@@ -66,10 +66,9 @@ extension CouchAPI {
             "compact_running": .bool(db.compactionsRunning.load(ordering: .sequentiallyConsistent) > 0),
             "disk_format_version": 1,
             "state": "Online",
-            // CouchDB 3's members: one node holds one copy in one shard; no database here is
-            // partitioned.
+            // CouchDB 3's members: one node holds one copy in one shard.
             "cluster": ["q": 1, "n": 1, "w": 1, "r": 1],
-            "props": .object([:]),
+            "props": db.partitioned ? ["partitioned": true] : .object([:]),
         ]
         if reader.readsAll {
             info["doc_count"] = .int(Int64(stats.documentCount))
@@ -86,6 +85,13 @@ extension CouchAPI {
     private func createDatabase(_ call: inout Call, name: String) async throws -> Response {
         // The body, if any, is read as a JSON value and then as a configuration (never spliced
         // into configuration text).
+        // CouchDB's option, checked first as CouchDB does.
+        let partitioned: Bool
+        switch call.query["partitioned"] {
+        case nil, "false"?: partitioned = false
+        case "true"?: partitioned = true
+        default: throw CouchError.badRequest("Invalid `partitioned` parameter")
+        }
         let body = try await jsonValueBody(&call, limit: 1 << 20, empty: .object([:]))
         let dbConfig: ServerConfiguration.DatabaseConfig
         do {
@@ -96,7 +102,7 @@ extension CouchAPI {
         if !dbConfig.isWalrus, !server.isDataDirectory(dbConfig.server) {
             throw CouchError.forbidden("a database made over HTTP is kept in memory (\"walrus:\") or in a directory of the configuration's databases (or under one), with no \"..\"")
         }
-        let served = try ServedDatabase.open(name: name, config: dbConfig, engine: server.scripts)
+        let served = try ServedDatabase.open(name: name, config: dbConfig, engine: server.scripts, partitioned: partitioned)
         guard server.addDatabase(served) else {
             try served.close()
             throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
@@ -132,9 +138,12 @@ extension CouchAPI {
     }
 
     /// `_all_docs`, or with `prefix` `_design_docs` (the design documents, with the same options).
-    func allDocs(_ call: inout Call, _ db: ServedDatabase, prefix: String? = nil) async throws -> Response {
+    func allDocs(_ call: inout Call, _ db: ServedDatabase, prefix given: String? = nil) async throws -> Response {
         try allow(call.request.method, [.get, .head, .post])
         let (query, keys) = try await allDocsRequest(&call, limit: bodyLimit(db))
+        // A partition's documents are the IDs `p:…`: its range alone is read.
+        let partition = try requestedPartition(query.query, db)
+        let prefix = partition.map { $0 + ":" } ?? given
         let includeDocs = try flag(query, "include_docs")
         let conflicts = try flag(query, "conflicts")
         let descending = try flag(query, "descending")
@@ -220,8 +229,9 @@ extension CouchAPI {
         // A user who reads only some channels gets the rows it may read as its total, as Sync
         // Gateway does: the database's count would tell it how much it cannot see.
         var total = reader.readsAll ? Int64(try database.count) : Int64(rows.count)
-        if let prefix {
-            // Design documents are few: counted, for every reader (they are in no channel).
+        if let prefix, partition == nil || reader.readsAll {
+            // Design documents are few: counted, for every reader (they are in no channel); a
+            // partition's documents for a reader of every document.
             var options = AllDocumentsOptions()
             options.prefix = prefix
             let cursor = try database.allDocuments(options)
@@ -357,7 +367,7 @@ extension CouchAPI {
                                        "reason": "Local documents are written one by one, with PUT /{db}/_local/{id}"]
                 continue
             }
-            try checkDocumentID(id)
+            try checkDocumentID(id, in: db)
             try checkSize(d.properties, db)
             if !newEdits {
                 guard let rev = d.rev else { throw CouchError.badRequest("new_edits=false needs _rev on every document") }

@@ -9,6 +9,8 @@ extension CouchAPI {
     // MARK: - /{db}/{doc}
 
     func document(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
+        // CouchDB checks a partitioned database's IDs whatever the method.
+        try Self.checkPartitionedID(id, in: db)
         switch call.request.method {
         case .get, .head: return try getDocument(call, db, id: id)
         case .put: return try await putDocument(&call, db, id: id)
@@ -236,7 +238,7 @@ extension CouchAPI {
     }
 
     private func putDocument(_ call: inout Call, _ db: ServedDatabase, id: String) async throws -> Response {
-        try checkDocumentID(id)
+        try checkDocumentID(id, in: db)
         let body: [String: JSONValue]
         var follows: [String: Data] = [:]
         if let type = try Self.contentType(call.request.headers), type.lowercased().hasPrefix("multipart/related") {
@@ -322,7 +324,7 @@ extension CouchAPI {
     func save(_ incoming: IncomingDocument, to db: ServedDatabase, newEdits: Bool, follows: [String: Data] = [:],
               as principal: Principal) async throws -> String {
         guard let id = incoming.id else { throw CouchError.badRequest("Document id is missing") }
-        try checkDocumentID(id)
+        try checkDocumentID(id, in: db)
         try checkSize(incoming.properties, db)
         if !newEdits {
             let revision = try await replicatedRevision(incoming, db: db, follows: follows)
@@ -455,7 +457,7 @@ extension CouchAPI {
         guard try db.readability(of: id, revision: source.revisionID, for: call.principal) == .readable else {
             throw CouchError.notFound("missing")
         }
-        try checkDocumentID(target)
+        try checkDocumentID(target, in: db)
         let edit: MutableDocument
         if let current = try await database.document(withID: target) {
             guard targetRev == current.revisionID else { throw CouchError.conflict }
@@ -473,7 +475,7 @@ extension CouchAPI {
     }
 
     private func deleteDocument(_ call: Call, _ db: ServedDatabase, id: String) async throws -> Response {
-        try checkDocumentID(id)
+        try checkDocumentID(id, in: db)
         let named = try Self.revision(call.query["rev"], ifMatch: call.request.headers[.ifMatch])
         // As CouchDB: nothing to delete is 404, "missing" or "deleted"; what the user may not read
         // is missing.
@@ -492,12 +494,14 @@ extension CouchAPI {
     /// A document ID as CouchDB checks it (400 `illegal_docid`): not empty, no leading `_`
     /// but `_design/` (a `_local/` ID names a local document, which has its own endpoints),
     /// at most 1,000 bytes.
-    func checkDocumentID(_ id: String) throws {
+    /// In a partitioned database, also `partition:id` (``checkPartitionedID(_:in:)``).
+    func checkDocumentID(_ id: String, in db: ServedDatabase? = nil) throws {
         guard !id.isEmpty else { throw CouchError(.badRequest, "illegal_docid", "Document id must not be empty") }
         if id.hasPrefix("_") && !(id.hasPrefix("_design/") && id.count > "_design/".count) {
             throw CouchError(.badRequest, "illegal_docid", "Only reserved document ids may start with underscore.")
         }
         guard id.utf8.count <= 1000 else { throw CouchError(.badRequest, "illegal_docid", "Document id is longer than 1000 bytes") }
+        if let db { try Self.checkPartitionedID(id, in: db) }
     }
 
     /// A document's size and nesting within the limits: a document deeper than

@@ -35,6 +35,8 @@ extension CouchAPI {
         var conflicts = false
         var executionStats = false
         var allowFallback = true
+        /// The partition read (`partition`, or `/_partition/{p}/_find`): nil for every document.
+        var partition: String?
         var body: [String: JSONValue]
 
         init(_ body: [String: JSONValue]) throws {
@@ -79,7 +81,7 @@ extension CouchAPI {
             _ = try flag("stable")
             switch body["partition"] {
             case nil, .string("")?: break
-            case .string?: throw CouchError.badRequest("partition specified on non-partitioned db")
+            case .string(let p)?: partition = p
             case let v?: throw CouchError(.badRequest, "invalid_partition", "Invalid partition: \(text(v))")
             }
             limit = try count("limit") ?? 25
@@ -186,10 +188,27 @@ extension CouchAPI {
         try MangoQuery.Selector(["_id": ["$not": ["$beginsWith": "_design/"]]])
     }
 
-    /// The index CouchDB's rules choose for a request (``MangoIndexChoice``).
+    /// The index CouchDB's rules choose for a request (``MangoIndexChoice``): in a partitioned
+    /// database, among the partitioned indexes for a partition's query and among the global
+    /// ones for the others.
     func indexChoice(_ db: ServedDatabase, _ r: FindRequest) throws -> MangoIndexChoice {
         try MangoIndexChoice(selector: r.selectorJSON, sort: r.sort.map(\.field), fields: r.fields, indexes: try mangoIndexes(db),
-                             useIndex: r.useIndex, allowFallback: r.allowFallback)
+                             useIndex: r.useIndex, allowFallback: r.allowFallback,
+                             partitioned: db.partitioned ? r.partition != nil : nil)
+    }
+
+    /// A `_find` or `_explain` request's partition, from its body or its path
+    /// (`/_partition/{p}/_find`), checked against the database.
+    func partition(of r: FindRequest, _ call: Call, _ db: ServedDatabase) throws -> String? {
+        var p = r.partition
+        if let fromPath = call.query["partition"] {
+            if let given = p, given != fromPath { throw CouchError.badRequest("Conflicting value for `partition` in query string") }
+            p = fromPath
+        }
+        guard let p else { return nil }
+        guard db.partitioned else { throw CouchError.badRequest("partition specified on non-partitioned db") }
+        try Self.checkPartition(p)
+        return p
     }
 
     /// The library query for a request, reading the index `choice` names (or none, for
@@ -210,6 +229,7 @@ extension CouchAPI {
         }
         var mango = MangoQuery(selector: .all(selectors))
         mango.sort = r.sort
+        mango.partition = r.partition
         // `_id` and `_rev` only: the documents are read as stored.
         if idsOnly { mango.fields = ["_id"] }
         if selector != nil {
@@ -254,7 +274,8 @@ extension CouchAPI {
     /// `POST /{db}/_find`.
     func find(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
         let started = ContinuousClock.now
-        let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db), lastKeyWins: true))
+        var r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db), lastKeyWins: true))
+        r.partition = try partition(of: r, call, db)
         let reader = try Reader(db, call.principal)
         if r.matchesNothing {
             var out: [String: JSONValue] = ["docs": [], "bookmark": .string(r.bookmarkText ?? "nil")]
@@ -398,7 +419,8 @@ extension CouchAPI {
 
     /// `POST /{db}/_explain`: the index `_find` would read, and how.
     func explain(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
-        let r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db), lastKeyWins: true))
+        var r = try FindRequest(try await jsonBody(&call, limit: bodyLimit(db), lastKeyWins: true))
+        r.partition = try partition(of: r, call, db)
         let reader = try Reader(db, call.principal)
         let choice = try indexChoice(db, r)
         let query = try libraryQuery(db, r, choice: choice, readsAll: reader.readsAll)
@@ -415,7 +437,7 @@ extension CouchAPI {
         let fields: JSONValue = .array((r.fields ?? []).map(JSONValue.string))
         var opts: [String: JSONValue] = ["use_index": .array([]), "bookmark": .string(r.bookmarkText ?? "nil"),
                                          "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "sort": r.sortJSON ?? .object([:]),
-                                         "fields": fields, "partition": "", "r": r.body["r"] ?? 1, "conflicts": .bool(r.conflicts),
+                                         "fields": fields, "partition": .string(r.partition ?? ""), "r": r.body["r"] ?? 1, "conflicts": .bool(r.conflicts),
                                          "stale": r.body["stale"] ?? false, "update": r.body["update"] ?? true, "stable": r.body["stable"] ?? false,
                                          "execution_stats": .bool(r.executionStats), "allow_fallback": .bool(r.allowFallback)]
         if let use = r.useIndex { opts["use_index"] = .array([.string(use.ddoc)] + (use.name.map { [.string($0)] } ?? [])) }
@@ -427,13 +449,13 @@ extension CouchAPI {
         let descending = r.sort.first?.descending ?? false
         let keys = choice.keyRange(descending: descending)
         // The selector as CouchDB shows it: normalized (members of an object in name order).
-        let out: JSONValue = ["dbname": .string(dbName), "index": index, "partitioned": false,
+        let out: JSONValue = ["dbname": .string(dbName), "index": index, "partitioned": .bool(choice.index?.partitioned ?? false),
                               "selector": MangoIndexChoice.json(choice.node), "opts": .object(opts),
                               "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "fields": fields,
                               "index_candidates": .array(candidates),
                               "selector_hints": [["type": "json", "indexable_fields": .array(choice.indexableFields.map(JSONValue.string)),
                                                   "unindexable_fields": .array(choice.unindexableFields.map(JSONValue.string))]],
-                              "mrargs": ["include_docs": .bool(!choice.covering), "view_type": "map", "reduce": false, "partition": .null,
+                              "mrargs": ["include_docs": .bool(!choice.covering), "view_type": "map", "reduce": false, "partition": r.partition.map(JSONValue.string) ?? .null,
                                          "start_key": keys.start, "end_key": keys.end, "direction": descending ? "rev" : "fwd",
                                          "stable": r.body["stable"] ?? false, "update": r.body["update"] ?? true, "conflicts": "undefined"],
                               "covering": .bool(choice.covering), "plan": .string(plan)]
@@ -577,7 +599,8 @@ extension CouchAPI {
     /// A `POST /_index` body checked as CouchDB checks it (members, `w`, the type first, then
     /// the definition), and the index it asks for: `ddoc` and `name` default to the SHA-1 of the
     /// definition. `def` is the definition as sent.
-    static func requestedIndex(_ body: [String: JSONValue]) throws -> (index: MangoIndex, def: [String: JSONValue]) {
+    /// `partitioned`: as asked (nil: the database's default).
+    static func requestedIndex(_ body: [String: JSONValue]) throws -> (index: MangoIndex, def: [String: JSONValue], partitioned: Bool?) {
         for key in body.keys where !["index", "ddoc", "name", "type", "w", "partitioned"].contains(key) {
             throw CouchError.invalidKey(key)
         }
@@ -605,7 +628,12 @@ extension CouchAPI {
             }
             if !o.isEmpty { partial = given }
         }
-        if case .bool(true)? = body["partitioned"] { throw CouchError(.badRequest, "invalid_index", "Partitioned indexes are not supported") }
+        var partitioned: Bool?
+        switch body["partitioned"] {
+        case nil, .string("db_default")?: break
+        case .bool(let b)?: partitioned = b
+        case let v?: throw CouchError(.badRequest, "invalid_partitioned_value", "Invalid value for partitioned: \((try? v.jsonText()) ?? "")")
+        }
         let digest = Insecure.SHA1.hash(data: Data(try JSONValue.object(def).jsonText().utf8)).map { String(format: "%02x", $0) }.joined()
         func text(_ key: String) throws -> String? {
             guard let v = body[key] else { return nil }
@@ -615,12 +643,16 @@ extension CouchAPI {
             return s
         }
         let index = MangoIndex(ddoc: designID(try text("ddoc") ?? digest), name: try text("name") ?? digest, fields: fields, partial: partial)
-        return (index, def)
+        return (index, def, partitioned)
     }
 
     private func createIndex(_ call: inout Call, _ db: ServedDatabase) async throws -> Response {
-        let (index, def) = try Self.requestedIndex(try await jsonBody(&call, limit: bodyLimit(db)))
+        let (index, def, partitioned) = try Self.requestedIndex(try await jsonBody(&call, limit: bodyLimit(db)))
         let (ddoc, name, fields, partial) = (index.ddoc, index.name, index.fields, index.partial)
+        if partitioned == true && !db.partitioned {
+            throw CouchError(.badRequest, "invalid_design_doc", "partitioned option cannot be true in a non-partitioned database.")
+        }
+        let dbPartitioned = db.partitioned
         let view: JSONValue = ["map": ["fields": .object(Dictionary(uniqueKeysWithValues: fields.map { ($0.field, JSONValue.string($0.descending ? "desc" : "asc")) })),
                                        "partial_filter_selector": partial ?? .object([:])],
                                // The definition as sent (CouchDB keeps it so; `_index` lists it normalized).
@@ -630,6 +662,18 @@ extension CouchAPI {
             var props = existing?.toDictionary() ?? [:]
             if existing != nil, props["language"] != .string("query") {
                 throw CouchError(.badRequest, "invalid_index", "\(ddoc) is not a design document of Mango indexes (its language is not \"query\")")
+            }
+            // One design document's indexes are all partitioned or all global (CouchDB's
+            // `set_ddoc_partitioned`): a new one may set its option, an existing one must agree.
+            if let partitioned {
+                if existing != nil {
+                    guard ViewDefinition.partitioned(props, database: dbPartitioned) == partitioned else {
+                        throw CouchError(.badRequest, "invalid_partitioned_option",
+                                         "Requested partitioned option does not match existing value on design document \(ddoc)")
+                    }
+                } else {
+                    props["options"] = ["partitioned": .bool(partitioned)]
+                }
             }
             var views = props["views"]?.objectValue ?? [:]
             if views[name] == view { return "exists" }

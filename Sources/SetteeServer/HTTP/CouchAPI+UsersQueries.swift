@@ -65,6 +65,7 @@ extension CouchAPI {
             try requireAdmin(call)
             try allow(method, [.post])
             let r = try FindRequest(try await jsonBody(&call, limit: 1 << 20, lastKeyWins: true))
+            if r.partition != nil { throw CouchError.badRequest("partition specified on non-partitioned db") }
             return first == "_find" ? try usersFind(r) : try usersExplain(r)
         case "_index":
             try requireAdmin(call)
@@ -244,7 +245,10 @@ extension CouchAPI {
         }
         try allow(method, [.get, .head, .post])
         if method == .post {
-            let (index, _) = try Self.requestedIndex(try await jsonBody(&call, limit: 1 << 20))
+            let (index, _, partitioned) = try Self.requestedIndex(try await jsonBody(&call, limit: 1 << 20))
+            if partitioned == true {
+                throw CouchError(.badRequest, "invalid_design_doc", "partitioned option cannot be true in a non-partitioned database.")
+            }
             var list = try usersIndexes()
             let result: String
             if let at = list.firstIndex(where: { $0.ddoc == index.ddoc && $0.name == index.name }) {

@@ -24,6 +24,8 @@ extension CouchAPI {
         var includeDocs = false
         var conflicts = false
         var updateSeq = false
+        /// The partition read (`partition`, or `/_partition/{p}/_design/…`).
+        var partition: String?
 
         static let jsonValued: Set<String> = ["key", "keys", "startkey", "start_key", "endkey", "end_key"]
 
@@ -66,6 +68,11 @@ extension CouchAPI {
             if let s = call.query["stale"], !["ok", "update_after", "false"].contains(s) {
                 throw CouchError(.badRequest, "query_parse_error", "Invalid value for `stale`: \(s)")
             }
+            if let p = call.query["partition"] {
+                guard !p.isEmpty else { throw CouchError(.badRequest, "query_parse_error", "Invalid value for `partition`.") }
+                try CouchAPI.checkPartition(p)
+                partition = p
+            }
             _ = try api.flag(call, "stable")
             _ = try api.flag(call, "sorted", default: true)
             if keys != nil && (key != nil || startKey != nil || endKey != nil) {
@@ -73,19 +80,27 @@ extension CouchAPI {
             }
         }
 
-        /// The slices of the index to read, in order.
+        /// The slices of the index to read, in order; a partition's are its `[partition, key]`
+        /// rows.
         func ranges() throws -> [MapIndexRange] {
+            func stored(_ k: JSONValue?) -> JSONValue? {
+                guard let k else { return nil }
+                return partition.map { [.string($0), k] } ?? k
+            }
+            let first = partition.map(JSONValue.string)
             if let keys {
                 return keys.map { k in
-                    var r = MapIndexRange.key(k)
+                    var r = MapIndexRange.key(stored(k) ?? k)
                     r.startDocumentID = startDocID
                     r.endDocumentID = endDocID
+                    r.firstElement = first
                     return r
                 }
             }
             var r = MapIndexRange()
-            r.startKey = key ?? startKey
-            r.endKey = key ?? endKey
+            r.firstElement = first
+            r.startKey = stored(key ?? startKey)
+            r.endKey = stored(key ?? endKey)
             r.startDocumentID = startDocID
             r.endDocumentID = endDocID
             r.inclusiveEnd = key != nil || inclusiveEnd
@@ -120,6 +135,13 @@ extension CouchAPI {
         let query = Call(request: call.request, path: call.path, query: params, principal: call.principal, started: call.started)
         let options = try ViewOptions(query, api: self)
         let (view, rowCount) = try await readyView(db, ddoc: ddoc, name: name)
+        // CouchDB's rule: a partitioned view is read one partition at a time, a global one whole.
+        if view.partitioned && options.partition == nil {
+            throw CouchError(.badRequest, "query_parse_error", "`partition` parameter is mandatory for queries to this view.")
+        }
+        if !view.partitioned && options.partition != nil {
+            throw CouchError(.badRequest, "query_parse_error", "`partition` parameter is not supported in this design doc")
+        }
         let reducing: Bool
         if let r = options.reduce, r {
             guard view.reduce != nil else { throw CouchError(.badRequest, "query_parse_error", "Reduce is invalid for map-only views.") }
@@ -163,7 +185,7 @@ extension CouchAPI {
         if let known = db.designViews.withLock({ $0[id] }), known.revision == revision {
             views = known.views
         } else {
-            views = ViewDefinition.views(in: doc.toDictionary(), id: id)
+            views = ViewDefinition.views(in: doc.toDictionary(), id: id, partitioned: db.partitioned)
             db.designViews.withLock { cache in
                 // Bounded: design documents are few, but a database may be given many.
                 if cache.count >= 256 { cache.removeAll() }
@@ -209,7 +231,7 @@ extension CouchAPI {
         var rows: [JSONValue] = []
         rows.reserveCapacity(picked.count)
         for row in picked {
-            var o: [String: JSONValue] = ["id": .string(row.documentID), "key": row.key, "value": row.value]
+            var o: [String: JSONValue] = ["id": .string(row.documentID), "key": Self.userKey(row.key, view), "value": row.value]
             if options.includeDocs {
                 // A value `{"_id": …}` names the document to include (CouchDB's linked documents).
                 var target = row.documentID
@@ -234,8 +256,9 @@ extension CouchAPI {
         let reducer = try ViewReducer(reduce, view: view, db: db)
         // group_level=0 is one group of every row, as without grouping.
         let grouping: Int? = options.groupLevel.map { $0 < 1 ? nil : $0 } ?? (options.group ? Int.max : nil)
-        func groupKey(_ key: JSONValue) -> JSONValue {
+        func groupKey(_ stored: JSONValue) -> JSONValue {
             guard let level = grouping else { return .null }
+            let key = Self.userKey(stored, view)
             if level == Int.max { return key }
             if case .array(let a) = key { return .array(Array(a.prefix(level))) }
             return key
@@ -257,7 +280,10 @@ extension CouchAPI {
         guard limit > 0 else { return [] }
         // Built-in reduces over rows all readable: the library groups the stored rows by their
         // collation keys and parses only what the reduce reads (nothing per row for `_count`).
-        if reader.readsAll, let natural = reducer.readsValues {
+        // A partitioned view's stored keys are `[partition, key]`: a level of the key is not one
+        // of them, so its levels are grouped from the rows walked.
+        let levelOfPartitionedKey = view.partitioned && grouping != nil && grouping != Int.max
+        if reader.readsAll, !levelOfPartitionedKey, let natural = reducer.readsValues {
             let grouped: MapIndexGrouping = switch grouping {
             case nil: .all
             case Int.max?: .exact
@@ -273,7 +299,7 @@ extension CouchAPI {
                 let accumulator = rows ?? reducer.accumulator()
                 rows = nil
                 if !natural { accumulator.add(rows: n) }
-                current = (key, accumulator)
+                current = (grouping == nil ? key : Self.userKey(key, view), accumulator)
                 return try close()
             })
             return out
@@ -287,11 +313,18 @@ extension CouchAPI {
                 if !going { return false }
             }
             if current == nil { current = (key, reducer.accumulator()) }
-            try current?.accumulator.add(key: row.key, id: row.documentID, value: row.value)
+            try current?.accumulator.add(key: Self.userKey(row.key, view), id: row.documentID, value: row.value)
             return true
         }
         if going { _ = try close() }
         return out
+    }
+
+    /// A row's key as the view's map function emitted it: a partitioned view keeps it after
+    /// the partition.
+    static func userKey(_ stored: JSONValue, _ view: ViewDefinition) -> JSONValue {
+        guard view.partitioned, case .array(let pair) = stored, pair.count == 2 else { return stored }
+        return pair[1]
     }
 
     /// `GET /{db}/_design/{ddoc}/_info`.
@@ -299,7 +332,7 @@ extension CouchAPI {
         try allow(call.request.method, [.get, .head])
         let id = Self.designID(ddoc)
         guard let doc = try await db.database.document(withID: id), !doc.isDeleted else { throw CouchError.notFound("missing") }
-        let views = ViewDefinition.views(in: doc.toDictionary(), id: id)
+        let views = ViewDefinition.views(in: doc.toDictionary(), id: id, partitioned: db.partitioned)
         var hash: UInt64 = 0xCBF2_9CE4_8422_2325
         var detail: [String: JSONValue] = [:]
         var building = false

@@ -85,10 +85,23 @@ extension CouchAPI {
 
     /// Design documents are written through the admin port only (as in CouchDB, where only
     /// admins may), and their functions must compile (CouchDB's `compilation_error`).
+    /// Every write passes here: in a partitioned database it checks the ID's partition too.
     func checkDesignWrite(_ id: String, properties: [String: JSONValue], _ db: ServedDatabase, _ principal: Principal) throws {
+        try Self.checkPartitionedID(id, in: db)
         guard id.hasPrefix("_design/") else { return }
         guard principal == .admin else {
             throw CouchError.forbidden("Only admins may write design documents (use the admin port).")
+        }
+        if let options = properties["options"] {
+            guard case .object(let o) = options else { throw CouchError(.badRequest, "invalid_design_doc", "`options` field must have object type") }
+            switch o["partitioned"] {
+            case nil, .bool(false)?: break
+            case .bool(true)?:
+                guard db.partitioned else {
+                    throw CouchError(.badRequest, "invalid_design_doc", "partitioned option cannot be true in a non-partitioned database.")
+                }
+            default: throw CouchError(.badRequest, "invalid_design_doc", "`options.partitioned` field must have boolean type")
+            }
         }
         do {
             _ = try RoutingState.compileDesign(properties, id: id, engine: db.routing.engine, strict: true)

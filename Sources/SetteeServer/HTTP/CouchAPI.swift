@@ -21,8 +21,10 @@ struct CouchAPI: HTTPResponder {
     /// What one request carries past routing.
     struct Call {
         var request: Request
-        let path: [String]
-        let query: [String: String]
+        /// The path's segments; a partition's request (`/{db}/_partition/{p}/…`) is read as the
+        /// database's own with `partition` in its query.
+        var path: [String]
+        var query: [String: String]
         let principal: Principal
         let started: ContinuousClock.Instant
         /// Who sent it, as the throttles count clients (``ServerRequestContext/clientKey(_:)``).
@@ -278,6 +280,7 @@ struct CouchAPI: HTTPResponder {
         case "_all_docs": return try await allDocs(&call, db)
         case "_design_docs": return try await allDocs(&call, db, prefix: "_design/")
         case "_local_docs": return try await localDocs(&call, db)
+        case "_partition": return try await partitionPath(&call, db, rest)
         case "_find": try allow(method, [.post]); return try await find(&call, db)
         case "_explain": try allow(method, [.post]); return try await explain(&call, db)
         case "_index": return try await index(&call, db, rest)
@@ -382,7 +385,7 @@ struct CouchAPI: HTTPResponder {
     static let localAttachment = CouchError.badRequest("_local documents do not accept attachments.")
 
     /// What follows a design document's ID: `_view/{view}`, `_info`, or an attachment's name.
-    private func designPath(_ call: inout Call, _ db: ServedDatabase, id: String, rest: [String]) async throws -> Response {
+    func designPath(_ call: inout Call, _ db: ServedDatabase, id: String, rest: [String]) async throws -> Response {
         switch rest[0] {
         case "_view":
             guard rest.count == 2 else { throw CouchError.notFound("missing_named_view") }
@@ -603,7 +606,7 @@ struct CouchAPI: HTTPResponder {
             // own version is the vendor's.
             "version": .string(Self.couchDBVersion),
             "vendor": ["name": "Settee", "version": .string(Self.version)],
-            // CouchDB 3.4's features less those Settee lacks (`access-ready`, `partitioned`,
+            // CouchDB 3.4's features less those Settee lacks (`access-ready`,
             // `pluggable-storage-engines`, `reshard`, `scheduler`, `quickjs`): clients read
             // the list to choose what to use.
             "features": .array(Self.features.map(JSONValue.string)),
@@ -616,7 +619,7 @@ struct CouchAPI: HTTPResponder {
     static let version = "0.1.0"
     /// What `GET /` lists under `features`: the names CouchDB 3.4 gives there for what this
     /// server does too.
-    static let features: [String] = []
+    static let features: [String] = ["partitioned"]
     /// The CouchDB release whose HTTP API this server answers as (Formats/http-api.md lists the
     /// differences that remain).
     static let couchDBVersion = "3.4.0"

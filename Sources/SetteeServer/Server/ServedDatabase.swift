@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Replication) @_spi(Server) import Settee
 import SetteeReplicator
 import Synchronization
 
@@ -49,6 +49,13 @@ final class ServedDatabase: Sendable {
     let renderFunctions = Mutex<[String: RenderFunction]>([:])
     /// Views' JavaScript reduce functions, compiled, by source.
     let viewReduces = Mutex<[String: ViewReduceFunction]>([:])
+    /// Whether the database is partitioned (CouchDB's `PUT /{db}?partitioned=true`): every
+    /// document ID but a design document's is `partition:id`, and partitioned indexes and views
+    /// are read one partition at a time. Set when the database is made, never changed.
+    let partitioned: Bool
+
+    /// The local document holding the database's properties (`{"partitioned": true}`).
+    static let propertiesID = "settee.server/properties"
 
     init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool,
          routing: RoutingState) throws {
@@ -59,10 +66,14 @@ final class ServedDatabase: Sendable {
         self.walrusDirectory = walrusDirectory
         self.owned = owned
         principals = try PrincipalStore(database: database, users: config.users, roles: config.roles)
+        partitioned = try database.localDocument(withID: Self.propertiesID)?["partitioned"] == .bool(true)
     }
 
     /// Opens (creating if needed) the database `name` as `config` says.
-    static func open(name: String, config: ServerConfiguration.DatabaseConfig, engine: ScriptEngine) throws -> ServedDatabase {
+    /// `partitioned`: made partitioned, when it is new (a database that holds documents
+    /// already keeps what it is: 412 `file_exists`).
+    static func open(name: String, config: ServerConfiguration.DatabaseConfig, engine: ScriptEngine,
+                     partitioned: Bool = false) throws -> ServedDatabase {
         var walrus: String?
         let directory: String
         if config.isWalrus {
@@ -81,6 +92,12 @@ final class ServedDatabase: Sendable {
             let db = try Database(name: Self.fileName(for: name), config: dbConfig)
             let served: ServedDatabase
             do {
+                if partitioned, try db.localDocument(withID: Self.propertiesID)?["partitioned"] != .bool(true) {
+                    guard try db.lastSequence == 0 else {
+                        throw CouchError(.preconditionFailed, "file_exists", "The database could not be created, the file already exists.")
+                    }
+                    _ = try db.saveLocalDocument(["partitioned": true], withID: Self.propertiesID)
+                }
                 served = try ServedDatabase(name: name, database: db, config: config, walrusDirectory: walrus, owned: true,
                                             routing: try RoutingState(config: config, engine: engine, database: name))
                 try served.startRouting()

@@ -132,8 +132,10 @@ struct QueryExecutor {
                 try kept.grouping!.addToLastGroup(rows: runs.pending)
                 runs.pending = 0
             }
+            let idPrefix = s.documentIDPrefix.map { Array($0.utf8) }
             func keep(_ row: QueryRow, _ implied: Bool, _ continuesGroup: Bool) throws -> Bool {
                 try addPending()
+                if let idPrefix, !row.id.utf8.starts(with: idPrefix) { return true }
                 if !implied, let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes)).isTrue { return true }
                 kept.found += 1
                 if countOnly { return true }
@@ -163,9 +165,9 @@ struct QueryExecutor {
                     scanner.rowsNeeded = !countOnly
                     if byChannel { scanner.channels = channels }
                     scanner.groupRuns = runs
-                    scanner.idsNeeded = covering == nil || collecting || prepared.readsID
+                    scanner.idsNeeded = covering == nil || collecting || prepared.readsID || idPrefix != nil
                     scanner.countsGroupRuns = runs?.slotsWithinGroup.isEmpty == true && !scanner.idsNeeded && wanted == nil
-                    if countOnly, wanted == nil, let n = try scanner.countWithoutRows() {
+                    if countOnly, wanted == nil, idPrefix == nil, let n = try scanner.countWithoutRows() {
                         kept.found += n
                         counts.addKeys(n)
                     } else {
@@ -179,7 +181,7 @@ struct QueryExecutor {
                                     prefilter: BodyPrefilter(s.whereClause, parameters: parameters),
                                     keysWhenMatched: prepared.documentKeysBeyondWhere) { try keep($0, $1, false) }
                 } else {
-                    try fullScan(core: core, tx: tx, keys: keys, expiration: prepared.readsExpiration, counts: counts,
+                    try fullScan(core: core, tx: tx, idPrefix: idPrefix, keys: keys, expiration: prepared.readsExpiration, counts: counts,
                                  prefilter: BodyPrefilter(s.whereClause, parameters: parameters),
                                  keysWhenMatched: prepared.documentKeysBeyondWhere) { try keep($0, $1, false) }
                 }
@@ -205,9 +207,12 @@ struct QueryExecutor {
     /// bodies' bytes before they are parsed: those it rejects are skipped, those it finds
     /// matching go to `body` with true (`WHERE` need not be evaluated) and hold only
     /// `keysWhenMatched`.
-    private func fullScan(core: DatabaseCore, tx: some StoreReading, keys: Set<String>?, expiration: Bool, counts: ScanCounts,
-                          prefilter: BodyPrefilter?, keysWhenMatched: Set<String>?, _ body: (QueryRow, Bool) throws -> Bool) throws {
-        try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
+    /// With `idPrefix`, only the documents whose IDs begin with it: their range alone is read.
+    private func fullScan(core: DatabaseCore, tx: some StoreReading, idPrefix: [UInt8]? = nil, keys: Set<String>?, expiration: Bool,
+                          counts: ScanCounts, prefilter: BodyPrefilter?, keysWhenMatched: Set<String>?,
+                          _ body: (QueryRow, Bool) throws -> Bool) throws {
+        try tx.forEach(in: core.trees.byID, from: idPrefix, reverse: false) { k, v in
+            if let idPrefix, !k.starts(with: idPrefix) { return false }
             // Every ID is a key read; every live document's body is looked at.
             counts.addKeys(1)
             if let flags = v.first, !DocFlags(rawValue: flags).contains(.deleted) { counts.addDocuments(1) }

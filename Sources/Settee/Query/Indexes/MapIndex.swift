@@ -252,6 +252,15 @@ public struct MapIndexRange: Sendable, Hashable {
     /// range.inclusiveEnd = false   // up to "m", without it
     /// ```
     public var inclusiveEnd = true
+    /// Only keys that are arrays whose first element is this value (CouchDB's partitioned
+    /// views keep `[partition, key]`): without `startKey` or `endKey`, the range starts or ends
+    /// where those keys do, so it reads them alone.
+    ///
+    /// ```swift
+    /// range.firstElement = "sensor-17"
+    /// range.startKey = ["sensor-17", 100]
+    /// ```
+    @_spi(Server) public var firstElement: JSONValue?
 
     /// Every row.
     ///

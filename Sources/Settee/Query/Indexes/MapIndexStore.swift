@@ -435,10 +435,15 @@ enum MapIndexStore {
     /// position between keys), for a reader that skips rows.
     static func scanEntries(_ tx: some StoreReading, tree: Tree, range: MapIndexRange, descending: Bool, resume: [UInt8]? = nil,
                             _ body: (_ key: UnsafeRawBufferPointer, _ id: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
-        let start = try range.startKey.map { (k) throws(SetteeError) in try JSONCollation.key(k) }
-        let startID = start == nil ? nil : range.startDocumentID.map { Array($0.utf8) }
-        let end = try range.endKey.map { (k) throws(SetteeError) in try JSONCollation.key(k) }
-        let endID = end == nil ? nil : range.endDocumentID.map { Array($0.utf8) }
+        // `[first, …]` keys all begin with the array's tag and the element's bytes, and go on
+        // with a tag or an array's end (never 0xFF): their range is from those bytes up to them
+        // followed by 0xFF (the other way round when descending).
+        let within = try range.firstElement.map { (e) throws(SetteeError) in Array(try JSONCollation.key(.array([e])).dropLast()) }
+        let (low, high) = (within, within.map { $0 + [0xFF] })
+        let start = try range.startKey.map { (k) throws(SetteeError) in try JSONCollation.key(k) } ?? (descending ? high : low)
+        let startID = range.startKey == nil ? nil : range.startDocumentID.map { Array($0.utf8) }
+        let end = try range.endKey.map { (k) throws(SetteeError) in try JSONCollation.key(k) } ?? (descending ? low : high)
+        let endID = range.endKey == nil ? nil : range.endDocumentID.map { Array($0.utf8) }
         // Where the engine starts; the exact bounds are checked on every row.
         var from: [UInt8] = [rowTag]
         if let start {

@@ -103,6 +103,10 @@ indirect enum QueryExpression: Sendable, Hashable {
         case isValued = "IS VALUED", isNotValued = "IS NOT VALUED"
     }
 
+    /// A document's partition: its ID up to the first `:` (``MangoQuery/partition``).
+    static let partitionOfID = QueryExpression.function(.substr, [.meta(.id), .literal(.int(0)),
+                                                                  .function(.position, [.meta(.id), .literal(.string(":"))])])
+
     /// Functions.
     enum Function: String, Sendable, Hashable, CaseIterable {
         case lower, upper, length, trim, contains
@@ -119,13 +123,26 @@ indirect enum QueryExpression: Sendable, Hashable {
         case ifMissingOrNull = "ifmissingornull"
         /// `OBJECT_NAMES(o)`: an object's property names, in the collation's order.
         case objectNames = "object_names"
+        /// `POSITION(s, sub)`: where `sub` first occurs in `s`, counted in Unicode code points
+        /// from 0; -1 when it does not occur.
+        case position
+        /// `SUBSTR(s, start[, length])`: the code points of `s` from `start` (from 0), all of
+        /// them or `length` of them; NULL for a start past the end or a negative length.
+        case substr
 
         /// How many arguments the function takes.
-        var arity: Int {
+        var arity: ClosedRange<Int> {
             switch self {
-            case .contains, .arrayContains, .regexpLike, .regexpContains, .ifMissingOrNull: 2
-            default: 1
+            case .contains, .arrayContains, .regexpLike, .regexpContains, .ifMissingOrNull, .position: 2...2
+            case .substr: 2...3
+            default: 1...1
             }
+        }
+
+        /// What an error says it takes.
+        var arityText: String {
+            let n = arity.lowerBound == arity.upperBound ? "\(arity.lowerBound)" : "\(arity.lowerBound) or \(arity.upperBound)"
+            return n + (arity == 1...1 ? " argument" : " arguments")
         }
     }
 }
@@ -277,8 +294,8 @@ extension QueryExpression {
             guard case .string(let s) = v, case .string(let pat) = pattern else { return .null }
             return .bool(Self.like(Array(s.unicodeScalars), Array(pat.unicodeScalars)))
         case .function(let f, let args):
-            guard args.count == f.arity else {
-                throw SetteeError(.invalidParameter, "\(f.rawValue)() takes \(f.arity) argument\(f.arity == 1 ? "" : "s"), not \(args.count)")
+            guard f.arity.contains(args.count) else {
+                throw SetteeError(.invalidParameter, "\(f.rawValue)() takes \(f.arityText), not \(args.count)")
             }
             var values: [JSONValue?] = []
             for a in args { values.append(try a.evaluate(in: scope)) }
@@ -507,7 +524,7 @@ extension QueryExpression {
 
     /// The functions: MISSING in, MISSING out; NULL or an argument of the wrong type, NULL out.
     static func call(_ f: Function, _ args: [JSONValue?]) -> JSONValue? {
-        guard args.count == f.arity else { return .null }
+        guard f.arity.contains(args.count) else { return .null }
         var values: [JSONValue] = []
         for a in args {
             guard let a else { return nil }
@@ -534,11 +551,47 @@ extension QueryExpression {
         case (.isObject, let v): return .bool(typeName(v) == "object")
         case (.isString, let v): return .bool(typeName(v) == "string")
         case (.arrayLength, .array(let a)): return .int(Int64(a.count))
+        case (.position, .string(let s)):
+            guard case .string(let sub) = values[1] else { return .null }
+            return .int(position(of: sub, in: s))
+        case (.substr, .string(let s)):
+            return substring(s, values.dropFirst())
         case (.arrayContains, .array(let a)):
             if values[1] == .null { return .null }
             return .bool(a.contains { equal($0, values[1]) })
         default: return .null
         }
+    }
+
+    /// `POSITION()`: the code point offset of `sub`'s first occurrence in `s`, or -1.
+    private static func position(of sub: String, in s: String) -> Int64 {
+        guard let r = s.unicodeScalars.firstRange(of: sub.unicodeScalars) else { return -1 }
+        return Int64(s.unicodeScalars.distance(from: s.unicodeScalars.startIndex, to: r.lowerBound))
+    }
+
+    /// `SUBSTR()`: `start` and `length` are whole numbers (a fraction, or another type, is
+    /// NULL); a negative start counts from the end, as in N1QL.
+    private static func substring(_ s: String, _ bounds: ArraySlice<JSONValue>) -> JSONValue {
+        func whole(_ v: JSONValue) -> Int? {
+            switch v {
+            case .int(let i): return Int(clamping: i)
+            case .double(let d) where d == d.rounded() && Swift.abs(d) < 9e15: return Int(d)
+            default: return nil
+            }
+        }
+        let scalars = s.unicodeScalars
+        let count = scalars.count
+        guard let first = bounds.first, var start = whole(first) else { return .null }
+        if start < 0 { start = start < -count ? -1 : count + start }
+        guard start >= 0, start <= count else { return .null }
+        var length = count - start
+        if bounds.count > 1 {
+            guard let l = whole(bounds[bounds.startIndex + 1]), l >= 0 else { return .null }
+            length = Swift.min(l, length)
+        }
+        let from = scalars.index(scalars.startIndex, offsetBy: start)
+        let to = scalars.index(from, offsetBy: length)
+        return .string(String(scalars[from..<to]))
     }
 
     /// A value's type as `TYPE()` names it.

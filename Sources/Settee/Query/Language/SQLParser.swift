@@ -551,8 +551,8 @@ private struct Parser {
         guard let f = QueryExpression.Function(rawValue: name.lowercased()) else {
             throw SetteeError(.invalidParameter, "query: unknown function \(name)() at position \(start)")
         }
-        guard args.count == f.arity else {
-            throw SetteeError(.invalidParameter, "query: \(f.rawValue)() takes \(f.arity) argument\(f.arity == 1 ? "" : "s"), not \(args.count), at position \(start)")
+        guard f.arity.contains(args.count) else {
+            throw SetteeError(.invalidParameter, "query: \(f.rawValue)() takes \(f.arityText), not \(args.count), at position \(start)")
         }
         return .function(f, args)
     }

@@ -35,6 +35,10 @@ struct SelectStatement: Sendable, Hashable {
     var offset: QueryExpression?
     /// Set when the statement reads the rows of a map index (a view) instead of documents.
     var mapSource: MapSource?
+    /// Only documents whose ID begins with these bytes (a Mango query of one partition,
+    /// ``MangoQuery/partition``): a scan of every document reads their range of IDs alone,
+    /// and an index's rows of other documents are passed over.
+    var documentIDPrefix: String?
 
     /// The rows a view query reads (CouchDB's view parameters, typed): a map index's key
     /// ranges in order, their direction, and how rows are grouped (nil: rows one by one).

@@ -46,6 +46,12 @@ enum MangoCompiler {
             }
             condition = .all([condition] + present)
         }
+        if let partition = query.partition {
+            // The equality lets the planner read a partitioned index; the ID prefix is exact
+            // where the collation's equality is not.
+            condition = .all([condition, .compare(.equal, .partitionOfID, .literal(.string(partition)))])
+            s.documentIDPrefix = partition + ":"
+        }
         s.whereClause = condition
         s.limit = query.limit.map { .literal(.int(Int64($0))) }
         s.offset = query.skip > 0 ? .literal(.int(Int64(query.skip))) : nil

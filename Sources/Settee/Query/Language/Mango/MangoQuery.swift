@@ -89,6 +89,22 @@
     public var limit: Int?
     /// How many matches are passed over first.
     public var skip = 0
+    /// Only the documents of this partition: those whose ID is `partition:…` (CouchDB's
+    /// partitioned databases). The query reads their range of IDs, or an index whose first
+    /// expression is ``partitionExpression`` at this value, never the rest of the database.
+    ///
+    /// ```swift
+    /// mango.partition = "sensor-17"
+    /// ```
+    @_spi(Server) public var partition: String?
+
+    /// The expression of a document's partition (its ID up to the first `:`), as an index
+    /// expression: an index whose first expression it is serves one partition's queries.
+    ///
+    /// ```swift
+    /// try db.createIndex(ValueIndexConfiguration([MangoQuery.partitionExpression, "n"]), name: "by-n")
+    /// ```
+    @_spi(Server) public static var partitionExpression: String { QueryExpression.partitionOfID.sqlText }
 
     /// A query of `selector`, every match, whole documents, in no set order.
     ///
