@@ -190,6 +190,7 @@ extension CouchAPI {
     // MARK: - /{db}/{doc}/{attachment}
 
     func attachment(_ call: inout Call, _ db: ServedDatabase, id: String, name: String) async throws -> Response {
+        try Self.checkPartitionedID(id, in: db)
         switch call.request.method {
         case .get, .head: return try getAttachment(call, db, id: id, name: name)
         case .put: return try await putAttachment(&call, db, id: id, name: name)
@@ -322,7 +323,7 @@ extension CouchAPI {
     func updateAttachments(_ db: ServedDatabase, id: String, rev: String?, status: HTTPResponse.Status = .created, location: String? = nil,
                                    as principal: Principal,
                                    _ change: (inout [String: JSONValue], UInt64) async throws -> Void) async throws -> Response {
-        try checkDocumentID(id)
+        try checkDocumentID(id, in: db)
         let database = db.database
         let edit: MutableDocument
         let reader = try Reader(db, principal)

@@ -118,7 +118,7 @@ extension CouchAPI {
     /// exist, is deleted, or that the user may not read (as one that does not exist).
     private func renderedDocument(_ call: Call, _ db: ServedDatabase, id: String?) async throws -> JSONValue? {
         guard let id else { return nil }
-        try checkDocumentID(id)
+        try checkDocumentID(id, in: db)
         let reader = try Reader(db, call.principal)
         guard try reader.readability(of: id, revision: nil) == .readable,
               let found = try await db.database.document(withID: id), !found.isDeleted else { return nil }
