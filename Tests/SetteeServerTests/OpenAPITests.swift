@@ -54,6 +54,11 @@ import Testing
         "/{db}/_view_cleanup": ["POST"],
         "/{db}/_find": ["POST"],
         "/{db}/_explain": ["POST"],
+        "/{db}/_partition/{partition}": ["GET", "HEAD"],
+        "/{db}/_partition/{partition}/_all_docs": ["GET", "HEAD", "POST"],
+        "/{db}/_partition/{partition}/_find": ["POST"],
+        "/{db}/_partition/{partition}/_explain": ["POST"],
+        "/{db}/_partition/{partition}/_design/{ddoc}/_view/{view}": ["GET", "HEAD", "POST"],
         "/{db}/_index": ["GET", "HEAD", "POST"],
         "/{db}/_index/{ddoc}/json/{name}": ["DELETE"],
         "/{db}/_index/_bulk_delete": ["POST"],
@@ -226,6 +231,7 @@ import Testing
             .replacingOccurrences(of: "{sessionid}", with: f.session)
             .replacingOccurrences(of: "{asset}", with: "admin.css")
             .replacingOccurrences(of: "{channel}", with: "red")
+            .replacingOccurrences(of: "{partition}", with: "p1")
             .replacingOccurrences(of: "{name}", with: template.contains("/_role/") ? "moderator" : "alice")
     }
 

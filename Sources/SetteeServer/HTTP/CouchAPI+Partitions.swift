@@ -59,14 +59,21 @@ extension CouchAPI {
             guard db.partitioned else { throw CouchError.badRequest("database is not partitioned") }
             return try jsonResponse(.object(try partitionInfo(db, p, reader: try Reader(db, call.principal))))
         }
+        let inner = Array(rest.dropFirst(2))
+        // A method the endpoint does not take is 405 before anything else is looked at.
+        switch inner[0] {
+        case "_all_docs": try allow(method, [.get, .head, .post])
+        case "_find", "_explain": try allow(method, [.post])
+        case "_design" where inner.count == 4 && inner[2] == "_view": try allow(method, [.get, .head, .post])
+        default: break
+        }
         guard db.partitioned else { throw CouchError.badRequest("database is not partitioned") }
         try Self.checkPartition(p)
         if let given = call.query["partition"], given != p {
             throw CouchError.badRequest("Conflicting value for `partition` in query string")
         }
         call.query["partition"] = p
-        call.path = [call.path[0]] + rest.dropFirst(2)
-        let inner = Array(rest.dropFirst(2))
+        call.path = [call.path[0]] + inner
         switch inner[0] {
         case "_all_docs": return try await allDocs(&call, db)
         case "_find": try allow(method, [.post]); return try await find(&call, db)
