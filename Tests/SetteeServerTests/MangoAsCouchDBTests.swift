@@ -413,4 +413,25 @@ import Testing
             #expect(Set(ids(hers)).isSubset(of: ["c1", "c2"]) && !ids(hers).contains("c3"), "\(hers.text)")
         }
     }
+
+    /// The index CouchDB chooses for a selector that only requires its field (`$mod`, `$regex`:
+    /// no range) is read whole, so its matches come in that index's order (CouchDB 3.4.3's answer
+    /// to the same request); `_explain` shows its `end_key` as `["<MAX>"]` and the sort as an
+    /// object, as CouchDB does.
+    @Test func anIndexChosenWithoutARangeIsReadInItsOrder() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            // IDs in the reverse of `n`'s order: an ID scan would give them backwards.
+            for i in 0 ..< 10 { try await put(admin, "t\(9 - i)", #"{"n": \#(i)}"#) }
+            #expect(try await admin.send(.post, "/db/_index", json: #"{"index": {"fields": ["n"]}, "ddoc": "n", "name": "n"}"#)["result"] == "created")
+            let r = try await admin.send(.post, "/db/_find", json: #"{"selector": {"n": {"$mod": [3, 0]}}, "fields": ["_id", "n"]}"#)
+            #expect(r["docs"] == [["_id": "t9", "n": 0], ["_id": "t6", "n": 3], ["_id": "t3", "n": 6], ["_id": "t0", "n": 9]], "\(r.text)")
+            #expect(r["warning"] == nil, "\(r.text)")
+            let e = try await admin.send(.post, "/db/_explain", json: #"{"selector": {"n": {"$mod": [3, 0]}}}"#)
+            #expect(e["index"]?["name"] == "n" && e["mrargs"]?["start_key"] == [] && e["mrargs"]?["end_key"] == ["<MAX>"], "\(e.text)")
+            let sorted = try await admin.send(.post, "/db/_explain", json: #"{"selector": {"n": {"$gt": 1}}, "sort": [{"n": "desc"}]}"#)
+            #expect(sorted["opts"]?["sort"] == ["n": "desc"], "\(sorted.text)")
+        }
+    }
 }

@@ -189,7 +189,8 @@ struct MangoIndexChoice {
         }
         let leading = index.fields.prefix(Self.prefixLength(index, indexableFields)).map { bounds($0.field) }
         if descending { return (.array(leading.map(\.high) + ["<MAX>"]), .array(leading.map(\.low))) }
-        return (.array(leading.map(\.low)), .array(leading.map(\.high)))
+        // No leading field ranged over: the whole index, to its end.
+        return (.array(leading.map(\.low)), .array(leading.isEmpty ? ["<MAX>"] : leading.map(\.high)))
     }
 
     /// Whether the index read holds every field asked for (`fields`), so no document is read

@@ -227,6 +227,14 @@ extension CouchAPI {
         if let partial = choice.index?.partial {
             try Self.mango { () throws(SetteeError) in selectors.append(try MangoQuery.Selector(partial)) }
         }
+        // The index chosen holds only documents with its fields, which the selector requires:
+        // said outright, so that the library reads that index even when no condition ranges
+        // over it (`$mod`, `$regex`…), in its order, as CouchDB does.
+        if let first = choice.index?.fields.first?.field, first != "_id", first != "_rev" {
+            try Self.mango { () throws(SetteeError) in
+                selectors.append(try MangoQuery.Selector([first: ["$exists": true]]))
+            }
+        }
         var mango = MangoQuery(selector: .all(selectors))
         mango.sort = r.sort
         mango.partition = r.partition
@@ -436,7 +444,8 @@ extension CouchAPI {
         // CouchDB 3.4's answer, member for member; `plan` is the library's own account.
         let fields: JSONValue = .array((r.fields ?? []).map(JSONValue.string))
         var opts: [String: JSONValue] = ["use_index": .array([]), "bookmark": .string(r.bookmarkText ?? "nil"),
-                                         "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "sort": r.sortJSON ?? .object([:]),
+                                         "limit": .int(Int64(r.limit)), "skip": .int(Int64(r.skip)), "sort": .object(Dictionary(r.sort.map { ($0.field, JSONValue.string($0.descending ? "desc" : "asc")) },
+                                                                                                                uniquingKeysWith: { a, _ in a })),
                                          "fields": fields, "partition": .string(r.partition ?? ""), "r": r.body["r"] ?? 1, "conflicts": .bool(r.conflicts),
                                          "stale": r.body["stale"] ?? false, "update": r.body["update"] ?? true, "stable": r.body["stable"] ?? false,
                                          "execution_stats": .bool(r.executionStats), "allow_fallback": .bool(r.allowFallback)]
