@@ -137,4 +137,28 @@ import Testing
             #expect(stubs == parts, "\(text)")
         }
     }
+
+    /// What python-couchdb's suite met, answered as CouchDB 3.4.3 answers it: a top-level name
+    /// no endpoint has is a database that does not exist (404; `PUT` of it 400
+    /// `illegal_database_name`); `_temp_view` is 410 `gone`; a design document whose map does
+    /// not compile is its own `_bulk_docs` row's `compilation_error`, the others saved.
+    @Test func namesAndTemporaryViewsAndBulkDesignErrorsAsCouchDB() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            for path in ["/_config", "/_stats", "/_foo"] {
+                let r = try await admin.send(.get, path)
+                #expect(r.status == .notFound && r["reason"] == "Database does not exist.", "\(path): \(r.text)")
+            }
+            #expect(try await admin.send(.put, "/_foo")["error"] == "illegal_database_name")
+            let temp = try await admin.send(.post, "/db/_temp_view", json: #"{"map": "function(doc) { emit(1); }"}"#)
+            #expect(temp.status == .gone && temp["error"] == "gone", "\(temp.text)")
+            let bulk = try await admin.send(.post, "/db/_bulk_docs", json: #"{"docs": [{"_id": "_design/foo", "views": {"v": {"map": "baz"}}}, {"_id": "fine"}]}"#)
+            #expect(bulk.status == .created, "\(bulk.text)")
+            let rows = (try? bulk.json)?.arrayValue ?? []
+            #expect(rows.first?["error"] == "compilation_error" && rows.first?["id"] == "_design/foo", "\(bulk.text)")
+            #expect(rows.last?["ok"] == true && rows.last?["id"] == "fine", "\(bulk.text)")
+            #expect(try await admin.send(.get, "/db/_design/foo").status == .notFound)
+        }
+    }
 }

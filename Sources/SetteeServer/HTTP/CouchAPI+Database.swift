@@ -415,7 +415,10 @@ extension CouchAPI {
         func failure(_ id: String, _ error: any Error) -> JSONValue? {
             let c: CouchError
             if let e = error as? CouchError { c = e } else if let e = error as? SetteeError { c = CouchError(e) } else { return nil }
-            guard [.conflict, .forbidden, .unauthorized, .preconditionFailed].contains(c.status) else { return nil }
+            // A design document whose functions do not compile is its own row's error, as in
+            // CouchDB; any other 400 is the request's.
+            guard [.conflict, .forbidden, .unauthorized, .preconditionFailed].contains(c.status)
+                    || ["compilation_error", "invalid_design_doc"].contains(c.error) else { return nil }
             return ["id": .string(id), "error": .string(c.error), "reason": .string(c.reason)]
         }
         for (i, d) in docs.enumerated() {

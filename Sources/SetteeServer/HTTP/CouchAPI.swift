@@ -256,7 +256,11 @@ struct CouchAPI: HTTPResponder {
             case "_global_changes":
                 // What CouchDB keeps there is `/_db_updates`' (Formats/http-api.md).
                 throw CouchError.notFound("Database does not exist.")
-            default: throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
+            default:
+                // As CouchDB: a name no endpoint has is a database that does not exist, and one
+                // that cannot be made (`PUT`).
+                guard method == .put else { throw missingDatabase(call) }
+                throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
             }
         }
         guard ServerConfiguration.isValidDatabaseName(first) || first == ReplicatorDocuments.databaseName else {
@@ -359,6 +363,9 @@ struct CouchAPI: HTTPResponder {
             guard id.utf8.count > 7 else { throw Self.invalidLocalID }
             guard rest.count == 1 else { throw Self.localAttachment }
             return try await localDocument(&call, db, id: String(id.dropFirst(7)))
+        case "_temp_view":
+            // CouchDB 3's answer: temporary views were removed (a view is a design document's).
+            throw CouchError(.gone, "gone", "Temporary views are not supported")
         case "_view_cleanup":
             try allow(method, [.post])
             try requireAdmin(call)
