@@ -95,7 +95,7 @@ import Testing
                 }
             }
             // The kill must land among acknowledged writes, or the round proves nothing.
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = ContinuousClock.now + .seconds(240)
             while ledger.counts.acknowledgedThisRound == 0 {
                 guard control.running.load(ordering: .sequentiallyConsistent) > 0, ContinuousClock.now < deadline else {
                     Issue.record("round \(round): no _bulk_docs was acknowledged; stderr: \(server.stderrText)")
@@ -120,7 +120,8 @@ import Testing
 
     /// One client: a connection of its own, batches of new documents until the connection dies.
     static func runClient(port: Int, round: Int, client: Int, control: LoadControl, ledger: Ledger) async {
-        let http = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(20)))
+        // A bound for a hang: the debug server beside the whole suite on two cores can be slow.
+        let http = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(240)))
         http.connect()
         var batch = 0
         while !control.killing.load(ordering: .sequentiallyConsistent) {

@@ -130,13 +130,16 @@ import Testing
                 return response.body.map { String(buffer: $0) } ?? ""
             }
             try await withThrowingTaskGroup(of: String.self) { group in
-                group.addTask { try await feed("/db/_changes?feed=longpoll&since=now&timeout=20000") }
-                group.addTask { try await feed("/db/_changes?feed=continuous&since=now&limit=1&timeout=20000") }
+                // Bounds for a hang, not timings: a loaded two-core machine running the whole suite
+                // can take tens of seconds between a feed's start and the write.
+                group.addTask { try await feed("/db/_changes?feed=longpoll&since=now&timeout=300000") }
+                group.addTask { try await feed("/db/_changes?feed=continuous&since=now&limit=1&timeout=300000") }
                 // Once both feeds wait (each registered with the database), commit.
                 let served = try #require(server.database(named: "db"))
-                for _ in 0 ..< 6000 where served.openFeeds.withLock({ $0.signals.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+                for _ in 0 ..< 60000 where served.openFeeds.withLock({ $0.signals.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
                 #expect(served.openFeeds.withLock({ $0.signals.count }) == 2, "the feeds never started waiting")
-                try await c.send(.put, "/db/wake", json: #"{"now":true}"#)
+                let wrote = try await c.send(.put, "/db/wake", json: #"{"now":true}"#)
+                #expect(wrote.status == .created, "\(wrote.text)")
                 var bodies: [String] = []
                 for try await body in group { bodies.append(body) }
                 #expect(bodies.count == 2)
