@@ -83,8 +83,6 @@ extension CouchAPI {
     /// `PUT /{db}` on the admin port: a new database; the body, if any, is its configuration (the
     /// keys of `databases.<name>`), `"walrus:"` when it names no `server`.
     private func createDatabase(_ call: inout Call, name: String) async throws -> Response {
-        // The body, if any, is read as a JSON value and then as a configuration (never spliced
-        // into configuration text).
         // CouchDB's option, checked first as CouchDB does.
         let partitioned: Bool
         switch call.query["partitioned"] {
@@ -92,6 +90,8 @@ extension CouchAPI {
         case "true"?: partitioned = true
         default: throw CouchError.badRequest("Invalid `partitioned` parameter")
         }
+        // The body, if any, is read as a JSON value and then as a configuration (never spliced
+        // into configuration text).
         let body = try await jsonValueBody(&call, limit: 1 << 20, empty: .object([:]))
         let dbConfig: ServerConfiguration.DatabaseConfig
         do {

@@ -22,7 +22,6 @@ extension CouchAPI {
         var selector: MangoQuery.Selector
         var limit = 25
         var skip = 0
-        var sortJSON: JSONValue?
         var sort: [MangoQuery.SortField] = []
         var fields: [String]?
         var useIndex: (ddoc: String, name: String?)?
@@ -86,8 +85,7 @@ extension CouchAPI {
             }
             limit = try count("limit") ?? 25
             skip = try count("skip") ?? 0
-            sortJSON = body["sort"]
-            if let sortJSON { sort = try CouchAPI.mango { () throws(SetteeError) in try MangoQuery.sort(sortJSON) } }
+            if let sortJSON = body["sort"] { sort = try CouchAPI.mango { () throws(SetteeError) in try MangoQuery.sort(sortJSON) } }
             if let f = body["fields"] {
                 guard case .array(let list) = f else { throw CouchError.badRequest("fields must be an array of field names") }
                 fields = try list.map { v in
