@@ -265,4 +265,24 @@ import Testing
             #expect(badType.status == .badRequest, "\(badType.text)")
         }
     }
+
+    /// A user's `_all_docs` pages count only what it may read: `limit` fills the page with its
+    /// own documents and `skip` passes over its own, so neither tells where the others are
+    /// (whole database and partition alike).
+    @Test func aUsersPagesCountOnlyWhatItReads() async throws {
+        let server = try channelServer(redChannelConfig)
+        defer { try? server.close() }
+        try await withPorts(server) { pub, admin in
+            try await seed(admin)
+            let alice = basic("alice", "pw")
+            let page = try await pub.send(.get, "/pdb/_partition/s1/_all_docs?limit=3", headers: alice)
+            #expect(page.rowIDs == ["s1:d00", "s1:d02", "s1:d04"], "\(page.text)")
+            let next = try await pub.send(.get, "/pdb/_partition/s1/_all_docs?limit=2&skip=3", headers: alice)
+            #expect(next.rowIDs == ["s1:d06", "s1:d08"], "\(next.text)")
+            let whole = try await pub.send(.get, "/pdb/_all_docs?limit=2&skip=1&descending=true", headers: alice)
+            #expect(whole.rowIDs == ["s3:d02", "s3:d00"], "\(whole.text)")
+            let excluded = try await pub.send(.get, "/pdb/_all_docs?limit=2&end_key=%22s1:d04%22&inclusive_end=false", headers: alice)
+            #expect(excluded.rowIDs == ["s1:d00", "s1:d02"], "\(excluded.text)")
+        }
+    }
 }

@@ -181,8 +181,10 @@ extension CouchAPI {
         } else {
             var options = AllDocumentsOptions()
             options.descending = descending
-            options.skip = skip
-            options.limit = limit
+            // A reader of some channels is paged over the rows it may read (here): a page cut or
+            // skipped by the library would count rows it may not, and tell where they are.
+            options.skip = reader.readsAll ? skip : 0
+            options.limit = reader.readsAll ? limit : nil
             options.prefix = prefix
             func key(_ names: [String]) throws -> String? {
                 for n in names {
@@ -200,7 +202,7 @@ extension CouchAPI {
             options.endKey = end
             let inclusiveEnd = try only != nil || flag(query, "inclusive_end", default: true)
             // An excluded end row is dropped here, so the cursor reads one row more.
-            if !inclusiveEnd, end != nil, let limit { options.limit = oneMore(limit) }
+            if !inclusiveEnd, end != nil, let limit = options.limit { options.limit = oneMore(limit) }
             if let start = options.startKey, reader.readsAll {
                 // The rows before the range's start, counted as CouchDB's offset counts them: a
                 // walk of the IDs there, no more than a listing of them would cost. (A reader of
@@ -215,9 +217,14 @@ extension CouchAPI {
                 }
             }
             let cursor = try database.allDocuments(options)
+            var skipped = 0
             while rows.count < limit ?? .max, let doc = try cursor.next() {
                 if !inclusiveEnd, let end, doc.id == end { continue }
                 guard let rev = doc.revisionID, try readable(doc.id) else { continue }
+                if !reader.readsAll, skipped < skip {
+                    skipped += 1
+                    continue
+                }
                 var row: [String: JSONValue] = ["id": .string(doc.id), "key": .string(doc.id), "value": ["rev": .string(rev)]]
                 if includeDocs {
                     db.counters.read()
