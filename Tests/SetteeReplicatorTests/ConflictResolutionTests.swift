@@ -53,9 +53,11 @@ struct ForeignResolver: ConflictResolver {
 final class SlowResolver: ConflictResolver {
     let entered = Locked(false)
     let release = DispatchSemaphore(value: 0)
+    /// Whether the wait ended by its limit rather than by `release`.
+    let gaveUp = Locked(false)
     func resolve(_ conflict: Conflict) throws -> Document? {
         entered.withLock { $0 = true }
-        _ = release.wait(timeout: .now() + 120)
+        if release.wait(timeout: .now() + 120) == .timedOut { gaveUp.withLock { $0 = true } }
         return conflict.localDocument
     }
 }
@@ -236,6 +238,44 @@ final class SlowResolver: ConflictResolver {
         #expect(await recorder.waitFor { $0.contains { $0.1.error?.code == .resolverReturnedForeignDocument } })
         #expect(recorder.logs.value.contains { $0.0 == .error })
         #expect(try await a.conflictingRevisions(withID: "doc").count == 2)
+    }
+
+    /// A resolver is the app's code and may block: as many blocked at once as the cooperative pool
+    /// has threads leave the pool free (the release below is sent from a task; were the resolvers
+    /// on the pool, it could not run until their waits gave up).
+    @Test func blockedResolversLeaveTheCooperativePoolFree() async throws {
+        let count = max(2, ProcessInfo.processInfo.activeProcessorCount)
+        var directories: [TestDirectory] = []   // kept until the end: each removes its files when it goes
+        var replicators: [Replicator] = []
+        var resolvers: [SlowResolver] = []
+        var databases: [Database] = []
+        for n in 0 ..< count {
+            let sub = try TestDirectory()
+            directories.append(sub)
+            let (a, b, _, _) = try await conflicted(sub, local: ["v": .int(Int64(n))], remote: ["v": .int(Int64(-n))])
+            databases += [a, b]
+            let resolver = SlowResolver()
+            var config = ReplicatorConfiguration(database: a, target: DatabaseEndpoint(database: b))
+            config.replicatorType = .pull
+            config.conflictResolver = resolver
+            let replicator = Replicator(config: config)
+            replicator.start()
+            replicators.append(replicator)
+            resolvers.append(resolver)
+        }
+        #expect(await eventually { resolvers.allSatisfy { $0.entered.value } })
+        // Sent from a task of its own, which needs a pool thread to run.
+        let blocked = resolvers
+        await Task.detached { for r in blocked { r.release.signal() } }.value
+        for replicator in replicators {
+            let final = await replicator.waitUntilStopped()
+            #expect(final.activity == .stopped && final.error == nil)
+        }
+        #expect(resolvers.allSatisfy { !$0.gaveUp.value }, "a resolver waited out its limit: it held a pool thread")
+        for (n, a) in databases.enumerated() where n % 2 == 0 {
+            #expect(try await a.conflictingRevisions(withID: "doc").count == 1)
+        }
+        withExtendedLifetime(directories) {}
     }
 
     @Test func stopWaitsForResolutionsInProgress() async throws {

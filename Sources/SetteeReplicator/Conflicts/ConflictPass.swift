@@ -1,3 +1,4 @@
+import Dispatch
 @_spi(Replication) import Settee
 import Synchronization
 
@@ -20,6 +21,10 @@ final class ConflictPass: Sendable {
     /// `_local/settee-conflicts-<pull replication ID>`: `{"pending": {docID: {"local", "remote"}}}`.
     private let pendingID: String
     private let pending: Mutex<[String: (local: String, remote: String)]>
+    /// Where the resolver runs. It is the app's code and may block (a slow merge, a wait on the
+    /// app's own state): on Swift's cooperative pool, whose few threads the whole app shares, a
+    /// blocked resolver would hold up every other task, the replicator's own included.
+    private let resolving = DispatchQueue(label: "settee.replicator.conflict-resolver")
 
     init(replicator: Replicator, replicationID: String) throws {
         self.replicator = replicator
@@ -106,7 +111,7 @@ final class ConflictPass: Sendable {
                 localRevisionID: localID, remoteRevisionID: remote)
             let result: Document?
             do {
-                result = try (config.conflictResolver ?? DefaultConflictResolver()).resolve(conflict: conflict)
+                result = try await resolve(conflict)
             } catch {
                 config.log(.warning, "the conflict resolver threw for document \(id): \(error); the conflict stays until the replicator starts again")
                 await remember(id, local: localID, remote: remote)
@@ -125,6 +130,20 @@ final class ConflictPass: Sendable {
             return ReplicatedDocument(id: id, revisionID: remote, flags: [],
                                       error: ReplicatorError(.resolutionFailed, "writing the resolution failed", documentID: id,
                                                              underlying: error as? SetteeError))
+        }
+    }
+
+    /// The configured resolver's answer, computed on ``resolving``.
+    private func resolve(_ conflict: Conflict) async throws -> Document? {
+        let config = replicator.config
+        return try await withCheckedThrowingContinuation { (c: CheckedContinuation<Document?, any Error>) in
+            resolving.async(execute: { @Sendable in
+                do {
+                    c.resume(returning: try (config.conflictResolver ?? DefaultConflictResolver()).resolve(conflict: conflict))
+                } catch {
+                    c.resume(throwing: error)
+                }
+            })
         }
     }
 

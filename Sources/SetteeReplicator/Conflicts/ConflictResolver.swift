@@ -63,9 +63,10 @@ public struct Conflict: Sendable {
 /// An app ported from Couchbase Lite can keep its resolvers as they are: see
 /// ``ConflictResolverProtocol``. Every `ConflictResolver` is one.
 ///
-/// - Important: Called on the replicator's task, one conflict at a time, outside any write
-///   transaction; it must be thread-safe (`Sendable`) and should be quick: ``Replicator/stop()``
-///   lets resolutions in progress finish.
+/// - Important: Called on a serial dispatch queue of the replicator's own, one conflict at a
+///   time, outside any write transaction and off Swift's cooperative pool (a resolver that blocks
+///   holds up only its replicator). It must be thread-safe (`Sendable`) and should be quick:
+///   ``Replicator/stop()`` lets resolutions in progress finish.
 public protocol ConflictResolver: ConflictResolverProtocol, Sendable {
     /// The document the conflict resolves to; nil deletes it.
     ///
@@ -97,9 +98,10 @@ extension ConflictResolver {
 /// config.conflictResolver = LocalWinConflictResolver()
 /// ```
 ///
-/// - Important: Need not be `Sendable`. The replicator it is configured on calls it from its own
-///   task, one conflict at a time; an instance shared by several replicators (as seed 002
-///   recommends) is called from each of them, so any state it keeps must then be thread-safe.
+/// - Important: Need not be `Sendable`. The replicator it is configured on calls it on a serial
+///   dispatch queue of its own (off Swift's cooperative pool), one conflict at a time; an
+///   instance shared by several replicators (as seed 002 recommends) is called from each of
+///   them, so any state it keeps must then be thread-safe.
 public protocol ConflictResolverProtocol {
     /// The document the conflict resolves to; nil deletes it. What it throws leaves the conflict
     /// for the next start and is reported in the document replication event.
