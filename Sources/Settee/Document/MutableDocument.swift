@@ -198,12 +198,16 @@ public final class MutableDocument: Document, @unchecked Sendable {
 
     // MARK: - Writing
 
+    // Each setter returns the document, so that calls chain as Couchbase Lite's do:
+    // `MutableDocument().setString("SDK", forKey: "type").setInt(2, forKey: "version")`.
+
     /// Sets `key` to a value (nil removes the key).
     ///
     /// ```swift
     /// doc.setValue(["apples", "milk"], forKey: "items")
     /// ```
-    public func setValue(_ value: JSONValue?, forKey key: String) {
+    @discardableResult
+    public func setValue(_ value: JSONValue?, forKey key: String) -> MutableDocument {
         state.withLock { s in
             if let value {
                 s.properties[key] = value
@@ -211,6 +215,7 @@ public final class MutableDocument: Document, @unchecked Sendable {
                 s.properties.removeValue(forKey: key)
             }
         }
+        return self
     }
 
     /// Sets a string (nil removes the key).
@@ -218,50 +223,87 @@ public final class MutableDocument: Document, @unchecked Sendable {
     /// ```swift
     /// doc.setString("Buy milk", forKey: "title")
     /// ```
-    public func setString(_ value: String?, forKey key: String) { setValue(value.map(JSONValue.string), forKey: key) }
+    @discardableResult
+    public func setString(_ value: String?, forKey key: String) -> MutableDocument {
+        setValue(value.map(JSONValue.string), forKey: key)
+        return self
+    }
 
     /// Sets an integer.
     ///
     /// ```swift
     /// doc.setInt(3, forKey: "count")
     /// ```
-    public func setInt(_ value: Int, forKey key: String) { setValue(.int(Int64(value)), forKey: key) }
+    @discardableResult
+    public func setInt(_ value: Int, forKey key: String) -> MutableDocument {
+        setValue(.int(Int64(value)), forKey: key)
+        return self
+    }
 
     /// Sets a 64-bit integer.
     ///
     /// ```swift
     /// doc.setInt64(1 << 40, forKey: "bytes")
     /// ```
-    public func setInt64(_ value: Int64, forKey key: String) { setValue(.int(value), forKey: key) }
+    @discardableResult
+    public func setInt64(_ value: Int64, forKey key: String) -> MutableDocument {
+        setValue(.int(value), forKey: key)
+        return self
+    }
 
     /// Sets a double (saving fails if it is NaN or infinite: JSON cannot hold them).
     ///
     /// ```swift
     /// doc.setDouble(2.5, forKey: "price")
     /// ```
-    public func setDouble(_ value: Double, forKey key: String) { setValue(.double(value), forKey: key) }
+    @discardableResult
+    public func setDouble(_ value: Double, forKey key: String) -> MutableDocument {
+        setValue(.double(value), forKey: key)
+        return self
+    }
+
+    /// Sets a float, stored as a double (Couchbase Lite's setter; saving fails if it is NaN or
+    /// infinite).
+    ///
+    /// ```swift
+    /// let doc = MutableDocument().setFloat(2.0, forKey: "version").setString("SDK", forKey: "type")
+    /// ```
+    @discardableResult
+    public func setFloat(_ value: Float, forKey key: String) -> MutableDocument {
+        setValue(.double(Double(value)), forKey: key)
+    }
 
     /// Sets a boolean.
     ///
     /// ```swift
     /// doc.setBool(true, forKey: "done")
     /// ```
-    public func setBool(_ value: Bool, forKey key: String) { setValue(.bool(value), forKey: key) }
+    @discardableResult
+    public func setBool(_ value: Bool, forKey key: String) -> MutableDocument {
+        setValue(.bool(value), forKey: key)
+        return self
+    }
 
     /// Sets a boolean (Couchbase Lite's name for ``setBool(_:forKey:)``).
     ///
     /// ```swift
     /// doc.setBoolean(true, forKey: "done")
     /// ```
-    public func setBoolean(_ value: Bool, forKey key: String) { setBool(value, forKey: key) }
+    @discardableResult
+    public func setBoolean(_ value: Bool, forKey key: String) -> MutableDocument {
+        setBool(value, forKey: key)
+        return self
+    }
 
     /// Sets a date, stored as an ISO-8601 string in UTC with milliseconds (nil removes the key).
     ///
     /// ```swift
     /// doc.setDate(Date(), forKey: "created_at")
     /// ```
-    public func setDate(_ value: Date?, forKey key: String) {
+    @discardableResult
+    public func setDate(_ value: Date?, forKey key: String) -> MutableDocument {
         setValue(value.map { .string(JSONDate.string(from: $0)) }, forKey: key)
+        return self
     }
 
     /// Sets an array (nil removes the key).
@@ -269,15 +311,21 @@ public final class MutableDocument: Document, @unchecked Sendable {
     /// ```swift
     /// doc.setArray(["a", "b"], forKey: "tags")
     /// ```
-    public func setArray(_ value: [JSONValue]?, forKey key: String) { setValue(value.map(JSONValue.array), forKey: key) }
+    @discardableResult
+    public func setArray(_ value: [JSONValue]?, forKey key: String) -> MutableDocument {
+        setValue(value.map(JSONValue.array), forKey: key)
+        return self
+    }
 
     /// Sets a dictionary (nil removes the key).
     ///
     /// ```swift
     /// doc.setDictionary(["city": "Paris"], forKey: "address")
     /// ```
-    public func setDictionary(_ value: [String: JSONValue]?, forKey key: String) {
+    @discardableResult
+    public func setDictionary(_ value: [String: JSONValue]?, forKey key: String) -> MutableDocument {
         setValue(value.map(JSONValue.object), forKey: key)
+        return self
     }
 
     /// Sets a blob; its content is stored in the database's blob store when the document is saved.
@@ -287,12 +335,14 @@ public final class MutableDocument: Document, @unchecked Sendable {
     /// ```swift
     /// doc.setBlob(Blob(contentType: "image/jpeg", data: jpeg), forKey: "photo")
     /// ```
-    public func setBlob(_ blob: Blob?, forKey key: String) {
+    @discardableResult
+    public func setBlob(_ blob: Blob?, forKey key: String) -> MutableDocument {
         state.withLock { s in
             guard let blob else { s.properties.removeValue(forKey: key); return }
             s.properties[key] = .object(blob.properties)
             if blob.needsInstall { s.pendingBlobs[blob.digest] = blob }
         }
+        return self
     }
 
     /// Replaces every property (and so makes a copy of an unreadable stored body savable: see
@@ -301,11 +351,13 @@ public final class MutableDocument: Document, @unchecked Sendable {
     /// ```swift
     /// doc.setData(["title": "New title"])
     /// ```
-    public func setData(_ data: [String: JSONValue]) {
+    @discardableResult
+    public func setData(_ data: [String: JSONValue]) -> MutableDocument {
         state.withLock {
             $0.properties = data
             $0.unreadableBody = nil
         }
+        return self
     }
 
     /// Removes `key`.

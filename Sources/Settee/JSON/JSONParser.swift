@@ -797,7 +797,7 @@ extension JSONValue {
     /// let data = try Data(contentsOf: url)
     /// let value = try JSONValue(parsing: data)
     /// ```
-    public init<Bytes: Collection>(parsing bytes: Bytes) throws(SetteeError) where Bytes.Element == UInt8 {
+    public init<Bytes: Swift.Collection>(parsing bytes: Bytes) throws(SetteeError) where Bytes.Element == UInt8 {
         let contiguous = bytes.withContiguousStorageIfAvailable { buffer in
             Swift.Result { () throws(SetteeError) in try JSONParser.parse(UnsafeRawBufferPointer(buffer)) }
         }

@@ -37,6 +37,9 @@ struct CouchAPI: HTTPResponder {
         /// (its password, or a session of that database): a name proves nothing in another
         /// database, where it may be someone else's. Empty for GUEST and the admin port.
         var verifiedIn: Set<String> = []
+        /// A keyspace path's collection that the database does not have (`db.store.tasks`):
+        /// answered 404 to whoever may read the database, as the database's own answer otherwise.
+        var missingKeyspace: String?
 
         /// The request's body, at most `limit` bytes, its reading timed.
         mutating func collectBody(upTo limit: Int) async throws -> ByteBuffer {
@@ -177,7 +180,7 @@ struct CouchAPI: HTTPResponder {
     private func databaseWasDeleted(_ request: Request) -> Bool {
         guard let segment = request.uri.path.split(separator: "/", omittingEmptySubsequences: true).first,
               let name = String(segment).removingPercentEncoding, !name.hasPrefix("_") else { return false }
-        return server.database(named: name) == nil
+        return server.database(named: (try? Self.keyspace(name))??.database ?? name) == nil
     }
 
     /// The `HTTP` log key: method, path, status, duration; never a credential (the query is left
@@ -201,7 +204,16 @@ struct CouchAPI: HTTPResponder {
             head.method = method
             request = Request(head: head, body: request.body)
         }
-        let path = try Self.segments(request.uri.path)
+        var path = try Self.segments(request.uri.path)
+        // A keyspace (`db._default._default`, `db.store.tasks`) is its database's path from here.
+        let keyspace = try path.first.flatMap(Self.keyspace)
+        if let keyspace {
+            path[0] = keyspace.database
+            if keyspace.isDefault, path.count == 1, request.method != .get, request.method != .head {
+                // A collection's path does not create or delete its database.
+                throw CouchError.methodNotAllowed("GET,HEAD")
+            }
+        }
         var access = AdminAccess.open
         if isAdmin {
             try checkAdminRequest(request)
@@ -222,6 +234,7 @@ struct CouchAPI: HTTPResponder {
             principal = .user(User.guestName)
         }
         var call = Call(request: request, path: path, query: query, principal: principal, started: .now, bodyTime: bodyTime)
+        if let keyspace, !keyspace.isDefault { call.missingKeyspace = keyspace.name }
         call.administrator = administrator
         call.client = client
         if case .user = principal { call.verifiedIn = authentication.verifiedIn }
@@ -260,14 +273,19 @@ struct CouchAPI: HTTPResponder {
                 // As CouchDB: a name no endpoint has is a database that does not exist, and one
                 // that cannot be made (`PUT`).
                 guard method == .put else { throw missingDatabase(call) }
-                throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
+                throw CouchError.illegalDatabaseName(first)
             }
         }
         guard ServerConfiguration.isValidDatabaseName(first) || first == ReplicatorDocuments.databaseName else {
-            throw CouchError(.badRequest, "illegal_database_name", "Name: '\(first)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
+            throw CouchError.illegalDatabaseName(first)
         }
         // The server's own database is the admin port's.
         if first == ReplicatorDocuments.databaseName { try requireAdmin(call) }
+        if let missing = call.missingKeyspace {
+            guard let db = server.database(named: first) else { throw missingDatabase(call) }
+            try requireUser(call, db)
+            throw CouchError.notFound("keyspace \(missing) not found")
+        }
         if path.count == 1 { return try await databaseRoot(&call, name: first) }
         guard let db = server.database(named: first) else { throw missingDatabase(call) }
         let rest = Array(path.dropFirst())

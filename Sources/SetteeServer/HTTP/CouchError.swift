@@ -23,6 +23,11 @@ struct CouchError: Error, Sendable {
     static func invalidKey(_ key: String) -> CouchError { CouchError(.badRequest, "invalid_key", "Invalid key \(key) for this request.") }
     static let conflict = CouchError(.conflict, "conflict", "Document update conflict.")
     static func forbidden(_ reason: String) -> CouchError { CouchError(.forbidden, "forbidden", reason) }
+    /// CouchDB's answer to a database name it would not create.
+    static func illegalDatabaseName(_ name: String) -> CouchError {
+        CouchError(.badRequest, "illegal_database_name", "Name: '\(name)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
+    }
+
     static func methodNotAllowed(_ allowed: String) -> CouchError {
         var e = CouchError(.methodNotAllowed, "method_not_allowed", "Only \(allowed) allowed")
         e.headers[.allow] = allowed

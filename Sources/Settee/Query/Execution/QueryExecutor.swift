@@ -71,8 +71,8 @@ struct QueryExecutor {
     func stream(_ emit: @escaping (Row) throws -> Bool) throws { _ = try runCollecting(emit: emit, collecting: false) }
 
     private func runCollecting(emit: ((Row) throws -> Bool)?, collecting: Bool) throws -> (rows: [Row], matched: [String]) {
-        guard statement.source == "_" || statement.source == "_default" || statement.source == database.name else {
-            throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _ or the database's name)")
+        guard ["_", "_default", "_default._default", database.name].contains(statement.source) else {
+            throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _, _default._default or the database's name)")
         }
         let limit = try count(statement.limit, "LIMIT")
         let offset = try count(statement.offset, "OFFSET") ?? 0

@@ -235,6 +235,12 @@ private struct Parser {
         try expectKeyword("FROM")
         s.source = try identifier("a data source")
         s.alias = s.source
+        // `scope.collection` (Couchbase Lite 3's keyspace): named by its collection.
+        if symbol(".") {
+            let collection = try identifier("a collection")
+            s.source += "." + collection
+            s.alias = collection
+        }
         if keyword("AS") {
             s.alias = try identifier("an alias")
         } else if case .word(let w) = token, !Self.reserved.contains(w.uppercased()) {

@@ -109,6 +109,8 @@ enum BuilderResult: Sendable {
 /// The data source of a built query.
 struct BuilderSource: Sendable {
     let database: Database
+    /// The database's name, or the collection's.
+    let name: String
     let alias: String?
 }
 
@@ -141,10 +143,10 @@ struct BuilderParts: Sendable {
         if let alias = source.alias, alias.isEmpty {
             throw SetteeError(.invalidParameter, "QueryBuilder: a data source's alias may not be empty")
         }
-        var scope = BuildScope(alias: source.alias ?? source.database.name, sourceName: source.database.name)
+        var scope = BuildScope(alias: source.alias ?? source.name, sourceName: source.name)
         var s = SelectStatement()
         s.distinct = distinct
-        s.source = source.database.name
+        s.source = source.name
         s.alias = scope.alias
         for (index, r) in results.enumerated() {
             switch r {

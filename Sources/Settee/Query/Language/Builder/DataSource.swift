@@ -45,16 +45,29 @@ public enum DataSource {
     /// let query = QueryBuilder.select(SelectResult.property("title")).from(DataSource.database(db))
     /// ```
     public static func database(_ database: Database) -> any DataSourceAs {
-        DatabaseSource(database: database, alias: nil)
+        DatabaseSource(database: database, name: database.name, alias: nil)
+    }
+
+    /// Every live document of `collection` (Couchbase Lite 3); without an alias, the data
+    /// source is named by the collection's name (as `FROM scope.collection` names it in SQL++).
+    ///
+    /// ```swift
+    /// let query = QueryBuilder.select(SelectResult.all())
+    ///     .from(DataSource.collection(try db.defaultCollection()))   // results under "_default"
+    /// ```
+    public static func collection(_ collection: Collection) -> any DataSourceAs {
+        DatabaseSource(database: collection.database, name: collection.name, alias: nil)
     }
 }
 
-/// `DataSource.database`.
+/// `DataSource.database` and `DataSource.collection`: the database, and the name the source goes
+/// by without an alias.
 struct DatabaseSource: DataSourceAs {
     let database: Database
+    let name: String
     let alias: String?
 
     func `as`(_ alias: String) -> any DataSourceProtocol {
-        DatabaseSource(database: database, alias: alias)
+        DatabaseSource(database: database, name: name, alias: alias)
     }
 }

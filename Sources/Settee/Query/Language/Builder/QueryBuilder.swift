@@ -68,7 +68,7 @@ extension BuilderParts {
     func source(_ s: any DataSourceProtocol) -> BuilderParts {
         with { parts in
             if let d = s as? DatabaseSource {
-                parts.source = BuilderSource(database: d.database, alias: d.alias)
+                parts.source = BuilderSource(database: d.database, name: d.name, alias: d.alias)
             } else {
                 parts.sourceError = "\(type(of: s)) is not a data source Settee built (DataSourceProtocol takes no other conformances)"
             }

@@ -1,0 +1,81 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+@_spi(Server) import Settee
+@testable import SetteeServer
+
+/// Sync Gateway 3's keyspace paths on live servers on loopback: `/db._default._default/…` and
+/// `/db._default/…` are the database's own paths; a collection the database does not have is
+/// 404 to its users and tells nothing to anyone else.
+@Suite struct KeyspaceTests {
+    @Test func theDefaultCollectionsKeyspacesAreTheDatabase() async throws {
+        let server = try channelServer(redChannelConfig)
+        defer { try? server.close() }
+        try await withPorts(server) { user, admin in
+            let alice = basic("alice", "pw")
+            let made = try await user.send(.put, "/db._default._default/k1", json: #"{"color": "red", "n": 1}"#, headers: alice)
+            #expect(made.status == .created, "\(made.text)")
+            let rev = try #require(made["rev"]?.stringValue)
+            // The same document through each name of the collection.
+            for path in ["/db/k1", "/db._default._default/k1", "/db._default/k1"] {
+                let got = try await user.send(.get, path, headers: alice)
+                #expect(got.status == .ok && got["_rev"]?.stringValue == rev, "\(path): \(got.text)")
+            }
+            let bulk = try await user.send(.post, "/db._default/_bulk_docs", json: #"{"docs": [{"_id": "k2", "color": "red"}, {"_id": "k3", "color": "blue"}]}"#, headers: alice)
+            #expect(bulk.status == .created, "\(bulk.text)")
+            let all = try await user.send(.get, "/db._default._default/_all_docs", headers: alice)
+            #expect((all["rows"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue } == ["k1", "k2"], "\(all.text)")
+            let changes = try await user.send(.get, "/db._default._default/_changes", headers: alice)
+            #expect(Set((changes["results"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }) == ["k1", "k2"], "\(changes.text)")
+            let diff = try await user.send(.post, "/db._default._default/_revs_diff", json: #"{"k1": ["\#(rev)", "9-x"]}"#, headers: alice)
+            #expect(diff["k1"]?["missing"] == ["9-x"], "\(diff.text)")
+            let local = try await user.send(.put, "/db._default._default/_local/cp", json: #"{"seq": 3}"#, headers: alice)
+            #expect(local.status == .created, "\(local.text)")
+            #expect(try await user.send(.get, "/db/_local/cp", headers: alice)["seq"] == 3)
+            let find = try await user.send(.post, "/db._default._default/_find", json: #"{"selector": {"n": 1}}"#, headers: alice)
+            #expect((find["docs"]?.arrayValue ?? []).compactMap { $0["_id"]?.stringValue } == ["k1"], "\(find.text)")
+            // The admin port too; the database root answers GET, but a keyspace neither creates
+            // nor deletes a database.
+            #expect(try await admin.send(.get, "/db._default._default/k3")["color"] == "blue")
+            #expect(try await admin.send(.get, "/db._default._default")["db_name"] == "db")
+            let delete = try await admin.send(.delete, "/db._default._default")
+            #expect(delete.status == .methodNotAllowed, "\(delete.text)")
+            #expect(try await admin.send(.put, "/other._default._default").status == .methodNotAllowed)
+            #expect(try await admin.send(.get, "/db").status == .ok)
+            #expect(try await admin.send(.get, "/other").status == .notFound)
+        }
+    }
+
+    @Test func aCollectionTheDatabaseHasNotIsNotFoundToItsUsersOnly() async throws {
+        let server = try channelServer(redChannelConfig)
+        defer { try? server.close() }
+        try await withPorts(server) { user, admin in
+            let alice = basic("alice", "pw")
+            for path in ["/db.store.tasks/k1", "/db.tasks/_all_docs", "/db.store._default/_changes", "/db._default.tasks"] {
+                let r = try await user.send(.get, path, headers: alice)
+                #expect(r.status == .notFound && r["reason"]?.stringValue?.hasPrefix("keyspace db.") == true, "\(path): \(r.text)")
+                let write = try await user.send(.put, path.hasSuffix("k1") ? path : path + "/x", json: "{}", headers: alice)
+                #expect(write.status == .notFound, "\(path): \(write.text)")
+                #expect(try await admin.send(.get, path).status == .notFound)
+                // Anonymous (GUEST is disabled), a wrong password, or another database's name:
+                // what any path of a database it may not read answers.
+                let anonymous = try await user.send(.get, path)
+                let stranger = try await user.send(.get, path, headers: basic("alice", "wrong"))
+                let nowhere = try await user.send(.get, path.replacingOccurrences(of: "/db.", with: "/nodb."))
+                let plain = try await user.send(.get, "/db/k1")
+                #expect(anonymous.status == plain.status && stranger.status == .unauthorized && nowhere.status == plain.status,
+                        "\(path): \(anonymous.status) \(stranger.status) \(nowhere.status) vs \(plain.status)")
+            }
+            // Nothing was written anywhere.
+            #expect(try await admin.send(.get, "/db/x").status == .notFound)
+            // Names Couchbase Lite refuses, and keyspaces of more than three parts.
+            for bad in ["/db._store.tasks/k", "/db.store.%25tasks/k", "/db.a.b.c/k", "/db..tasks/k", "/db./k", "/Db.store.tasks/k",
+                        "/db.store." + String(repeating: "t", count: 252) + "/k"] {
+                let r = try await user.send(.get, bad, headers: alice)
+                #expect(r.status == .badRequest, "\(bad.prefix(40)): \(r.text)")
+            }
+        }
+    }
+}
