@@ -237,6 +237,50 @@ import SetteeTestSupport
         #expect(try await Self.settee(["cp", plain, url], in: dir).status == 1)
     }
 
+    /// `--collection` (default `_default._default`) and `ls --collections`: the default
+    /// collection is the database's documents, locally and through a server's keyspace; a
+    /// collection a database does not have is exit 2, a name Couchbase Lite refuses exit 1.
+    @Test func collectionsLocallyAndThroughAServersKeyspaces() async throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try await Self.settee(["put", "a.settee", "t1", #"{"x":1}"#, "--collection", "_default._default"], in: dir).status == 0)
+        #expect(try await Self.settee(["put", "a.settee", "t2", #"{"x":2}"#, "--collection", "_default"], in: dir).status == 0)
+        #expect(try await Self.settee(["ls", "a.settee"], in: dir).lines == ["t1", "t2"])
+        #expect(try await Self.settee(["cat", "a.settee", "t1", "--json", "--collection", "_default"], in: dir).json.first == ["x": 1])
+        #expect(try await Self.settee(["ls", "a.settee", "--collections"], in: dir).lines == ["_default._default"])
+        #expect(try await Self.settee(["ls", "a.settee", "--collections", "--json"], in: dir).json == [["scope": "_default", "collection": "_default"]])
+        let missing = try await Self.settee(["ls", "a.settee", "--collection", "store.tasks"], in: dir)
+        #expect(missing.status == 2 && missing.err.contains("no collection store.tasks"), "\(missing)")
+        #expect(try await Self.settee(["put", "a.settee", "t3", "{}", "--collection", "tasks"], in: dir).status == 2)
+        #expect(try await Self.settee(["ls", "a.settee"], in: dir).lines == ["t1", "t2"])
+        for bad in ["_tasks", "store.%x", "a.b.c", "", "store."] {
+            let r = try await Self.settee(["ls", "a.settee", "--collection", bad], in: dir)
+            #expect(r.status == 1, "--collection \(bad): \(r)")
+        }
+        #expect(try await Self.settee(["ls", "nowhere.settee", "--collection", "tasks"], in: dir).err.contains("no database"))
+
+        var config = ServerConfiguration()
+        config.interface = "127.0.0.1:0"
+        config.adminInterface = nil
+        config.log = []
+        var db = ServerConfiguration.DatabaseConfig(server: "walrus:")
+        db.users["GUEST"] = .init(disabled: true)
+        db.users["molly"] = .init(password: "secret", adminChannels: ["*"])
+        config.databases["todo"] = db
+        let server = try SetteeServer(configuration: config)
+        let ports = AsyncStream.makeStream(of: ListeningPorts.self)
+        let running = Task { try await server.run { ports.continuation.yield($0) } }
+        defer { running.cancel() }
+        var iterator = ports.stream.makeAsyncIterator()
+        let port = try #require(await iterator.next()).publicPort
+        let url = "http://molly:secret@127.0.0.1:\(port)/todo"
+        #expect(try await Self.settee(["put", url, "r1", #"{"y":1}"#, "--collection", "_default._default"], in: dir).status == 0)
+        #expect(try await Self.settee(["ls", url], in: dir).lines == ["r1"])
+        let tasks = try await Self.settee(["ls", url, "--collection", "store.tasks"], in: dir)
+        #expect(tasks.status == 2 && tasks.err.contains("keyspace todo.store.tasks not found"), "\(tasks)")
+        #expect(try await Self.settee(["ls", url, "--collections"], in: dir).status == 1)
+    }
+
     @Test func compactInterruptedBySIGINTLeavesADatabaseCheckPasses() async throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: dir) }

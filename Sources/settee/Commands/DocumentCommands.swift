@@ -16,10 +16,11 @@ struct Info: AsyncParsableCommand {
         discussion: "Example: settee info todo.settee\n         settee info --json http://admin:secret@127.0.0.1:4985/todo")
 
     @Argument(help: "A database: a directory NAME.settee, or a URL.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
-        let arg = try DatabaseArgument(database)
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         var fields: [(String, JSONValue, String)] = []
         switch arg {
         case .remote(let url):
@@ -59,15 +60,17 @@ struct Info: AsyncParsableCommand {
 struct Ls: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List document IDs.",
-        discussion: "Example: settee ls todo.settee --prefix list- --long\n         settee ls todo.settee --conflicts")
+        discussion: "Example: settee ls todo.settee --prefix list- --long\n         settee ls todo.settee --conflicts\n         settee ls todo.settee --collections\n         settee ls --collection store.tasks http://alice:pw@127.0.0.1:4984/db")
 
     @Argument(help: "A database: a directory NAME.settee, or a URL.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @Option(help: "Only IDs starting with this.") var prefix: String?
     @Option(help: "At most this many.") var limit: Int?
     @Option(help: "Skip this many first.") var offset: Int = 0
     @Flag(help: "Only documents in conflict (local databases).") var conflicts = false
     @Flag(help: "Include deleted documents (tombstones).") var deleted = false
     @Flag(name: .shortAndLong, help: "Also the current revision, size, sequence and flags.") var long = false
+    @Flag(help: "List the database's collections (scope.name) instead of documents (local databases).") var collections = false
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
@@ -76,7 +79,8 @@ struct Ls: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let arg = try DatabaseArgument(database)
+        if collections { return try listCollections() }
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         var rows: [(id: String, rev: String, size: Int?, seq: UInt64?, flags: [String])] = []
         switch arg {
         case .remote(let url):
@@ -134,6 +138,25 @@ struct Ls: AsyncParsableCommand {
     }
 }
 
+extension Ls {
+    /// `--collections`: each collection as `scope.name`, by scope then name.
+    func listCollections() throws {
+        let arg = try DatabaseArgument(database)
+        if arg.isRemote { throw CLIError(.usage, "--collections lists a local database's collections") }
+        let db = try arg.open()
+        defer { try? db.close() }
+        for scope in try db.scopes() {
+            for collection in try scope.collections() {
+                if output.json {
+                    try Terminal.json(["scope": .string(scope.name), "collection": .string(collection.name)])
+                } else {
+                    Terminal.out(collection.fullName)
+                }
+            }
+        }
+    }
+}
+
 // MARK: - cat
 
 struct Cat: AsyncParsableCommand {
@@ -142,6 +165,7 @@ struct Cat: AsyncParsableCommand {
         discussion: "Example: settee cat todo.settee list1 list2\n         settee cat todo.settee list1 --rev 2-5f0e… --raw")
 
     @Argument(help: "A database: a directory NAME.settee, or a URL.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @Argument(help: "Document IDs.") var ids: [String]
     @Option(help: "A revision of the document instead of the current one.") var rev: String?
     @Flag(help: "With _id, _rev, _deleted and _attachments, as the database holds them.") var raw = false
@@ -153,7 +177,7 @@ struct Cat: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let arg = try DatabaseArgument(database)
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         let db = arg.isRemote ? nil : try arg.open()
         defer { try? db?.close() }
         for id in ids {
@@ -200,11 +224,12 @@ struct Revs: ParsableCommand {
             """)
 
     @Argument(help: "A database directory NAME.settee.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @Argument(help: "A document ID.") var id: String
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let arg = try DatabaseArgument(database)
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         let db = try arg.open()
         defer { try? db.close() }
         guard let tree = try db.revisionTree(withID: id) else { throw CLIError(.notFound, "no document \(id) in \(arg)") }
@@ -266,13 +291,14 @@ struct Put: AsyncParsableCommand {
             """)
 
     @Argument(help: "A database: a directory NAME.settee, or a URL.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @Argument(help: "The document ID.") var id: String
     @Argument(help: "The body, a JSON object; - or nothing reads it from standard input.") var body: String?
     @Option(help: "Fail with a conflict (exit 3) unless this is the current revision.") var rev: String?
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
-        let arg = try DatabaseArgument(database)
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         var properties = try readJSONObject(body, what: body == nil || body == "-" ? "standard input" : "the body")
         let newRev: String
         switch arg {
@@ -313,11 +339,12 @@ struct Rm: AsyncParsableCommand {
         discussion: "Example: settee rm todo.settee task7")
 
     @Argument(help: "A database: a directory NAME.settee, or a URL.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @Argument(help: "The document ID.") var id: String
     @Option(help: "Fail with a conflict (exit 3) unless this is the current revision.") var rev: String?
 
     func run() async throws {
-        let arg = try DatabaseArgument(database)
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         switch arg {
         case .remote(let url):
             let remote = RemoteDatabase(url: url)
@@ -344,10 +371,11 @@ struct Purge: ParsableCommand {
         discussion: "Example: settee purge todo.settee task7")
 
     @Argument(help: "A database directory NAME.settee.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @Argument(help: "The document ID.") var id: String
 
     func run() throws {
-        let arg = try DatabaseArgument(database)
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         let db = try arg.open()
         defer { try? db.close() }
         guard try db.revisionTree(withID: id) != nil else { throw CLIError(.notFound, "no document \(id) in \(arg)") }
@@ -361,6 +389,7 @@ struct Expire: ParsableCommand {
         discussion: "Example: settee expire todo.settee session-42 3600\n         settee expire todo.settee session-42 never")
 
     @Argument(help: "A database directory NAME.settee.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @Argument(help: "The document ID.") var id: String
     @Argument(help: "Seconds from now, or never.") var when: String
 
@@ -373,7 +402,7 @@ struct Expire: ParsableCommand {
         } else {
             throw CLIError(.usage, "\(when) is neither a number of seconds nor never")
         }
-        let arg = try DatabaseArgument(database)
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         let db = try arg.open()
         defer { try? db.close() }
         do {
@@ -392,10 +421,11 @@ struct Conflicts: ParsableCommand {
         discussion: "Example: settee conflicts todo.settee")
 
     @Argument(help: "A database directory NAME.settee.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let arg = try DatabaseArgument(database)
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         let db = try arg.open()
         defer { try? db.close() }
         var options = AllDocumentsOptions()
@@ -425,12 +455,13 @@ struct Resolve: ParsableCommand {
             """)
 
     @Argument(help: "A database directory NAME.settee.") var database: String
+    @OptionGroup var keyspace: CollectionOption
     @Argument(help: "The document ID.") var id: String
     @Option(help: "The leaf to keep.") var winner: String?
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let arg = try DatabaseArgument(database)
+        let arg = try keyspace.resolve(try DatabaseArgument(database))
         let db = try arg.open()
         defer { try? db.close() }
         guard let tree = try db.revisionTree(withID: id) else { throw CLIError(.notFound, "no document \(id) in \(arg)") }

@@ -3,7 +3,8 @@ import Foundation
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-import Settee
+import ArgumentParser
+@_spi(Server) import Settee
 
 /// A database named on the command line: a directory `NAME.settee`, or the URL of a database on
 /// a CouchDB-compatible server (`http://user:password@host:4984/db`).
@@ -141,4 +142,47 @@ func readJSONObject(_ text: String?, what: String) throws -> [String: JSONValue]
     }
     guard case .object(let o) = value else { throw CLIError(.usage, "\(what) must be a JSON object ({...})") }
     return o
+}
+
+/// `--collection`: which collection of the database a document command reads or writes,
+/// `scope.name` or `name` (in scope `_default`); `_default._default` when not given.
+struct CollectionOption: ParsableArguments {
+    @Option(name: .long, help: "A collection: scope.name, or name in scope _default (default _default._default).")
+    var collection: String?
+
+    /// The scope and collection named, their names checked as Couchbase Lite checks them.
+    func keyspace() throws -> (scope: String, name: String) {
+        guard let collection else { return (Scope.defaultScopeName, Collection.defaultCollectionName) }
+        let parts = collection.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 1 || parts.count == 2 else {
+            throw CLIError(.usage, "--collection \(collection): expected scope.name or name")
+        }
+        let scope = parts.count == 2 ? parts[0] : Scope.defaultScopeName
+        let name = parts[parts.count - 1]
+        do {
+            try Database.checkKeyspaceName(scope, of: "scope")
+            try Database.checkKeyspaceName(name, of: "collection")
+        } catch {
+            throw CLIError(.usage, "--collection \(collection): \(error.message)")
+        }
+        return (scope, name)
+    }
+
+    /// `argument` as the command is to use it: the database itself for its default collection;
+    /// for another, a remote database's keyspace URL (`…/db.scope.name`, which the server
+    /// answers), and for a local one an error unless the database has that collection.
+    func resolve(_ argument: DatabaseArgument) throws -> DatabaseArgument {
+        let (scope, name) = try keyspace()
+        if scope == Scope.defaultScopeName && name == Collection.defaultCollectionName { return argument }
+        switch argument {
+        case .remote(let url):
+            let keyspace = url.lastPathComponent + "." + scope + "." + name
+            return .remote(url.deletingLastPathComponent().appendingPathComponent(keyspace))
+        case .local:
+            // A missing database is told as such first.
+            let db = try argument.open()
+            try? db.close()
+            throw CLIError(.notFound, "\(argument) has no collection \(scope).\(name) (a database holds its default collection only)")
+        }
+    }
 }
