@@ -257,9 +257,9 @@ public struct ReplicatorConfiguration: Sendable {
 }
 
 /// Carries a resolver that need not be `Sendable` (Couchbase Lite's resolvers are plain classes)
-/// in a `Sendable` configuration: the replicator calls it from its own task, one conflict at a
-/// time, which is what ``ConflictResolverProtocol`` asks of it.
-private final class ResolverBox: @unchecked Sendable {
+/// in a `Sendable` configuration: the replicator calls it on its own serial queue, one conflict
+/// at a time, which is what ``ConflictResolverProtocol`` asks of it.
+final class ResolverBox: @unchecked Sendable {
     let resolver: any ConflictResolverProtocol
     init(_ resolver: any ConflictResolverProtocol) { self.resolver = resolver }
 }

@@ -1,0 +1,75 @@
+import Foundation
+@_spi(Replication) import Settee
+import Testing
+@_spi(Replication) @testable import SetteeReplicator
+
+/// Couchbase Lite 3's replicator configuration by collection: `CollectionConfiguration` with its
+/// filters, channels, document IDs and resolver, `ReplicatorConfiguration(collections:target:)`,
+/// and document events naming their collection.
+@Suite struct CollectionConfigurationTests {
+    @Test func aCollectionsFiltersIDsAndResolverAreTheReplicators() async throws {
+        let dir = try TestDirectory()
+        let a = try dir.open("a"), b = try dir.open("b")
+        let tasks = try a.defaultCollection()
+        for (id, shared) in [("t1", true), ("t2", false), ("t3", true)] {
+            try tasks.save(document: MutableDocument(id: id).setBoolean(shared, forKey: "shared"))
+        }
+        var collection = CollectionConfiguration(collection: tasks)
+        collection.pushFilter = { doc, _ in doc["shared"] == true }
+        var config = try ReplicatorConfiguration(collections: [collection], target: DatabaseEndpoint(database: b))
+        config.replicatorType = .push
+        config.logHandler = { @Sendable _, _ in }
+        #expect(try config.collections.map(\.collection) == [tasks])
+        #expect(try config.collections.first?.pushFilter != nil)
+        let recorder = Recorder()
+        let replicator = Replicator(config: config)
+        recorder.attach(replicator)
+        replicator.start()
+        let final = await replicator.waitUntilStopped()
+        #expect(final.error == nil)
+        #expect(try b.defaultCollection().document(id: "t1") != nil)
+        #expect(try b.defaultCollection().document(id: "t2") == nil)
+        #expect(try b.defaultCollection().document(id: "t3") != nil)
+        #expect(await recorder.waitFor { docs in docs.count == 2 })
+        #expect(recorder.documents.value.allSatisfy { $0.1.collection == "_default" && $0.1.scope == "_default" })
+
+        // documentIDs and a resolver per collection: a conflict on t1 resolved by the
+        // collection's resolver (the remote side wins), only t1 pulled.
+        try b.defaultCollection().save(document: try #require(try b.defaultCollection().document(id: "t1")).toMutable().setString("remote", forKey: "by"))
+        try tasks.save(document: try #require(try tasks.document(id: "t1")).toMutable().setString("local", forKey: "by"))
+        try b.defaultCollection().save(document: MutableDocument(id: "t4"))
+        var pull = CollectionConfiguration(collection: tasks)
+        pull.documentIDs = ["t1"]
+        pull.conflictResolver = RemoteWinsResolver()
+        var pullConfig = try ReplicatorConfiguration(collections: [pull], target: DatabaseEndpoint(database: b))
+        pullConfig.replicatorType = .pull
+        pullConfig.logHandler = { @Sendable _, _ in }
+        let pulled = Replicator(config: pullConfig)
+        pulled.start()
+        #expect(await pulled.waitUntilStopped().error == nil)
+        #expect(try tasks.document(id: "t1")?.string(forKey: "by") == "remote")
+        #expect(try await a.conflictingRevisions(withID: "t1").count == 1)
+        #expect(try tasks.document(id: "t4") == nil)
+    }
+
+    @Test func collectionListsAReplicatorCannotTakeAreErrors() throws {
+        let dir = try TestDirectory()
+        let a = try dir.open("a"), b = try dir.open("b")
+        let target = DatabaseEndpoint(database: b)
+        func refused(_ configs: [CollectionConfiguration], _ what: String) {
+            do {
+                _ = try ReplicatorConfiguration(collections: configs, target: target)
+                Issue.record("accepted: \(what)")
+            } catch let e as ReplicatorError {
+                #expect(e.code == .invalidRequest, "\(what): \(e)")
+            } catch {
+                Issue.record("\(what): \(error)")
+            }
+        }
+        refused([], "no collection")
+        let one = CollectionConfiguration(collection: try a.defaultCollection())
+        refused([one, one], "a collection twice")
+        refused([one, CollectionConfiguration(collection: try b.defaultCollection())], "two databases' collections")
+        #expect(try ReplicatorConfiguration(collections: [one], target: target).database === a)
+    }
+}
