@@ -69,6 +69,19 @@ import Testing
         (#"{"changesTimeout": 0}"#, "changesTimeout: 0 is out of range 100…3600000"),
         (#"{"changesDuration": "1h"}"#, "changesDuration: expected an integer"),
         (#"[1]"#, "expected an object"),
+        (#"{"databases": {"todo": {"scopes": {"store": {"collections": {"tasks": {}}}}}}}"#,
+         "databases.todo.scopes.store.collections.tasks: a database serves its default collection (_default._default) only"),
+        (#"{"databases": {"todo": {"scopes": {"_default": {"collections": {"tasks": {}}}}}}}"#,
+         "databases.todo.scopes._default.collections.tasks: a database serves its default collection (_default._default) only"),
+        (#"{"databases": {"todo": {"scopes": {"_store": {}}}}}"#,
+         "databases.todo.scopes._store: a scope name starts with neither _ nor % (_default aside): '_store'"),
+        (#"{"databases": {"todo": {"scopes": {"_default": {"collections": {"a b": {}}}}}}}"#,
+         "databases.todo.scopes._default.collections.a b: a collection name has only the characters A-Z, a-z, 0-9, _, - and %: 'a b'"),
+        (#"{"databases": {"todo": {"scopes": {"_default": {"colections": {}}}}}}"#, "databases.todo.scopes._default.colections: unknown key"),
+        (#"{"databases": {"todo": {"scopes": {"_default": {"collections": {"_default": {"import_filter": "x"}}}}}}}"#,
+         "databases.todo.scopes._default.collections._default.import_filter: unknown key"),
+        (#"{"databases": {"todo": {"scopes": {"_default": {"collections": {"_default": {"sync": "function(d){}"}}}}, "sync": "function(d){}"}}}"#,
+         "databases.todo.sync: the default collection's sync function is given twice (here and in scopes)"),
     ])
     func faultsNameTheirPath(_ json: String, _ expected: String) {
         do {

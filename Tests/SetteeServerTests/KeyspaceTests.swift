@@ -48,6 +48,24 @@ import Testing
         }
     }
 
+    /// Sync Gateway 3's configuration of the default collection's sync function under `scopes`
+    /// routes documents as the database's own `sync` does.
+    @Test func theDefaultCollectionsSyncFunctionGivenUnderScopes() async throws {
+        let server = try channelServer("""
+            {"databases": {"db": {"server": "walrus:",
+              "users": {"GUEST": {"disabled": true}, "alice": {"password": "pw", "admin_channels": ["red"]}},
+              "scopes": {"_default": {"collections": {"_default": {"sync": `function(doc) { channel(doc.color); }`}}}}}}}
+            """)
+        defer { try? server.close() }
+        try await withPorts(server) { user, admin in
+            let bulk = try await admin.send(.post, "/db._default._default/_bulk_docs", json: #"{"docs": [{"_id": "r", "color": "red"}, {"_id": "b", "color": "blue"}]}"#)
+            #expect(bulk.status == .created, "\(bulk.text)")
+            let alice = basic("alice", "pw")
+            #expect(try await user.send(.get, "/db._default._default/_all_docs", headers: alice).rowIDs == ["r"])
+            #expect(try await user.send(.get, "/db/b", headers: alice).status == .notFound)   // as a document that is not there
+        }
+    }
+
     @Test func aCollectionTheDatabaseHasNotIsNotFoundToItsUsersOnly() async throws {
         let server = try channelServer(redChannelConfig)
         defer { try? server.close() }

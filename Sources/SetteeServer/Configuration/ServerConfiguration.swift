@@ -1,5 +1,5 @@
 import Foundation
-import Settee
+@_spi(Server) import Settee
 
 /// What `settee serve` reads: the JSON configuration of seed 001, with Sync Gateway's keys.
 ///
@@ -450,11 +450,50 @@ public struct ServerConfiguration: Sendable, Equatable {
                 guard !source.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                     throw ConfigurationError(path: k.path, message: "empty: a JavaScript function, or leave the key out for the default")
                 }
+                if db.sync != nil { throw ConfigurationError(path: k.path, message: "the default collection's sync function is given twice (here and in scopes)") }
                 db.sync = source
+            case "scopes":
+                // Sync Gateway 3's keyspaces: `scopes.<scope>.collections.<collection>`.
+                if let sync = try scopes(k) {
+                    if db.sync != nil { throw ConfigurationError(path: k.path, message: "the default collection's sync function is given twice (here and in sync)") }
+                    db.sync = sync
+                }
             default: throw ConfigurationError(path: k.path, message: "unknown key")
             }
         }
         return db
+    }
+
+    /// Sync Gateway 3's `scopes` of a database: the default collection's sync function, if it
+    /// gives one. A database serves its default collection only (`_default._default`): another
+    /// collection is an error, its names checked as Couchbase Lite checks them.
+    static func scopes(_ r: ConfigReader) throws(ConfigurationError) -> String? {
+        var sync: String?
+        for (scopeName, sv) in try r.object() {
+            let scope = r.child(scopeName, sv)
+            do { try Database.checkKeyspaceName(scopeName, of: "scope") } catch { throw ConfigurationError(path: scope.path, message: error.message) }
+            for (key, cv) in try scope.object() {
+                let collections = scope.child(key, cv)
+                guard key == "collections" else { throw ConfigurationError(path: collections.path, message: "unknown key") }
+                for (name, v) in try collections.object() {
+                    let collection = collections.child(name, v)
+                    do { try Database.checkKeyspaceName(name, of: "collection") } catch { throw ConfigurationError(path: collection.path, message: error.message) }
+                    guard scopeName == Scope.defaultScopeName && name == Collection.defaultCollectionName else {
+                        throw ConfigurationError(path: collection.path, message: "a database serves its default collection (_default._default) only")
+                    }
+                    for (ck, value) in try collection.object() {
+                        let c = collection.child(ck, value)
+                        guard ck == "sync" else { throw ConfigurationError(path: c.path, message: "unknown key") }
+                        let source = try c.string()
+                        guard !source.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+                            throw ConfigurationError(path: c.path, message: "empty: a JavaScript function, or leave the key out for the default")
+                        }
+                        sync = source
+                    }
+                }
+            }
+        }
+        return sync
     }
 
     /// A role's keys.
