@@ -41,6 +41,30 @@ import SetteeTestSupport
                        environment: environment, input: .pipe)
     }
 
+    /// A server in this process on a real loopback port, serving `todo` (walrus) to molly
+    /// (password `secret`, every channel); the task running it (cancel it to stop) and its port.
+    static func serveTodo() async throws -> (Task<Void, any Error>, Int) {
+        var config = ServerConfiguration()
+        config.interface = "127.0.0.1:0"
+        config.adminInterface = nil
+        config.log = []
+        var db = ServerConfiguration.DatabaseConfig(server: "walrus:")
+        db.users["GUEST"] = .init(disabled: true)
+        db.users["molly"] = .init(password: "secret", adminChannels: ["*"])
+        config.databases["todo"] = db
+        let server = try SetteeServer(configuration: config)
+        let ports = AsyncStream.makeStream(of: ListeningPorts.self)
+        let running = Task { try await server.run { ports.continuation.yield($0) } }
+        var iterator = ports.stream.makeAsyncIterator()
+        guard let port = await iterator.next()?.publicPort else {
+            running.cancel()
+            throw CLIServerNotStarted()
+        }
+        return (running, port)
+    }
+
+    struct CLIServerNotStarted: Error {}
+
     static func scratch() throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("settee-cli-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -202,20 +226,8 @@ import SetteeTestSupport
         #expect(try await Self.settee(["ls", "a.settee", "--prefix", "from"], in: dir).lines == ["from-b"])
 
         // A server in this process, on a real loopback port.
-        var config = ServerConfiguration()
-        config.interface = "127.0.0.1:0"
-        config.adminInterface = nil
-        config.log = []
-        var db = ServerConfiguration.DatabaseConfig(server: "walrus:")
-        db.users["GUEST"] = .init(disabled: true)
-        db.users["molly"] = .init(password: "secret", adminChannels: ["*"])
-        config.databases["todo"] = db
-        let server = try SetteeServer(configuration: config)
-        let ports = AsyncStream.makeStream(of: ListeningPorts.self)
-        let running = Task { try await server.run { ports.continuation.yield($0) } }
+        let (running, port) = try await Self.serveTodo()
         defer { running.cancel() }
-        var iterator = ports.stream.makeAsyncIterator()
-        let port = try #require(await iterator.next()).publicPort
         let url = "http://molly:secret@127.0.0.1:\(port)/todo"
         let push = try await Self.settee(["cp", "a.settee", url], in: dir)
         #expect(push.status == 0, "\(push.err)")
@@ -259,20 +271,8 @@ import SetteeTestSupport
         }
         #expect(try await Self.settee(["ls", "nowhere.settee", "--collection", "tasks"], in: dir).err.contains("no database"))
 
-        var config = ServerConfiguration()
-        config.interface = "127.0.0.1:0"
-        config.adminInterface = nil
-        config.log = []
-        var db = ServerConfiguration.DatabaseConfig(server: "walrus:")
-        db.users["GUEST"] = .init(disabled: true)
-        db.users["molly"] = .init(password: "secret", adminChannels: ["*"])
-        config.databases["todo"] = db
-        let server = try SetteeServer(configuration: config)
-        let ports = AsyncStream.makeStream(of: ListeningPorts.self)
-        let running = Task { try await server.run { ports.continuation.yield($0) } }
+        let (running, port) = try await Self.serveTodo()
         defer { running.cancel() }
-        var iterator = ports.stream.makeAsyncIterator()
-        let port = try #require(await iterator.next()).publicPort
         let url = "http://molly:secret@127.0.0.1:\(port)/todo"
         #expect(try await Self.settee(["put", url, "r1", #"{"y":1}"#, "--collection", "_default._default"], in: dir).status == 0)
         #expect(try await Self.settee(["ls", url], in: dir).lines == ["r1"])
