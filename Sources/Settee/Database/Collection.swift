@@ -482,13 +482,15 @@ extension Database {
     @_spi(Server) public static func checkKeyspaceName(_ name: String, of kind: String) throws(SetteeError) {
         if name == Collection.defaultCollectionName { return }
         let bytes = Array(name.utf8)
-        guard (1 ... 251).contains(bytes.count) else {
-            throw SetteeError(.invalidParameter, "a \(kind) name has 1 to 251 characters; '\(name.prefix(40))' has \(name.count)")
-        }
+        // The characters first: once they are ASCII, bytes are characters and the length below is
+        // told in the unit the rule speaks of.
         guard bytes.allSatisfy({ b in
             (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x5F || b == 0x2D || b == 0x25
         }) else {
             throw SetteeError(.invalidParameter, "a \(kind) name has only the characters A-Z, a-z, 0-9, _, - and %: '\(name.prefix(40))'")
+        }
+        guard (1 ... 251).contains(bytes.count) else {
+            throw SetteeError(.invalidParameter, "a \(kind) name has 1 to 251 characters; '\(name.prefix(40))' has \(bytes.count)")
         }
         guard bytes[0] != 0x5F && bytes[0] != 0x25 else {
             throw SetteeError(.invalidParameter, "a \(kind) name starts with neither _ nor % (_default aside): '\(name.prefix(40))'")
