@@ -283,6 +283,12 @@ import SetteeTestSupport
         let tasks = try await Self.settee(["ls", url, "--collection", "store.tasks"], in: dir)
         #expect(tasks.status == 2 && tasks.err.contains("keyspace todo.store.tasks not found"), "\(tasks)")
         #expect(try await Self.settee(["ls", url, "--collections"], in: dir).status == 1)
+        // A port outside 16 bits is a usage error, not a crash of the tool.
+        for command in [["ls", "http://molly:secret@127.0.0.1:99999/todo", "--collection", "store.tasks"], ["cp", "a.settee", "http://127.0.0.1:99999/todo"],
+                        ["info", "http://127.0.0.1:18446744073709551616/todo"]] {
+            let r = try await Self.settee(command, in: dir)
+            #expect(r.status == 1 && r.err.contains("port") && !r.err.contains("secret"), "\(command): \(r)")
+        }
     }
 
     @Test func compactInterruptedBySIGINTLeavesADatabaseCheckPasses() async throws {

@@ -17,6 +17,16 @@ enum DatabaseArgument: CustomStringConvertible {
             guard let url = URL(string: text), url.host != nil, url.path.count > 1 else {
                 throw CLIError(.usage, "\(text) is not a database URL (http://host:port/db)")
             }
+            // A port is 16 bits: a larger number must not reach the HTTP client (which traps on it),
+            // and one too large for an integer (which Foundation reads as no port) is refused too.
+            let authority = text.split(separator: "/", omittingEmptySubsequences: true).dropFirst().first ?? ""
+            let hostPort = authority.split(separator: "@").last ?? ""
+            if let colon = hostPort.lastIndex(of: ":"), !hostPort[colon...].contains("]") {
+                let port = hostPort[hostPort.index(after: colon)...]
+                guard let n = Int(port), (1 ... 65535).contains(n) else {
+                    throw CLIError(.usage, "\(DatabaseArgument.remote(url)) names port \(port), outside 1–65535")
+                }
+            }
             self = .remote(url)
             return
         }
