@@ -112,7 +112,7 @@ import Testing
     /// The trees an upgrade from format 1 creates (empty): the expiry trees (format 2) and the
     /// routing trees (format 5).
     static let addedTrees: Set<String> = [TreeName.expiry, TreeName.expiryByID, TreeName.routing, TreeName.channels, TreeName.grants,
-                                           TreeName.indexCatalog]
+                                           TreeName.indexCatalog, TreeName.collections]
 
     /// The fixture of `format`, exactly as its version wrote it.
     static func expected(format: Int) -> Expected {
@@ -274,7 +274,7 @@ import Testing
         // Upgraded in place: the current format, the expiry and routing trees there, the old trees kept as they were
         // and only the edited documents' trees written anew.
         let upgraded = try Self.inspect(dir.path + "/docs.settee")
-        #expect(upgraded.format == DatabaseCore.formatVersion)
+        #expect(upgraded.format == DatabaseFile.formatVersion)
         #expect(Set(upgraded.treeNames) == trees.union(Self.addedTrees))
         Self.verifyRaw(upgraded, x, treeFormat: format >= 3 ? 2 : 1, rewritten: ["edited", "replicated"],
                        implied: ["added-after-upgrade"])
@@ -300,7 +300,7 @@ import Testing
 
         // Now a database of the current format: compaction wrote every tree anew in tree format 2.
         let after = try Self.inspect(dir.path + "/docs.settee")
-        #expect(after.format == DatabaseCore.formatVersion)
+        #expect(after.format == DatabaseFile.formatVersion)
         #expect(Set(after.treeNames) == trees.union(Self.addedTrees))
         Self.verifyRaw(after, x, treeFormat: 2, implied: ["added-after-upgrade"])
 

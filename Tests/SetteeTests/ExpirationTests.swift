@@ -517,16 +517,16 @@ final class PurgeLog: Sendable {
             }
         }
         try open(dir, clock).close()
-        #expect(try format() == DatabaseCore.formatVersion)
+        #expect(try format() == DatabaseFile.formatVersion)
         for old: UInt64 in [1, 2, 3, 4] {
             try setFormat(old)
             let db = try open(dir, clock)
             try save(db, "doc-\(old)")
             try db.setDocumentExpiration(withID: "doc-\(old)", expiration: date(10))
             try db.close()
-            #expect(try format() == DatabaseCore.formatVersion)
+            #expect(try format() == DatabaseFile.formatVersion)
         }
-        try setFormat(DatabaseCore.formatVersion + 1)
+        try setFormat(DatabaseFile.formatVersion + 1)
         #expect(setteeError { _ = try open(dir, clock) }?.code == .versionMismatch)
     }
 

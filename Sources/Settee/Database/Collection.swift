@@ -6,18 +6,18 @@ import Foundation
 /// `_default` with the collection `_default`, which holds what the database-level calls
 /// (``Database/saveDocument(_:)``, ``Database/document(withID:)``…) read and write: code written
 /// for Couchbase Lite 3 that starts with ``Database/defaultCollection()`` and code that calls the
-/// database directly see the same documents.
+/// database directly see the same documents. Other collections are made with
+/// ``Database/createCollection(name:scope:)``; each keeps its own documents, sequences, indexes
+/// and listeners, and one ``Database/inBatch(_:)`` writes any of them in one transaction.
 ///
 /// ```swift
-/// let tasks = try db.defaultCollection()
+/// let tasks = try db.createCollection(name: "tasks", scope: "store")
 /// try tasks.save(document: MutableDocument(id: "task-1", data: ["title": "Milk"]))
 /// print(try tasks.count)
 /// ```
 ///
-/// This version keeps only the default collection: ``Database/collection(name:scope:)`` finds no
-/// other, and the names of other collections are checked as Couchbase Lite checks them.
-///
-/// - Note: Immutable; safe to share between threads (each call is the database's call).
+/// - Note: Immutable; safe to share between threads (each call is the database's call). A
+///   deleted collection's object answers ``SetteeError/Code/notOpen``.
 public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// The name of every database's default collection, and of its scope.
     ///
@@ -51,9 +51,14 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     public var fullName: String { scope.name + "." + name }
 
-    init(name: String, scope: Scope) {
+    /// What the collection's calls go through: the database itself for the default collection,
+    /// an object over the collection's own trees for a named one (``Database/owner``).
+    let store: Database
+
+    init(name: String, scope: Scope, store: Database) {
         self.name = name
         self.scope = scope
+        self.store = store
     }
 
     /// `database/scope.collection`.
@@ -90,7 +95,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: as ``Database/count`` (Couchbase Lite's does not throw; a closed database or
     ///   a damaged count is an error here, not 0).
-    public var count: UInt64 { get throws { try database.count } }
+    public var count: UInt64 { get throws { try store.count } }
 
     // MARK: Documents
 
@@ -101,7 +106,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     ///
     /// - Throws: as ``Database/document(withID:)``.
-    public func document(id: String) throws -> Document? { try database.document(withID: id) }
+    public func document(id: String) throws -> Document? { try store.document(withID: id) }
 
     /// Saves `document` as a new revision; the last write wins over a concurrent one.
     ///
@@ -110,7 +115,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     ///
     /// - Throws: as ``Database/saveDocument(_:)``.
-    public func save(document: MutableDocument) throws { try database.saveDocument(document) }
+    public func save(document: MutableDocument) throws { try store.saveDocument(document) }
 
     /// Saves `document`; with ``ConcurrencyControl/failOnConflict``, returns false (and saves
     /// nothing) when another revision was saved since it was read.
@@ -122,7 +127,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: as ``Database/saveDocument(_:concurrencyControl:)``.
     @discardableResult
     public func save(document: MutableDocument, concurrencyControl: ConcurrencyControl) throws -> Bool {
-        try database.saveDocument(document, concurrencyControl: concurrencyControl)
+        try store.saveDocument(document, concurrencyControl: concurrencyControl)
     }
 
     /// Saves `document`, calling `conflictHandler` when another revision was saved since it was
@@ -140,7 +145,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     @discardableResult
     public func save(document: MutableDocument,
                      conflictHandler: (_ document: MutableDocument, _ current: Document?) throws -> Bool) throws -> Bool {
-        try database.saveDocument(document, conflictHandler: conflictHandler)
+        try store.saveDocument(document, conflictHandler: conflictHandler)
     }
 
     /// Deletes `document` (a tombstone revision, which replicates); the last write wins.
@@ -150,7 +155,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     ///
     /// - Throws: as ``Database/deleteDocument(_:)``.
-    public func delete(document: Document) throws { try database.deleteDocument(document) }
+    public func delete(document: Document) throws { try store.deleteDocument(document) }
 
     /// Deletes `document`; with ``ConcurrencyControl/failOnConflict``, returns false when
     /// another revision was saved since it was read.
@@ -162,7 +167,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: as ``Database/deleteDocument(_:concurrencyControl:)``.
     @discardableResult
     public func delete(document: Document, concurrencyControl: ConcurrencyControl) throws -> Bool {
-        try database.deleteDocument(document, concurrencyControl: concurrencyControl)
+        try store.deleteDocument(document, concurrencyControl: concurrencyControl)
     }
 
     /// Removes `document` and its history without a trace (nothing replicates).
@@ -172,7 +177,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     ///
     /// - Throws: as ``Database/purgeDocument(_:)``.
-    public func purge(document: Document) throws { try database.purgeDocument(document) }
+    public func purge(document: Document) throws { try store.purgeDocument(document) }
 
     /// Removes document `id` and its history without a trace.
     ///
@@ -181,7 +186,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     ///
     /// - Throws: as ``Database/purgeDocument(withID:)``.
-    public func purge(id: String) throws { try database.purgeDocument(withID: id) }
+    public func purge(id: String) throws { try store.purgeDocument(withID: id) }
 
     /// Purges document `id` at `expiration` (nil: never).
     ///
@@ -191,7 +196,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: as ``Database/setDocumentExpiration(withID:expiration:)``.
     public func setDocumentExpiration(id: String, expiration: Date?) throws {
-        try database.setDocumentExpiration(withID: id, expiration: expiration)
+        try store.setDocumentExpiration(withID: id, expiration: expiration)
     }
 
     /// When document `id` is purged; nil when never.
@@ -202,7 +207,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: as ``Database/getDocumentExpiration(withID:)``.
     public func getDocumentExpiration(id: String) throws -> Date? {
-        try database.getDocumentExpiration(withID: id)
+        try store.getDocumentExpiration(withID: id)
     }
 
     // MARK: Listeners
@@ -216,7 +221,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     @discardableResult
     public func addChangeListener(listener: @escaping @Sendable (CollectionChange) -> Void) -> ListenerToken {
-        database.addChangeListener { [self] change in listener(CollectionChange(collection: self, change: change)) }
+        store.addChangeListener { [self] change in listener(CollectionChange(collection: self, change: change)) }
     }
 
     /// Calls `listener` after each committed change to the collection, on `queue` (nil: a serial
@@ -229,7 +234,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     public func addChangeListener(queue: DispatchQueue?,
                                   listener: @escaping @Sendable (CollectionChange) -> Void) -> ListenerToken {
         guard let queue else { return addChangeListener(listener: listener) }
-        return database.addChangeListener(on: queue) { [self] change in listener(CollectionChange(collection: self, change: change)) }
+        return store.addChangeListener(on: queue) { [self] change in listener(CollectionChange(collection: self, change: change)) }
     }
 
     /// Calls `listener` after each committed change to document `id`.
@@ -239,7 +244,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     @discardableResult
     public func addDocumentChangeListener(id: String, listener: @escaping @Sendable (DocumentChange) -> Void) -> ListenerToken {
-        database.addDocumentChangeListener(withID: id, listener)
+        store.addDocumentChangeListener(withID: id, listener)
     }
 
     /// Calls `listener` after each committed change to document `id`, on `queue` (nil: a serial
@@ -252,7 +257,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     public func addDocumentChangeListener(id: String, queue: DispatchQueue?,
                                           listener: @escaping @Sendable (DocumentChange) -> Void) -> ListenerToken {
         guard let queue else { return addDocumentChangeListener(id: id, listener: listener) }
-        return database.addDocumentChangeListener(withID: id, on: queue, listener)
+        return store.addDocumentChangeListener(withID: id, on: queue, listener)
     }
 
     // MARK: Indexes
@@ -264,7 +269,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     ///
     /// - Throws: as ``Database/indexes``.
-    public func indexes() throws -> [String] { try database.indexes }
+    public func indexes() throws -> [String] { try store.indexes }
 
     /// Creates index `name` from `config`, or does nothing when the same index exists.
     ///
@@ -274,7 +279,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: as ``Database/createIndex(_:name:)``.
     public func createIndex(withName name: String, config: some IndexConfiguration) throws {
-        try database.createIndex(config, name: name)
+        try store.createIndex(config, name: name)
     }
 
     /// Deletes index `name` (nothing when there is none).
@@ -284,7 +289,7 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// ```
     ///
     /// - Throws: as ``Database/deleteIndex(forName:)``.
-    public func deleteIndex(forName name: String) throws { try database.deleteIndex(forName: name) }
+    public func deleteIndex(forName name: String) throws { try store.deleteIndex(forName: name) }
 }
 
 /// A collection's committed change: Couchbase Lite 3's `CollectionChange`.
@@ -409,8 +414,8 @@ extension Database {
     ///
     /// - Throws: ``SetteeError/Code/notOpen``.
     public func defaultScope() throws -> Scope {
-        try checkOpen()
-        return Scope(name: Scope.defaultScopeName, database: self)
+        try base.checkOpen()
+        return Scope(name: Scope.defaultScopeName, database: base)
     }
 
     /// The collection `_default` of scope `_default`: the documents the database-level calls
@@ -424,57 +429,128 @@ extension Database {
     ///
     /// - Throws: ``SetteeError/Code/notOpen``.
     public func defaultCollection() throws -> Collection {
-        Collection(name: Collection.defaultCollectionName, scope: try defaultScope())
+        Collection(name: Collection.defaultCollectionName, scope: try defaultScope(), store: base)
     }
 
-    /// The database's scopes, by name.
+    /// The database opened by name, when this object stands for a named collection.
+    var base: Database { owner ?? self }
+
+    /// The collection `name` of scope `scope`, created (empty, with no indexes) when the
+    /// database has none; creating one that exists returns it.
+    ///
+    /// ```swift
+    /// let tasks = try db.createCollection(name: "tasks", scope: "store")
+    /// try tasks.save(document: MutableDocument(id: "task-1", data: ["title": "Milk"]))
+    /// let rows = try db.createQuery("SELECT title FROM store.tasks").execute()
+    /// ```
+    ///
+    /// A collection keeps its documents, sequences, indexes, local documents and channel
+    /// records in trees of its own, so a scan, a count or a changes feed of one costs what it
+    /// holds. Its sequences are its own (as in Couchbase Lite): two collections' documents can
+    /// have the same sequence.
+    ///
+    /// - Parameters:
+    ///   - name: 1 to 251 characters of `A-Z a-z 0-9 _ - %`, not starting with `_` or `%`.
+    ///   - scope: the scope's name, by the same rule; nil or `_default` for the default scope.
+    ///     A scope exists while it has a collection.
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for a name Couchbase Lite would refuse,
+    ///   or when called inside ``inBatch(_:)`` (a collection is made in a transaction of its
+    ///   own); ``SetteeError/Code/notOpen``; ``SetteeError/Code/io``.
+    @discardableResult
+    public func createCollection(name: String, scope: String? = Scope.defaultScopeName) throws -> Collection {
+        let scopeName = scope ?? Scope.defaultScopeName
+        try Self.checkKeyspaceName(name, of: "collection")
+        try Self.checkKeyspaceName(scopeName, of: "scope")
+        try base.checkOpen()
+        if scopeName == Scope.defaultScopeName && name == Collection.defaultCollectionName { return try defaultCollection() }
+        let core = try core.file.createCollection(scope: scopeName, name: name)
+        return collection(core)
+    }
+
+    /// Deletes the collection `name` of scope `scope` with its documents and indexes, in one
+    /// transaction; nothing when the database has none. Its ``Collection`` objects answer
+    /// ``SetteeError/Code/notOpen`` from then on, and its listeners hear nothing more.
+    ///
+    /// ```swift
+    /// try db.deleteCollection(name: "tasks", scope: "store")
+    /// try db.collection(name: "tasks", scope: "store") == nil   // true
+    /// ```
+    ///
+    /// - Throws: ``SetteeError/Code/invalidParameter`` for a name Couchbase Lite would refuse,
+    ///   for the default collection (which cannot be deleted), or inside ``inBatch(_:)``;
+    ///   ``SetteeError/Code/notOpen``; ``SetteeError/Code/io``.
+    public func deleteCollection(name: String, scope: String? = Scope.defaultScopeName) throws {
+        let scopeName = scope ?? Scope.defaultScopeName
+        try Self.checkKeyspaceName(name, of: "collection")
+        try Self.checkKeyspaceName(scopeName, of: "scope")
+        try base.checkOpen()
+        _ = try core.file.deleteCollection(scope: scopeName, name: name)
+    }
+
+    /// The ``Collection`` of a named collection's core.
+    private func collection(_ core: DatabaseCore) -> Collection {
+        Collection(name: core.collectionName, scope: Scope(name: core.scopeName, database: base),
+                   store: Database(collection: core, of: base))
+    }
+
+    /// The database's scopes, by name: `_default`, and every scope with a collection.
     ///
     /// ```swift
     /// for scope in try db.scopes() { print(scope.name) }
     /// ```
     ///
     /// - Throws: ``SetteeError/Code/notOpen``.
-    public func scopes() throws -> [Scope] { [try defaultScope()] }
+    public func scopes() throws -> [Scope] {
+        let names = Set(core.file.namedCores(scope: nil).map(\.scopeName)).subtracting([Scope.defaultScopeName])
+        return [try defaultScope()] + names.sorted().map { Scope(name: $0, database: base) }
+    }
 
     /// The scope `name`; nil when the database has none of that name.
     ///
     /// ```swift
-    /// let scope = try db.scope(name: "_default")
+    /// let scope = try db.scope(name: "store")
     /// ```
     ///
     /// - Throws: ``SetteeError/Code/invalidParameter`` for a name Couchbase Lite would refuse;
     ///   ``SetteeError/Code/notOpen``.
     public func scope(name: String) throws -> Scope? {
         try Self.checkKeyspaceName(name, of: "scope")
-        return name == Scope.defaultScopeName ? try defaultScope() : nil
+        if name == Scope.defaultScopeName { return try defaultScope() }
+        try base.checkOpen()
+        return core.file.namedCores(scope: name).isEmpty ? nil : Scope(name: name, database: base)
     }
 
     /// The collections of scope `scope`, by name (none for a scope the database does not have).
     ///
     /// ```swift
-    /// let names = try db.collections().map(\.name)   // ["_default"]
+    /// let names = try db.collections(scope: "store").map(\.name)   // ["lists", "tasks"]
     /// ```
     ///
     /// - Throws: ``SetteeError/Code/invalidParameter`` for a scope name Couchbase Lite would
     ///   refuse; ``SetteeError/Code/notOpen``.
     public func collections(scope: String? = Scope.defaultScopeName) throws -> [Collection] {
-        guard let s = try self.scope(name: scope ?? Scope.defaultScopeName) else { return [] }
-        return [Collection(name: Collection.defaultCollectionName, scope: s)]
+        let scopeName = scope ?? Scope.defaultScopeName
+        guard try self.scope(name: scopeName) != nil else { return [] }
+        let named = core.file.namedCores(scope: scopeName).map(collection)
+        return scopeName == Scope.defaultScopeName ? [try defaultCollection()] + named : named
     }
 
     /// The collection `name` of scope `scope`; nil when there is none.
     ///
     /// ```swift
-    /// guard let tasks = try db.collection(name: "_default") else { return }
+    /// guard let tasks = try db.collection(name: "tasks", scope: "store") else { return }
     /// ```
     ///
     /// - Throws: ``SetteeError/Code/invalidParameter`` for a name Couchbase Lite would refuse
     ///   (1 to 251 characters of `A-Z a-z 0-9 _ - %`, not starting with `_` or `%`, `_default`
     ///   aside); ``SetteeError/Code/notOpen``.
     public func collection(name: String, scope: String? = Scope.defaultScopeName) throws -> Collection? {
+        let scopeName = scope ?? Scope.defaultScopeName
         try Self.checkKeyspaceName(name, of: "collection")
-        guard let s = try self.scope(name: scope ?? Scope.defaultScopeName), name == Collection.defaultCollectionName else { return nil }
-        return Collection(name: name, scope: s)
+        try Self.checkKeyspaceName(scopeName, of: "scope")
+        try base.checkOpen()
+        if scopeName == Scope.defaultScopeName && name == Collection.defaultCollectionName { return try defaultCollection() }
+        return core.file.core(scope: scopeName, collection: name).map(collection)
     }
 
     /// Couchbase Lite's rule for scope and collection names (the sync server checks the names

@@ -47,8 +47,8 @@ protocol CommitParticipant: AnyObject {
     func didCommit(_ context: WriteContext)
 }
 
-/// The long-lived parts of an open database that keep records beside its documents, shared by
-/// every `Database` object open on the same files.
+/// The long-lived parts of an open collection that keep records beside its documents, shared by
+/// every `Database` object open on the same files (the expiry sweeper is the whole database's).
 struct DatabaseParts: Sendable {
     let routing: ChannelRouting
     let queries: QueryEngineState
@@ -64,18 +64,6 @@ struct DatabaseParts: Sendable {
     /// whose build was interrupted, to a usable state (failures are logged, never thrown).
     func ready(_ core: DatabaseCore) {
         core.finishIndexes()
-    }
-
-    /// Once the database is registered as open: starts the expiry sweeper.
-    func started(_ core: DatabaseCore) {
-        expiry.sweeper.start(name: core.name) { [unowned core] now, stopping in
-            try core.sweep(asOf: now, stopping: stopping)
-        }
-    }
-
-    /// As the database closes: stops the sweeper (a batch in progress ends first).
-    func stopping() {
-        expiry.sweeper.stop()
     }
 
     /// Each part's share of one transaction.

@@ -207,7 +207,7 @@ extension Database {
         guard options.skip >= 0, (options.limit ?? 0) >= 0 else {
             throw SetteeError(.invalidParameter, "skip and limit cannot be negative")
         }
-        let held = core.batchOnThisThread() == nil ? core.store.snapshot() : nil
+        let held = core.batchTransactionOnThisThread() == nil ? core.store.snapshot() : nil
         let first = try page(options, resume: AllDocumentsPage.Resume(after: [], skip: options.skip, remaining: options.limit), held: held)
         return DocumentCursor(database: self, options: options, held: held, first: first)
     }

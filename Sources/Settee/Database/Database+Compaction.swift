@@ -123,9 +123,11 @@ extension DatabaseCore {
         compactionLock.lock()
         defer { compactionLock.unlock() }
         // Set only when the core closes (a reopened database gets a new core).
-        if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.notOpen, "the database is closed") }
+        if file.compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.notOpen, "the database is closed") }
         // Expired documents are purged first, as the sweeper would, so observers hear of them.
-        _ = try purgeExpiredDocuments(asOf: clock.now())
+        for core in file.allCores() where !core.dropped.load(ordering: .acquiring) {
+            _ = try core.purgeExpiredDocuments(asOf: clock.now())
+        }
         let started = Date()
         let before = store.fileSize
         let compaction = try translating { try store.beginCompaction() }
@@ -151,7 +153,7 @@ extension DatabaseCore {
 
         func keepGoing(_ done: Int, of total: Int) throws {
             pace()
-            if compactionCancelled.load(ordering: .relaxed) {
+            if file.compactionCancelled.load(ordering: .relaxed) {
                 throw SetteeError(.cancelled, "compaction stopped: the database is closing")
             }
             guard let progress else { return }
@@ -187,13 +189,15 @@ extension DatabaseCore {
         //    same lock, so no save can pick a blob that is about to be deleted.
         writeLock.lock()
         defer { writeLock.unlock() }
-        guard batch == nil else {
+        guard file.batchTransaction == nil else {
             throw SetteeError(.invalidParameter, "compact() cannot run inside inBatch")
         }
         try translating {
             try compaction.finish { source, changes, out in
                 try copier.apply(changes, from: source, into: out)
-                try out.put(MetaKey.deadBytes, withUnsafeBytes(of: UInt64(0).littleEndian, Array.init), in: copier.targetMeta)
+                for meta in copier.targetMetas {
+                    try out.put(MetaKey.deadBytes, withUnsafeBytes(of: UInt64(0).littleEndian, Array.init), in: meta)
+                }
             }
         }
         finished = true
@@ -203,13 +207,15 @@ extension DatabaseCore {
         do {
             blobsDeleted = try collectBlobs(referenced: copier.blobDigests,
                                             olderThan: started.addingTimeInterval(-Self.unreferencedBlobRetention))
-            background.withLock { $0.lastBlobCollectionFailure = nil }
+            file.background.withLock { $0.lastBlobCollectionFailure = nil }
         } catch {
-            background.withLock { $0.lastBlobCollectionFailure = error }
+            file.background.withLock { $0.lastBlobCollectionFailure = error }
             Self.logger.error("collecting unreferenced blobs after a compaction failed; the next compaction tries again",
                               metadata: ["database": "\(name)", "error": "\(error)"])
         }
-        let documents = try translating { try store.read { tx in try tx.count(in: trees.byID) } }
+        let documents = try translating {
+            try store.read { tx in try file.allCores().reduce(0) { $0 + (try tx.count(in: $1.trees.byID)) } }
+        }
         return CompactionReport(sizeBefore: before, sizeAfter: store.fileSize, documents: documents, blobsDeleted: blobsDeleted)
     }
 
@@ -238,18 +244,18 @@ extension DatabaseCore {
         let size = store.fileSize
         guard size >= configuration.autoCompactionMinimumSize,
               Double(deadBytes) > configuration.autoCompactionThreshold * Double(size),
-              !autoCompactionScheduled.exchange(true, ordering: .acquiringAndReleasing)
+              !file.autoCompactionScheduled.exchange(true, ordering: .acquiringAndReleasing)
         else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
-            defer { autoCompactionScheduled.store(false, ordering: .releasing) }
+            defer { file.autoCompactionScheduled.store(false, ordering: .releasing) }
             do {
                 _ = try compact(progress: nil)
-                background.withLock { $0.automaticCompactions += 1; $0.lastCompactionFailure = nil }
+                file.background.withLock { $0.automaticCompactions += 1; $0.lastCompactionFailure = nil }
             } catch let e as SetteeError where e.code == .cancelled || e.code == .notOpen {
                 // Stopped because the database closed: not a failure.
             } catch {
                 let e = error as? SetteeError ?? SetteeError(.io, "\(error)")
-                background.withLock { $0.lastCompactionFailure = e }
+                file.background.withLock { $0.lastCompactionFailure = e }
                 Self.logger.error("automatic compaction failed; it is tried again after later writes",
                                   metadata: ["database": "\(name)", "error": "\(e)"])
             }
@@ -262,9 +268,10 @@ extension DatabaseCore {
 struct CompactionCopier {
     let core: DatabaseCore
     let compaction: StoreCompaction
-    /// The document and metadata trees of the new file.
-    let targetByID: Tree
-    let targetMeta: Tree
+    /// The collections' counters trees in the new file (their dead bytes start again at 0).
+    let targetMetas: [Tree]
+    /// The collections' by-ID trees, rewritten document by document.
+    let documentTrees: [String]
     /// Every other tree (local documents, metadata, indexes added later) by name, copied as is.
     let plainTrees: [String]
     /// Digests referenced by the bodies kept.
@@ -275,11 +282,11 @@ struct CompactionCopier {
         self.core = core
         self.compaction = compaction
         let names = try compaction.target.read { $0.treeNames }
-        plainTrees = names.filter { $0 != TreeName.byID }
-        (targetByID, targetMeta) = try compaction.target.read { tx in
-            guard let byID = tx.tree(named: TreeName.byID), let meta = tx.tree(named: TreeName.meta)
-            else { throw SetteeError(.corrupted, "compaction target lacks the database's trees") }
-            return (byID, meta)
+        plainTrees = names.filter { !TreeName.isByID($0) }
+        documentTrees = names.filter(TreeName.isByID)
+        targetMetas = try compaction.target.read { tx in names.filter(TreeName.isMeta).compactMap { tx.tree(named: $0) } }
+        guard documentTrees.contains(TreeName.byID), !targetMetas.isEmpty else {
+            throw SetteeError(.corrupted, "compaction target lacks the database's trees")
         }
     }
 
@@ -292,12 +299,19 @@ struct CompactionCopier {
                 try out.put(key, value, in: to)
             }
         }
-        guard let byID = source.tree(named: TreeName.byID) else { return }
-        let total = try source.count(in: byID)
+        // Every collection's documents, counted together for the progress.
+        let byIDs = documentTrees.compactMap { source.tree(named: $0) }
+        let total = try byIDs.reduce(0) { $0 + (try source.count(in: $1)) }
+        var before = 0
         let target = compaction.target
-        try Self.copyInBatches(byID, source: source, into: target, batch: DatabaseCore.compactionBatch,
-                               afterEach: { copied in try progress(copied, total) }) {
-            key, value, out in try copyDocument(key: key, meta: value, from: source, into: out)
+        for byID in byIDs {
+            guard let to = try target.read({ $0.tree(named: byID.name) }) else { continue }
+            let done = before
+            try Self.copyInBatches(byID, source: source, into: target, batch: DatabaseCore.compactionBatch,
+                                   afterEach: { copied in try progress(done + copied, total) }) {
+                key, value, out in try copyDocument(key: key, meta: value, from: source, into: out, to: to)
+            }
+            before += try source.count(in: byID)
         }
     }
 
@@ -332,7 +346,7 @@ struct CompactionCopier {
 
     /// Copies one document: its pruned tree and the bodies compaction keeps.
     mutating func copyDocument(key: UnsafeRawBufferPointer, meta value: UnsafeRawBufferPointer,
-                               from source: ReadTransaction, into out: WriteTransaction) throws {
+                               from source: ReadTransaction, into out: WriteTransaction, to targetByID: Tree) throws {
         let (bodyRef, treeRef) = try DocMeta.refs(in: value)
         if treeRef == 0 {
             // One revision, implied by the metadata: only its body is copied.
@@ -400,9 +414,9 @@ struct CompactionCopier {
         for change in changes {
             guard let to = out.tree(named: change.tree.name) else { continue }
             let copied: Bool? = try change.key.withUnsafeBytes { key in
-                if change.tree.name == TreeName.byID {
+                if TreeName.isByID(change.tree.name) {
                     return try source.withValue(forKey: key, in: change.tree) { value in
-                        try copyDocument(key: key, meta: value, from: source, into: out)
+                        try copyDocument(key: key, meta: value, from: source, into: out, to: to)
                         return true
                     }
                 }
@@ -464,8 +478,8 @@ extension Database {
     /// print(db.backgroundStatus.lastExpiryFailure?.message ?? "expiry fine")
     /// ```
     public var backgroundStatus: BackgroundStatus {
-        var status = core.background.withLock { $0 }
-        status.lastExpiryFailure = core.parts.expiry.sweeper.lastError.withLock { $0 }
+        var status = core.file.background.withLock { $0 }
+        status.lastExpiryFailure = core.file.expiry.sweeper.lastError.withLock { $0 }
         return status
     }
 }

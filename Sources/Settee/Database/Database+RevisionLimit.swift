@@ -37,9 +37,9 @@ extension Database {
             throw SetteeError(.invalidParameter, "the revision tree depth must be 1 to \(DatabaseConfiguration.revTreeDepths.upperBound), not \(depth)")
         }
         try core.write { c in
-            try c.tx.put(MetaKey.revsLimit, withUnsafeBytes(of: UInt64(depth).littleEndian, Array.init), in: core.trees.meta)
+            try c.tx.put(MetaKey.revsLimit, withUnsafeBytes(of: UInt64(depth).littleEndian, Array.init), in: core.file.meta)
         }
         // Once stored: writes after this one prune to it.
-        core.revsLimit.store(depth, ordering: .relaxed)
+        core.file.revsLimit.store(depth, ordering: .relaxed)
     }
 }

@@ -81,7 +81,7 @@ extension Database {
                                           formatVersion: try core.counter(tx, MetaKey.format))
             }
             // Inside a batch its counters are not yet in the meta tree.
-            let batch = core.batchOnThisThread()
+            let batch = try core.batchOnThisThread()
             var s = try core.read(snapshot: { try read($0, live: nil, last: nil, dead: nil) },
                                   batch: { try read($0, live: batch?.liveCount, last: batch?.lastSequence, dead: batch?.deadBytes) })
             s.fileSize = core.store.fileSize

@@ -43,6 +43,19 @@ public final class Database: Sendable, CustomStringConvertible {
 
     let core: DatabaseCore
     private let closed = Atomic<Bool>(false)
+    /// The database a named collection's object stands in for: its ``Collection`` reads and
+    /// writes through an object of this class over the collection's core, open as long as
+    /// `owner` is and the collection exists; nil for a database opened by name.
+    let owner: Database?
+
+    /// The object a named collection reads and writes through (see ``owner``).
+    init(collection core: DatabaseCore, of owner: Database) {
+        self.name = owner.name
+        self.path = owner.path
+        self.config = owner.config
+        self.core = core
+        self.owner = owner
+    }
 
     /// Opens the database `name` in `config.directory`, creating it if it does not exist.
     ///
@@ -88,6 +101,7 @@ public final class Database: Sendable, CustomStringConvertible {
         self.path = path
         self.config = config
         self.core = try DatabaseCore.open(name: name, path: path, configuration: config, openFile: openFile, clock: clock)
+        self.owner = nil
     }
 
     static func path(name: String, directory: String) throws(SetteeError) -> String {
@@ -98,7 +112,7 @@ public final class Database: Sendable, CustomStringConvertible {
     }
 
     deinit {
-        if !closed.load(ordering: .acquiring) { try? core.release() }
+        if owner == nil && !closed.load(ordering: .acquiring) { try? core.release() }
     }
 
     /// Closes this object; the files close when the last `Database` open on them does. Later
@@ -108,7 +122,8 @@ public final class Database: Sendable, CustomStringConvertible {
     /// try db.close()
     /// ```
     public func close() throws {
-        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged,
+              owner == nil else { return }
         try core.release()
     }
 
@@ -163,6 +178,10 @@ public final class Database: Sendable, CustomStringConvertible {
 
     func checkOpen() throws(SetteeError) {
         if closed.load(ordering: .acquiring) { throw SetteeError(.notOpen, "the database is closed") }
+        if let owner {
+            try owner.checkOpen()
+            if core.dropped.load(ordering: .acquiring) { throw DatabaseCore.droppedError(core) }
+        }
     }
 
     /// The number of documents, tombstones not counted.
@@ -176,7 +195,7 @@ public final class Database: Sendable, CustomStringConvertible {
     public var count: UInt64 {
         get throws {
             try checkOpen()
-            if let batch = core.batchOnThisThread() { return batch.liveCount }
+            if let batch = try core.batchOnThisThread() { return batch.liveCount }
             return try core.read { tx in try core.counter(tx, MetaKey.liveCount) }
         }
     }
@@ -192,7 +211,7 @@ public final class Database: Sendable, CustomStringConvertible {
     public var lastSequence: UInt64 {
         get throws {
             try checkOpen()
-            if let batch = core.batchOnThisThread() { return batch.lastSequence }
+            if let batch = try core.batchOnThisThread() { return batch.lastSequence }
             return try core.read { tx in try core.counter(tx, MetaKey.lastSequence) }
         }
     }

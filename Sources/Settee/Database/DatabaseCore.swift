@@ -3,12 +3,16 @@ internal import SetteeStorage
 import Synchronization
 internal import Logging
 
-/// The engine trees of an open database.
+/// The engine trees of one collection. The default collection's have the names they had
+/// before collections (``TreeName``); a named collection's are the same names after its prefix
+/// (``CollectionCatalog/treePrefix(_:)``).
 struct Trees: Sendable {
     let byID: Tree
     let bySequence: Tree
     let conflicts: Tree
     let local: Tree
+    /// The collection's counters (last sequence, live documents, dead bytes, the next index
+    /// tree); the default collection's is the database's `db.meta`.
     let meta: Tree
     let expiry: Tree
     let expiryByID: Tree
@@ -16,13 +20,28 @@ struct Trees: Sendable {
     let channels: Tree
     let grants: Tree
     let indexCatalog: Tree
+
+    /// Every tree, for deleting the collection.
+    var all: [Tree] { [byID, bySequence, conflicts, local, meta, expiry, expiryByID, routing, channels, grants, indexCatalog] }
+
+    /// The trees of the collection whose names start with `prefix`, created when missing;
+    /// `meta` is the database's own for the default collection.
+    static func open(_ tx: WriteTransaction, prefix: String, meta: Tree?) throws -> Trees {
+        func tree(_ name: String) throws -> Tree { try tx.tree(named: prefix + name) ?? tx.createTree(named: prefix + name) }
+        return Trees(byID: try tree(TreeName.byID), bySequence: try tree(TreeName.bySequence),
+                     conflicts: try tree(TreeName.conflicts), local: try tree(TreeName.local),
+                     meta: try meta ?? tree(TreeName.meta),
+                     expiry: try tree(TreeName.expiry), expiryByID: try tree(TreeName.expiryByID),
+                     routing: try tree(TreeName.routing), channels: try tree(TreeName.channels),
+                     grants: try tree(TreeName.grants), indexCatalog: try tree(TreeName.indexCatalog))
+    }
 }
 
-/// What every ``Database`` object open on the same files shares: the engine store, the writer
-/// lock, listeners, validations, and the parts that keep records beside the documents
-/// (``DatabaseParts``: routing, indexes, expiry), which it knows only as commit participants.
-/// One per path per process, reference-counted.
-final class DatabaseCore: @unchecked Sendable {
+/// What every collection of one open database file shares: the engine store and its blobs,
+/// the writer lock and the open batch, background work (group commit, expiry, compaction), and
+/// the collections' cores. One per path per process, reference-counted by the `Database`
+/// objects open on it.
+final class DatabaseFile: @unchecked Sendable {
     /// The document format this build writes (Formats/documents.md). Older databases are
     /// upgraded when opened, without rewriting anything: version 2 added the expiry trees
     /// (created empty), version 3 the compact digests of revision trees (older trees stay
@@ -32,10 +51,12 @@ final class DatabaseCore: @unchecked Sendable {
     /// entries and one-byte member entries (version 5's full records and entries stay readable),
     /// version 7 per-revision channels, version 8 the index catalog (created empty), version 9
     /// grants to roles apart from grants to users (older routings stay readable; the grants
-    /// older versions kept for `role:` principals move to their own kind when opened).
-    static let formatVersion: UInt64 = 10
-    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5, 6, 7, 8, 9]
-    private static let registry = Mutex<[String: DatabaseCore]>([:])
+    /// older versions kept for `role:` principals move to their own kind when opened), version
+    /// 11 named collections (the catalog `db.collections`, created empty: an older database is
+    /// its default collection, in the trees it always had).
+    static let formatVersion: UInt64 = 11
+    static let upgradableVersions: Set<UInt64> = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    private static let registry = Mutex<[String: DatabaseFile]>([:])
 
     /// The upgrade to format 9: the grant records of channels to `role:NAME` (how formats 5 to
     /// 8 kept a role's grants, among users') become records of the role NAME's own kind. Runs
@@ -67,33 +88,32 @@ final class DatabaseCore: @unchecked Sendable {
     /// The depth revision trees are pruned to: the one stored with the database
     /// (``MetaKey/revsLimit``), else the configuration's.
     let revsLimit = Atomic<Int>(0)
-    var maxRevTreeDepth: Int { revsLimit.load(ordering: .relaxed) }
     let store: Store
-    let trees: Trees
     let blobs: BlobStore
     let uuid: [UInt8]
-    let hub = ChangeHub()
-    let validations = Mutex<[(name: String, body: Validation)]>([])
+    /// The database-wide metadata (`db.meta`: format, UUID, revision limit, the next
+    /// collection number), which is also the default collection's counters.
+    let meta: Tree
+    /// Scope ‖ 0 ‖ collection → the collection's number (``CollectionCatalog``).
+    let catalog: Tree
     /// What expiration and tombstone eviction read the time from.
     let clock: any ExpirationClock
-    /// What keeps records beside the documents (channels and grants, indexes, expiry), each
-    /// taking part in every commit as a ``CommitParticipant``.
-    let parts: DatabaseParts
+    /// The sweeper that purges what is due, in every collection.
+    let expiry: ExpiryKeeper
     /// The thread `async` writes run on (started by the first one).
     let worker: DatabaseWorker
     /// What background work last reported (``Database/backgroundStatus``).
     let background = Mutex(BackgroundStatus())
-    /// Where background failures go: swift-log, label `settee` (an application routes it with
-    /// `LoggingSystem.bootstrap`).
-    static let logger = Logger(label: "settee")
     /// Threads waiting for `writeLock` in `write` or `runBatch`: the sweeper lets them go first
     /// between its batches.
     let waitingWriters = Atomic<Int>(0)
-    /// Serializes writers. Recursive so that saves inside `Database.inBatch(_:)` on the batch's
-    /// thread join the batch's transaction.
+    /// Serializes writers, of every collection. Recursive so that saves inside
+    /// `Database.inBatch(_:)` on the batch's thread join the batch's transaction.
     let writeLock = NSRecursiveLock()
-    /// The open batch; only touched with `writeLock` held.
-    var batch: WriteContext?
+    /// The open batch's transaction, and each collection's context in it (made when the batch
+    /// first writes or reads it); only touched with `writeLock` held.
+    var batchTransaction: WriteTransaction?
+    var batchContexts: [WriteContext] = []
     /// The thread running a batch, so its reads see its own writes.
     let batchThread = Mutex<pthread_t?>(nil)
     /// Whether any batch is open: lets every other read skip the lock above.
@@ -104,7 +124,10 @@ final class DatabaseCore: @unchecked Sendable {
     let compactionCancelled = Atomic<Bool>(false)
     /// Whether an automatic compaction is queued or running.
     let autoCompactionScheduled = Atomic<Bool>(false)
-    /// How many `Database` objects use this core; guarded by the registry lock.
+    /// The default collection's core, and the named collections' by ``CollectionCatalog/key``;
+    /// emptied when the file closes (each core holds the file).
+    private let cores = Mutex<(default: DatabaseCore?, named: [[UInt8]: DatabaseCore])>((nil, [:]))
+    /// How many `Database` objects use this file; guarded by the registry lock.
     private var users = 0
 
     private init(name: String, path: String, configuration: DatabaseConfiguration,
@@ -113,7 +136,7 @@ final class DatabaseCore: @unchecked Sendable {
         self.path = path
         self.configuration = configuration
         self.clock = clock
-        self.parts = DatabaseParts(routing: ChannelRouting(), queries: QueryEngineState(), expiry: ExpiryKeeper(clock: clock, name: name))
+        self.expiry = ExpiryKeeper(clock: clock, name: name)
         self.worker = DatabaseWorker(name: name)
         var sc = StoreConfiguration()
         sc.durability = configuration.fullSync ? .synchronous : .none
@@ -125,8 +148,8 @@ final class DatabaseCore: @unchecked Sendable {
         do {
             var uuid: [UInt8] = []
             var revsLimit = configuration.maxRevTreeDepth
-            let trees = try translating {
-                try store.write { tx -> Trees in
+            let opened = try translating {
+                try store.write { tx -> (meta: Tree, catalog: Tree, default: Trees, named: [(key: [UInt8], number: UInt64, trees: Trees)]) in
                     func tree(_ name: String) throws -> Tree { try tx.tree(named: name) ?? tx.createTree(named: name) }
                     let meta = try tree(TreeName.meta)
                     var upgradedFrom: UInt64?
@@ -159,51 +182,157 @@ final class DatabaseCore: @unchecked Sendable {
                         uuid = withUnsafeBytes(of: UUID().uuid, Array.init)
                         try tx.put(MetaKey.uuid, uuid, in: meta)
                     }
-                    let grants = try tree(TreeName.grants)
-                    if let from = upgradedFrom, from < 9 { try Self.separateRoleGrants(tx, grants) }
-                    return Trees(byID: try tree(TreeName.byID), bySequence: try tree(TreeName.bySequence),
-                                 conflicts: try tree(TreeName.conflicts), local: try tree(TreeName.local), meta: meta,
-                                 expiry: try tree(TreeName.expiry), expiryByID: try tree(TreeName.expiryByID),
-                                 routing: try tree(TreeName.routing), channels: try tree(TreeName.channels),
-                                 grants: grants, indexCatalog: try tree(TreeName.indexCatalog))
+                    let defaults = try Trees.open(tx, prefix: "", meta: meta)
+                    if let from = upgradedFrom, from < 9 { try Self.separateRoleGrants(tx, defaults.grants) }
+                    let catalog = try tree(TreeName.collections)
+                    var named: [(key: [UInt8], number: UInt64, trees: Trees)] = []
+                    for (key, number) in try CollectionCatalog.entries(tx, catalog) {
+                        named.append((key, number, try Trees.open(tx, prefix: CollectionCatalog.treePrefix(number), meta: nil)))
+                    }
+                    return (meta, catalog, defaults, named)
                 }
             }
-            self.trees = trees
             self.uuid = uuid
+            self.meta = opened.meta
+            self.catalog = opened.catalog
             self.revsLimit.store(revsLimit, ordering: .relaxed)
             self.store = store
             self.blobs = try BlobStore(directory: path + "/blobs")
-            try parts.opened(self)
+            let main = DatabaseCore(file: self, trees: opened.default, scope: Scope.defaultScopeName,
+                                    collection: Collection.defaultCollectionName, number: nil)
+            var named: [[UInt8]: DatabaseCore] = [:]
+            for entry in opened.named {
+                guard let (scope, collection) = CollectionCatalog.names(entry.key) else {
+                    throw SetteeError(.corrupted, "a collection catalog key is malformed")
+                }
+                named[entry.key] = DatabaseCore(file: self, trees: entry.trees, scope: scope, collection: collection, number: entry.number)
+            }
+            cores.withLock { $0 = (main, named) }
+            for core in allCores() { try core.parts.opened(core) }
         } catch {
+            cores.withLock { $0 = (nil, [:]) }
             try? store.close()
             throw error
         }
         // Small async writes queued together commit as one batch (group commit).
         worker.setGroupRunner { [unowned self] body in try self.runBatch(body) }
-        parts.ready(self)
+        for core in allCores() { core.parts.ready(core) }
     }
 
-    /// The shared core for `path`, opening it if no other `Database` has.
+    /// The default collection's core.
+    var defaultCore: DatabaseCore {
+        get throws(SetteeError) {
+            guard let core = cores.withLock({ $0.default }) else { throw SetteeError(.notOpen, "the database is closed") }
+            return core
+        }
+    }
+
+    /// Every collection's core, the default one first.
+    func allCores() -> [DatabaseCore] {
+        cores.withLock { c in (c.default.map { [$0] } ?? []) + c.named.values.sorted { $0.fullName < $1.fullName } }
+    }
+
+    /// The core of collection `name` of scope `scope`; nil when the database has none.
+    func core(scope: String, collection name: String) -> DatabaseCore? {
+        if scope == Scope.defaultScopeName && name == Collection.defaultCollectionName { return cores.withLock { $0.default } }
+        return cores.withLock { $0.named[CollectionCatalog.key(scope: scope, collection: name)] }
+    }
+
+    /// The named collections' cores of scope `scope` (every scope when nil), by name.
+    func namedCores(scope: String?) -> [DatabaseCore] {
+        cores.withLock { c in c.named.values.filter { scope == nil || $0.scopeName == scope } }
+            .sorted { $0.fullName < $1.fullName }
+    }
+
+    /// The collection `name` of `scope`, created (with its trees and catalog entry, in one
+    /// transaction) when the database has none.
+    func createCollection(scope: String, name: String) throws -> DatabaseCore {
+        lockForWriting()
+        defer { writeLock.unlock() }
+        if let existing = core(scope: scope, collection: name) { return existing }
+        // The new trees would exist only if the batch commits, and the core at once.
+        guard batchTransaction == nil else {
+            throw SetteeError(.invalidParameter, "a collection is created or deleted outside inBatch")
+        }
+        let key = CollectionCatalog.key(scope: scope, collection: name)
+        let (number, trees) = try translating {
+            try store.write { tx -> (UInt64, Trees) in
+                let n = try tx.withValue(forKey: MetaKey.nextCollection, in: meta) { b throws(SetteeError) -> UInt64 in
+                    guard b.count == 8 else { throw SetteeError(.corrupted, "the collection counter is malformed") }
+                    return UInt64(littleEndian: b.loadUnaligned(as: UInt64.self))
+                } ?? 1
+                guard n < UInt64(UInt32.max) else { throw SetteeError(.tooLarge, "the database has made too many collections") }
+                try tx.put(MetaKey.nextCollection, withUnsafeBytes(of: (n + 1).littleEndian, Array.init), in: meta)
+                try tx.put(key, CollectionCatalog.value(number: n), in: catalog)
+                return (n, try Trees.open(tx, prefix: CollectionCatalog.treePrefix(n), meta: nil))
+            }
+        }
+        let core = DatabaseCore(file: self, trees: trees, scope: scope, collection: name, number: number)
+        try core.parts.opened(core)
+        cores.withLock { $0.named[key] = core }
+        return core
+    }
+
+    /// Deletes the collection `name` of `scope` with its documents and indexes, in one
+    /// transaction; false when the database has none. Its core answers `notOpen` from then on.
+    func deleteCollection(scope: String, name: String) throws -> Bool {
+        guard scope != Scope.defaultScopeName || name != Collection.defaultCollectionName else {
+            throw SetteeError(.invalidParameter, "the default collection cannot be deleted")
+        }
+        lockForWriting()
+        defer { writeLock.unlock() }
+        guard let core = core(scope: scope, collection: name) else { return false }
+        guard batchTransaction == nil else {
+            throw SetteeError(.invalidParameter, "a collection is created or deleted outside inBatch")
+        }
+        let key = CollectionCatalog.key(scope: scope, collection: name)
+        try translating {
+            try store.write { tx in
+                _ = try tx.delete(key, in: catalog)
+                var trees = core.trees.all
+                for index in core.parts.queries.indexSet.withLock({ $0.indexes }) { trees.append(index.tree) }
+                for tree in trees { try tx.removeAll(in: tree) }
+            }
+        }
+        core.dropped.store(true, ordering: .releasing)
+        cores.withLock { _ = $0.named.removeValue(forKey: key) }
+        core.hub.finish()
+        return true
+    }
+
+    /// One pass of the expiry sweeper over every collection; the next due time.
+    private func sweep(asOf now: Date, stopping: () -> Bool) throws -> UInt64? {
+        var next: UInt64?
+        for core in allCores() where !core.dropped.load(ordering: .acquiring) {
+            if stopping() { return nil }
+            if let due = try core.sweep(asOf: now, stopping: stopping) { next = min(next ?? due, due) }
+        }
+        return next
+    }
+
+    /// The shared file for `path`, opening it if no other `Database` has; its default collection.
     static func open(name: String, path: String, configuration: DatabaseConfiguration,
                      openFile: ((String) throws(StorageError) -> any StorageFile)? = nil,
                      clock: (any ExpirationClock)? = nil) throws -> DatabaseCore {
         try registry.withLock { open in
-            if let core = open[path] {
+            if let file = open[path] {
                 // One store, one behaviour: a second configuration would be silently ignored.
-                let differences = configuration.differences(from: core.configuration)
+                let differences = configuration.differences(from: file.configuration)
                 guard differences.isEmpty else {
                     throw SetteeError(.invalidParameter, "the database is already open in this process with "
                                       + differences.joined(separator: ", ") + "; open it with the same configuration or close it first")
                 }
-                core.users += 1
-                return core
+                file.users += 1
+                return try file.defaultCore
             }
-            let core = try DatabaseCore(name: name, path: path, configuration: configuration, openFile: openFile,
+            let file = try DatabaseFile(name: name, path: path, configuration: configuration, openFile: openFile,
                                         clock: clock ?? SystemExpirationClock())
-            core.users = 1
-            open[path] = core
-            core.parts.started(core)
-            return core
+            file.users = 1
+            open[path] = file
+            file.expiry.sweeper.start(name: name) { [unowned file] now, stopping in
+                try file.sweep(asOf: now, stopping: stopping)
+            }
+            return try file.defaultCore
         }
     }
 
@@ -217,39 +346,142 @@ final class DatabaseCore: @unchecked Sendable {
         }
         if last {
             worker.stop()    // queued async writes still run, and find the database closed
-            parts.stopping()   // the sweeper's batch in progress ends first
-            hub.finish()
+            expiry.sweeper.stop()   // the sweeper's batch in progress ends first
+            let all = allCores()
+            for core in all { core.hub.finish() }
             // A compaction still running stops at its next step; wait for it before closing.
             compactionCancelled.store(true, ordering: .relaxed)
             compactionLock.lock()
             defer { compactionLock.unlock() }
             try translating { try store.close() }
+            for core in all { core.dropped.store(true, ordering: .releasing) }
+            cores.withLock { $0 = (nil, [:]) }
         }
     }
 
     static func isOpen(path: String) -> Bool { registry.withLock { $0[path] != nil } }
+
+    /// Takes the write lock, counted in `waitingWriters` while it waits.
+    @inline(__always)
+    func lockForWriting() {
+        waitingWriters.wrappingAdd(1, ordering: .relaxed)
+        writeLock.lock()
+        waitingWriters.wrappingSubtract(1, ordering: .relaxed)
+    }
+
+    /// Runs `body` as one all-or-nothing transaction that saves on this thread join, in any
+    /// collection: each collection's share is its own ``WriteContext`` in the one transaction,
+    /// and each collection's listeners hear of their share once it commits.
+    func runBatch(_ body: () throws -> Void) throws {
+        lockForWriting()
+        defer { writeLock.unlock() }
+        if batchTransaction != nil { return try body() }   // a batch inside a batch joins it
+        var contexts: [WriteContext] = []
+        try translating {
+            try store.write { tx in
+                batchTransaction = tx
+                batchThread.withLock { $0 = pthread_self() }
+                batchOpen.store(true, ordering: .releasing)
+                defer {
+                    batchTransaction = nil
+                    batchContexts = []
+                    batchThread.withLock { $0 = nil }
+                    batchOpen.store(false, ordering: .releasing)
+                }
+                try body()
+                for c in batchContexts { try c.flush() }
+                contexts = batchContexts
+            }
+        }
+        for c in contexts { c.core.published(c) }
+    }
+}
+
+/// One collection of an open database: its trees, its listeners and validations, and the parts
+/// that keep records beside its documents (``DatabaseParts``: routing, indexes, expiry), which
+/// it knows only as commit participants. The default collection's core is what `Database`
+/// reads and writes; a named collection's is what its ``Collection`` does. Everything else
+/// (the store, the writer lock, the open batch) is the ``DatabaseFile``'s.
+final class DatabaseCore: @unchecked Sendable {
+    let file: DatabaseFile
+    let trees: Trees
+    let scopeName: String
+    let collectionName: String
+    /// The collection's number in the catalog; nil for the default collection.
+    let number: UInt64?
+    let hub = ChangeHub()
+    let validations = Mutex<[(name: String, body: Validation)]>([])
+    /// What keeps records beside the documents (channels and grants, indexes, expiry), each
+    /// taking part in every commit as a ``CommitParticipant``.
+    let parts: DatabaseParts
+    /// Set when the collection is deleted or the database closes: its handles answer
+    /// `notOpen`.
+    let dropped = Atomic<Bool>(false)
+    /// Where background failures go: swift-log, label `settee` (an application routes it with
+    /// `LoggingSystem.bootstrap`).
+    static let logger = Logger(label: "settee")
+
+    init(file: DatabaseFile, trees: Trees, scope: String, collection: String, number: UInt64?) {
+        self.file = file
+        self.trees = trees
+        self.scopeName = scope
+        self.collectionName = collection
+        self.number = number
+        self.parts = DatabaseParts(routing: ChannelRouting(), queries: QueryEngineState(), expiry: file.expiry)
+    }
+
+    /// `scope.collection`.
+    var fullName: String { scopeName + "." + collectionName }
+    var isDefault: Bool { number == nil }
+    /// The prefix of the names of the trees this collection makes (its indexes'): none for the
+    /// default collection.
+    var treePrefix: String { number.map(CollectionCatalog.treePrefix) ?? "" }
+
+    /// Whether a query's `FROM source` names this collection: `_`, `_default`,
+    /// `_default._default` or the database's name for the default one; `scope.collection` for a
+    /// named one (or `collection` alone in the default scope, or as QueryBuilder names it).
+    func isNamed(bySource source: String) -> Bool {
+        if isDefault { return source == "_" || source == "_default" || source == "_default._default" || source == name }
+        return source == fullName || source == collectionName
+    }
+
+    var name: String { file.name }
+    var path: String { file.path }
+    var configuration: DatabaseConfiguration { file.configuration }
+    var clock: any ExpirationClock { file.clock }
+    var store: Store { file.store }
+    var blobs: BlobStore { file.blobs }
+    var uuid: [UInt8] { file.uuid }
+    var worker: DatabaseWorker { file.worker }
+    var writeLock: NSRecursiveLock { file.writeLock }
+    var compactionLock: NSLock { file.compactionLock }
+    var maxRevTreeDepth: Int { file.revsLimit.load(ordering: .relaxed) }
+
+    static func open(name: String, path: String, configuration: DatabaseConfiguration,
+                     openFile: ((String) throws(StorageError) -> any StorageFile)? = nil,
+                     clock: (any ExpirationClock)? = nil) throws -> DatabaseCore {
+        try DatabaseFile.open(name: name, path: path, configuration: configuration, openFile: openFile, clock: clock)
+    }
+
+    static func isOpen(path: String) -> Bool { DatabaseFile.isOpen(path: path) }
+
+    /// Drops one user of the file; the last one closes it.
+    func release() throws { try file.release() }
 
     // MARK: - Transactions
 
     /// Runs `body` in the open batch (same thread) or in a transaction of its own, then tells
     /// listeners what committed.
     func write<R>(_ body: (WriteContext) throws -> R) throws -> R {
-        lockForWriting()
+        file.lockForWriting()
         defer { writeLock.unlock() }
         return try writeHoldingLock(body)
     }
 
-    /// Takes the write lock, counted in `waitingWriters` while it waits.
-    @inline(__always)
-    private func lockForWriting() {
-        waitingWriters.wrappingAdd(1, ordering: .relaxed)
-        writeLock.lock()
-        waitingWriters.wrappingSubtract(1, ordering: .relaxed)
-    }
-
     /// `write` once the lock is held.
     func writeHoldingLock<R>(_ body: (WriteContext) throws -> R) throws -> R {
-        if let batch { return try body(batch) }
+        if let batch = try batchContext() { return try body(batch) }
+        guard !dropped.load(ordering: .acquiring) else { throw Self.droppedError(self) }
         var context: WriteContext?
         let result = try translating {
             try store.write { tx in
@@ -260,51 +492,41 @@ final class DatabaseCore: @unchecked Sendable {
                 return r
             }
         }
-        if let context {
-            publish(context)
-            compactIfWorthwhile(deadBytes: context.deadBytes)
-        }
+        if let context { published(context) }
         return result
     }
 
-    /// Runs `body` as one all-or-nothing transaction that saves on this thread join.
-    func runBatch(_ body: () throws -> Void) throws {
-        lockForWriting()
-        defer { writeLock.unlock() }
-        if batch != nil { return try body() }   // a batch inside a batch joins it
-        var context: WriteContext?
-        try translating {
-            try store.write { tx in
-                let c = try WriteContext(core: self, tx: tx)
-                context = c
-                batch = c
-                batchThread.withLock { $0 = pthread_self() }
-                batchOpen.store(true, ordering: .releasing)
-                defer {
-                    batch = nil
-                    batchThread.withLock { $0 = nil }
-                    batchOpen.store(false, ordering: .releasing)
-                }
-                try body()
-                try c.flush()
-            }
-        }
-        if let context {
-            publish(context)
-            compactIfWorthwhile(deadBytes: context.deadBytes)
-        }
+    /// This collection's context in the open batch, made when the batch first needs it; nil
+    /// when no batch is open. Caller holds the write lock (the batch's thread does).
+    func batchContext() throws -> WriteContext? {
+        guard let tx = file.batchTransaction else { return nil }
+        if let c = file.batchContexts.first(where: { $0.core === self }) { return c }
+        guard !dropped.load(ordering: .acquiring) else { throw Self.droppedError(self) }
+        let c = try translating { try WriteContext(core: self, tx: tx) }
+        file.batchContexts.append(c)
+        return c
     }
 
-    /// Tells the participants, then listeners, what committed.
-    private func publish(_ c: WriteContext) {
+    static func droppedError(_ core: DatabaseCore) -> SetteeError {
+        core.isDefault ? SetteeError(.notOpen, "the database is closed")
+            : SetteeError(.notOpen, "the collection \(core.fullName) was deleted, or its database closed")
+    }
+
+    /// Runs `body` as one all-or-nothing transaction of the whole database.
+    func runBatch(_ body: () throws -> Void) throws { try file.runBatch(body) }
+
+    /// Tells the participants, then listeners, what committed; starts a compaction when the
+    /// dead space calls for one.
+    func published(_ c: WriteContext) {
         for p in c.participants.all { p.didCommit(c) }
         hub.publish(DatabaseChange(database: name, changes: c.changes))
+        compactIfWorthwhile(deadBytes: c.deadBytes)
     }
 
     /// Runs `body` on a snapshot, or on the batch's transaction when called from inside a batch.
     func read<R>(_ body: (any StoreReading) throws -> R) throws -> R {
-        if let b = batchOnThisThread() {
-            return try translating { try body(b.tx) }
+        if let tx = batchTransactionOnThisThread() {
+            return try translating { try body(tx) }
         }
         return try translating { try store.read { tx in try body(tx) } }
     }
@@ -313,18 +535,24 @@ final class DatabaseCore: @unchecked Sendable {
     /// it is specialized (no existential dispatch, no runtime generic metadata lookups).
     @inline(__always)
     func read<R>(snapshot: (ReadTransaction) throws -> R, batch: (WriteTransaction) throws -> R) throws -> R {
-        if let b = batchOnThisThread() {
-            return try translating { try batch(b.tx) }
+        if let tx = batchTransactionOnThisThread() {
+            return try translating { try batch(tx) }
         }
         return try translating { try store.read(snapshot) }
     }
 
-    /// The open batch when called from the thread running it (its counters are not flushed to
-    /// the meta tree until it commits).
-    func batchOnThisThread() -> WriteContext? {
-        guard batchOpen.load(ordering: .acquiring) else { return nil }
-        guard let t = batchThread.withLock({ $0 }), pthread_equal(t, pthread_self()) != 0 else { return nil }
-        return batch
+    /// The open batch's transaction when called from the thread running it.
+    func batchTransactionOnThisThread() -> WriteTransaction? {
+        guard file.batchOpen.load(ordering: .acquiring) else { return nil }
+        guard let t = file.batchThread.withLock({ $0 }), pthread_equal(t, pthread_self()) != 0 else { return nil }
+        return file.batchTransaction
+    }
+
+    /// This collection's share of the open batch when called from the thread running it (its
+    /// counters are not flushed to the meta tree until it commits).
+    func batchOnThisThread() throws -> WriteContext? {
+        guard batchTransactionOnThisThread() != nil else { return nil }
+        return try batchContext()
     }
 
     // MARK: - Reading documents

@@ -20,6 +20,88 @@ enum TreeName {
     static let grants = "doc.grants"
     /// Index name → ``IndexDefinition`` (format 8); each index's entries are in a tree of its own.
     static let indexCatalog = "idx.catalog"
+    /// Scope ‖ 0 ‖ collection → the collection's number (format 11; ``CollectionCatalog``).
+    static let collections = "db.collections"
+
+    /// Whether `name` is a collection's by-ID tree (the default collection's or a named one's):
+    /// compaction rewrites these document by document.
+    static func isByID(_ name: String) -> Bool {
+        name == byID || (name.hasPrefix("c") && name.hasSuffix("." + byID) && CollectionCatalog.number(ofTree: name) != nil)
+    }
+
+    /// Whether `name` is a collection's counters tree.
+    static func isMeta(_ name: String) -> Bool {
+        name == meta || (name.hasSuffix("." + meta) && CollectionCatalog.number(ofTree: name) != nil)
+    }
+}
+
+/// The catalog of named collections (`db.collections`, format 11). A named collection's trees
+/// are today's tree names after `c<number>.`, so the default collection keeps the names it
+/// always had and a database written before collections is that collection as it is. Numbers
+/// are never reused: a deleted collection's trees are emptied, and one created again with the
+/// same name gets new ones.
+///
+/// ```
+/// key:   scope UTF-8 | 0 | collection UTF-8
+/// value: number u64 (little endian, 1 or more)
+/// ```
+enum CollectionCatalog {
+    static func key(scope: String, collection: String) -> [UInt8] {
+        Array(scope.utf8) + [0] + Array(collection.utf8)
+    }
+
+    /// The scope and collection of a key; nil when malformed.
+    static func names(_ key: [UInt8]) -> (scope: String, collection: String)? {
+        guard let zero = key.firstIndex(of: 0), zero > 0, zero < key.count - 1,
+              let scope = String(validating: key[..<zero], as: UTF8.self),
+              let collection = String(validating: key[(zero + 1)...], as: UTF8.self),
+              (try? Database.checkKeyspaceName(scope, of: "scope")) != nil,
+              (try? Database.checkKeyspaceName(collection, of: "collection")) != nil,
+              !(scope == Scope.defaultScopeName && collection == Collection.defaultCollectionName)
+        else { return nil }
+        return (scope, collection)
+    }
+
+    static func value(number: UInt64) -> [UInt8] { withUnsafeBytes(of: number.littleEndian, Array.init) }
+
+    static func treePrefix(_ number: UInt64) -> String { "c\(number)." }
+
+    /// The collection number a tree name starts with (`c12.doc.by-id` → 12).
+    static func number(ofTree name: String) -> UInt64? {
+        let u = name.utf8
+        guard u.first == UInt8(ascii: "c"), let dot = u.firstIndex(of: UInt8(ascii: ".")) else { return nil }
+        let digits = u[u.index(after: u.startIndex) ..< dot]
+        guard !digits.isEmpty, digits.count <= 10, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return UInt64(String(decoding: digits, as: UTF8.self))
+    }
+
+    /// Every entry, in key order.
+    static func entries(_ tx: some StoreReading, _ catalog: Tree) throws -> [(key: [UInt8], number: UInt64)] {
+        var out: [(key: [UInt8], number: UInt64)] = []
+        try tx.forEach(in: catalog, from: nil, reverse: false) { k, v in
+            guard v.count == 8 else { throw SetteeError(.corrupted, "a collection catalog entry is malformed") }
+            let n = UInt64(littleEndian: v.loadUnaligned(as: UInt64.self))
+            guard n >= 1, n < UInt64(UInt32.max) else { throw SetteeError(.corrupted, "a collection number is out of range") }
+            out.append((Array(k), n))
+            return true
+        }
+        return out
+    }
+}
+
+extension WriteTransaction {
+    /// Deletes every key of `tree`, a slice at a time (the tree itself stays, empty).
+    func removeAll(in tree: Tree) throws {
+        while true {
+            var keys: [[UInt8]] = []
+            try forEach(in: tree, from: nil, reverse: false) { k, _ in
+                keys.append(Array(k))
+                return keys.count < 8192
+            }
+            if keys.isEmpty { return }
+            for k in keys { _ = try delete(k, in: tree) }
+        }
+    }
 }
 
 /// Keys of the `db.meta` tree.
@@ -37,6 +119,8 @@ enum MetaKey {
     /// endian), which then wins over ``DatabaseConfiguration/maxRevTreeDepth``; absent: the
     /// configuration's.
     static let revsLimit = Array("revs".utf8)
+    /// The number the next named collection takes (format 11; database-wide, in `db.meta`).
+    static let nextCollection = Array("coln".utf8)
 }
 
 /// Document-level flags, shared by the by-ID and by-sequence values.

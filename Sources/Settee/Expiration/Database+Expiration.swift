@@ -99,6 +99,6 @@ extension Database {
     /// db.waitForExpirySweeper()
     /// ```
     package func waitForExpirySweeper() {
-        core.parts.expiry.sweeper.alarm.settle()
+        core.file.expiry.sweeper.alarm.settle()
     }
 }

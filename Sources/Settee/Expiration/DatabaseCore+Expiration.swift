@@ -18,7 +18,7 @@ extension DatabaseCore {
         // Inside a batch the index is the batch's own; otherwise a snapshot read tells whether
         // anything is due before the write lock is taken.
         func due() throws -> Bool {
-            if batchOnThisThread() != nil { return true }
+            if batchTransactionOnThisThread() != nil { return true }
             guard let next = try nextDue() else { return false }
             return next <= seconds
         }
@@ -76,9 +76,9 @@ extension DatabaseCore {
     /// Between two batches: lets writers that wait for the lock take it first (a lock is not
     /// fair; the sweeper would otherwise take it back at once). Bounded to about 2 ms.
     func yieldToWriters() {
-        if batchOnThisThread() != nil { return }
+        if batchTransactionOnThisThread() != nil { return }
         var rounds = 0
-        while waitingWriters.load(ordering: .relaxed) > 0 && rounds < 40 {
+        while file.waitingWriters.load(ordering: .relaxed) > 0 && rounds < 40 {
             usleep(50)
             rounds += 1
         }

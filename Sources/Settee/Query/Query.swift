@@ -34,7 +34,22 @@ extension Database {
     ///   making sense, ``SetteeError/Code/notOpen``.
     public func createQuery(_ text: String) throws -> Query {
         try checkOpen()
-        return Query(database: self, statement: try SQLParser.parse(text))
+        let statement = try SQLParser.parse(text)
+        return Query(database: try queryTarget(statement.source), statement: statement)
+    }
+
+    /// The object whose documents `FROM source` reads: this one when it is the source
+    /// (``DatabaseCore/isNamed(bySource:)``), else the collection `scope.collection` (or
+    /// `collection` of the default scope) of this database when it has one; else this one,
+    /// whose run then says there is no such source.
+    func queryTarget(_ source: String) throws -> Database {
+        if core.isNamed(bySource: source) { return self }
+        let parts = source.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count <= 2 else { return self }
+        let (scope, name) = parts.count == 2 ? (parts[0], parts[1]) : (Scope.defaultScopeName, parts[0])
+        guard (try? Self.checkKeyspaceName(scope, of: "scope")) != nil, (try? Self.checkKeyspaceName(name, of: "collection")) != nil,
+              let collection = try base.collection(name: name, scope: scope) else { return self }
+        return collection.store
     }
 }
 

@@ -71,8 +71,9 @@ struct QueryExecutor {
     func stream(_ emit: @escaping (Row) throws -> Bool) throws { _ = try runCollecting(emit: emit, collecting: false) }
 
     private func runCollecting(emit: ((Row) throws -> Bool)?, collecting: Bool) throws -> (rows: [Row], matched: [String]) {
-        guard ["_", "_default", "_default._default", database.name].contains(statement.source) else {
-            throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _, _default._default or the database's name)")
+        guard database.core.isNamed(bySource: statement.source) else {
+            throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _, _default._default, "
+                              + "the database's name, or scope.collection of a collection it has)")
         }
         let limit = try count(statement.limit, "LIMIT")
         let offset = try count(statement.offset, "OFFSET") ?? 0

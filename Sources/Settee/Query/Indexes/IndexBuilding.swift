@@ -54,7 +54,7 @@ extension DatabaseCore {
     /// Runs a change of the catalog as a transaction of its own, then gives writers the new
     /// set of indexes before the write lock is released, so no commit misses an index.
     func changingIndexes<R>(_ body: (WriteContext) throws -> R) throws -> R {
-        guard batchOnThisThread() == nil else {
+        guard batchTransactionOnThisThread() == nil else {
             throw SetteeError(.invalidParameter, "indexes are created and deleted outside inBatch")
         }
         writeLock.lock()
@@ -241,7 +241,7 @@ extension DatabaseCore {
         var steps = 1
         var current = try readBuildRun(index, after: nil, steps: steps)
         while true {
-            if compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
+            if file.compactionCancelled.load(ordering: .relaxed) { throw SetteeError(.cancelled, "index build stopped: the database is closing") }
             // The next run is read while this one is written.
             var next: (run: BuildRun, finished: DispatchSemaphore)?
             if !current.ended, let last = current.steps.last?.last {
@@ -293,7 +293,7 @@ extension DatabaseCore {
         let cursor = StepCursor(after: after)
         DispatchQueue.concurrentPerform(iterations: min(Self.buildReaders, steps)) { _ in
             do {
-                while !compactionCancelled.load(ordering: .relaxed), try readBuildStep(index, cursor: cursor, limit: steps) {}
+                while !file.compactionCancelled.load(ordering: .relaxed), try readBuildStep(index, cursor: cursor, limit: steps) {}
             } catch {
                 cursor.lock.withLock { if cursor.failure == nil { cursor.failure = error } }
             }
@@ -411,7 +411,7 @@ extension WriteContext {
         } else {
             let n = try core.counter(tx, MetaKey.nextIndexTree)
             try tx.put(MetaKey.nextIndexTree, withUnsafeBytes(of: (n + 1).littleEndian, Array.init), in: trees.meta)
-            d.treeName = "idx.\(n)"
+            d.treeName = core.treePrefix + "idx.\(n)"
             _ = try tx.tree(named: d.treeName) ?? tx.createTree(named: d.treeName)
         }
         d.state = .building
@@ -429,17 +429,7 @@ extension WriteContext {
     }
 
     /// Deletes every entry of `tree`, a slice at a time.
-    func clearTree(_ tree: Tree) throws {
-        while true {
-            var keys: [[UInt8]] = []
-            try tx.forEach(in: tree, from: nil, reverse: false) { k, _ in
-                keys.append(Array(k))
-                return keys.count < 8192
-            }
-            if keys.isEmpty { return }
-            for k in keys { try tx.delete(k, in: tree) }
-        }
-    }
+    func clearTree(_ tree: Tree) throws { try tx.removeAll(in: tree) }
 }
 
 extension DatabaseCore {

@@ -56,7 +56,7 @@ public enum DataSource {
     ///     .from(DataSource.collection(try db.defaultCollection()))   // results under "_default"
     /// ```
     public static func collection(_ collection: Collection) -> any DataSourceAs {
-        DatabaseSource(database: collection.database, name: collection.name, alias: nil)
+        DatabaseSource(database: collection.store, name: collection.name, alias: nil)
     }
 }
 
