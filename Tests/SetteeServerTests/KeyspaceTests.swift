@@ -97,3 +97,82 @@ import Testing
         }
     }
 }
+
+/// Named collections served as Sync Gateway 3 serves them: each with its own sync function,
+/// documents, feeds and indexes, channels and grants of its own; users and security are the
+/// database's.
+@Suite struct NamedKeyspaceTests {
+    static let config = """
+        {"databases": {"db": {"server": "walrus:",
+          "users": {"GUEST": {"disabled": true}, "alice": {"password": "pw", "admin_channels": ["red"]},
+                    "bob": {"password": "pw"}},
+          "scopes": {"store": {"collections": {
+              "lists": {"sync": `function(doc) { channel("list-" + doc.owner); access(doc.owner, "list-" + doc.owner); }`},
+              "tasks": {}}}}}}}
+        """
+
+    @Test func theConfigurationNamesEachCollectionsSyncFunction() throws {
+        let config = try ServerConfiguration(json: Self.config)
+        let db = try #require(config.databases["db"])
+        #expect(db.collections.keys.sorted() == ["store.lists", "store.tasks"])
+        #expect(db.collections["store.lists"]?.sync?.contains("access(doc.owner") == true)
+        #expect(db.collections["store.tasks"]?.sync == nil)
+        #expect(db.sync == nil)
+        // A function that does not compile stops the start, naming where it is given.
+        let broken = try ServerConfiguration(json: """
+            {"databases": {"db": {"server": "walrus:", "scopes": {"store": {"collections": {"tasks": {"sync": "function(doc) {"}}}}}}}
+            """)
+        do {
+            _ = try SetteeServer(configuration: broken)
+            Issue.record("a sync function that does not compile was taken")
+        } catch let e as ConfigurationError {
+            #expect(e.path == "databases.db.scopes.store.collections.tasks.sync", "\(e)")
+        }
+    }
+
+    @Test func namedCollectionsAreServedApart() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { user, admin in
+            // The admin writes into each collection; the same ID is three documents.
+            for path in ["/db/same", "/db.store.lists/same", "/db.store.tasks/same"] {
+                let r = try await admin.send(.put, path, json: #"{"owner": "alice", "channels": ["red"], "at": "\#(path)"}"#)
+                #expect(r.status == .created, "\(path): \(r.text)")
+            }
+            let bobs = try await admin.send(.put, "/db.store.lists/bobs", json: #"{"owner": "bob"}"#)
+            #expect(bobs.status == .created, "\(bobs.text)")
+            for path in ["/db/same", "/db.store.lists/same", "/db.store.tasks/same"] {
+                #expect(try await admin.send(.get, path)["at"]?.stringValue == path)
+            }
+            #expect(try await admin.send(.get, "/db.store.lists")["doc_count"] == 2)
+            #expect(try await admin.send(.get, "/db.store.tasks")["db_name"]?.stringValue == "db.store.tasks")
+            #expect(try await admin.send(.get, "/db")["doc_count"] == 1)
+            // A collection's path neither creates, deletes nor posts.
+            #expect(try await admin.send(.delete, "/db.store.lists").status == .methodNotAllowed)
+            #expect(try await admin.send(.post, "/db.store.lists", json: "{}").status == .methodNotAllowed)
+
+            let alice = basic("alice", "pw")
+            let bob = basic("bob", "pw")
+            // lists: its sync function granted alice her lists and bob his; alice's admin
+            // channel `red` is the default collection's only.
+            #expect(try await user.send(.get, "/db.store.lists/_all_docs", headers: alice).rowIDs == ["same"])
+            #expect(try await user.send(.get, "/db.store.lists/_all_docs", headers: bob).rowIDs == ["bobs"])
+            #expect(try await user.send(.get, "/db.store.lists/bobs", headers: alice).status == .notFound)
+            // tasks: the default sync function routes to `red`, which nobody was granted here.
+            #expect(try await user.send(.get, "/db.store.tasks/_all_docs", headers: alice).rowIDs == [])
+            #expect(try await user.send(.get, "/db.store.tasks/same", headers: alice).status == .notFound)
+            #expect(try await user.send(.get, "/db/_all_docs", headers: alice).rowIDs == ["same"])
+            // Changes feeds are the collection's own.
+            let feed = try await user.send(.get, "/db.store.lists/_changes", headers: alice)
+            #expect((feed["results"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue } == ["same"], "\(feed.text)")
+            // A user's write goes through the collection's sync function.
+            let write = try await user.send(.put, "/db.store.lists/alices2", json: #"{"owner": "alice"}"#, headers: alice)
+            #expect(write.status == .created, "\(write.text)")
+            #expect(try await user.send(.get, "/db.store.lists/_all_docs", headers: alice).rowIDs == ["alices2", "same"])
+            #expect(try await admin.send(.get, "/db/alices2").status == .notFound)
+            // Wrong password, unknown user, a collection not served.
+            #expect(try await user.send(.get, "/db.store.lists/_all_docs", headers: basic("alice", "no")).status == .unauthorized)
+            #expect(try await user.send(.get, "/db.store.other/x", headers: alice).status == .notFound)
+        }
+    }
+}

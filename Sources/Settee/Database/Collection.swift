@@ -55,6 +55,15 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     /// an object over the collection's own trees for a named one (``Database/owner``).
     let store: Database
 
+    /// The collection as a `Database` object over its documents alone: every document, query,
+    /// index, listener and replication call of `Database` reads and writes this collection.
+    /// What the sync server serves a keyspace with, and the replicator replicates.
+    ///
+    /// ```swift
+    /// let count = try collection.documents.count
+    /// ```
+    @_spi(Server) @_spi(Replication) public var documents: Database { store }
+
     init(name: String, scope: Scope, store: Database) {
         self.name = name
         self.scope = scope

@@ -129,8 +129,9 @@ extension Database {
     /// if report.problems.contains(where: \.isRepairable) { print(try db.check(repair: true)) }
     /// ```
     ///
-    /// The engine's own check (every node and value's checksum and structure) is separate: it
-    /// runs on the store, `settee check` runs both.
+    /// Every named collection is checked after the default one; what is found in one names it
+    /// (`in collection store.tasks: …`). The engine's own check (every node and value's checksum
+    /// and structure) is separate: it runs on the store, `settee check` runs both.
     ///
     /// - Throws: only when the check cannot run (closed database, I/O); damage is reported, not
     ///   thrown.
@@ -199,6 +200,20 @@ extension Database {
             for id in repairable where try repairTree(id) { report.repaired.append(id) }
             // After the documents: an index is rebuilt from what they hold once repaired.
             for name in drifted { try core.repairIndex(name: name) }
+        }
+        // The database's check is every collection's: a named one's findings say where they are.
+        if owner == nil {
+            for collection in core.file.namedCores(scope: nil) {
+                let sub = try Database(collection: collection, of: self).check(repair: repair)
+                report.documents += sub.documents
+                report.revisions += sub.revisions
+                report.problems += sub.problems.map { p in
+                    var p = p
+                    p.message = "in collection \(collection.fullName): " + p.message
+                    return p
+                }
+                report.repaired += sub.repaired
+            }
         }
         return report
     }

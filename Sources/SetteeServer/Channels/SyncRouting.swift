@@ -39,13 +39,18 @@ final class RoutingState: Sendable {
 
     /// Compiles the configured sync function: a syntax error stops the start, naming the
     /// function and the line.
-    init(config: ServerConfiguration.DatabaseConfig, engine: ScriptEngine, database name: String) throws {
+    convenience init(config: ServerConfiguration.DatabaseConfig, engine: ScriptEngine, database name: String) throws {
+        try self.init(sync: config.sync, engine: engine, path: "databases.\(name).sync")
+    }
+
+    /// `path`: where the configuration gives the function, for the error.
+    init(sync source: String?, engine: ScriptEngine, path: String) throws {
         self.engine = engine
-        if let source = config.sync, source.trimmingCharacters(in: .whitespacesAndNewlines) != SyncFunction.defaultSource {
+        if let source, source.trimmingCharacters(in: .whitespacesAndNewlines) != SyncFunction.defaultSource {
             do {
                 sync = try SyncFunction(source: source, engine: engine)
             } catch {
-                throw ConfigurationError(path: "databases.\(name).sync", message: "\(error)")
+                throw ConfigurationError(path: path, message: "\(error)")
             }
         } else {
             sync = nil

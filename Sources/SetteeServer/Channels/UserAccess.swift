@@ -221,8 +221,11 @@ extension ServedDatabase {
         access.grant("!", since: 0)
         let database = self.database
         let record = try principals.userRecord(named: name)
-        // Channels: the user's admin channels, with their history.
-        for (c, span) in record?.history.channels ?? [:] {
+        // Channels: the user's admin channels, with their history. As in Sync Gateway 3, a
+        // user's and a role's `admin_channels` are the default collection's: a named
+        // collection's channels come from its own sync function's grants.
+        let adminChannels = parent == nil
+        for (c, span) in adminChannels ? record?.history.channels ?? [:] : [:] {
             if let r = span.revoked { access.revoke(c, at: r) } else { access.grant(c, since: span.granted) }
         }
         // A signed-up user's name may have been granted things before it existed: not its.
@@ -246,7 +249,7 @@ extension ServedDatabase {
         access.roles = roles
         func roleChannels(_ role: String) throws -> [(String, UInt64, UInt64?)] {
             let history = try principals.roleRecord(named: role)?.history ?? principals.formerRole(named: role)?.history ?? GrantHistory()
-            var out: [(String, UInt64, UInt64?)] = history.channels.map { ($0.key, $0.value.granted, $0.value.revoked) }
+            var out: [(String, UInt64, UInt64?)] = adminChannels ? history.channels.map { ($0.key, $0.value.granted, $0.value.revoked) } : []
             for g in try database.grants(to: role, kind: .roleChannels) {
                 out.append((g.name, g.isRevoked ? 0 : g.sequence, g.isRevoked ? g.sequence : nil))
             }

@@ -193,6 +193,39 @@ public struct ServerConfiguration: Sendable, Equatable {
         /// db.allowSignUp = true
         /// ```
         public var allowSignUp = false
+        /// The named collections the database serves, by `scope.collection` (Sync Gateway 3's
+        /// `scopes.<scope>.collections.<collection>`), each with its sync function (nil: the
+        /// default one). Each is made when the database opens, and served at
+        /// `/{db}.{scope}.{collection}/…`; the default collection is the database itself.
+        ///
+        /// ```swift
+        /// db.collections["store.tasks"] = .init(sync: "function(doc) { channel(doc.list); }")
+        /// ```
+        public var collections: [String: CollectionConfig] = [:]
+
+        /// One named collection's configuration.
+        ///
+        /// ```swift
+        /// let tasks = ServerConfiguration.DatabaseConfig.CollectionConfig(sync: nil)
+        /// ```
+        ///
+        /// - Note: A value type; safe to share between threads.
+        public struct CollectionConfig: Sendable, Equatable {
+            /// The collection's sync function; nil: Sync Gateway's default,
+            /// `function(doc, oldDoc) { channel(doc.channels); }`.
+            ///
+            /// ```swift
+            /// tasks.sync = "function(doc) { channel(doc.list); }"
+            /// ```
+            public var sync: String?
+
+            /// A collection with `sync` as its sync function.
+            ///
+            /// ```swift
+            /// let c = ServerConfiguration.DatabaseConfig.CollectionConfig(sync: "function(doc) { channel(doc.list); }")
+            /// ```
+            public init(sync: String? = nil) { self.sync = sync }
+        }
 
         /// A database stored at `server` (`"walrus:"` or a directory).
         ///
@@ -454,10 +487,12 @@ public struct ServerConfiguration: Sendable, Equatable {
                 db.sync = source
             case "scopes":
                 // Sync Gateway 3's keyspaces: `scopes.<scope>.collections.<collection>`.
-                if let sync = try scopes(k) {
+                let (sync, named) = try scopes(k)
+                if let sync {
                     if db.sync != nil { throw ConfigurationError(path: k.path, message: "the default collection's sync function is given twice (here and in sync)") }
                     db.sync = sync
                 }
+                db.collections = named
             default: throw ConfigurationError(path: k.path, message: "unknown key")
             }
         }
@@ -465,10 +500,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     /// Sync Gateway 3's `scopes` of a database: the default collection's sync function, if it
-    /// gives one. A database serves its default collection only (`_default._default`): another
-    /// collection is an error, its names checked as Couchbase Lite checks them.
-    static func scopes(_ r: ConfigReader) throws(ConfigurationError) -> String? {
+    /// gives one, and the named collections by `scope.collection`, their names checked as
+    /// Couchbase Lite checks them.
+    static func scopes(_ r: ConfigReader) throws(ConfigurationError) -> (String?, [String: DatabaseConfig.CollectionConfig]) {
         var sync: String?
+        var named: [String: DatabaseConfig.CollectionConfig] = [:]
         for (scopeName, sv) in try r.object() {
             let scope = r.child(scopeName, sv)
             do { try Database.checkKeyspaceName(scopeName, of: "scope") } catch { throw ConfigurationError(path: scope.path, message: error.message) }
@@ -478,9 +514,8 @@ public struct ServerConfiguration: Sendable, Equatable {
                 for (name, v) in try collections.object() {
                     let collection = collections.child(name, v)
                     do { try Database.checkKeyspaceName(name, of: "collection") } catch { throw ConfigurationError(path: collection.path, message: error.message) }
-                    guard scopeName == Scope.defaultScopeName && name == Collection.defaultCollectionName else {
-                        throw ConfigurationError(path: collection.path, message: "a database serves its default collection (_default._default) only")
-                    }
+                    let isDefault = scopeName == Scope.defaultScopeName && name == Collection.defaultCollectionName
+                    var config = DatabaseConfig.CollectionConfig()
                     for (ck, value) in try collection.object() {
                         let c = collection.child(ck, value)
                         guard ck == "sync" else { throw ConfigurationError(path: c.path, message: "unknown key") }
@@ -488,12 +523,13 @@ public struct ServerConfiguration: Sendable, Equatable {
                         guard !source.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                             throw ConfigurationError(path: c.path, message: "empty: a JavaScript function, or leave the key out for the default")
                         }
-                        sync = source
+                        config.sync = source
                     }
+                    if isDefault { sync = config.sync } else { named[scopeName + "." + name] = config }
                 }
             }
         }
-        return sync
+        return (sync, named)
     }
 
     /// A role's keys.

@@ -54,7 +54,7 @@ extension CouchAPI {
     /// counts and no sizes (they would tell it how much it cannot see; counting what it may read
     /// would cost a read of its channels per request). `update_seq` is the database's, as every
     /// feed's `last_seq` already tells it.
-    private func databaseInfo(_ db: ServedDatabase, reader: Reader) throws -> Response {
+    func databaseInfo(_ db: ServedDatabase, reader: Reader) throws -> Response {
         let stats = try db.database.statistics
         let seq = stats.lastSequence
         var info: [String: JSONValue] = [

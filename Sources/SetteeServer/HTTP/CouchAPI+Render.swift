@@ -110,7 +110,7 @@ extension CouchAPI {
             "form": .object(form),
             "cookie": .object([:]),
             "userCtx": RoutingState.userContext(writer, database: db.name),
-            "secObj": db.security.withLock { $0.json },
+            "secObj": db.securityObject.json,
         ]
     }
 

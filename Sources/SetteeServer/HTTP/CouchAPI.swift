@@ -40,6 +40,8 @@ struct CouchAPI: HTTPResponder {
         /// A keyspace path's collection that the database does not have (`db.store.tasks`):
         /// answered 404 to whoever may read the database, as the database's own answer otherwise.
         var missingKeyspace: String?
+        /// A keyspace path's named collection that is served: the request is its.
+        var keyspace: ServedDatabase?
 
         /// The request's body, at most `limit` bytes, its reading timed.
         mutating func collectBody(upTo limit: Int) async throws -> ByteBuffer {
@@ -234,7 +236,13 @@ struct CouchAPI: HTTPResponder {
             principal = .user(User.guestName)
         }
         var call = Call(request: request, path: path, query: query, principal: principal, started: .now, bodyTime: bodyTime)
-        if let keyspace, !keyspace.isDefault { call.missingKeyspace = keyspace.name }
+        if let keyspace, !keyspace.isDefault {
+            if let served = server.database(named: keyspace.database)?.collection(scope: keyspace.scope, name: keyspace.collection) {
+                call.keyspace = served
+            } else {
+                call.missingKeyspace = keyspace.name
+            }
+        }
         call.administrator = administrator
         call.client = client
         if case .user = principal { call.verifiedIn = authentication.verifiedIn }
@@ -286,8 +294,14 @@ struct CouchAPI: HTTPResponder {
             try requireUser(call, db)
             throw CouchError.notFound("keyspace \(missing) not found")
         }
+        if let collection = call.keyspace, path.count == 1 {
+            // A collection's path does not create or delete it, nor post to it.
+            try allow(method, [.get, .head])
+            try requireUser(call, collection)
+            return try databaseInfo(collection, reader: try Reader(collection, call.principal))
+        }
         if path.count == 1 { return try await databaseRoot(&call, name: first) }
-        guard let db = server.database(named: first) else { throw missingDatabase(call) }
+        guard let db = call.keyspace ?? server.database(named: first) else { throw missingDatabase(call) }
         let rest = Array(path.dropFirst())
         // Logging in is open to anyone; the admin API is the admin port's.
         switch rest[0] {
@@ -367,10 +381,10 @@ struct CouchAPI: HTTPResponder {
                 // server admins alike).
                 try requireAdmin(call)
                 let object = try SecurityObject(json: try await jsonValueBody(&call, limit: 1 << 20))
-                try await db.setSecurity(object)
+                try await (db.parent ?? db).setSecurity(object)
                 return try jsonResponse(["ok": true])
             }
-            return try jsonResponse(db.security.withLock { $0.json })
+            return try jsonResponse(db.securityObject.json)
         case "_local":
             // CouchDB's words for a local document's path without its ID, or with more after it.
             guard rest.count >= 2 else { throw Self.invalidLocalID }
@@ -604,7 +618,7 @@ struct CouchAPI: HTTPResponder {
             user = try db.principals.user(named: name)
             guard let user, !user.disabled else { throw CouchError.unauthorized(realm: realm) }
         }
-        let security = db.security.withLock { $0 }
+        let security = db.securityObject
         guard !security.members.isEmpty else { return }
         // CouchDB's roles are the user's own list (`_users`' `roles`, Settee's admin roles),
         // whether or not a role of that name is defined, with the sync function's beside.

@@ -57,6 +57,13 @@ final class ServedDatabase: Sendable {
     /// The local document holding the database's properties (`{"partitioned": true}`).
     static let propertiesID = "settee.server/properties"
 
+    /// For a named collection's keyspace: the database it is a collection of, whose users,
+    /// roles and security it shares; nil for a database.
+    let parent: ServedDatabase?
+    /// For a database: its named collections' keyspaces, by `scope.collection` (emptied when
+    /// it closes, which ends the references each holds back).
+    let collections = Mutex<[String: ServedDatabase]>([:])
+
     init(name: String, database: Database, config: ServerConfiguration.DatabaseConfig, walrusDirectory: String?, owned: Bool,
          routing: RoutingState) throws {
         self.routing = routing
@@ -65,9 +72,45 @@ final class ServedDatabase: Sendable {
         self.config = config
         self.walrusDirectory = walrusDirectory
         self.owned = owned
+        self.parent = nil
         principals = try PrincipalStore(database: database, users: config.users, roles: config.roles)
         partitioned = try database.localDocument(withID: Self.propertiesID)?["partitioned"] == .bool(true)
     }
+
+    /// The keyspace of `collection`, a named collection of `parent`'s database.
+    private init(collection: Collection, of parent: ServedDatabase, routing: RoutingState) {
+        self.routing = routing
+        self.name = parent.name + "." + collection.fullName
+        self.database = collection.documents
+        self.config = parent.config
+        self.walrusDirectory = nil
+        self.owned = false
+        self.parent = parent
+        principals = parent.principals
+        partitioned = false
+    }
+
+    /// Makes (when the database has none) and serves each configured named collection.
+    func openCollections(engine: ScriptEngine) throws {
+        for (fullName, config) in config.collections.sorted(by: { $0.key < $1.key }) {
+            let parts = fullName.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2 else { throw ConfigurationError(path: "databases.\(name).scopes", message: "\(fullName) is not scope.collection") }
+            let collection = try database.createCollection(name: parts[1], scope: parts[0])
+            let routing = try RoutingState(sync: config.sync, engine: engine,
+                                           path: "databases.\(name).scopes.\(parts[0]).collections.\(parts[1]).sync")
+            let served = ServedDatabase(collection: collection, of: self, routing: routing)
+            try served.startRouting()
+            collections.withLock { $0[fullName] = served }
+        }
+    }
+
+    /// The keyspace of collection `collection` of scope `scope`; nil when not served.
+    func collection(scope: String, name collection: String) -> ServedDatabase? {
+        collections.withLock { $0[scope + "." + collection] }
+    }
+
+    /// The security object that applies: the database's, for a collection too.
+    var securityObject: SecurityObject { (parent ?? self).security.withLock { $0 } }
 
     /// Opens (creating if needed) the database `name` as `config` says.
     /// `partitioned`: made partitioned, when it is new (a database that holds documents
@@ -102,6 +145,7 @@ final class ServedDatabase: Sendable {
                                             routing: try RoutingState(config: config, engine: engine, database: name))
                 try served.startRouting()
                 try served.loadSecurity()
+                try served.openCollections(engine: engine)
             } catch {
                 try? db.close()
                 throw error
@@ -150,6 +194,11 @@ final class ServedDatabase: Sendable {
     }
 
     func close() throws {
+        let named = collections.withLock { c in
+            defer { c.removeAll() }
+            return Array(c.values)
+        }
+        for collection in named { try collection.close() }
         routing.stop()
         let feeds = openFeeds.withLock { f in
             f.closing = true

@@ -154,6 +154,7 @@ public final class SetteeServer: Sendable {
                                         routing: try RoutingState(config: dbConfig, engine: scripts, database: name))
         try served.startRouting()
         try served.loadSecurity()
+        try served.openCollections(engine: scripts)
         databases = Mutex([name: served, ReplicatorDocuments.databaseName: replicatorDB])
         databaseUpdates.watch(served)
         databaseUpdates.watch(replicatorDB)
