@@ -82,6 +82,28 @@ public struct URLEndpoint: ReplicationPeer {
     /// ```swift
     /// print(endpoint.identifier)   // http://localhost:4984/todo
     /// ```
+    /// The endpoint of Sync Gateway 3's keyspace `{db}.{scope}.{collection}` on the same
+    /// server, with the same credentials: the URL's last path segment (the database) becomes
+    /// the keyspace.
+    ///
+    /// ```swift
+    /// let tasks = try URLEndpoint(url: URL(string: "http://localhost:4984/todo")!).peer(forCollection: "tasks", scope: "store")
+    /// // http://localhost:4984/todo.store.tasks
+    /// ```
+    ///
+    /// - Throws: ``ReplicatorError/Code/invalidRequest`` when the URL names no database or
+    ///   already names a keyspace.
+    public func peer(forCollection name: String, scope: String) throws -> any ReplicationPeer {
+        if name == Collection.defaultCollectionName && scope == Scope.defaultScopeName { return self }
+        let database = url.lastPathComponent
+        guard !database.isEmpty, database != "/", !database.contains(".") else {
+            throw ReplicatorError(.invalidRequest, "\(url.absoluteString) names no database whose collection \(scope).\(name) could be replicated")
+        }
+        let keyspace = url.deletingLastPathComponent().appendingPathComponent(database + "." + scope + "." + name)
+        return URLEndpoint(url: keyspace, authenticator: authenticator, headers: headers,
+                           pinnedServerCertificate: pinnedServerCertificate, heartbeat: heartbeat)
+    }
+
     public var identifier: String {
         (try? transport())?.base ?? url.absoluteString
     }

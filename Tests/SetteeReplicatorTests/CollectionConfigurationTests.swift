@@ -71,5 +71,61 @@ import Testing
         refused([one, one], "a collection twice")
         refused([one, CollectionConfiguration(collection: try b.defaultCollection())], "two databases' collections")
         #expect(try ReplicatorConfiguration(collections: [one], target: target).database === a)
+        // A collection the target does not have.
+        let tasks = try a.createCollection(name: "tasks", scope: "store")
+        refused([CollectionConfiguration(collection: tasks)], "a collection the target lacks")
+    }
+
+    /// Several collections replicate with their namesakes, each with its own filters and
+    /// checkpoints; events name their collection; the status sums them.
+    @Test func namedCollectionsReplicateWithTheirNamesakes() async throws {
+        let dir = try TestDirectory()
+        let a = try dir.open("a"), b = try dir.open("b")
+        let tasks = try a.createCollection(name: "tasks", scope: "store")
+        let lists = try a.createCollection(name: "lists", scope: "store")
+        let remoteTasks = try b.createCollection(name: "tasks", scope: "store")
+        let remoteLists = try b.createCollection(name: "lists", scope: "store")
+        for i in 0 ..< 20 { try tasks.save(document: MutableDocument(id: "t\(i)").setInt(i, forKey: "n")) }
+        try lists.save(document: MutableDocument(id: "l1").setString("groceries", forKey: "name"))
+        try lists.save(document: MutableDocument(id: "private").setBoolean(true, forKey: "private"))
+        try a.defaultCollection().save(document: MutableDocument(id: "default-only"))
+        try remoteLists.save(document: MutableDocument(id: "l2").setString("hardware", forKey: "name"))
+
+        var listsConfig = CollectionConfiguration(collection: lists)
+        listsConfig.pushFilter = { doc, _ in doc["private"] != true }
+        var config = try ReplicatorConfiguration(collections: [CollectionConfiguration(collection: tasks), listsConfig],
+                                                 target: DatabaseEndpoint(database: b))
+        config.logHandler = { @Sendable _, _ in }
+        #expect(try config.collections.map(\.collection.fullName) == ["store.tasks", "store.lists"])
+        let recorder = Recorder()
+        let replicator = Replicator(config: config)
+        recorder.attach(replicator)
+        replicator.start()
+        let final = await replicator.waitUntilStopped()
+        #expect(final.error == nil && final.activity == .stopped)
+        #expect(try remoteTasks.count == 20 && remoteTasks.document(id: "t7")?.int(forKey: "n") == 7)
+        #expect(try remoteLists.document(id: "l1") != nil && remoteLists.document(id: "private") == nil)
+        #expect(try lists.document(id: "l2")?.string(forKey: "name") == "hardware")
+        // Nothing crossed into another collection, nor the default one.
+        #expect(try b.count == 0 && tasks.document(id: "l2") == nil && remoteTasks.document(id: "l1") == nil)
+        #expect(await recorder.waitFor { docs in docs.count == 22 })
+        let named = Set(recorder.documents.value.map { "\($0.1.scope).\($0.1.collection)/\($0.1.id)" })
+        #expect(named.contains("store.tasks/t0") && named.contains("store.lists/l1") && named.contains("store.lists/l2"))
+        #expect(final.progress.completed >= 22)
+        #expect(try replicator.pendingDocumentIDs(collection: tasks).isEmpty)
+        try tasks.save(document: MutableDocument(id: "t-new"))
+        #expect(try replicator.pendingDocumentIDs(collection: tasks) == ["t-new"])
+        #expect(try replicator.isDocumentPending("t-new", collection: tasks))
+        #expect(throws: ReplicatorError.self) { try replicator.pendingDocumentIDs(collection: try a.defaultCollection()) }
+
+        // A second run goes on from each collection's checkpoint: only the new document.
+        let again = Replicator(config: config)
+        let counted = Recorder()
+        counted.attach(again)
+        again.start()
+        #expect(await again.waitUntilStopped().error == nil)
+        #expect(await counted.waitFor { docs in docs.count == 1 })
+        #expect(counted.documents.value.map { "\($0.1.collection)/\($0.1.id)" } == ["tasks/t-new"])
+        #expect(try remoteTasks.document(id: "t-new") != nil)
     }
 }

@@ -64,25 +64,38 @@ public struct CollectionConfiguration: Sendable {
     }
 }
 
+/// One collection of a replicator of several, with the peer that holds its namesake.
+struct CollectionPeer: Sendable {
+    var configuration: CollectionConfiguration
+    var peer: any ReplicationPeer
+}
+
 extension ReplicatorConfiguration {
     /// A configuration replicating `collections` with `target`, both ways, one-shot (Couchbase
     /// Lite 3's form): each collection with its own filters, channels, document IDs and resolver.
     ///
     /// ```swift
-    /// var tasks = CollectionConfiguration(collection: try db.defaultCollection())
-    /// tasks.channels = ["team-a"]
-    /// var config = try ReplicatorConfiguration(collections: [tasks], target: URLEndpoint(url: url))
+    /// let tasks = try db.createCollection(name: "tasks", scope: "store")
+    /// let lists = try db.createCollection(name: "lists", scope: "store")
+    /// var tasksConfig = CollectionConfiguration(collection: tasks)
+    /// tasksConfig.channels = ["team-a"]
+    /// var config = try ReplicatorConfiguration(collections: [tasksConfig, CollectionConfiguration(collection: lists)],
+    ///                                          target: URLEndpoint(url: URL(string: "http://sync.example.com:4984/todo")!))
     /// config.continuous = true
     /// ```
     ///
-    /// A database holds its default collection only (the DocC article "Collections" of the
-    /// `Settee` library), so `collections` has one configuration; a remote peer is replicated
-    /// at the path it names, which is the default collection's on Settee's server, Sync
-    /// Gateway and CouchDB alike.
+    /// Each collection is replicated with the collection of the same scope and name on the
+    /// target (``ReplicationPeer/peer(forCollection:scope:)``): Sync Gateway 3's keyspace
+    /// `todo.store.tasks` on a server, the same-named collection of a database in this process.
+    /// The default collection alone is replicated at the path the target names, as before
+    /// collections, which is what Settee's server, Sync Gateway and CouchDB serve there. Each
+    /// collection keeps its own checkpoints; the replicator's status sums theirs, and its
+    /// document events name their collection.
     ///
-    /// - Throws: ``ReplicatorError/Code/invalidRequest`` for an empty list, or one that names a
+    /// - Throws: ``ReplicatorError/Code/invalidRequest`` for an empty list, one that names a
     ///   collection twice or collections of two databases (Couchbase Lite stops the app on
-    ///   these; this initializer throws instead, so it is called with `try`).
+    ///   these; this initializer throws instead, so it is called with `try`), or a target that
+    ///   has no collection of a name given.
     public init(collections: [CollectionConfiguration], target: any ReplicationPeer) throws {
         guard let first = collections.first else {
             throw ReplicatorError(.invalidRequest, "a replicator configuration needs at least one collection")
@@ -96,17 +109,24 @@ extension ReplicatorConfiguration {
                 throw ReplicatorError(.invalidRequest, "collection \(c.collection.fullName) is configured twice")
             }
         }
-        // A database's only collection is its default one, so the list is that one's.
         self.init(database: first.collection.database, target: target)
-        pushFilter = first.pushFilter
-        pullFilter = first.pullFilter
-        channels = first.channels
-        documentIDs = first.documentIDs
-        conflictResolver = first.conflictResolver
+        if collections.count == 1 && first.collection.fullName == "_default._default" {
+            // The default collection alone: the configuration as before collections.
+            pushFilter = first.pushFilter
+            pullFilter = first.pullFilter
+            channels = first.channels
+            documentIDs = first.documentIDs
+            conflictResolver = first.conflictResolver
+            return
+        }
+        collectionPeers = try collections.map {
+            CollectionPeer(configuration: $0, peer: try target.peer(forCollection: $0.collection.name, scope: $0.collection.scope.name))
+        }
     }
 
-    /// The configuration of each collection replicated: the database's default collection, with
-    /// this configuration's filters, channels, document IDs and resolver.
+    /// The configuration of each collection replicated, in the order given; for a configuration
+    /// made with ``init(database:target:)``, the database's default collection with this
+    /// configuration's filters, channels, document IDs and resolver.
     ///
     /// ```swift
     /// for c in try config.collections { print(c.collection.fullName, c.channels ?? []) }
@@ -115,6 +135,7 @@ extension ReplicatorConfiguration {
     /// - Throws: ``SetteeError/Code/notOpen`` once the database is closed.
     public var collections: [CollectionConfiguration] {
         get throws {
+            if !collectionPeers.isEmpty { return collectionPeers.map(\.configuration) }
             var c = CollectionConfiguration(collection: try database.defaultCollection())
             c.pushFilter = pushFilter
             c.pullFilter = pullFilter

@@ -111,13 +111,13 @@ public struct ReplicatorConfiguration: Sendable {
     /// ```swift
     /// print(config.database.name)
     /// ```
-    public let database: Database
+    public private(set) var database: Database
     /// The other side.
     ///
     /// ```swift
     /// print(config.target.identifier)
     /// ```
-    public let target: any ReplicationPeer
+    public private(set) var target: any ReplicationPeer
     /// Push, pull or both (default ``ReplicatorType/pushAndPull``).
     ///
     /// ```swift
@@ -245,6 +245,25 @@ public struct ReplicatorConfiguration: Sendable {
     public init(database: Database, target: any ReplicationPeer) {
         self.database = database
         self.target = target
+    }
+
+    /// A replicator of several collections (or of a named one): each with its configuration
+    /// and its peer; empty for the database's default collection alone.
+    var collectionPeers: [CollectionPeer] = []
+
+    /// This configuration for one of its collections: the collection's database object and
+    /// peer, its own filters and resolver, everything else as here.
+    func configuration(for part: CollectionPeer) -> ReplicatorConfiguration {
+        var c = self
+        c.collectionPeers = []
+        c.database = part.configuration.collection.documents
+        c.target = part.peer
+        c.pushFilter = part.configuration.pushFilter
+        c.pullFilter = part.configuration.pullFilter
+        c.channels = part.configuration.channels
+        c.documentIDs = part.configuration.documentIDs
+        c.conflictResolver = part.configuration.conflictResolver
+        return c
     }
 
     func log(_ level: ReplicatorLogLevel, _ message: @autoclosure () -> String) {

@@ -56,6 +56,26 @@ public struct DatabaseEndpoint: ReplicationPeer {
         self.filters = filters
     }
 
+    /// The endpoint of the database's collection `scope.name`, which must exist.
+    ///
+    /// ```swift
+    /// let tasks = try DatabaseEndpoint(database: other).peer(forCollection: "tasks", scope: "store")
+    /// ```
+    ///
+    /// - Throws: ``ReplicatorError/Code/invalidRequest`` when the database has no such collection.
+    public func peer(forCollection name: String, scope: String) throws -> any ReplicationPeer {
+        let collection: Collection?
+        do {
+            collection = try database.collection(name: name, scope: scope)
+        } catch {
+            throw ReplicatorError(.invalidRequest, "\(database.name): \(error)")
+        }
+        guard let collection else {
+            throw ReplicatorError(.invalidRequest, "database \(database.name) has no collection \(scope).\(name)")
+        }
+        return DatabaseEndpoint(database: collection.documents, filters: filters)
+    }
+
     /// `settee:` followed by the database's UUID: stable across opens, unique per database.
     ///
     /// ```swift

@@ -133,6 +133,19 @@ public protocol ReplicationPeer: Sendable {
     /// let remote = config.target.configured(for: config)
     /// ```
     func configured(for configuration: ReplicatorConfiguration) -> any ReplicationPeer
+
+    /// The peer that holds the collection of the same scope and name as `collection`, which a
+    /// replicator of several collections replicates it with (Couchbase Lite 3 pairs
+    /// collections by name): a URL's keyspace, a database's collection. The default collection
+    /// is the peer itself.
+    ///
+    /// ```swift
+    /// let tasks = try target.peer(forCollection: "tasks", scope: "store")
+    /// ```
+    ///
+    /// - Throws: ``ReplicatorError/Code/invalidRequest`` when the peer has no such collection
+    ///   or cannot name one.
+    func peer(forCollection name: String, scope: String) throws -> any ReplicationPeer
 }
 
 extension ReplicationPeer {
@@ -152,6 +165,19 @@ extension ReplicationPeer {
     /// let same = endpoint.configured(for: config)
     /// ```
     public func configured(for configuration: ReplicatorConfiguration) -> any ReplicationPeer { self }
+
+    /// The peer itself for the default collection; another collection is refused (a peer
+    /// that serves collections names them itself).
+    ///
+    /// ```swift
+    /// let same = try endpoint.peer(forCollection: "_default", scope: "_default")
+    /// ```
+    public func peer(forCollection name: String, scope: String) throws -> any ReplicationPeer {
+        guard name == Collection.defaultCollectionName && scope == Scope.defaultScopeName else {
+            throw ReplicatorError(.invalidRequest, "\(identifier) serves no collection \(scope).\(name)")
+        }
+        return self
+    }
 }
 
 /// A position in a peer's changes feed. Settee's sequences are integers; other servers (CouchDB

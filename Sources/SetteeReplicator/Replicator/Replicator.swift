@@ -76,7 +76,33 @@ public final class Replicator: Sendable {
         self.config = config
         self.local = DatabaseEndpoint(database: config.database)
         self.remote = config.target.configured(for: config)
+        self.collection = nil
+        // Several collections (or a named one): one replicator each, whose statuses this one
+        // sums and whose document events it passes on.
+        self.parts = config.collectionPeers.map { part in
+            Replicator(config: config.configuration(for: part),
+                       collection: (part.configuration.collection.scope.name, part.configuration.collection.name))
+        }
+        for part in parts {
+            part.addChangeListener { [weak self] _ in self?.partChanged() }
+            part.addDocumentReplicationListener { [weak self] replication in self?.publish(replication) }
+        }
     }
+
+    /// One collection's replicator, of a replicator of several.
+    private init(config: ReplicatorConfiguration, collection: (scope: String, name: String)) {
+        self.config = config
+        self.local = DatabaseEndpoint(database: config.database)
+        self.remote = config.target.configured(for: config)
+        self.collection = collection
+        self.parts = []
+    }
+
+    /// The replicators of each collection, when this one replicates several (or a named one).
+    let parts: [Replicator]
+    /// The collection this replicator replicates, when it is one of a replicator of several:
+    /// its document events name it.
+    let collection: (scope: String, name: String)?
 
     deinit {
         state.withLock { $0.run?.cancel() }
@@ -99,6 +125,7 @@ public final class Replicator: Sendable {
     /// replicator.start(reset: true)   // e.g. after a purge, or after changing a filter closure
     /// ```
     public func start(reset: Bool) {
+        if !parts.isEmpty { return startParts(reset: reset) }
         state.withLock { s in
             guard s.run == nil else { return }
             s.runNumber += 1
@@ -129,6 +156,7 @@ public final class Replicator: Sendable {
         // Cancelling interrupts only waits (an idle continuous replicator); a batch and its
         // resolutions run in tasks of their own and finish.
         run?.cancel()
+        for part in parts { part.stop() }
     }
 
     /// Waits until the replicator is stopped (at once if it is) and returns the final status.
@@ -221,6 +249,7 @@ public final class Replicator: Sendable {
     /// - Throws: ``ReplicatorError/Code/unsupported`` for a pull-only replicator; a
     ///   `SetteeError` from the database.
     public func pendingDocumentIDs() throws -> Set<String> {
+        if !parts.isEmpty { return try part(for: try config.database.defaultCollection()).pendingDocumentIDs() }
         let since = try pushProgress()
         var ids = Set<String>()
         var from = since
@@ -244,6 +273,7 @@ public final class Replicator: Sendable {
     ///
     /// - Throws: ``ReplicatorError/Code/unsupported`` for a pull-only replicator.
     public func isDocumentPending(_ id: String) throws -> Bool {
+        if !parts.isEmpty { return try part(for: try config.database.defaultCollection()).isDocumentPending(id) }
         let since = try pushProgress()
         guard let tree = try config.database.revisionTree(withID: id),
               let current = try config.database.document(withID: id, revisionID: tree.currentRevisionID),
@@ -252,6 +282,41 @@ public final class Replicator: Sendable {
     }
 
     /// Where the push stands: this run's progress, else the local checkpoint's.
+    /// ``pendingDocumentIDs()`` of one of the collections this replicator replicates.
+    ///
+    /// ```swift
+    /// let waiting = try replicator.pendingDocumentIDs(collection: tasks)
+    /// ```
+    ///
+    /// - Throws: ``ReplicatorError/Code/invalidRequest`` for a collection it does not
+    ///   replicate; as ``pendingDocumentIDs()``.
+    public func pendingDocumentIDs(collection: Collection) throws -> Set<String> {
+        try part(for: collection).pendingDocumentIDs()
+    }
+
+    /// ``isDocumentPending(_:)`` of one of the collections this replicator replicates.
+    ///
+    /// ```swift
+    /// if try replicator.isDocumentPending("task-1", collection: tasks) { showSpinner() }
+    /// ```
+    ///
+    /// - Throws: as ``pendingDocumentIDs(collection:)``.
+    public func isDocumentPending(_ id: String, collection: Collection) throws -> Bool {
+        try part(for: collection).isDocumentPending(id)
+    }
+
+    /// The replicator of `collection`: this one when it replicates the default collection alone.
+    private func part(for collection: Collection) throws -> Replicator {
+        if parts.isEmpty, collection.fullName == "_default._default", collection.database.path == config.database.path { return self }
+        guard let part = parts.first(where: { p in
+            p.collection.map { $0.scope == collection.scope.name && $0.name == collection.name } == true
+                && p.config.database.path == collection.database.path
+        }) else {
+            throw ReplicatorError(.invalidRequest, "this replicator does not replicate collection \(collection.fullName)")
+        }
+        return part
+    }
+
     private func pushProgress() throws -> UInt64 {
         guard config.replicatorType.pushes else {
             throw ReplicatorError(.unsupported, "pending documents are those a push has to send; this replicator only pulls")
@@ -314,11 +379,67 @@ public final class Replicator: Sendable {
 
     func publish(_ replication: DocumentReplication) {
         guard !replication.documents.isEmpty else { return }
+        var stamped = replication
+        if let collection {
+            for i in stamped.documents.indices {
+                stamped.documents[i].scope = collection.scope
+                stamped.documents[i].collection = collection.name
+            }
+        }
+        let replication = stamped
         // Queued with the state locked, like statuses, so batches reach listeners in order.
         state.withLock { s in
             guard !s.documentListeners.isEmpty else { return }
             let listeners = Array(s.documentListeners.values)
             listenerQueue.async { for l in listeners { l(replication) } }
+        }
+    }
+
+    // MARK: - Several collections
+
+    /// Starts every collection's replicator; the run ends when they all have stopped, with the
+    /// first error any of them stopped with.
+    private func startParts(reset: Bool) {
+        state.withLock { s in
+            guard s.run == nil else { return }
+            s.runNumber += 1
+            s.stopRequested = false
+            s.status = ReplicatorStatus(activity: .connecting, progress: ReplicatorProgress(), error: nil)
+            let number = s.runNumber
+            announce(s)
+            s.run = Task { [self] in
+                for part in parts { part.start(reset: reset) }
+                var error: ReplicatorError?
+                for part in parts {
+                    let status = await part.waitUntilStopped()
+                    if error == nil { error = status.error }
+                }
+                partChanged()
+                finish(number: number, error: error)
+            }
+        }
+    }
+
+    /// Sums the collections' statuses: the busiest activity, the progress added up, the first
+    /// error.
+    private func partChanged() {
+        let statuses = parts.map(\.status)
+        state.withLock { s in
+            guard s.run != nil else { return }
+            let before = s.status
+            let activities = statuses.map(\.activity)
+            for a in [ReplicatorActivity.busy, .connecting, .offline, .idle] where activities.contains(a) {
+                s.status.activity = a
+                break
+            }
+            var progress = ReplicatorProgress()
+            for status in statuses {
+                progress.completed &+= status.progress.completed
+                progress.total &+= status.progress.total
+            }
+            s.status.progress = progress
+            s.status.error = statuses.lazy.compactMap(\.error).first
+            if s.status != before { announce(s) }
         }
     }
 

@@ -123,19 +123,19 @@ public struct ReplicatedDocument: Sendable, Equatable {
     /// if let e = doc.error { print(e.code, e.message) }
     /// ```
     public var error: ReplicatorError?
-    /// The scope of the document's collection (Couchbase Lite 3): `_default`, a database's only
-    /// scope.
+    /// The scope of the document's collection (Couchbase Lite 3): `_default` unless the
+    /// replicator replicates named collections.
     ///
     /// ```swift
     /// print("\(doc.scope).\(doc.collection)/\(doc.id)")
     /// ```
-    public var scope: String { Scope.defaultScopeName }
-    /// The document's collection (Couchbase Lite 3): `_default`, a database's only collection.
+    public var scope: String = Scope.defaultScopeName
+    /// The document's collection (Couchbase Lite 3).
     ///
     /// ```swift
-    /// if doc.collection == "_default" { refresh(doc.id) }
+    /// if doc.collection == "tasks" { refresh(doc.id) }
     /// ```
-    public var collection: String { Collection.defaultCollectionName }
+    public var collection: String = Collection.defaultCollectionName
 }
 
 /// Documents a replicator pushed or pulled in one batch (Couchbase Lite's `DocumentReplication`).
