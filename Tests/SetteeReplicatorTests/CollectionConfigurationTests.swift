@@ -128,4 +128,57 @@ import Testing
         #expect(counted.documents.value.map { "\($0.1.collection)/\($0.1.id)" } == ["tasks/t-new"])
         #expect(try remoteTasks.document(id: "t-new") != nil)
     }
+
+    /// Couchbase Lite 3's getting-started code for collections, a join and a replicator of two
+    /// collection configurations, as an app writes it.
+    @Test func couchbaseLite3CollectionSnippetsRunAsWritten() async throws {
+        let dir = try TestDirectory()
+        let database = try dir.open("travel")
+        let peer = try dir.open("peer")
+
+        // Create collections in a scope.
+        let airlines = try database.createCollection(name: "airlines", scope: "inventory")
+        let routes = try database.createCollection(name: "routes", scope: "inventory")
+        let doc = MutableDocument(id: "airline_10")
+            .setString("Air Settee", forKey: "name")
+            .setString("US", forKey: "country")
+        try airlines.save(document: doc)
+        try routes.save(document: MutableDocument(id: "route_1")
+            .setString("airline_10", forKey: "airlineid")
+            .setString("SFO", forKey: "sourceairport"))
+        guard let scope = try database.scope(name: "inventory") else { Issue.record("no scope"); return }
+        #expect(try scope.collections().map(\.name) == ["airlines", "routes"])
+
+        // A join query.
+        let query = QueryBuilder
+            .select(SelectResult.expression(Expression.property("name").from("airline")),
+                    SelectResult.expression(Expression.property("sourceairport").from("route")))
+            .from(DataSource.collection(airlines).as("airline"))
+            .join(Join.join(DataSource.collection(routes).as("route"))
+                .on(Meta.id.from("airline").equalTo(Expression.property("airlineid").from("route"))))
+        let results = try query.execute().allResults()
+        #expect(results.map { $0.string(forKey: "name") } == ["Air Settee"])
+        #expect(results.map { $0.string(forKey: "sourceairport") } == ["SFO"])
+
+        // A replicator with two collection configurations.
+        _ = try peer.createCollection(name: "airlines", scope: "inventory")
+        _ = try peer.createCollection(name: "routes", scope: "inventory")
+        var airlinesConfig = CollectionConfiguration(collection: airlines)
+        airlinesConfig.pushFilter = { document, _ in document.string(forKey: "country") == "US" }
+        var routesConfig = CollectionConfiguration(collection: routes)
+        routesConfig.documentIDs = ["route_1"]
+        var config = try ReplicatorConfiguration(collections: [airlinesConfig, routesConfig], target: DatabaseEndpoint(database: peer))
+        config.replicatorType = .pushAndPull
+        config.continuous = false
+        config.logHandler = { @Sendable _, _ in }
+        let replicator = Replicator(config: config)
+        let token = replicator.addDocumentReplicationListener { replication in
+            for document in replication.documents { _ = "\(document.scope).\(document.collection)/\(document.id)" }
+        }
+        replicator.start()
+        #expect(await replicator.waitUntilStopped().error == nil)
+        token.remove()
+        #expect(try peer.collection(name: "airlines", scope: "inventory")?.document(id: "airline_10") != nil)
+        #expect(try peer.collection(name: "routes", scope: "inventory")?.document(id: "route_1") != nil)
+    }
 }

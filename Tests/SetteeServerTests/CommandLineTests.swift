@@ -112,7 +112,7 @@ import SetteeTestSupport
         let long = try await Self.settee(["ls", "todo.settee", "--long", "--json", "--prefix", "task"], in: dir).json
         #expect(long.count == 1 && long[0]["id"] == "task/1" && long[0]["sequence"] == 2)
         let info = try #require(try await Self.settee(["info", "todo.settee", "--json"], in: dir).json.first)
-        #expect(info["documents"] == 2 && info["deleted"] == 0 && info["last_sequence"] == 2 && info["format"] == 10)
+        #expect(info["documents"] == 2 && info["deleted"] == 0 && info["last_sequence"] == 2 && info["format"] == 11)
         let people = try await Self.settee(["info", "todo.settee"], in: dir)
         #expect(people.lines.contains { $0.hasPrefix("documents") && $0.hasSuffix("2") })
 
@@ -274,6 +274,24 @@ import SetteeTestSupport
             #expect(r.status == 1, "--collection \(bad): \(r)")
         }
         #expect(try await Self.settee(["ls", "nowhere.settee", "--collection", "tasks"], in: dir).err.contains("no database"))
+
+        // A named collection of a local database: read and written apart, copied by cp.
+        do {
+            let db = try Database(name: "a", config: DatabaseConfiguration(directory: dir))
+            try db.createCollection(name: "tasks", scope: "store")
+            try db.close()
+        }
+        #expect(try await Self.settee(["put", "a.settee", "t9", #"{"z":9}"#, "--collection", "store.tasks"], in: dir).status == 0)
+        #expect(try await Self.settee(["ls", "a.settee", "--collection", "store.tasks"], in: dir).lines == ["t9"])
+        #expect(try await Self.settee(["ls", "a.settee"], in: dir).lines == ["t1", "t2"])
+        #expect(try await Self.settee(["cat", "a.settee", "t9", "--json", "--collection", "store.tasks"], in: dir).json.first == ["z": 9])
+        #expect(try await Self.settee(["ls", "a.settee", "--collections"], in: dir).lines == ["_default._default", "store.tasks"])
+        let copied = try await Self.settee(["cp", "a.settee", "b.settee", "--collection", "store.tasks"], in: dir)
+        #expect(copied.status == 0, "\(copied)")
+        #expect(try await Self.settee(["ls", "b.settee", "--collection", "store.tasks"], in: dir).lines == ["t9"])
+        #expect(try await Self.settee(["ls", "b.settee"], in: dir).lines == [])
+        let absent = try await Self.settee(["cp", "a.settee", "c.settee", "--collection", "store.lists"], in: dir)
+        #expect(absent.status == 2 && absent.err.contains("no collection store.lists"), "\(absent)")
 
         let (running, port) = try await Self.serveTodo()
         defer { running.cancel() }

@@ -175,4 +175,25 @@ import Testing
             #expect(try await user.send(.get, "/db.store.other/x", headers: alice).status == .notFound)
         }
     }
+
+    /// The admin page lists each database's collections and browses one as a database.
+    @Test func theAdminPageListsAndBrowsesCollections() async throws {
+        let server = try channelServer(Self.config)
+        defer { try? server.close() }
+        try await withPorts(server) { _, admin in
+            #expect(try await admin.send(.put, "/db.store.tasks/task-1", json: #"{"title": "milk"}"#).status == .created)
+            #expect(try await admin.send(.put, "/db/plain", json: "{}").status == .created)
+            let index = try await admin.send(.get, "/_admin/")
+            for name in ["db", "db.store.lists", "db.store.tasks"] {
+                #expect(index.text.contains("data-db=\"\(name)\""), "\(name) not listed: \(index.text)")
+            }
+            let tasks = try await admin.send(.get, "/_admin/db/db.store.tasks")
+            #expect(tasks.status == .ok && tasks.text.contains("task-1") && !tasks.text.contains(">plain<"), "\(tasks.text)")
+            #expect(tasks.text.contains("id=\"collections\"") && tasks.text.contains("/_admin/db/db.store.lists"))
+            #expect(tasks.text.contains("/db.store.tasks/_changes"))
+            let doc = try await admin.send(.get, "/_admin/db/db.store.tasks/doc/task-1")
+            #expect(doc.status == .ok && doc.text.contains("milk"), "\(doc.text)")
+            #expect(try await admin.send(.get, "/_admin/db/db.store.other").text.contains("No database"))
+        }
+    }
 }

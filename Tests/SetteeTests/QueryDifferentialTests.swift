@@ -55,36 +55,37 @@ import Testing
             try exec(sqlite, "INSERT INTO docs VALUES ('\(id)', '\(json.replacingOccurrences(of: "'", with: "''"))')")
         }
 
-        // A predicate in both languages.
+        // A predicate in both languages; `prefix` qualifies Settee's paths (`t.`).
+        var prefix = ""
         func atom() -> (String, String) {
             let ops = ["=", "!=", "<", "<=", ">", ">="]
             switch below(7) {
             case 0, 1:
                 let op = ops[below(ops.count)]
                 let v = String(below(11) - 5) + (below(3) == 0 ? ".5" : "")
-                return ("n \(op) \(v)", "json_extract(body, '$.n') \(op) \(v)")
+                return ("\(prefix)n \(op) \(v)", "json_extract(body, '$.n') \(op) \(v)")
             case 2:
                 // Strings of lowercase letters order the same by code point and by ICU.
                 let op = ops[below(ops.count)]
                 let v = letters[below(letters.count)]
-                return ("s \(op) '\(v)'", "json_extract(body, '$.s') \(op) '\(v)'")
+                return ("\(prefix)s \(op) '\(v)'", "json_extract(body, '$.s') \(op) '\(v)'")
             case 3:
                 let op = ops[below(ops.count)]
                 let v = below(7)
-                return ("c.d \(op) \(v)", "json_extract(body, '$.c.d') \(op) \(v)")
+                return ("\(prefix)c.d \(op) \(v)", "json_extract(body, '$.c.d') \(op) \(v)")
             case 4:
                 let path = ["n", "s", "c", "c.d", "f"][below(5)]
                 switch below(3) {
-                case 0: return ("\(path) IS MISSING", "json_type(body, '$.\(path)') IS NULL")
-                case 1: return ("\(path) IS NULL", "json_type(body, '$.\(path)') = 'null'")
-                default: return ("\(path) IS VALUED", "coalesce(json_type(body, '$.\(path)') != 'null', 0)")
+                case 0: return ("\(prefix)\(path) IS MISSING", "json_type(body, '$.\(path)') IS NULL")
+                case 1: return ("\(prefix)\(path) IS NULL", "json_type(body, '$.\(path)') = 'null'")
+                default: return ("\(prefix)\(path) IS VALUED", "coalesce(json_type(body, '$.\(path)') != 'null', 0)")
                 }
             case 5:
                 let b = below(2) == 0
-                return ("f = \(b)", "json_type(body, '$.f') = '\(b)'")
+                return ("\(prefix)f = \(b)", "json_type(body, '$.f') = '\(b)'")
             default:
                 let low = below(6) - 5, high = low + below(6)
-                return ("n BETWEEN \(low) AND \(high)", "json_extract(body, '$.n') BETWEEN \(low) AND \(high)")
+                return ("\(prefix)n BETWEEN \(low) AND \(high)", "json_extract(body, '$.n') BETWEEN \(low) AND \(high)")
             }
         }
         func predicate(_ depth: Int) -> (String, String) {
@@ -140,6 +141,76 @@ import Testing
             }
         }
         #expect(queries < 100 || indexed > queries / 20, "seed \(seed): only \(indexed) of \(queries) queries read an index")
+
+        // Joins: the same documents as tasks of collection store.tasks, each with `lk`, a list's
+        // key (an integer, a digit string, null or missing); lists with `k` (keys repeat, so a
+        // task may match several lists), joined as SQLite joins its two tables.
+        let tasks = try db.createCollection(name: "tasks", scope: "store")
+        let lists = try db.createCollection(name: "lists", scope: "store")
+        try exec(sqlite, "CREATE TABLE tasks (id TEXT PRIMARY KEY, body TEXT)")
+        try exec(sqlite, "CREATE TABLE lists (id TEXT PRIMARY KEY, body TEXT)")
+        func key() -> JSONValue? {
+            switch below(8) {
+            case 0: return nil
+            case 1: return .null
+            case 2: return .string(String(below(6)))
+            default: return .int(Int64(below(12)))
+            }
+        }
+        for (id, p) in documents {
+            var t = p
+            t["lk"] = key()
+            try tasks.save(document: MutableDocument(id: id, data: t))
+            let json = String(decoding: try JSONValue.object(t).jsonBytes(), as: UTF8.self)
+            try exec(sqlite, "INSERT INTO tasks VALUES ('\(id)', '\(json.replacingOccurrences(of: "'", with: "''"))')")
+        }
+        for i in 0 ..< 15 {
+            var l: [String: JSONValue] = ["name": .string("list \(i)")]
+            l["k"] = key()
+            let id = String(format: "list-%02d", i)
+            try lists.save(document: MutableDocument(id: id, data: l))
+            let json = String(decoding: try JSONValue.object(l).jsonBytes(), as: UTF8.self)
+            try exec(sqlite, "INSERT INTO lists VALUES ('\(id)', '\(json.replacingOccurrences(of: "'", with: "''"))')")
+        }
+        let on = ("ON l.k = t.lk", "ON json_extract(l.body, '$.k') = json_extract(t.body, '$.lk')")
+        for q in 0 ..< max(1, queries / 3) where disagreements < 5 {
+            // The predicate reads the task's properties: named `t.` where tasks are not the first source.
+            let kind = below(3)
+            prefix = kind == 2 ? "t." : ""
+            let (ours, given) = predicate(0)
+            prefix = ""
+            let theirs = given.replacingOccurrences(of: "(body,", with: "(t.body,")
+            let settee: [[JSONValue?]]
+            let reference: [[String]]
+            switch kind {
+            case 0:
+                settee = try query(db, indexed: &indexed, """
+                    SELECT META(t).id, META(l).id FROM store.tasks t JOIN store.lists l \(on.0) WHERE \(ours) ORDER BY META(t).id, META(l).id
+                    """)
+                reference = try rows(sqlite, "SELECT t.id, l.id FROM tasks t JOIN lists l \(on.1) WHERE \(theirs) ORDER BY t.id, l.id")
+            case 1:
+                settee = try query(db, indexed: &indexed, """
+                    SELECT META(t).id, META(l).id FROM store.tasks t LEFT JOIN store.lists l \(on.0) WHERE \(ours) ORDER BY META(t).id, META(l).id
+                    """)
+                reference = try rows(sqlite, "SELECT t.id, l.id FROM tasks t LEFT JOIN lists l \(on.1) WHERE \(theirs) ORDER BY t.id, l.id")
+            default:
+                // Tasks per list: lists without a matching task count 0. The predicate names the
+                // task's properties (unqualified, a path is the first source's: the list's).
+                settee = try query(db, indexed: &indexed, """
+                    SELECT META(l).id, count(META(t).id), sum(t.c.d) FROM store.lists l LEFT JOIN store.tasks t ON t.lk = l.k AND (\(ours))
+                    GROUP BY META(l).id ORDER BY META(l).id
+                    """)
+                reference = try rows(sqlite, """
+                    SELECT l.id, count(t.id), sum(json_extract(t.body, '$.c.d')) FROM lists l LEFT JOIN tasks t
+                    ON json_extract(t.body, '$.lk') = json_extract(l.body, '$.k') AND (\(theirs)) GROUP BY l.id ORDER BY l.id
+                    """)
+            }
+            let mine = settee.map { $0.map(Self.text) }
+            if mine != reference {
+                disagreements += 1
+                Issue.record("seed \(seed), join query \(q): \(ours)\n  settee \(mine.prefix(10))\n  sqlite \(reference.prefix(10))")
+            }
+        }
     }
 
     /// SQLite's text of a value, for comparing results.
@@ -156,7 +227,8 @@ import Testing
 
     private func query(_ db: Database, indexed: inout Int, _ sql: String) throws -> [[JSONValue?]] {
         if try db.createQuery(sql).explain().hasPrefix("SCAN INDEX") { indexed += 1 }
-        return try QueryExecutor(database: db, statement: try SQLParser.parse(sql), parameters: [:]).run().map(\.values)
+        let statement = try SQLParser.parse(sql)
+        return try QueryExecutor(database: try db.queryTarget(statement.source), statement: statement, parameters: [:]).run().map(\.values)
     }
 
     private func exec(_ db: OpaquePointer, _ sql: String) throws {

@@ -307,6 +307,7 @@ public class Query: @unchecked Sendable {
     ///   catalog cannot be read.
     public func explain() throws -> String {
         let (database, s) = try compiled()
+        if !s.joins.isEmpty { return QueryExecutor.joinExplanation(s) }
         let channels = self.channels
         let restriction = indexRestriction
         return try database.core.read { tx in
@@ -337,6 +338,7 @@ public class Query: @unchecked Sendable {
     /// - Throws: as ``explain()``.
     public func indexUsed() throws -> String? {
         let (database, s) = try compiled()
+        if !s.joins.isEmpty { return QueryExecutor.joinExplanation(s) }
         let channels = self.channels
         let restriction = indexRestriction
         return try database.core.read { tx in

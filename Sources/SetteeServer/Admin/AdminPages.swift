@@ -43,7 +43,7 @@ struct AdminPages {
             let previewing = sub == ["sync"] || sub == ["query"]
             if resolving && method != .post { throw CouchError.methodNotAllowed("POST") }
             if previewing && !reading && method != .post { throw CouchError.methodNotAllowed("GET,HEAD,POST") }
-            guard let db = server.database(named: rest[1]) else { return notFound("No database \(rest[1]).") }
+            guard let db = served(rest[1]) else { return notFound("No database \(rest[1]).") }
             switch (sub.first, sub.count) {
             case (nil, _): return try await page { try documentList(call, db) }
             case ("doc", 2): return try await page { try await documentPage(call, db, id: sub[1]) }
@@ -60,14 +60,28 @@ struct AdminPages {
         return try await page { notFound("No such admin page.") }
     }
 
+    /// A database by name, or one of its named collections by its keyspace (`db.scope.collection`):
+    /// a collection's pages are a database's.
+    private func served(_ name: String) -> ServedDatabase? {
+        if let db = server.database(named: name) { return db }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3, let db = server.database(named: parts[0]) else { return nil }
+        return db.collection(scope: parts[1], name: parts[2])
+    }
+
+    /// A database and its named collections, by keyspace.
+    private func withCollections(_ db: ServedDatabase) -> [ServedDatabase] {
+        [db] + db.collections.withLock { $0 }.sorted { $0.key < $1.key }.map(\.value)
+    }
+
     // MARK: - Pages
 
     /// `/_admin/`: every database with its counts.
     private func index() throws -> Response {
         var h = HTML()
         h.raw("<h1>Databases</h1><table id=\"databases\"><thead><tr><th>Database</th><th>Documents</th><th>Deleted</th><th>In conflict</th><th>Size</th><th>Last sequence</th><th>Open feeds</th></tr></thead><tbody>")
-        for name in server.databaseNames {
-            guard let db = server.database(named: name) else { continue }
+        for served in server.databaseNames.compactMap({ server.database(named: $0) }).flatMap(withCollections) {
+            let (db, name) = (served, served.name)
             let s = try db.database.statistics
             let feeds = db.openFeeds.withLock { $0.signals.count }
             h.raw("<tr data-db=\"\(HTML.escape(name))\"><td class=\"name\">")
@@ -123,6 +137,17 @@ struct AdminPages {
         h.link(base + "/sync", "Sync function")
         h.link(base + "/query", "Queries")
         h.raw("</nav>")
+        // A database's named collections, and a collection's database: each browsed as a database.
+        let collections = withCollections(db.parent ?? db)
+        if collections.count > 1 {
+            h.raw("<p id=\"collections\" class=\"collections\">Collections: ")
+            for (i, c) in collections.enumerated() {
+                if i > 0 { h.raw(" · ") }
+                let label = c.parent == nil ? "_default._default" : String(c.name.dropFirst(c.parent!.name.count + 1))
+                h.link(HTML.path("_admin", "db", c.name), label, class: c === db ? "current" : nil)
+            }
+            h.raw("</p>")
+        }
         h.raw("<form id=\"filter\" method=\"get\" action=\"\(HTML.escape(base))\"><label>ID prefix <input type=\"search\" name=\"prefix\" value=\"")
         h.text(prefix ?? "")
         h.raw("\"></label> <label><input type=\"checkbox\" name=\"conflicts\" value=\"1\"\(onlyConflicts ? " checked" : "")> only conflicts</label>")

@@ -357,6 +357,7 @@ struct Cp: AsyncParsableCommand {
             Example: settee cp todo.settee http://molly:secret@127.0.0.1:4984/todo
                      settee cp http://127.0.0.1:4984/todo copy.settee --channels lists,tasks --user molly
                      settee cp a.settee b.settee --push --pull --continuous
+                     settee cp app.settee http://127.0.0.1:4984/todo --collection store.lists --collection store.tasks
             By default changes go from SOURCE to DESTINATION (--push); --pull brings DESTINATION's \
             to SOURCE; both together go both ways. One side at least is a local database. Each \
             document that fails is reported; Ctrl-C stops cleanly.
@@ -371,10 +372,14 @@ struct Cp: AsyncParsableCommand {
     @Option(help: "Only these channels, comma-separated (from a Sync Gateway-style server).") var channels: String?
     @Option(help: "A server-side filter, ddoc/name.") var filter: String?
     @Option(name: .customLong("param"), help: "A filter parameter, key=value (repeatable).") var parameters: [String] = []
+    @Option(name: .customLong("collection"),
+            help: "Copy this collection, scope.name or name (repeatable); each with its namesake on the other side (a server's keyspace). Default: the default collection.")
+    var collections: [String] = []
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
         let src = try DatabaseArgument(source), dst = try DatabaseArgument(destination)
+        let keyspaces = try collections.map(CollectionOption.keyspace)
         // The replicator runs on a local database: SOURCE if it is one, else DESTINATION.
         let localIsSource: Bool
         switch (src, dst) {
@@ -405,6 +410,37 @@ struct Cp: AsyncParsableCommand {
         config.continuous = continuous
         if let user {
             config.authenticator = BasicAuthenticator(username: user, password: ProcessInfo.processInfo.environment["SETTEE_PASSWORD"] ?? "")
+        }
+        if !keyspaces.isEmpty {
+            // Each collection replicates with its namesake: the source must have it; a local
+            // destination gets it, empty, when it has none.
+            var configs: [CollectionConfiguration] = []
+            for (scope, name) in keyspaces {
+                let collection: Collection
+                if localIsSource {
+                    guard let c = try local.collection(name: name, scope: scope) else {
+                        throw CLIError(.notFound, "\(src) has no collection \(scope).\(name)")
+                    }
+                    collection = c
+                    if let other { _ = try other.createCollection(name: name, scope: scope) }
+                } else {
+                    collection = try local.createCollection(name: name, scope: scope)
+                }
+                var c = CollectionConfiguration(collection: collection)
+                if let channels { c.channels = channels.split(separator: ",").map(String.init) }
+                configs.append(c)
+            }
+            do {
+                let pushes = config.replicatorType
+                config = try ReplicatorConfiguration(collections: configs, target: peer)
+                config.replicatorType = pushes
+            } catch let e as ReplicatorError {
+                throw CLIError(.usage, "--collection: \(e.message)")
+            }
+            config.continuous = continuous
+            if let user {
+                config.authenticator = BasicAuthenticator(username: user, password: ProcessInfo.processInfo.environment["SETTEE_PASSWORD"] ?? "")
+            }
         }
         if let channels { config.channels = channels.split(separator: ",").map(String.init) }
         if let filter { config.filterName = filter }

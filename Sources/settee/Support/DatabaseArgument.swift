@@ -9,7 +9,8 @@ import ArgumentParser
 /// A database named on the command line: a directory `NAME.settee`, or the URL of a database on
 /// a CouchDB-compatible server (`http://user:password@host:4984/db`).
 enum DatabaseArgument: CustomStringConvertible {
-    case local(directory: String, name: String)
+    /// `keyspace`: a named collection (`scope.name`) of the database, which commands then read and write.
+    case local(directory: String, name: String, keyspace: (scope: String, name: String)? = nil)
     case remote(URL)
 
     init(_ text: String) throws {
@@ -43,7 +44,8 @@ enum DatabaseArgument: CustomStringConvertible {
 
     var description: String {
         switch self {
-        case .local(let d, let n): return (d as NSString).appendingPathComponent(n + ".settee")
+        case .local(let d, let n, let k):
+            return (d as NSString).appendingPathComponent(n + ".settee") + (k.map { " (collection \($0.scope).\($0.name))" } ?? "")
         case .remote(let url):
             // Never print a password.
             guard var c = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url.absoluteString }
@@ -56,14 +58,22 @@ enum DatabaseArgument: CustomStringConvertible {
 
     /// Opens a local database; `create` makes it when it is not there.
     func open(create: Bool = false) throws -> Database {
-        guard case .local(let directory, let name) = self else {
+        guard case .local(let directory, let name, let keyspace) = self else {
             throw CLIError(.usage, "this command takes a local database (NAME.settee), not a URL")
         }
         if !create && !Database.exists(withName: name, inDirectory: directory) {
             throw CLIError(.notFound, "no database at \(self)")
         }
         do {
-            return try Database(name: name, config: DatabaseConfiguration(directory: directory))
+            let db = try Database(name: name, config: DatabaseConfiguration(directory: directory))
+            guard let keyspace else { return db }
+            guard let collection = try db.collection(name: keyspace.name, scope: keyspace.scope) else {
+                try? db.close()
+                throw CLIError(.notFound, "\((directory as NSString).appendingPathComponent(name + ".settee")) has no collection \(keyspace.scope).\(keyspace.name)")
+            }
+            // The collection's documents, as a database object (closing it leaves the file to
+            // the end of the process).
+            return collection.documents
         } catch let e as SetteeError where e.code == .busy {
             throw CLIError(.locked, "\(self) is open in another process (settee serve, an app): \(e.message)")
         } catch let e as SetteeError {
@@ -161,8 +171,11 @@ struct CollectionOption: ParsableArguments {
     var collection: String?
 
     /// The scope and collection named, their names checked as Couchbase Lite checks them.
-    func keyspace() throws -> (scope: String, name: String) {
-        guard let collection else { return (Scope.defaultScopeName, Collection.defaultCollectionName) }
+    func keyspace() throws -> (scope: String, name: String) { try Self.keyspace(collection) }
+
+    /// `spec` (`scope.name` or `name`) read as a scope and a collection; nil: the default.
+    static func keyspace(_ spec: String?) throws -> (scope: String, name: String) {
+        guard let collection = spec else { return (Scope.defaultScopeName, Collection.defaultCollectionName) }
         let parts = collection.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard parts.count == 1 || parts.count == 2 else {
             throw CLIError(.usage, "--collection \(collection): expected scope.name or name")
@@ -188,11 +201,11 @@ struct CollectionOption: ParsableArguments {
         case .remote(let url):
             let keyspace = url.lastPathComponent + "." + scope + "." + name
             return .remote(url.deletingLastPathComponent().appendingPathComponent(keyspace))
-        case .local:
-            // A missing database is told as such first.
-            let db = try argument.open()
-            try? db.close()
-            throw CLIError(.notFound, "\(argument) has no collection \(scope).\(name) (a database holds its default collection only)")
+        case .local(let directory, let database, _):
+            let resolved = DatabaseArgument.local(directory: directory, name: database, keyspace: (scope, name))
+            // A missing database or collection is told now.
+            _ = try resolved.open()
+            return resolved
         }
     }
 }

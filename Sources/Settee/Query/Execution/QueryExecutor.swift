@@ -71,6 +71,11 @@ struct QueryExecutor {
     func stream(_ emit: @escaping (Row) throws -> Bool) throws { _ = try runCollecting(emit: emit, collecting: false) }
 
     private func runCollecting(emit: ((Row) throws -> Bool)?, collecting: Bool) throws -> (rows: [Row], matched: [String]) {
+        if !statement.joins.isEmpty {
+            let rows = try runJoin()
+            if let emit { for r in rows where !(try emit(r)) { break } ; return ([], []) }
+            return (rows, [])
+        }
         guard database.core.isNamed(bySource: statement.source) else {
             throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _, _default._default, "
                               + "the database's name, or scope.collection of a collection it has)")
@@ -293,7 +298,7 @@ struct QueryExecutor {
 
     /// Projects (each group, or each row when not grouped), makes distinct, sorts (unless the
     /// rows came sorted) and cuts.
-    private func finish(_ matches: [QueryRow], groups: [GroupAccumulator.Group]?, statement: SelectStatement, sorted: Bool,
+    func finish(_ matches: [QueryRow], groups: [GroupAccumulator.Group]?, statement: SelectStatement, sorted: Bool,
                         offset: Int, limit: Int?) throws -> [Row] {
         // Each output row with the values it sorts by.
         var out: [(row: Row, sort: [JSONValue?])] = []
@@ -394,7 +399,7 @@ struct QueryExecutor {
     }
 
     /// LIMIT and OFFSET: constants or parameters holding a non-negative integer.
-    private func count(_ e: QueryExpression?, _ what: String) throws -> Int? {
+    func count(_ e: QueryExpression?, _ what: String) throws -> Int? {
         guard let e else { return nil }
         let empty = QueryRow.empty
         switch try e.evaluate(empty, parameters: parameters) {

@@ -241,14 +241,22 @@ private struct Parser {
             s.source += "." + collection
             s.alias = collection
         }
-        if keyword("AS") {
-            s.alias = try identifier("an alias")
-        } else if case .word(let w) = token, !Self.reserved.contains(w.uppercased()) {
-            s.alias = w
-            advance()
-        } else if case .quoted(let w) = token {
-            s.alias = w
-            advance()
+        if let alias = try sourceAlias() { s.alias = alias }
+        while let kind = try joinKind() {
+            var source = try identifier("a data source")
+            var alias = source
+            if symbol(".") {
+                let collection = try identifier("a collection")
+                source += "." + collection
+                alias = collection
+            }
+            if let given = try sourceAlias() { alias = given }
+            var on: QueryExpression?
+            if kind != .cross {
+                try expectKeyword("ON")
+                on = try expression()
+            }
+            s.joins.append(.init(kind: kind, source: source, alias: alias, on: on))
         }
         if keyword("WHERE") { s.whereClause = try expression() }
         if keyword("GROUP") {
@@ -269,9 +277,47 @@ private struct Parser {
         if keyword("OFFSET") { s.offset = try expression() }
         // Either order, as SQL++ for Mobile accepts.
         if s.limit == nil, keyword("LIMIT") { s.limit = try expression() }
+        if !s.joins.isEmpty { return try s.qualifyingForJoin() }
         let resolved = s.resolvingAlias()
         try resolved.checkFullText()
         return resolved
+    }
+
+    /// A source's alias: `AS name`, or a name that is no keyword (a join's among them).
+    mutating func sourceAlias() throws(SetteeError) -> String? {
+        if keyword("AS") { return try identifier("an alias") }
+        if case .word(let w) = token, !Self.reserved.contains(w.uppercased()), !Self.joinWords.contains(w.uppercased()) {
+            advance()
+            return w
+        }
+        if case .quoted(let w) = token {
+            advance()
+            return w
+        }
+        return nil
+    }
+
+    /// Words that start a join, which a source's alias cannot be (they stay usable as
+    /// property names).
+    static let joinWords: Set<String> = ["LEFT", "INNER", "CROSS", "OUTER"]
+
+    /// `JOIN`, `INNER JOIN`, `LEFT JOIN`, `LEFT OUTER JOIN` or `CROSS JOIN`; nil when none follows.
+    mutating func joinKind() throws(SetteeError) -> SelectStatement.Join.Kind? {
+        if keyword("JOIN") { return .inner }
+        if keyword("INNER") {
+            try expectKeyword("JOIN")
+            return .inner
+        }
+        if keyword("LEFT") {
+            _ = keyword("OUTER")
+            try expectKeyword("JOIN")
+            return .leftOuter
+        }
+        if keyword("CROSS") {
+            try expectKeyword("JOIN")
+            return .cross
+        }
+        return nil
     }
 
     mutating func selectItem(index: Int) throws(SetteeError) -> SelectStatement.Item {
@@ -510,8 +556,9 @@ private struct Parser {
     mutating func meta() throws(SetteeError) -> QueryExpression {
         advance()
         try expectSymbol("(")
+        var source: String?
         if !symbol(")") {
-            _ = try identifier("a data source")
+            source = try identifier("a data source")
             try expectSymbol(")")
         }
         try expectSymbol(".")
@@ -519,7 +566,8 @@ private struct Parser {
         guard let m = QueryExpression.MetaProperty.allCases.first(where: { $0.rawValue.lowercased() == name.lowercased() }) else {
             throw SetteeError(.invalidParameter, "query: META() has no property \"\(name)\" (id, sequence, deleted, expiration, revisionID)")
         }
-        return .meta(m)
+        // Which source's: a join's row has one of each (a single source's reads it as META()).
+        return source.map { SelectStatement.metaPath($0, m) } ?? .meta(m)
     }
 
     mutating func call(_ name: String) throws(SetteeError) -> QueryExpression {

@@ -35,6 +35,40 @@ struct SelectStatement: Sendable, Hashable {
     var offset: QueryExpression?
     /// Set when the statement reads the rows of a map index (a view) instead of documents.
     var mapSource: MapSource?
+    /// `JOIN`s after the first source, in order (empty for a query of one source).
+    var joins: [Join] = []
+
+    /// One `JOIN` of a statement: another source (a collection of the same database, or the
+    /// same one again) under its own alias, combined with the rows so far.
+    struct Join: Sendable, Hashable {
+        enum Kind: String, Sendable, Hashable {
+            /// Rows with a match only.
+            case inner = "INNER"
+            /// Every row so far; the joined source MISSING where nothing matches.
+            case leftOuter = "LEFT OUTER"
+            /// Every combination (no `ON`).
+            case cross = "CROSS"
+        }
+        var kind: Kind
+        var source: String
+        var alias: String
+        /// nil for `CROSS JOIN`.
+        var on: QueryExpression?
+    }
+
+    /// The property under which a joined row keeps each source's `META()`: a name no
+    /// identifier can spell. `META(alias).id` reads `⟨this⟩.alias.id` of a joined row.
+    static let metaKey = "\u{1}meta"
+
+    /// A path for `META(alias).property`; read as ``QueryExpression/meta(_:)`` once the
+    /// statement has one source (``resolvingAlias()``).
+    static func metaPath(_ alias: String, _ property: QueryExpression.MetaProperty) -> QueryExpression {
+        .property(PropertyPath(components: [.name(metaKey), .name(alias), .name(property.rawValue)]))
+    }
+
+    /// Every alias of the statement: the first source's, then each join's.
+    var aliases: [String] { [alias] + joins.map(\.alias) }
+
     /// Only documents whose ID begins with these bytes (a Mango query of one partition,
     /// ``MangoQuery/partition``): a scan of every document reads their range of IDs alone,
     /// and an index's rows of other documents are passed over.
@@ -91,6 +125,41 @@ struct SelectStatement: Sendable, Hashable {
         }
     }
 
+    /// The statement of a join, checked: its aliases distinct, every `alias.` path read in
+    /// the joined row as it is, a path that names no alias read as the first source's, and
+    /// `*` one column per source, named by its alias (Couchbase Lite's results of a join).
+    func qualifyingForJoin() throws(SetteeError) -> SelectStatement {
+        let names = aliases
+        guard Set(names).count == names.count else {
+            throw SetteeError(.invalidParameter, "query: each source of a join needs an alias of its own (\(names.joined(separator: ", ")))")
+        }
+        var s = self
+        let known = Set(names)
+        let first = alias
+        func qualify(_ e: QueryExpression) -> QueryExpression { e.qualifyingPaths(known: known, first: first) }
+        s.items = []
+        for item in items {
+            switch item {
+            case .all: for a in names { s.items.append(.expression(.property(PropertyPath(components: [.name(a)])), name: a)) }
+            case .expression(let e, let name): s.items.append(.expression(qualify(e), name: name))
+            }
+        }
+        s.whereClause = whereClause.map(qualify)
+        s.groupBy = groupBy.map(qualify)
+        s.having = having.map(qualify)
+        s.joins = joins.map { j in Join(kind: j.kind, source: j.source, alias: j.alias, on: j.on.map(qualify)) }
+        var named: [String: QueryExpression] = [:]
+        for case .expression(let e, let name) in s.items where named[name] == nil { named[name] = e }
+        s.orderBy = orderBy.map { o in
+            if case .property(let path) = o.expression, path.components.count == 1, case .name(let n) = path.components[0],
+               !known.contains(n), let column = named[n] {
+                return Ordering(expression: column, descending: o.descending)
+            }
+            return Ordering(expression: qualify(o.expression), descending: o.descending)
+        }
+        return s
+    }
+
     /// The statement with `alias.property` read as `property` (the data source's own name
     /// prefixes a path as its alias does).
     func resolvingAlias() -> SelectStatement {
@@ -125,12 +194,46 @@ extension QueryExpression {
     func removingPrefix(_ names: Set<String>) -> QueryExpression {
         func r(_ e: QueryExpression) -> QueryExpression { e.removingPrefix(names) }
         switch self {
+        case .property(let path) where path.components.count == 3 && path.components[0] == .name(SelectStatement.metaKey):
+            // `META(alias).p` of a statement of one source: its META().
+            guard case .name(let p) = path.components[2], let m = MetaProperty(rawValue: p) else { return self }
+            return .meta(m)
         case .property(let path):
             if path.components.count > 1, case .name(let first) = path.components[0], names.contains(first) {
                 return .property(PropertyPath(components: Array(path.components.dropFirst())))
             }
             return self
         case .literal, .missing, .parameter, .meta, .variable: return self
+        case .not(let e): return .not(r(e))
+        case .and(let terms): return .all(terms.map(r))
+        case .or(let terms): return .any(terms.map(r))
+        case .compare(let op, let a, let b): return .compare(op, r(a), r(b))
+        case .arithmetic(let op, let a, let b): return .arithmetic(op, r(a), r(b))
+        case .negate(let e): return .negate(r(e))
+        case .test(let t, let e): return .test(t, r(e))
+        case .between(let e, let a, let b): return .between(r(e), r(a), r(b))
+        case .in(let e, let list): return .in(r(e), list.map(r))
+        case .like(let a, let b): return .like(r(a), r(b))
+        case .function(let f, let args): return .function(f, args.map(r))
+        case .aggregate(let a, let e): return .aggregate(a, e.map(r))
+        case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: r(array), satisfies: r(condition))
+        case .match(let index, let query): return .match(index: index, query: r(query))
+        case .rank: return self
+        }
+    }
+
+    /// The expression of a join's statement: each path that starts with none of the `known`
+    /// aliases prefixed with `first`, and `META()` read as `META(first)`.
+    func qualifyingPaths(known: Set<String>, first: String) -> QueryExpression {
+        func r(_ e: QueryExpression) -> QueryExpression { e.qualifyingPaths(known: known, first: first) }
+        switch self {
+        case .property(let path):
+            // A path that starts with an alias (or META's) is the joined row's; any other is
+            // the first source's.
+            if case .name(let head)? = path.components.first, known.contains(head) || head == SelectStatement.metaKey { return self }
+            return .property(PropertyPath(components: [.name(first)] + path.components))
+        case .meta(let m): return SelectStatement.metaPath(first, m)
+        case .literal, .missing, .parameter, .variable: return self
         case .not(let e): return .not(r(e))
         case .and(let terms): return .all(terms.map(r))
         case .or(let terms): return .any(terms.map(r))

@@ -98,6 +98,8 @@ final class LiveQueryState: Sendable {
         var matched = Set<String>()
         /// A run is scheduled and has not started: it will read every commit made so far.
         var pending = false
+        /// A join's observers of the collections it joins (the first source's is the registry's).
+        var joinObservers: [ListenerToken] = []
         /// A run is reading: a commit checked meanwhile may be newer than its snapshot.
         var running = false
     }
@@ -116,7 +118,15 @@ final class LiveQueryState: Sendable {
             // The registry holds the query alive while it has listeners; removing the last one
             // lets it go. A query without a database reports its error at the first run.
             database.core.liveQueries.register(query, self, hub: database.core.hub)
-            state.withLock { $0.registered = true }
+            // A join is run again after a commit to any collection it joins.
+            var observers: [ListenerToken] = []
+            if case .success(let statement) = query.plan {
+                for j in statement.joins {
+                    guard let target = try? database.queryTarget(j.source), target.core !== database.core else { continue }
+                    observers.append(target.core.hub.add { [weak self] change in self?.changed(query, change) })
+                }
+            }
+            state.withLock { $0.registered = true; $0.joinObservers += observers }
         }
         self.queue.async { [self] in
             // A new listener starts with the current results, whatever the others have seen.
@@ -131,15 +141,18 @@ final class LiveQueryState: Sendable {
 
     /// Removes a listener; true when it was the last.
     private func remove(_ id: UInt64) -> Bool {
-        state.withLock { s -> Bool in
+        let (last, observers) = state.withLock { s -> (Bool, [ListenerToken]) in
             s.listeners.removeValue(forKey: id)
-            guard s.listeners.isEmpty, s.registered else { return false }
+            guard s.listeners.isEmpty, s.registered else { return (false, []) }
+            defer { s.joinObservers = [] }
             s.registered = false
             s.last = nil
             s.lastValues = nil
             s.matched = []
-            return true
+            return (true, s.joinObservers)
         }
+        for o in observers { o.remove() }
+        return last
     }
 
     /// Runs the query again after its parameters changed, when it is live.
@@ -168,6 +181,8 @@ final class LiveQueryState: Sendable {
         // A run reading now may have taken its snapshot before this commit.
         if running { return schedule(query) }
         guard let (database, statement) = try? query.compiled() else { return }
+        // Whether a join's rows changed cannot be told from one document: it runs again.
+        if !statement.joins.isEmpty { return schedule(query) }
         let match = statement.fullTextMatch
         var affected = false
         for c in change.changes {
@@ -306,7 +321,8 @@ final class LiveQueryRegistry: Sendable {
 
     /// The route of a query with its current parameters, if its `WHERE` has one.
     static func route(of query: Query) -> Route? {
-        guard case .success(let statement) = query.plan, let w = statement.whereClause else { return nil }
+        // A join's rows change with any of its sources: it is never routed.
+        guard case .success(let statement) = query.plan, statement.joins.isEmpty, let w = statement.whereClause else { return nil }
         let parameters = query.parameterValues
         var best: Route?
         for c in QueryPlanner.conjuncts(w) {

@@ -65,10 +65,12 @@ struct BuildScope {
     let sourceName: String
     /// Innermost last.
     var variables: [String] = []
+    /// The aliases of the sources joined to the first (empty: a query of one source).
+    var joined: [String] = []
 
-    /// Checks that `.from(name)` names the data source.
+    /// Checks that `.from(name)` names a data source.
     func checkAlias(_ name: String, of what: String) throws(SetteeError) {
-        guard name == alias || name == sourceName else {
+        guard name == alias || name == sourceName || joined.contains(name) else {
             throw SetteeError(.invalidParameter, "QueryBuilder: \(what).from(\"\(name)\") names no data source of the query (its alias is \"\(alias)\")")
         }
     }
@@ -126,6 +128,7 @@ struct BuilderParts: Sendable {
     var orderBy: [BuilderOrdering] = []
     var limit: BuilderExpression?
     var offset: BuilderExpression?
+    var joins: [BuilderJoin] = []
     /// A data source that is not Settee's.
     var sourceError: String?
 
@@ -145,6 +148,12 @@ struct BuilderParts: Sendable {
         }
         var scope = BuildScope(alias: source.alias ?? source.name, sourceName: source.name)
         var s = SelectStatement()
+        for j in joins {
+            if let error = j.error { throw SetteeError(.invalidParameter, "QueryBuilder: \(error)") }
+            guard let js = j.source else { continue }
+            if let alias = js.alias, alias.isEmpty { throw SetteeError(.invalidParameter, "QueryBuilder: a data source's alias may not be empty") }
+            scope.joined.append(js.alias ?? js.name)
+        }
         s.distinct = distinct
         s.source = source.name
         s.alias = scope.alias
@@ -152,7 +161,12 @@ struct BuilderParts: Sendable {
             switch r {
             case .all(let from):
                 if let from { try scope.checkAlias(from, of: "SelectResult.all()") }
-                s.items.append(.all)
+                // In a join, `SelectResult.all().from("l")` is that source's document alone.
+                if let from, !joins.isEmpty {
+                    s.items.append(.expression(.property(PropertyPath(components: [.name(from)])), name: from))
+                } else {
+                    s.items.append(.all)
+                }
             case .expression(let e, let name):
                 let compiled = try e.build(&scope)
                 // `SelectResult.expression(Expression.all())` is the whole document, named as `*` is.
@@ -171,6 +185,15 @@ struct BuilderParts: Sendable {
         for o in orderBy { s.orderBy.append(.init(expression: try o.expression.build(&scope), descending: o.descending)) }
         s.limit = try limit?.build(&scope)
         s.offset = try offset?.build(&scope)
+        if !joins.isEmpty {
+            for j in joins {
+                guard let js = j.source else { continue }
+                // The joined source found as SQL++ text names it, by its database object.
+                s.joins.append(.init(kind: j.kind, source: js.name, alias: js.alias ?? js.name.split(separator: ".").last.map(String.init) ?? js.name,
+                                     on: try j.on?.build(&scope)))
+            }
+            return try s.qualifyingForJoin()
+        }
         let resolved = s.resolvingAlias()
         try resolved.checkFullText()
         return resolved

@@ -66,6 +66,8 @@ struct DatabaseSource: DataSourceAs {
     let database: Database
     let name: String
     let alias: String?
+    /// How SQL++ names the source: `scope.collection` for a collection (a join finds it by it).
+    var fullName: String { database.core.isDefault ? name : database.core.fullName }
 
     func `as`(_ alias: String) -> any DataSourceProtocol {
         DatabaseSource(database: database, name: name, alias: alias)

@@ -236,6 +236,8 @@ struct DocumentExpression: PropertyExpressionProtocol, BuilderNodeProviding {
         let alias = alias
         return BuilderExpression(depth: 1) { (scope: inout BuildScope) throws(SetteeError) in
             if let alias { try scope.checkAlias(alias, of: "Expression.all()") }
+            // In a join, `Expression.all().from("l")` is that source's document.
+            if let alias, !scope.joined.isEmpty { return .property(PropertyPath(components: [.name(alias)])) }
             return .property(PropertyPath(components: []))
         }
     }

@@ -73,8 +73,10 @@ struct MetaExpression: MetaExpressionProtocol, BuilderNodeProviding {
     var node: BuilderExpression {
         let (property, alias) = (property, alias)
         return BuilderExpression(depth: 1) { (scope: inout BuildScope) throws(SetteeError) in
-            if let alias { try scope.checkAlias(alias, of: "Meta.\(property.rawValue)") }
-            return .meta(property)
+            guard let alias else { return .meta(property) }
+            try scope.checkAlias(alias, of: "Meta.\(property.rawValue)")
+            // Which source's: a join's row has one of each (one source's reads it as META()).
+            return SelectStatement.metaPath(alias, property)
         }
     }
 

@@ -1,0 +1,210 @@
+import Foundation
+internal import SetteeStorage
+
+/// How a join's statement is run: every source read from one snapshot (the collections of a
+/// database share its store), the first source's live documents as the first rows, then each
+/// join in order. An `ON` that compares a value of the joined source with one of the rows so
+/// far (`l.id = t.listID`, either way round) is a hash join: the joined source's documents are
+/// hashed once by their side's value, and each row looks its value up (the `ON` is still
+/// evaluated on every pair found, so a hash that groups more than `=` does changes nothing).
+/// Any other `ON`, and `CROSS JOIN`, pairs every row with every document. `WHERE`, grouping,
+/// ordering and the select list then run on the joined rows as on one source's.
+///
+/// A joined row holds each source's properties under its alias, and its `META()` under
+/// ``SelectStatement/metaKey``.
+extension QueryExecutor {
+    /// The plan of a join, as ``Query/explain()`` shows it.
+    static func joinExplanation(_ s: SelectStatement) -> String {
+        var lines = ["SCAN ALL DOCUMENTS OF \(s.source) AS \(s.alias)"]
+        for j in s.joins {
+            let how: String
+            if j.kind == .cross {
+                how = "every pair"
+            } else if let on = j.on, equiJoinKeys(on, alias: j.alias, earlier: Set(s.aliases.prefix { $0 != j.alias })) != nil {
+                how = "HASH on the ON condition's value of \(j.alias), each row probing it"
+            } else {
+                how = "NESTED LOOP, the ON condition evaluated on every pair"
+            }
+            lines.append("\(j.kind.rawValue) JOIN \(j.source) AS \(j.alias): SCAN ALL DOCUMENTS; \(how)")
+        }
+        if s.whereClause != nil { lines.append("FILTER the joined rows by WHERE") }
+        if s.isGrouped { lines.append("GROUP the joined rows") }
+        if !s.orderBy.isEmpty { lines.append("SORT the joined rows") }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The join's rows, projected, sorted and cut.
+    func runJoin() throws -> [Row] {
+        let limit = try count(statement.limit, "LIMIT")
+        let offset = try count(statement.offset, "OFFSET") ?? 0
+        if statement.items.contains(where: { if case .expression(let e, _) = $0 { return e.containsMatch } ; return false })
+            || statement.whereClause?.containsMatch == true {
+            throw SetteeError(.invalidParameter, "query: MATCH() is not supported in a join")
+        }
+        guard database.core.isNamed(bySource: statement.source) else {
+            throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _, _default._default, "
+                              + "the database's name, or scope.collection of a collection it has)")
+        }
+        // Each joined source's collection (the first source is this executor's database).
+        let sources: [DatabaseCore] = try statement.joins.map { j in
+            let target = try database.queryTarget(j.source)
+            guard target.core.isNamed(bySource: j.source) else {
+                throw SetteeError(.invalidParameter, "query: no data source named \(j.source) to join (use scope.collection of a collection the database has)")
+            }
+            try target.checkOpen()
+            return target.core
+        }
+        let core = database.core
+        let statement = self.statement
+        return try core.read(snapshot: { tx in try join(tx, core, sources, statement, offset: offset, limit: limit) },
+                             batch: { tx in try join(tx, core, sources, statement, offset: offset, limit: limit) })
+    }
+
+    private func join(_ tx: some StoreReading, _ first: DatabaseCore, _ sources: [DatabaseCore], _ s: SelectStatement,
+                      offset: Int, limit: Int?) throws -> [Row] {
+        var rows = try Self.documents(tx, first).map { Self.combine(nil, s.alias, $0) }
+        var earlier: Set<String> = [s.alias]
+        for (j, source) in zip(s.joins, sources) {
+            let documents = try Self.documents(tx, source)
+            var next: [QueryRow] = []
+            if j.kind == .cross {
+                for row in rows { for d in documents { next.append(Self.combine(row, j.alias, d)) } }
+            } else if let on = j.on, let keys = Self.equiJoinKeys(on, alias: j.alias, earlier: earlier) {
+                var table: [[UInt8]: [Int]] = [:]
+                for (i, d) in documents.enumerated() {
+                    // NULL and MISSING equal nothing.
+                    guard let v = try keys.joined.evaluate(Self.combine(nil, j.alias, d), parameters: parameters, regexes: regexes),
+                          v != .null else { continue }
+                    table[try Self.key([v]), default: []].append(i)
+                }
+                for row in rows {
+                    var matched = false
+                    if let v = try keys.rows.evaluate(row, parameters: parameters, regexes: regexes), v != .null,
+                       let hits = table[try Self.key([v])] {
+                        for i in hits {
+                            let combined = Self.combine(row, j.alias, documents[i])
+                            if try on.evaluate(combined, parameters: parameters, regexes: regexes).isTrue {
+                                next.append(combined)
+                                matched = true
+                            }
+                        }
+                    }
+                    if !matched && j.kind == .leftOuter { next.append(row) }
+                }
+            } else {
+                for row in rows {
+                    var matched = false
+                    for d in documents {
+                        let combined = Self.combine(row, j.alias, d)
+                        if try j.on?.evaluate(combined, parameters: parameters, regexes: regexes).isTrue ?? true {
+                            next.append(combined)
+                            matched = true
+                        }
+                    }
+                    if !matched && j.kind == .leftOuter { next.append(row) }
+                }
+            }
+            rows = next
+            earlier.insert(j.alias)
+        }
+        if let w = s.whereClause {
+            rows = try rows.filter { try w.evaluate($0, parameters: parameters, regexes: regexes).isTrue }
+        }
+        var groups: [GroupAccumulator.Group]?
+        if s.isGrouped {
+            var grouping = try GroupAccumulator(s, inOrder: false, parameters: parameters, regexes: regexes)
+            for row in rows { try grouping.add(row, continuesLastGroup: false) }
+            groups = try grouping.finish()
+        }
+        return try finish(rows, groups: groups, statement: s, sorted: false, offset: offset, limit: limit)
+    }
+
+    /// The live documents of a collection, in ID order.
+    private static func documents(_ tx: some StoreReading, _ core: DatabaseCore) throws -> [QueryRow] {
+        var out: [QueryRow] = []
+        try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
+            if let found = try core.queryRow(tx, key: k, encodedMeta: v, keys: nil, admitting: nil, keysWhenMatched: nil) {
+                out.append(found.row)
+            }
+            return true
+        }
+        return out
+    }
+
+    /// `row` (nil: none yet) with `document` added under `alias`, and its META() beside.
+    private static func combine(_ row: QueryRow?, _ alias: String, _ document: QueryRow) -> QueryRow {
+        var properties = row?.properties ?? [:]
+        properties[alias] = .object(document.properties)
+        var metas: [String: JSONValue] = [:]
+        if case .object(let m)? = properties[SelectStatement.metaKey] { metas = m }
+        var meta: [String: JSONValue] = ["id": .string(document.id), "sequence": .int(Int64(clamping: document.sequence)),
+                                         "deleted": .bool(document.isDeleted), "revisionID": .string(document.revisionID)]
+        if let e = document.expiration { meta["expiration"] = .int(Int64(clamping: Int64(e.timeIntervalSince1970 * 1000))) }
+        metas[alias] = .object(meta)
+        properties[SelectStatement.metaKey] = .object(metas)
+        var combined = row ?? QueryRow(id: document.id, revisionID: document.revisionID, sequence: document.sequence,
+                                       isDeleted: document.isDeleted, expiration: document.expiration, properties: [:])
+        combined.properties = properties
+        return combined
+    }
+
+    /// For `ON a = b` (or `ON … AND a = b AND …`) where one side reads only the joined source
+    /// `alias` and the other only `earlier` ones: the two sides, the joined source's first.
+    static func equiJoinKeys(_ on: QueryExpression, alias: String, earlier: Set<String>) -> (joined: QueryExpression, rows: QueryExpression)? {
+        switch on {
+        case .and(let terms):
+            for t in terms { if let k = equiJoinKeys(t, alias: alias, earlier: earlier) { return k } }
+            return nil
+        case .compare(.equal, let a, let b):
+            let sa = a.aliasesRead, sb = b.aliasesRead
+            if sa == [alias] && !sb.isEmpty && sb.isSubset(of: earlier) { return (a, b) }
+            if sb == [alias] && !sa.isEmpty && sa.isSubset(of: earlier) { return (b, a) }
+            return nil
+        default:
+            return nil
+        }
+    }
+}
+
+extension QueryExpression {
+    /// The aliases a joined row's expression reads (the first name of each path, or of META's);
+    /// a parameter or a constant reads none.
+    var aliasesRead: Set<String> {
+        var out = Set<String>()
+        func visit(_ e: QueryExpression) {
+            switch e {
+            case .property(let path):
+                if case .name(let head)? = path.components.first {
+                    if head == SelectStatement.metaKey, path.components.count > 1, case .name(let a) = path.components[1] { out.insert(a) } else { out.insert(head) }
+                }
+            case .literal, .missing, .parameter, .meta, .variable, .rank: break
+            case .not(let e), .negate(let e), .test(_, let e): visit(e)
+            case .and(let t), .or(let t): t.forEach(visit)
+            case .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): visit(a); visit(b)
+            case .between(let e, let a, let b): visit(e); visit(a); visit(b)
+            case .in(let e, let list): visit(e); list.forEach(visit)
+            case .function(_, let args): args.forEach(visit)
+            case .aggregate(_, let e): e.map(visit)
+            case .quantified(_, _, let array, let condition): visit(array); visit(condition)
+            case .match(_, let query): visit(query)
+            }
+        }
+        visit(self)
+        return out
+    }
+
+    /// Whether the expression holds a `MATCH()`.
+    var containsMatch: Bool {
+        switch self {
+        case .match: return true
+        case .literal, .missing, .parameter, .meta, .variable, .rank, .property: return false
+        case .not(let e), .negate(let e), .test(_, let e): return e.containsMatch
+        case .and(let t), .or(let t), .function(_, let t): return t.contains { $0.containsMatch }
+        case .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): return a.containsMatch || b.containsMatch
+        case .between(let e, let a, let b): return e.containsMatch || a.containsMatch || b.containsMatch
+        case .in(let e, let list): return e.containsMatch || list.contains { $0.containsMatch }
+        case .aggregate(_, let e): return e?.containsMatch ?? false
+        case .quantified(_, _, let array, let condition): return array.containsMatch || condition.containsMatch
+        }
+    }
+}
