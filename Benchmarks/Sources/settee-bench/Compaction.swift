@@ -68,6 +68,16 @@ enum Figure: String, CaseIterable {
     case liveNotifyP99 = "live-notify-p99"
     /// settee-doc only: durable commits' time with 1000 idle live queries ÷ without.
     case liveIdleCost = "live-1000-idle-cost"
+    // The `collections` group (`CollectionsBench`).
+    case openMany = "open-many"
+    case openOne = "open-one"
+    case getMany = "get-many"
+    case getOne = "get-one"
+    case scanMany = "scan-many"
+    case scanAlone = "scan-alone"
+    case scanRatio = "scan-ratio"
+    case join
+    case joinSpeedup = "join-speedup"
 
     static let ratioUnit = "×"
 
@@ -102,7 +112,9 @@ enum Figure: String, CaseIterable {
              .load2IndexesCost: Self.ratioUnit
         case .saveDocuments, .asyncPipelined: "docs/s"
         case .commitsNormal, .commitsDuring, .asyncCommits: "commits/s"
-        case .getNormal, .getDuring, .asyncGet: "ns/op"
+        case .getNormal, .getDuring, .asyncGet, .getMany, .getOne: "ns/op"
+        case .openMany, .openOne, .scanMany, .scanAlone, .join: "ms"
+        case .scanRatio, .joinSpeedup: Self.ratioUnit
         }
     }
 }

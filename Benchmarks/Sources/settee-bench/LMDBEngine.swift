@@ -176,6 +176,7 @@ final class LMDBEngine: Engine {
         case .replicateLocal, .replicateNoop: "n/a: replication is settee-doc only (SetteeReplicator)"
         case .compaction: "not run: settee-doc against SQLite's LiteCore layout only"
         case .query: "n/a: query runs on settee-doc and sqlite"
+        case .collections: "n/a: collections run on settee-doc and sqlite"
         }
     }
 

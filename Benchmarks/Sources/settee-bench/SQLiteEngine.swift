@@ -318,6 +318,7 @@ final class SQLiteEngine: Engine {
         case .replicateLocal, .replicateNoop: "n/a: replication is settee-doc only (SetteeReplicator)"
         case .compaction: "WAL, synchronous=NORMAL; old bodies dropped from extra, then VACUUM"
         case .query: "json_extract expression indexes on JSON bodies (QueryBench)"
+        case .collections: "two tables and a join on a json_extract expression index (CollectionsBench)"
         }
     }
 

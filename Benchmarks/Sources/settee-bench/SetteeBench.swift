@@ -42,7 +42,7 @@ struct SetteeBench {
 
         var measurements: [Measurement] = []
         // The dataset and the per-engine workloads; `query` generates documents of its own.
-        if !options.workloads.subtracting([.query]).isEmpty {
+        if !options.workloads.subtracting([.query, .collections]).isEmpty {
             Progress.log("generating \(options.documentCount) documents (seed \(options.seed))")
             let watch = Stopwatch()
             let dataset = Dataset(documentCount: options.documentCount, seed: options.seed,
@@ -77,6 +77,17 @@ struct SetteeBench {
                 measurements += try QueryBench(documentCount: options.documentCount, seed: options.seed, engines: engines,
                                                    queries: options.queries)
                     .run(in: directory)
+                if options.directory == nil { try Files.remove(directory) }
+            }
+        }
+
+        if options.workloads.contains(.collections) {
+            if !options.engines.contains(.setteeDoc) {
+                Progress.log("collections: not run: it runs on settee-doc (and sqlite for the join), which was not chosen")
+            } else {
+                let directory = root + "/collections"
+                try Files.createDirectory(directory)
+                measurements += try CollectionsBench(documentCount: options.documentCount, seed: options.seed).run(in: directory)
                 if options.directory == nil { try Files.remove(directory) }
             }
         }

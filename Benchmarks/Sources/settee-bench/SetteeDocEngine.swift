@@ -145,6 +145,7 @@ final class SetteeDocEngine: Sendable {
         case .expiryStall: "longest saveDocument (fullSync) of a concurrent writer during the purge"
         case .compaction: "db.compact(), autoCompaction off"
         case .query: "value indexes and SQL++ queries (QueryBench)"
+        case .collections: "named collections and a hash join (CollectionsBench)"
         case .replicateLocal: "Replicator push, one-shot, DatabaseEndpoint; both fullSync; min(N, 100000) docs"
         case .replicateNoop: "push-and-pull one-shot, nothing new, N docs in step; median of 11 runs"
         }

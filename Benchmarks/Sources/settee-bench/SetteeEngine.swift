@@ -108,6 +108,7 @@ final class SetteeEngine: Engine {
         case .replicateLocal, .replicateNoop: "n/a: replication is settee-doc only (SetteeReplicator)"
         case .compaction: "not run: the storage engine alone keeps no revision history"
         case .query: "n/a: query runs on settee-doc and sqlite"
+        case .collections: "n/a: collections run on settee-doc and sqlite"
         }
     }
 

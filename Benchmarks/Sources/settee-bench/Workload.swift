@@ -21,6 +21,9 @@ enum Workload: String, CaseIterable, Comparable {
     /// A row group (`QueryBench`): value indexes and SQL++ queries on settee-doc against SQLite with JSON
     /// bodies and expression indexes, on databases of its own.
     case query
+    /// A row group (`CollectionsBench`): 100 collections against one of as many documents, and a join
+    /// against SQLite's, on databases of its own.
+    case collections
 
     var unit: String {
         switch self {
@@ -32,12 +35,13 @@ enum Workload: String, CaseIterable, Comparable {
         case .replicateLocal: "docs/s"
         case .compaction: "MB/s"
         case .query: "queries/s"
+        case .collections: "ms"
         }
     }
 
     /// Whether it needs the bulk-loaded database (every workload but `rev-insert`, `compaction` and `expiry`,
     /// which start empty).
-    var needsLoad: Bool { self != .revInsert && self != .compaction && self != .query && !isExpiry && !isReplication }
+    var needsLoad: Bool { self != .revInsert && self != .compaction && self != .query && self != .collections && !isExpiry && !isReplication }
 
     /// `replicate-local` and `replicate-noop` are measured by one run, and both reported when either is selected.
     var isReplication: Bool { self == .replicateLocal || self == .replicateNoop }

@@ -62,10 +62,10 @@ extension QueryExecutor {
 
     private func join(_ tx: some StoreReading, _ first: DatabaseCore, _ sources: [DatabaseCore], _ s: SelectStatement,
                       offset: Int, limit: Int?) throws -> [Row] {
-        var rows = try Self.documents(tx, first).map { Self.combine(nil, s.alias, $0) }
+        var rows = try Self.documents(tx, first, keys: Self.keysRead(s, alias: s.alias)).map { Self.combine(nil, s.alias, $0) }
         var earlier: Set<String> = [s.alias]
         for (j, source) in zip(s.joins, sources) {
-            let documents = try Self.documents(tx, source)
+            let documents = try Self.documents(tx, source, keys: Self.keysRead(s, alias: j.alias))
             var next: [QueryRow] = []
             if j.kind == .cross {
                 for row in rows { for d in documents { next.append(Self.combine(row, j.alias, d)) } }
@@ -119,32 +119,62 @@ extension QueryExecutor {
         return try finish(rows, groups: groups, statement: s, sorted: false, offset: offset, limit: limit)
     }
 
-    /// The live documents of a collection, in ID order.
-    private static func documents(_ tx: some StoreReading, _ core: DatabaseCore) throws -> [QueryRow] {
-        var out: [QueryRow] = []
+    /// The top-level properties of source `alias` the statement reads; nil when it reads the
+    /// whole document (`SELECT *`, `alias` itself): only those are parsed from each body.
+    static func keysRead(_ s: SelectStatement, alias: String) -> Set<String>? {
+        var expressions: [QueryExpression] = []
+        for case .expression(let e, _) in s.items { expressions.append(e) }
+        expressions += [s.whereClause, s.having].compactMap { $0 } + s.groupBy + s.orderBy.map(\.expression) + s.joins.compactMap(\.on)
+        var keys = Set<String>()
+        var whole = false
+        for e in expressions {
+            e.forEachPath { path in
+                guard case .name(alias)? = path.components.first else { return }
+                guard path.components.count > 1, case .name(let key) = path.components[1] else {
+                    whole = true
+                    return
+                }
+                keys.insert(key)
+            }
+        }
+        return whole ? nil : keys
+    }
+
+    /// The live documents of a collection, in ID order, with only `keys` of their properties
+    /// (nil: all).
+    private static func documents(_ tx: some StoreReading, _ core: DatabaseCore, keys: Set<String>?) throws -> [Source] {
+        var out: [Source] = []
         try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
-            if let found = try core.queryRow(tx, key: k, encodedMeta: v, keys: nil, admitting: nil, keysWhenMatched: nil) {
-                out.append(found.row)
+            if let found = try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: nil, keysWhenMatched: nil) {
+                out.append(Source(found.row))
             }
             return true
         }
         return out
     }
 
+    /// One document of a source, with what a joined row holds of it, made once.
+    struct Source {
+        let row: QueryRow
+        let value: JSONValue
+        let meta: JSONValue
+
+        init(_ row: QueryRow) {
+            self.row = row
+            value = .object(row.properties)
+            var meta: [String: JSONValue] = ["id": .string(row.id), "sequence": .int(Int64(clamping: row.sequence)),
+                                             "deleted": .bool(row.isDeleted), "revisionID": .string(row.revisionID)]
+            if let e = row.expiration { meta["expiration"] = .int(Int64(clamping: Int64(e.timeIntervalSince1970 * 1000))) }
+            self.meta = .object(meta)
+        }
+    }
+
     /// `row` (nil: none yet) with `document` added under `alias`, and its META() beside.
-    private static func combine(_ row: QueryRow?, _ alias: String, _ document: QueryRow) -> QueryRow {
-        var properties = row?.properties ?? [:]
-        properties[alias] = .object(document.properties)
-        var metas: [String: JSONValue] = [:]
-        if case .object(let m)? = properties[SelectStatement.metaKey] { metas = m }
-        var meta: [String: JSONValue] = ["id": .string(document.id), "sequence": .int(Int64(clamping: document.sequence)),
-                                         "deleted": .bool(document.isDeleted), "revisionID": .string(document.revisionID)]
-        if let e = document.expiration { meta["expiration"] = .int(Int64(clamping: Int64(e.timeIntervalSince1970 * 1000))) }
-        metas[alias] = .object(meta)
-        properties[SelectStatement.metaKey] = .object(metas)
-        var combined = row ?? QueryRow(id: document.id, revisionID: document.revisionID, sequence: document.sequence,
-                                       isDeleted: document.isDeleted, expiration: document.expiration, properties: [:])
-        combined.properties = properties
+    private static func combine(_ row: QueryRow?, _ alias: String, _ document: Source) -> QueryRow {
+        var combined = row ?? QueryRow(id: document.row.id, revisionID: document.row.revisionID, sequence: document.row.sequence,
+                                       isDeleted: document.row.isDeleted, expiration: document.row.expiration, properties: [:])
+        combined.properties[alias] = document.value
+        combined.properties[SelectStatement.metaKey + alias] = document.meta
         return combined
     }
 
@@ -171,12 +201,19 @@ extension QueryExpression {
     /// a parameter or a constant reads none.
     var aliasesRead: Set<String> {
         var out = Set<String>()
+        forEachPath { path in
+            if case .name(let head)? = path.components.first {
+                out.insert(head.hasPrefix(SelectStatement.metaKey) ? String(head.dropFirst(SelectStatement.metaKey.count)) : head)
+            }
+        }
+        return out
+    }
+
+    /// Calls `body` with every property path the expression reads.
+    func forEachPath(_ body: (PropertyPath) -> Void) {
         func visit(_ e: QueryExpression) {
             switch e {
-            case .property(let path):
-                if case .name(let head)? = path.components.first {
-                    if head == SelectStatement.metaKey, path.components.count > 1, case .name(let a) = path.components[1] { out.insert(a) } else { out.insert(head) }
-                }
+            case .property(let path): body(path)
             case .literal, .missing, .parameter, .meta, .variable, .rank: break
             case .not(let e), .negate(let e), .test(_, let e): visit(e)
             case .and(let t), .or(let t): t.forEach(visit)
@@ -190,7 +227,6 @@ extension QueryExpression {
             }
         }
         visit(self)
-        return out
     }
 
     /// Whether the expression holds a `MATCH()`.

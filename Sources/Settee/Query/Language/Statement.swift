@@ -56,8 +56,9 @@ struct SelectStatement: Sendable, Hashable {
         var on: QueryExpression?
     }
 
-    /// The property under which a joined row keeps each source's `META()`: a name no
-    /// identifier can spell. `META(alias).id` reads `⟨this⟩.alias.id` of a joined row.
+    /// What a joined row's property holding a source's `META()` is named after: a name no
+    /// identifier can spell. `META(alias).id` is parsed as `⟨this⟩.alias.id`, and read from a
+    /// joined row's `⟨this⟩alias.id` (``qualifyingForJoin()``).
     static let metaKey = "\u{1}meta"
 
     /// A path for `META(alias).property`; read as ``QueryExpression/meta(_:)`` once the
@@ -189,21 +190,12 @@ struct SelectStatement: Sendable, Hashable {
 }
 
 extension QueryExpression {
-    /// The expression with each property path that starts with one of `names` and goes on
-    /// past it shortened by that first step.
-    func removingPrefix(_ names: Set<String>) -> QueryExpression {
-        func r(_ e: QueryExpression) -> QueryExpression { e.removingPrefix(names) }
+    /// The expression with each leaf (a property path, `META()`, a constant…) for which
+    /// `leaf` returns a replacement replaced by it, every other part kept.
+    func rewritingLeaves(_ leaf: (QueryExpression) -> QueryExpression?) -> QueryExpression {
+        func r(_ e: QueryExpression) -> QueryExpression { e.rewritingLeaves(leaf) }
         switch self {
-        case .property(let path) where path.components.count == 3 && path.components[0] == .name(SelectStatement.metaKey):
-            // `META(alias).p` of a statement of one source: its META().
-            guard case .name(let p) = path.components[2], let m = MetaProperty(rawValue: p) else { return self }
-            return .meta(m)
-        case .property(let path):
-            if path.components.count > 1, case .name(let first) = path.components[0], names.contains(first) {
-                return .property(PropertyPath(components: Array(path.components.dropFirst())))
-            }
-            return self
-        case .literal, .missing, .parameter, .meta, .variable: return self
+        case .property, .literal, .missing, .parameter, .meta, .variable, .rank: return leaf(self) ?? self
         case .not(let e): return .not(r(e))
         case .and(let terms): return .all(terms.map(r))
         case .or(let terms): return .any(terms.map(r))
@@ -218,37 +210,42 @@ extension QueryExpression {
         case .aggregate(let a, let e): return .aggregate(a, e.map(r))
         case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: r(array), satisfies: r(condition))
         case .match(let index, let query): return .match(index: index, query: r(query))
-        case .rank: return self
+        }
+    }
+
+    /// The expression with each property path that starts with one of `names` and goes on
+    /// past it shortened by that first step, and `META(alias)` read as `META()`.
+    func removingPrefix(_ names: Set<String>) -> QueryExpression {
+        rewritingLeaves { e in
+            guard case .property(let path) = e, path.components.count > 1, case .name(let head) = path.components[0] else { return nil }
+            if head == SelectStatement.metaKey {
+                // `META(alias).p` of a statement of one source: its META().
+                guard path.components.count == 3, case .name(let p) = path.components[2], let m = MetaProperty(rawValue: p) else { return nil }
+                return .meta(m)
+            }
+            return names.contains(head) ? .property(PropertyPath(components: Array(path.components.dropFirst()))) : nil
         }
     }
 
     /// The expression of a join's statement: each path that starts with none of the `known`
-    /// aliases prefixed with `first`, and `META()` read as `META(first)`.
+    /// aliases prefixed with `first`, `META(alias).p` read from the joined row's
+    /// `⟨metaKey⟩alias`, and `META()` as `META(first)`.
     func qualifyingPaths(known: Set<String>, first: String) -> QueryExpression {
-        func r(_ e: QueryExpression) -> QueryExpression { e.qualifyingPaths(known: known, first: first) }
-        switch self {
-        case .property(let path):
-            // A path that starts with an alias (or META's) is the joined row's; any other is
-            // the first source's.
-            if case .name(let head)? = path.components.first, known.contains(head) || head == SelectStatement.metaKey { return self }
-            return .property(PropertyPath(components: [.name(first)] + path.components))
-        case .meta(let m): return SelectStatement.metaPath(first, m)
-        case .literal, .missing, .parameter, .variable: return self
-        case .not(let e): return .not(r(e))
-        case .and(let terms): return .all(terms.map(r))
-        case .or(let terms): return .any(terms.map(r))
-        case .compare(let op, let a, let b): return .compare(op, r(a), r(b))
-        case .arithmetic(let op, let a, let b): return .arithmetic(op, r(a), r(b))
-        case .negate(let e): return .negate(r(e))
-        case .test(let t, let e): return .test(t, r(e))
-        case .between(let e, let a, let b): return .between(r(e), r(a), r(b))
-        case .in(let e, let list): return .in(r(e), list.map(r))
-        case .like(let a, let b): return .like(r(a), r(b))
-        case .function(let f, let args): return .function(f, args.map(r))
-        case .aggregate(let a, let e): return .aggregate(a, e.map(r))
-        case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: r(array), satisfies: r(condition))
-        case .match(let index, let query): return .match(index: index, query: r(query))
-        case .rank: return self
+        rewritingLeaves { e in
+            switch e {
+            case .property(let path):
+                if case .name(let head)? = path.components.first {
+                    if known.contains(head) { return nil }
+                    if head == SelectStatement.metaKey, path.components.count == 3, case .name(let a) = path.components[1] {
+                        return .property(PropertyPath(components: [.name(SelectStatement.metaKey + a), path.components[2]]))
+                    }
+                }
+                return .property(PropertyPath(components: [.name(first)] + path.components))
+            case .meta(let m):
+                return .property(PropertyPath(components: [.name(SelectStatement.metaKey + first), .name(m.rawValue)]))
+            default:
+                return nil
+            }
         }
     }
 }
