@@ -118,14 +118,18 @@ import Testing
             heardTasks.withLock { $0 += change.documentIDs }
             signal.signal()
         }
-        let t2 = db.addChangeListener { change in heardDefault.withLock { $0 += change.documentIDs } }
+        let defaultSignal = DispatchSemaphore(value: 0)
+        let t2 = db.addChangeListener { change in
+            heardDefault.withLock { $0 += change.documentIDs }
+            defaultSignal.signal()
+        }
         let doc = DispatchSemaphore(value: 0)
         let t3 = tasks.addDocumentChangeListener(id: "a") { _ in doc.signal() }
         try tasks.save(document: MutableDocument(id: "a"))
         #expect(wait(signal) && wait(doc))
         try db.saveDocument(MutableDocument(id: "b"))
         try tasks.save(document: MutableDocument(id: "c"))
-        #expect(wait(signal))
+        #expect(wait(signal) && wait(defaultSignal))
         #expect(heardTasks.value == ["a", "c"])
         #expect(heardDefault.value == ["b"])
         for t in [t1, t2, t3] { t.remove() }
@@ -213,5 +217,21 @@ import Testing
         try db.close()
         #expect(setteeError { _ = try again.count }?.code == .notOpen)
         #expect(setteeError { try db.createCollection(name: "late") }?.code == .notOpen)
+    }
+
+    @Test func asyncObservationIsTheCollections() async throws {
+        let dir = try TemporaryDirectory()
+        let db = try openDatabase(dir)
+        let tasks = try db.createCollection(name: "tasks", scope: "store")
+        try tasks.save(document: MutableDocument(id: "before"))
+        var events = tasks.changeEvents(since: 0).makeAsyncIterator()
+        let first = try await events.next()
+        #expect(first?.documentIDs == ["before"])
+        try await db.saveDocument(MutableDocument(id: "elsewhere"))
+        try tasks.save(document: MutableDocument(id: "after"))
+        let second = try await events.next()
+        #expect(second?.documentIDs == ["after"])
+        var watched = tasks.documentChanges(id: "after").makeAsyncIterator()
+        #expect(try await watched.next()??.id == "after")
     }
 }

@@ -106,6 +106,35 @@ public final class Collection: Sendable, Hashable, CustomStringConvertible {
     ///   a damaged count is an error here, not 0).
     public var count: UInt64 { get throws { try store.count } }
 
+    // MARK: Async observation
+
+    /// The collection's committed changes from now on, as an async sequence (as
+    /// ``Database/changeEvents()`` for the database's); it ends when the collection is deleted
+    /// or the database closes.
+    ///
+    /// ```swift
+    /// Task {
+    ///     for try await change in tasks.changeEvents() { refresh(change.documentIDs) }
+    /// }
+    /// ```
+    public func changeEvents() -> DatabaseChanges { store.changeEvents() }
+
+    /// The current state of every document of the collection changed after `sequence` (the
+    /// collection's own sequences), then each committed change (as
+    /// ``Database/changeEvents(since:)``).
+    ///
+    /// ```swift
+    /// for try await change in tasks.changeEvents(since: 0) { index(change.documentIDs) }
+    /// ```
+    public func changeEvents(since sequence: UInt64) -> DatabaseChanges { store.changeEvents(since: sequence) }
+
+    /// A document's state as it changes (as ``Database/documentChanges(withID:)``).
+    ///
+    /// ```swift
+    /// for try await doc in tasks.documentChanges(id: "task-1") { title = doc?.string(forKey: "title") ?? "" }
+    /// ```
+    public func documentChanges(id: String) -> DocumentObservation { store.documentChanges(withID: id) }
+
     // MARK: Documents
 
     /// The current revision of document `id`; nil when it does not exist or is deleted.
