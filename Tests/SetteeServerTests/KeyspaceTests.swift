@@ -170,6 +170,15 @@ import Testing
             #expect(write.status == .created, "\(write.text)")
             #expect(try await user.send(.get, "/db.store.lists/_all_docs", headers: alice).rowIDs == ["alices2", "same"])
             #expect(try await admin.send(.get, "/db/alices2").status == .notFound)
+            // Mango and its indexes are the collection's.
+            let index = try await admin.send(.post, "/db.store.lists/_index", json: #"{"index": {"fields": ["owner"]}, "name": "by-owner"}"#)
+            #expect(index.status == .ok, "\(index.text)")
+            let found = try await user.send(.post, "/db.store.lists/_find", json: #"{"selector": {"owner": "alice"}}"#, headers: alice)
+            #expect((found["docs"]?.arrayValue ?? []).compactMap { $0["_id"]?.stringValue }.sorted() == ["alices2", "same"], "\(found.text)")
+            let hidden = try await user.send(.post, "/db.store.lists/_find", json: #"{"selector": {"owner": "bob"}}"#, headers: alice)
+            #expect(hidden["docs"]?.arrayValue?.isEmpty == true, "\(hidden.text)")
+            let defaults = try await admin.send(.post, "/db/_find", json: #"{"selector": {"owner": "alice"}}"#)
+            #expect((defaults["docs"]?.arrayValue ?? []).compactMap { $0["_id"]?.stringValue } == ["same"], "\(defaults.text)")
             // Wrong password, unknown user, a collection not served.
             #expect(try await user.send(.get, "/db.store.lists/_all_docs", headers: basic("alice", "no")).status == .unauthorized)
             #expect(try await user.send(.get, "/db.store.other/x", headers: alice).status == .notFound)

@@ -439,10 +439,11 @@ final class DatabaseCore: @unchecked Sendable {
 
     /// Whether a query's `FROM source` names this collection: `_`, `_default`,
     /// `_default._default` or the database's name for the default one; `scope.collection` for a
-    /// named one (or `collection` alone in the default scope, or as QueryBuilder names it).
+    /// named one (or `collection` alone, as QueryBuilder names it), and `_` when the query was
+    /// made on the collection's own database object (a Mango query of the server's keyspace).
     func isNamed(bySource source: String) -> Bool {
         if isDefault { return source == "_" || source == "_default" || source == "_default._default" || source == name }
-        return source == fullName || source == collectionName
+        return source == fullName || source == collectionName || source == "_"
     }
 
     var name: String { file.name }
