@@ -80,6 +80,13 @@ import Testing
                     "SELECT * FROM store.tasks t LEFT store.lists l ON 1"] {
             #expect(throws: SetteeError.self, "\(bad)") { try db.createQuery(bad).execute() }
         }
+        // A join that would make more rows than a join may is refused, not run out of memory:
+        // 5,000 × 5,000 pairs.
+        let wide = try db.createCollection(name: "wide", scope: "store")
+        try db.inBatch { for i in 0 ..< 5000 { try wide.save(document: MutableDocument(id: "w\(i)")) } }
+        let e = setteeError { _ = try db.createQuery("SELECT count(*) FROM store.wide a CROSS JOIN store.wide b").execute().allResults() }
+        #expect(e?.code == .tooLarge && e?.message.contains("rows") == true, "\(String(describing: e))")
+        #expect(QueryExecutor.maxJoinedRows < 5000 * 5000)
     }
 
     @Test func builtJoinsAreTheSQLJoins() throws {

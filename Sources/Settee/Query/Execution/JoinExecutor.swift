@@ -68,6 +68,9 @@ extension QueryExecutor {
             let documents = try Self.documents(tx, source, keys: Self.keysRead(s, alias: j.alias))
             var next: [QueryRow] = []
             if j.kind == .cross {
+                // Every pair: its count is known before any is made.
+                let (pairs, overflow) = rows.count.multipliedReportingOverflow(by: documents.count)
+                try Self.checkRows(overflow ? Int.max : pairs)
                 for row in rows { for d in documents { next.append(Self.combine(row, j.alias, d)) } }
             } else if let on = j.on, let keys = Self.equiJoinKeys(on, alias: j.alias, earlier: earlier) {
                 var table: [[UInt8]: [Int]] = [:]
@@ -84,6 +87,7 @@ extension QueryExecutor {
                         for i in hits {
                             let combined = Self.combine(row, j.alias, documents[i])
                             if try on.evaluate(combined, parameters: parameters, regexes: regexes).isTrue {
+                                try Self.checkRows(next.count + 1)
                                 next.append(combined)
                                 matched = true
                             }
@@ -97,6 +101,7 @@ extension QueryExecutor {
                     for d in documents {
                         let combined = Self.combine(row, j.alias, d)
                         if try j.on?.evaluate(combined, parameters: parameters, regexes: regexes).isTrue ?? true {
+                            try Self.checkRows(next.count + 1)
                             next.append(combined)
                             matched = true
                         }
@@ -138,6 +143,17 @@ extension QueryExecutor {
             }
         }
         return whole ? nil : keys
+    }
+
+    /// The most rows a join makes before `WHERE` (each join's): a join of two large collections
+    /// without a selective `ON` (a `CROSS JOIN` of two of a million) would otherwise take the
+    /// process's memory. Past it the query fails, and nothing else is held up.
+    static let maxJoinedRows = 5_000_000
+
+    private static func checkRows(_ count: Int) throws(SetteeError) {
+        guard count <= maxJoinedRows else {
+            throw SetteeError(.tooLarge, "query: the join makes more than \(maxJoinedRows) rows; give its ON a condition that matches fewer")
+        }
     }
 
     /// The live documents of a collection, in ID order, with only `keys` of their properties
