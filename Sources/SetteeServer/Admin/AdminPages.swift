@@ -63,10 +63,8 @@ struct AdminPages {
     /// A database by name, or one of its named collections by its keyspace (`db.scope.collection`):
     /// a collection's pages are a database's.
     private func served(_ name: String) -> ServedDatabase? {
-        if let db = server.database(named: name) { return db }
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, let db = server.database(named: parts[0]) else { return nil }
-        return db.collection(scope: parts[1], name: parts[2])
+        guard let keyspace = (try? CouchAPI.keyspace(name)) ?? nil else { return server.database(named: name) }
+        return server.database(named: keyspace.database)?.collection(scope: keyspace.scope, name: keyspace.collection)
     }
 
     /// A database and its named collections, by keyspace.

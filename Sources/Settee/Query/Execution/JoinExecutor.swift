@@ -227,36 +227,12 @@ extension QueryExpression {
 
     /// Calls `body` with every property path the expression reads.
     func forEachPath(_ body: (PropertyPath) -> Void) {
-        func visit(_ e: QueryExpression) {
-            switch e {
-            case .property(let path): body(path)
-            case .literal, .missing, .parameter, .meta, .variable, .rank: break
-            case .not(let e), .negate(let e), .test(_, let e): visit(e)
-            case .and(let t), .or(let t): t.forEach(visit)
-            case .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): visit(a); visit(b)
-            case .between(let e, let a, let b): visit(e); visit(a); visit(b)
-            case .in(let e, let list): visit(e); list.forEach(visit)
-            case .function(_, let args): args.forEach(visit)
-            case .aggregate(_, let e): e.map(visit)
-            case .quantified(_, _, let array, let condition): visit(array); visit(condition)
-            case .match(_, let query): visit(query)
-            }
+        _ = contains { e in
+            if case .property(let path) = e { body(path) }
+            return false
         }
-        visit(self)
     }
 
     /// Whether the expression holds a `MATCH()`.
-    var containsMatch: Bool {
-        switch self {
-        case .match: return true
-        case .literal, .missing, .parameter, .meta, .variable, .rank, .property: return false
-        case .not(let e), .negate(let e), .test(_, let e): return e.containsMatch
-        case .and(let t), .or(let t), .function(_, let t): return t.contains { $0.containsMatch }
-        case .compare(_, let a, let b), .arithmetic(_, let a, let b), .like(let a, let b): return a.containsMatch || b.containsMatch
-        case .between(let e, let a, let b): return e.containsMatch || a.containsMatch || b.containsMatch
-        case .in(let e, let list): return e.containsMatch || list.contains { $0.containsMatch }
-        case .aggregate(_, let e): return e?.containsMatch ?? false
-        case .quantified(_, _, let array, let condition): return array.containsMatch || condition.containsMatch
-        }
-    }
+    var containsMatch: Bool { contains { if case .match = $0 { true } else { false } } }
 }

@@ -190,33 +190,10 @@ struct SelectStatement: Sendable, Hashable {
 }
 
 extension QueryExpression {
-    /// The expression with each leaf (a property path, `META()`, a constant…) for which
-    /// `leaf` returns a replacement replaced by it, every other part kept.
-    func rewritingLeaves(_ leaf: (QueryExpression) -> QueryExpression?) -> QueryExpression {
-        func r(_ e: QueryExpression) -> QueryExpression { e.rewritingLeaves(leaf) }
-        switch self {
-        case .property, .literal, .missing, .parameter, .meta, .variable, .rank: return leaf(self) ?? self
-        case .not(let e): return .not(r(e))
-        case .and(let terms): return .all(terms.map(r))
-        case .or(let terms): return .any(terms.map(r))
-        case .compare(let op, let a, let b): return .compare(op, r(a), r(b))
-        case .arithmetic(let op, let a, let b): return .arithmetic(op, r(a), r(b))
-        case .negate(let e): return .negate(r(e))
-        case .test(let t, let e): return .test(t, r(e))
-        case .between(let e, let a, let b): return .between(r(e), r(a), r(b))
-        case .in(let e, let list): return .in(r(e), list.map(r))
-        case .like(let a, let b): return .like(r(a), r(b))
-        case .function(let f, let args): return .function(f, args.map(r))
-        case .aggregate(let a, let e): return .aggregate(a, e.map(r))
-        case .quantified(let q, let v, let array, let condition): return .quantified(q, variable: v, in: r(array), satisfies: r(condition))
-        case .match(let index, let query): return .match(index: index, query: r(query))
-        }
-    }
-
     /// The expression with each property path that starts with one of `names` and goes on
     /// past it shortened by that first step, and `META(alias)` read as `META()`.
     func removingPrefix(_ names: Set<String>) -> QueryExpression {
-        rewritingLeaves { e in
+        replacing { e in
             guard case .property(let path) = e, path.components.count > 1, case .name(let head) = path.components[0] else { return nil }
             if head == SelectStatement.metaKey {
                 // `META(alias).p` of a statement of one source: its META().
@@ -231,7 +208,7 @@ extension QueryExpression {
     /// aliases prefixed with `first`, `META(alias).p` read from the joined row's
     /// `⟨metaKey⟩alias`, and `META()` as `META(first)`.
     func qualifyingPaths(known: Set<String>, first: String) -> QueryExpression {
-        rewritingLeaves { e in
+        replacing { e in
             switch e {
             case .property(let path):
                 if case .name(let head)? = path.components.first {
