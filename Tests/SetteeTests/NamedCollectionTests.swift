@@ -1,6 +1,8 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Settee
+import SetteeStorage
 
 /// Named collections: made, listed, kept apart from each other and from the default collection
 /// (documents, sequences, counts, indexes, listeners, queries), kept across a reopen and a
@@ -234,4 +236,59 @@ import Testing
         var watched = tasks.documentChanges(id: "after").makeAsyncIterator()
         #expect(try await watched.next()??.id == "after")
     }
+
+    /// A close that fails (here: the disk refuses the trim of the log's tail) still lets go of
+    /// the store: the file and its collections' cores hold each other, and nothing else does once
+    /// the last handle is closed, so the memory map (a terabyte of address space) and descriptor
+    /// must not outlive them. The database opens again and keeps what was acknowledged.
+    @Test func aCloseThatFailsStillLetsGoOfTheStore() throws {
+        let dir = try TemporaryDirectory()
+        let config = DatabaseConfiguration(directory: dir.path)
+        let failing = Failing()
+        weak var file: DatabaseFile?
+        do {
+            let db = try Database(name: "db", config: config, openFile: { (path) throws(StorageError) in
+                FailingTrim(real: try PosixFile(path: path), failing: failing)
+            })
+            let tasks = try db.createCollection(name: "tasks", scope: "store")
+            try tasks.save(document: MutableDocument(id: "t1", data: ["title": "milk"]))
+            try db.saveDocument(MutableDocument(id: "d1"))
+            file = db.core.file
+            failing.on.store(true, ordering: .relaxed)
+            #expect(throws: SetteeError.self) { try db.close() }
+            #expect(throws: SetteeError.self) { try tasks.document(id: "t1") }
+        }
+        #expect(file == nil, "the store outlived every handle after a failed close")
+        let db = try Database(name: "db", config: config)
+        defer { try? db.close() }
+        #expect(try db.collection(name: "tasks", scope: "store")?.document(id: "t1")?.string(forKey: "title") == "milk")
+        #expect(try db.document(withID: "d1") != nil)
+    }
+}
+
+private final class Failing: Sendable {
+    let on = Atomic<Bool>(false)
+}
+
+/// A log file whose tail trim fails once `failing` is on: what a full or failing disk does to
+/// the last step of a close.
+private final class FailingTrim: StorageFile {
+    let real: PosixFile
+    let failing: Failing
+    init(real: PosixFile, failing: Failing) {
+        self.real = real
+        self.failing = failing
+    }
+    var descriptor: Int32 { real.descriptor }
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) { try real.write(bytes, at: offset) }
+    func writeDurably(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) { try real.writeDurably(bytes, at: offset) }
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(StorageError) -> Int { try real.read(into: buffer, at: offset) }
+    func sync() throws(StorageError) { try real.sync() }
+    func syncForOrdering() throws(StorageError) { try real.syncForOrdering() }
+    func size() throws(StorageError) -> UInt64 { try real.size() }
+    func truncate(to size: UInt64) throws(StorageError) {
+        if failing.on.load(ordering: .relaxed) { throw StorageError.noSpace("ftruncate") }
+        try real.truncate(to: size)
+    }
+    func close() { real.close() }
 }

@@ -352,10 +352,15 @@ final class DatabaseFile: @unchecked Sendable {
             // A compaction still running stops at its next step; wait for it before closing.
             compactionCancelled.store(true, ordering: .relaxed)
             compactionLock.lock()
-            defer { compactionLock.unlock() }
+            defer {
+                compactionLock.unlock()
+                // Even when closing fails: the cores and this file hold each other, and the
+                // registry has let go, so the cycle must be broken here or the store's mapping
+                // and descriptor would outlive every handle.
+                for core in all { core.dropped.store(true, ordering: .releasing) }
+                cores.withLock { $0 = (nil, [:]) }
+            }
             try translating { try store.close() }
-            for core in all { core.dropped.store(true, ordering: .releasing) }
-            cores.withLock { $0 = (nil, [:]) }
         }
     }
 
