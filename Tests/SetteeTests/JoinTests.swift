@@ -34,7 +34,7 @@ import Testing
             SELECT META(t).id, l.name FROM store.tasks AS t JOIN store.lists AS l ON META(l).id = t.listID ORDER BY t.n
             """)
         #expect(try rows(inner) == [["t1", "groceries"], ["t2", "groceries"], ["t3", "hardware"], ["t4", "groceries"], ["t5", "hardware"]])
-        #expect(try inner.explain().contains("HASH"))
+        #expect(try inner.explain().contains("READ BY ID"))
         // LEFT JOIN keeps t6 and t7 with a MISSING list name.
         let left = try db.createQuery("""
             SELECT META(t).id AS id, l.name FROM store.tasks t LEFT OUTER JOIN store.lists l ON META(l).id = t.listID ORDER BY t.n
@@ -48,6 +48,7 @@ import Testing
             GROUP BY l.name ORDER BY l.name
             """)
         #expect(try rows(perList) == [["empty", "0"], ["groceries", "3"], ["hardware", "2"]])
+        #expect(try perList.explain().contains("HASH"))
         // CROSS JOIN: every pair (3 lists × 7 tasks), filtered by WHERE.
         #expect(try rows(db.createQuery("SELECT count(*) FROM store.lists l CROSS JOIN store.tasks t")) == [["21"]])
         let crossed = try db.createQuery("SELECT META(l).id, META(t).id FROM store.lists l CROSS JOIN store.tasks t WHERE t.n = 7 ORDER BY META(l).id")
@@ -144,5 +145,72 @@ import Testing
         #expect(wait(signal))
         #expect(seen.value.last == ["hardware"])
         token.remove()
+    }
+
+    /// A join whose `ON` names the joined collection's indexed property probes the index once per
+    /// distinct value (covering when it reads nothing else of it), one that names its document ID
+    /// reads each document: both answer what the hash join answers without them, for inner and
+    /// left joins, with a WHERE on either source, over NULL, MISSING, numbers and strings.
+    @Test func indexedAndByIDJoinsAnswerAsHashJoins() throws {
+        let dir = try TemporaryDirectory()
+        let (db, lists, tasks) = try Self.app(dir)
+        // Keys of several kinds: 1 and 1.0 are equal, "1" is not; NULL and MISSING equal nothing.
+        try lists.save(document: MutableDocument(id: "l4", data: ["name": "numbers", "k": 1]))
+        try lists.save(document: MutableDocument(id: "l5", data: ["name": "nothing", "k": .null]))
+        try tasks.save(document: MutableDocument(id: "t8", data: ["n": 8, "listID": 1.0, "k": 1, "due": ["day": 3]]))
+        try tasks.save(document: MutableDocument(id: "t9", data: ["n": 9, "listID": "1", "k": .null]))
+        let queries = [
+            "SELECT l.name, count(*) AS n FROM store.lists AS l JOIN store.tasks AS t ON t.listID = META(l).id GROUP BY l.name ORDER BY l.name",
+            "SELECT META(l).id, META(t).id FROM store.lists l LEFT JOIN store.tasks t ON t.listID = META(l).id ORDER BY META(l).id, META(t).id",
+            "SELECT META(l).id, META(t).id, t.n FROM store.lists l JOIN store.tasks t ON t.listID = l.k ORDER BY META(t).id",
+            "SELECT META(l).id, META(t).id FROM store.lists l LEFT JOIN store.tasks t ON t.k = l.k ORDER BY META(l).id, META(t).id",
+            "SELECT META(t).id, t.due.day FROM store.lists l JOIN store.tasks t ON t.listID = l.k",
+            "SELECT META(l).id, t.n FROM store.lists l JOIN store.tasks t ON t.listID = META(l).id AND t.n > 1 WHERE l.name != 'hardware' AND t.n < 5 ORDER BY t.n",
+            "SELECT META(t).id, l.name FROM store.tasks t LEFT JOIN store.lists l ON META(l).id = t.listID WHERE t.n > 2 ORDER BY META(t).id",
+            "SELECT META(t).id, l.name FROM store.tasks t JOIN store.lists l ON META(l).id = t.listID AND l.name = 'hardware' ORDER BY META(t).id",
+        ]
+        var expected: [[[String]]] = []
+        for q in queries { expected.append(try rows(db.createQuery(q))) }
+        #expect(expected[0] == [["groceries", "3"], ["hardware", "2"]])
+        #expect(expected[2] == [["l4", "t8", "8"]])
+        #expect(expected[5] == [["l1", "2"], ["l1", "4"]])
+        try tasks.createIndex(withName: "by-list", config: ValueIndexConfiguration(["listID"]))
+        try tasks.createIndex(withName: "by-k", config: ValueIndexConfiguration(["k", "n"]))
+        for (q, want) in zip(queries, expected) {
+            let query = try db.createQuery(q)
+            #expect(try rows(query) == want, "\(q)")
+        }
+        let counted = try db.createQuery(queries[0])
+        let plan = try counted.explain()
+        #expect(plan.contains("SCAN INDEX by-list") && plan.contains("COVERING"), "\(plan)")
+        #expect(try counted.indexUsed() == "by-list")
+        // Reading a property the index lacks reads the documents, through the index.
+        let fetched = try db.createQuery(queries[2]).explain()
+        #expect(fetched.contains("SCAN INDEX by-list") && !fetched.contains("COVERING"), "\(fetched)")
+        #expect(try db.createQuery(queries[6]).explain().contains("READ BY ID"))
+        #expect(try db.createQuery(queries[5]).explain().contains("FILTER by the WHERE conditions on l alone"))
+        // A later save is seen through the index; a deleted task leaves it.
+        try tasks.save(document: MutableDocument(id: "t10", data: ["n": 10, "listID": "l2"]))
+        try tasks.delete(document: try #require(try tasks.document(id: "t1")))
+        #expect(try rows(counted) == [["groceries", "2"], ["hardware", "3"]])
+        // A partial index lacks documents: it is not probed.
+        try lists.createIndex(withName: "positive", config: ValueIndexConfiguration(["k"], where: "k > 0"))
+        #expect(try db.createQuery("SELECT META(t).id FROM store.tasks t JOIN store.lists l ON l.k = t.k").indexUsed() == nil)
+    }
+
+    /// What a join reads of its sources beyond their bodies (`META().expiration`), and what it
+    /// refuses: a join limited to channels.
+    @Test func joinsReadExpirationsAndRefuseChannels() throws {
+        let dir = try TemporaryDirectory()
+        let (db, lists, _) = try Self.app(dir)
+        let due = Date(timeIntervalSince1970: 4_000_000_000)
+        try lists.setDocumentExpiration(id: "l2", expiration: due)
+        let q = try db.createQuery("""
+            SELECT META(t).id, META(l).expiration FROM store.tasks t JOIN store.lists l ON META(l).id = t.listID WHERE META(t).id = 't3'
+            """)
+        #expect(try rows(q) == [["t3", "4000000000000"]])
+        let limited = try db.createQuery("SELECT META(t).id FROM store.tasks t JOIN store.lists l ON META(l).id = t.listID")
+        limited.channels = ["public"]
+        #expect(throws: SetteeError.self) { try limited.execute() }
     }
 }

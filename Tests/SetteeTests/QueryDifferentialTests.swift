@@ -160,6 +160,12 @@ import Testing
         for (id, p) in documents {
             var t = p
             t["lk"] = key()
+            switch below(6) {
+            case 0: break
+            case 1: t["lid"] = .null
+            case 2: t["lid"] = .int(Int64(below(15)))
+            default: t["lid"] = .string(String(format: "list-%02d", below(18)))
+            }
             try tasks.save(document: MutableDocument(id: id, data: t))
             let json = String(decoding: try JSONValue.object(t).jsonBytes(), as: UTF8.self)
             try exec(sqlite, "INSERT INTO tasks VALUES ('\(id)', '\(json.replacingOccurrences(of: "'", with: "''"))')")
@@ -172,11 +178,15 @@ import Testing
             let json = String(decoding: try JSONValue.object(l).jsonBytes(), as: UTF8.self)
             try exec(sqlite, "INSERT INTO lists VALUES ('\(id)', '\(json.replacingOccurrences(of: "'", with: "''"))')")
         }
+        // Indexes the joins probe (each join query also runs without them): a task's `lk`
+        // covered, a list's `k`.
+        try tasks.createIndex(withName: "lk", config: ValueIndexConfiguration(["lk", "n"]))
+        try lists.createIndex(withName: "k", config: ValueIndexConfiguration(["k"]))
         let on = ("ON l.k = t.lk", "ON json_extract(l.body, '$.k') = json_extract(t.body, '$.lk')")
         for q in 0 ..< max(1, queries / 3) where disagreements < 5 {
             // The predicate reads the task's properties: named `t.` where tasks are not the first source.
-            let kind = below(3)
-            prefix = kind == 2 ? "t." : ""
+            let kind = below(4)
+            prefix = kind == 3 ? "t." : ""
             let (ours, given) = predicate(0)
             prefix = ""
             let theirs = given.replacingOccurrences(of: "(body,", with: "(t.body,")
@@ -193,6 +203,16 @@ import Testing
                     SELECT META(t).id, META(l).id FROM store.tasks t LEFT JOIN store.lists l \(on.0) WHERE \(ours) ORDER BY META(t).id, META(l).id
                     """)
                 reference = try rows(sqlite, "SELECT t.id, l.id FROM tasks t LEFT JOIN lists l \(on.1) WHERE \(theirs) ORDER BY t.id, l.id")
+            case 2:
+                // By ID: a task's `lid` names a list, one that does not exist, or is no string.
+                settee = try query(db, indexed: &indexed, """
+                    SELECT META(t).id, l.name FROM store.tasks t LEFT JOIN store.lists l ON META(l).id = t.lid
+                    WHERE \(ours) ORDER BY META(t).id, l.name
+                    """)
+                reference = try rows(sqlite, """
+                    SELECT t.id, json_extract(l.body, '$.name') FROM tasks t LEFT JOIN lists l ON l.id = json_extract(t.body, '$.lid')
+                    WHERE \(theirs) ORDER BY t.id, json_extract(l.body, '$.name')
+                    """)
             default:
                 // Tasks per list: lists without a matching task count 0. The predicate names the
                 // task's properties (unqualified, a path is the first source's: the list's).
@@ -228,7 +248,14 @@ import Testing
     private func query(_ db: Database, indexed: inout Int, _ sql: String) throws -> [[JSONValue?]] {
         if try db.createQuery(sql).explain().hasPrefix("SCAN INDEX") { indexed += 1 }
         let statement = try SQLParser.parse(sql)
-        return try QueryExecutor(database: try db.queryTarget(statement.source), statement: statement, parameters: [:]).run().map(\.values)
+        var executor = QueryExecutor(database: try db.queryTarget(statement.source), statement: statement, parameters: [:])
+        let rows = try executor.run().map(\.values)
+        guard !statement.joins.isEmpty else { return rows }
+        // A join reads its sources' indexes where it can: without them it must answer the same.
+        executor.useIndexes = false
+        let scanned = try executor.run().map(\.values)
+        if scanned != rows { Issue.record("\(sql): with indexes \(rows.prefix(5)), without \(scanned.prefix(5))") }
+        return rows
     }
 
     private func exec(_ db: OpaquePointer, _ sql: String) throws {

@@ -78,6 +78,8 @@ enum Figure: String, CaseIterable {
     case scanRatio = "scan-ratio"
     case join
     case joinSpeedup = "join-speedup"
+    case joinUnindexed = "join-unindexed"
+    case joinUnindexedSpeedup = "join-unindexed-speedup"
 
     static let ratioUnit = "×"
 
@@ -113,8 +115,8 @@ enum Figure: String, CaseIterable {
         case .saveDocuments, .asyncPipelined: "docs/s"
         case .commitsNormal, .commitsDuring, .asyncCommits: "commits/s"
         case .getNormal, .getDuring, .asyncGet, .getMany, .getOne: "ns/op"
-        case .openMany, .openOne, .scanMany, .scanAlone, .join: "ms"
-        case .scanRatio, .joinSpeedup: Self.ratioUnit
+        case .openMany, .openOne, .scanMany, .scanAlone, .join, .joinUnindexed: "ms"
+        case .scanRatio, .joinSpeedup, .joinUnindexedSpeedup: Self.ratioUnit
         }
     }
 }

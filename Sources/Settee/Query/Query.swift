@@ -307,7 +307,7 @@ public class Query: @unchecked Sendable {
     ///   catalog cannot be read.
     public func explain() throws -> String {
         let (database, s) = try compiled()
-        if !s.joins.isEmpty { return QueryExecutor.joinExplanation(s) }
+        if !s.joins.isEmpty { return try QueryExecutor.joinExplanation(s, database: database, restriction: indexRestriction) }
         let channels = self.channels
         let restriction = indexRestriction
         return try database.core.read { tx in
@@ -329,7 +329,8 @@ public class Query: @unchecked Sendable {
     }
 
     /// The name of the index the query would read now, or nil when it would read every
-    /// document: ``explain()``'s first line, for a program.
+    /// document: ``explain()``'s first line, for a program. For a join, the first index one of
+    /// its joins probes (`ON t.listID = META(l).id` with an index on the joined `listID`).
     ///
     /// ```swift
     /// if try query.indexUsed() == nil { print("no index serves this query") }
@@ -338,7 +339,7 @@ public class Query: @unchecked Sendable {
     /// - Throws: as ``explain()``.
     public func indexUsed() throws -> String? {
         let (database, s) = try compiled()
-        if !s.joins.isEmpty { return QueryExecutor.joinExplanation(s) }
+        if !s.joins.isEmpty { return try QueryExecutor.joinIndexUsed(s, database: database, restriction: indexRestriction) }
         let channels = self.channels
         let restriction = indexRestriction
         return try database.core.read { tx in

@@ -77,7 +77,12 @@ struct GroupAccumulator {
     /// Adds a row to its group; with `continuesLastGroup` (rows in order, ``GroupRuns``), to
     /// the last group without evaluating the grouping.
     mutating func add(_ row: QueryRow, continuesLastGroup: Bool = false) throws(SetteeError) {
-        let index = continuesLastGroup && inOrder && !groups.isEmpty ? groups.count - 1 : try groupIndex(of: row)
+        try add(row, toGroup: continuesLastGroup && inOrder && !groups.isEmpty ? groups.count - 1 : try groupIndex(of: row))
+    }
+
+    /// Adds `row` to the group at `index`, one ``groupIndex(of:)`` gave for a row of the same
+    /// grouping values (a join's rows of one left row, when the grouping reads only it).
+    mutating func add(_ row: QueryRow, toGroup index: Int) throws(SetteeError) {
         let group = groups[index]
         for (i, argument) in arguments.enumerated() {
             if let argument {
@@ -134,7 +139,8 @@ struct GroupAccumulator {
         return a.allSatisfy(printable) && b.allSatisfy(printable)
     }
 
-    private mutating func groupIndex(of row: QueryRow) throws(SetteeError) -> Int {
+    /// The index of `row`'s group, made (with `row` as its first) when it has none yet.
+    mutating func groupIndex(of row: QueryRow) throws(SetteeError) -> Int {
         if groupBy.isEmpty {
             if groups.isEmpty { groups.append(newGroup(row, key: [])) }
             return 0

@@ -2,35 +2,188 @@ import Foundation
 internal import SetteeStorage
 
 /// How a join's statement is run: every source read from one snapshot (the collections of a
-/// database share its store), the first source's live documents as the first rows, then each
-/// join in order. An `ON` that compares a value of the joined source with one of the rows so
-/// far (`l.id = t.listID`, either way round) is a hash join: the joined source's documents are
-/// hashed once by their side's value, and each row looks its value up (the `ON` is still
-/// evaluated on every pair found, so a hash that groups more than `=` does changes nothing).
-/// Any other `ON`, and `CROSS JOIN`, pairs every row with every document. `WHERE`, grouping,
-/// ordering and the select list then run on the joined rows as on one source's.
+/// database share its store), the first source's live documents as the first rows (those that
+/// fail a `WHERE` condition on them alone left out before any pairing), then each join in order,
+/// reading its source the cheapest way its `ON` allows (``JoinAccess``):
+///
+/// - `ON META(j).id = expr`: each row reads the one document its value names;
+/// - `ON j.path = expr` where the joined collection has a value index led by `path`: each
+///   distinct value of the rows probes the index (covering when the statement reads nothing of
+///   `j` but the index's values and `META(j).id`: no document is read);
+/// - any other equality between the joined source and earlier ones: a hash join, the joined
+///   source's documents hashed once by their side's value;
+/// - anything else, and `CROSS JOIN`: every row paired with every document.
+///
+/// The `ON` is still evaluated on every pair found (an index range or a hash that groups more
+/// than `=` does changes nothing). An inner join's documents that fail a `WHERE` condition on
+/// them alone are left out before pairing. `WHERE`, grouping, ordering and the select list then
+/// run on the joined rows as on one source's.
 ///
 /// A joined row holds each source's properties under its alias, and its `META()` under
 /// ``SelectStatement/metaKey``.
 extension QueryExecutor {
-    /// The plan of a join, as ``Query/explain()`` shows it.
-    static func joinExplanation(_ s: SelectStatement) -> String {
-        var lines = ["SCAN ALL DOCUMENTS OF \(s.source) AS \(s.alias)"]
-        for j in s.joins {
-            let how: String
-            if j.kind == .cross {
-                how = "every pair"
-            } else if let on = j.on, equiJoinKeys(on, alias: j.alias, earlier: Set(s.aliases.prefix { $0 != j.alias })) != nil {
-                how = "HASH on the ON condition's value of \(j.alias), each row probing it"
-            } else {
-                how = "NESTED LOOP, the ON condition evaluated on every pair"
+    /// How one join reads its source.
+    enum JoinAccess {
+        /// Every document, each paired with every row the `ON` is then evaluated for.
+        case scan
+        /// Every document, hashed by `keys.joined`; each row looks up its value of `keys.rows`.
+        case hash(EquiJoin)
+        /// `ON META(j).id = rows`: each row reads the document its value names.
+        case byID(EquiJoin)
+        /// `ON j.path = rows` with `index` led by `path`: each distinct value probes the index.
+        /// `covering`: the index's values the statement reads (a property path's names and its
+        /// slot), when that is all it reads of `j` beside `META(j).id`; nil to read documents.
+        case index(CompiledIndex, EquiJoin, covering: [(names: [String], slot: Int)]?)
+    }
+
+    /// An `ON` that holds an equality between the joined source and earlier ones: its sides,
+    /// and the rest of the `ON` (nil: nothing else), evaluated on the pairs the equality makes.
+    struct EquiJoin {
+        /// The side that reads the joined source alone.
+        var joined: QueryExpression
+        /// The side that reads earlier sources alone.
+        var rows: QueryExpression
+        var residual: QueryExpression?
+    }
+
+    /// Each join's access, given the indexes ready in `tx` (none when `useIndexes` is off).
+    static func joinAccesses(_ s: SelectStatement, _ sources: [DatabaseCore], _ tx: some StoreReading,
+                             useIndexes: Bool, restriction: IndexRestriction) throws -> [JoinAccess] {
+        var earlier: Set<String> = [s.alias]
+        var out: [JoinAccess] = []
+        for (j, source) in zip(s.joins, sources) {
+            defer { earlier.insert(j.alias) }
+            guard j.kind != .cross, let on = j.on, let keys = equiJoinKeys(on, alias: j.alias, earlier: earlier) else {
+                out.append(.scan)
+                continue
             }
-            lines.append("\(j.kind.rawValue) JOIN \(j.source) AS \(j.alias): SCAN ALL DOCUMENTS; \(how)")
+            guard case .property(let path) = keys.joined, path.slot == nil, path.components.count > 1,
+                  case .name(let head) = path.components[0] else {
+                out.append(.hash(keys))
+                continue
+            }
+            if head == SelectStatement.metaKey + j.alias, path.components == [.name(head), .name(QueryExpression.MetaProperty.id.rawValue)] {
+                out.append(.byID(keys))
+                continue
+            }
+            let inDocument = QueryExpression.property(PropertyPath(components: Array(path.components.dropFirst())))
+            let ready = useIndexes ? QueryPlanner.candidates(try source.readyIndexes(tx), channels: nil, restriction: restriction) : []
+            // A partial index lacks the documents its condition is false for.
+            if head == j.alias,
+               let index = ready.first(where: { $0.definition.kind == .value && $0.condition == nil && $0.expressions.first == inDocument }) {
+                out.append(.index(index, keys, covering: coveringPaths(s, alias: j.alias, index: index)))
+            } else {
+                out.append(.hash(keys))
+            }
+        }
+        return out
+    }
+
+    /// The index values the statement reads of source `alias`, when it reads nothing else of
+    /// it but `META(alias).id`: each path it reads starts with the property path of one of the
+    /// index's values. Those paths, shortest first, none under another; nil otherwise.
+    static func coveringPaths(_ s: SelectStatement, alias: String, index: CompiledIndex) -> [(names: [String], slot: Int)]? {
+        var indexed: [(names: [String], slot: Int)] = []
+        for (slot, e) in (index.expressions + index.coveringExpressions).enumerated() {
+            guard case .property(let p) = e, p.slot == nil else { continue }
+            var names: [String] = []
+            for c in p.components { if case .name(let n) = c { names.append(n) } else { break } }
+            if names.count == p.components.count, !names.isEmpty { indexed.append((names, slot)) }
+        }
+        var used: [(names: [String], slot: Int)] = []
+        var covered = true
+        let meta = SelectStatement.metaKey + alias
+        for e in statementExpressions(s) {
+            e.forEachPath { path in
+                guard covered, case .name(let head)? = path.components.first else { return }
+                let rest = path.components.dropFirst()
+                if head == meta {
+                    if Array(rest) != [.name(QueryExpression.MetaProperty.id.rawValue)] { covered = false }
+                    return
+                }
+                guard head == alias else { return }
+                guard let found = indexed.first(where: { i in
+                    i.names.count <= rest.count && zip(i.names, rest).allSatisfy { n, c in c == .name(n) }
+                }) else {
+                    covered = false
+                    return
+                }
+                if !used.contains(where: { $0.slot == found.slot }) { used.append(found) }
+            }
+        }
+        guard covered else { return nil }
+        used.sort { $0.names.count < $1.names.count }
+        var out: [(names: [String], slot: Int)] = []
+        for u in used where !out.contains(where: { o in u.names.starts(with: o.names) }) { out.append(u) }
+        return out
+    }
+
+    /// The plan of a join, as ``Query/explain()`` shows it.
+    static func joinExplanation(_ s: SelectStatement, database: Database, restriction: IndexRestriction) throws -> String {
+        let sources = try joinedSources(s, database)
+        let accesses = try database.core.read { tx in try joinAccesses(s, sources, tx, useIndexes: true, restriction: restriction) }
+        let pushed = pushedConditions(s)
+        var lines = ["SCAN ALL DOCUMENTS OF \(s.source) AS \(s.alias)"]
+        if pushed[s.alias] != nil { lines.append("  FILTER by the WHERE conditions on \(s.alias) alone") }
+        for (j, access) in zip(s.joins, accesses) {
+            let head = "\(j.kind.rawValue) JOIN \(j.source) AS \(j.alias): "
+            switch access {
+            case .scan where j.kind == .cross:
+                lines.append(head + "SCAN ALL DOCUMENTS; every pair")
+            case .scan:
+                lines.append(head + "SCAN ALL DOCUMENTS; NESTED LOOP, the ON condition evaluated on every pair")
+            case .hash:
+                lines.append(head + "SCAN ALL DOCUMENTS; HASH on the ON condition's value of \(j.alias), each row probing it")
+            case .byID:
+                lines.append(head + "READ BY ID, each row reading the document the ON condition names")
+            case .index(let index, _, let covering):
+                let exprs = index.expressions.map(\.sqlText).joined(separator: ", ")
+                lines.append(head + "SCAN INDEX \(index.name) (\(exprs)), each distinct value of the rows probing it")
+                if covering != nil { lines.append("  COVERING: \(j.alias) from the index's values, no document read") }
+            }
+            if j.kind == .inner, pushed[j.alias] != nil { lines.append("  FILTER \(j.alias) by the WHERE conditions on it alone") }
         }
         if s.whereClause != nil { lines.append("FILTER the joined rows by WHERE") }
         if s.isGrouped { lines.append("GROUP the joined rows") }
         if !s.orderBy.isEmpty { lines.append("SORT the joined rows") }
         return lines.joined(separator: "\n")
+    }
+
+    /// The first index a join reads (``Query/indexUsed()``), nil when it reads none.
+    static func joinIndexUsed(_ s: SelectStatement, database: Database, restriction: IndexRestriction) throws -> String? {
+        let sources = try joinedSources(s, database)
+        let accesses = try database.core.read { tx in try joinAccesses(s, sources, tx, useIndexes: true, restriction: restriction) }
+        for case .index(let index, _, _) in accesses { return index.name }
+        return nil
+    }
+
+    /// Each joined source's collection (the first source is `database` itself).
+    private static func joinedSources(_ s: SelectStatement, _ database: Database) throws -> [DatabaseCore] {
+        guard database.core.isNamed(bySource: s.source) else {
+            throw SetteeError(.invalidParameter, "query: no data source named \(s.source) (use _, _default._default, "
+                              + "the database's name, or scope.collection of a collection it has)")
+        }
+        return try s.joins.map { j in
+            let target = try database.queryTarget(j.source)
+            guard target.core.isNamed(bySource: j.source) else {
+                throw SetteeError(.invalidParameter, "query: no data source named \(j.source) to join (use scope.collection of a collection the database has)")
+            }
+            try target.checkOpen()
+            return target.core
+        }
+    }
+
+    /// The conjuncts of `WHERE` that read one source alone (or none), by that source's alias:
+    /// they can be decided on its documents before any pairing. Those reading no source go
+    /// with the first.
+    static func pushedConditions(_ s: SelectStatement) -> [String: [QueryExpression]] {
+        guard let w = s.whereClause else { return [:] }
+        var out: [String: [QueryExpression]] = [:]
+        for c in QueryPlanner.conjuncts(w) {
+            let read = c.aliasesRead
+            if read.isEmpty { out[s.alias, default: []].append(c) } else if read.count == 1, let a = read.first { out[a, default: []].append(c) }
+        }
+        return out
     }
 
     /// The join's rows, projected, sorted and cut.
@@ -41,19 +194,10 @@ extension QueryExecutor {
             || statement.whereClause?.containsMatch == true {
             throw SetteeError(.invalidParameter, "query: MATCH() is not supported in a join")
         }
-        guard database.core.isNamed(bySource: statement.source) else {
-            throw SetteeError(.invalidParameter, "query: no data source named \(statement.source) (use _, _default._default, "
-                              + "the database's name, or scope.collection of a collection it has)")
+        if channels != nil {
+            throw SetteeError(.invalidParameter, "query: a join cannot be limited to channels; query each collection with its channels instead")
         }
-        // Each joined source's collection (the first source is this executor's database).
-        let sources: [DatabaseCore] = try statement.joins.map { j in
-            let target = try database.queryTarget(j.source)
-            guard target.core.isNamed(bySource: j.source) else {
-                throw SetteeError(.invalidParameter, "query: no data source named \(j.source) to join (use scope.collection of a collection the database has)")
-            }
-            try target.checkOpen()
-            return target.core
-        }
+        let sources = try Self.joinedSources(statement, database)
         let core = database.core
         let statement = self.statement
         return try core.read(snapshot: { tx in try join(tx, core, sources, statement, offset: offset, limit: limit) },
@@ -62,74 +206,208 @@ extension QueryExecutor {
 
     private func join(_ tx: some StoreReading, _ first: DatabaseCore, _ sources: [DatabaseCore], _ s: SelectStatement,
                       offset: Int, limit: Int?) throws -> [Row] {
-        var rows = try Self.documents(tx, first, keys: Self.keysRead(s, alias: s.alias)).map { Self.combine(nil, s.alias, $0) }
-        var earlier: Set<String> = [s.alias]
-        for (j, source) in zip(s.joins, sources) {
-            let documents = try Self.documents(tx, source, keys: Self.keysRead(s, alias: j.alias))
+        let accesses = try Self.joinAccesses(s, sources, tx, useIndexes: useIndexes, restriction: restriction)
+        let pushed = Self.pushedConditions(s)
+        let metas = Set(s.aliases.filter { Self.readsMeta(s, alias: $0) })
+        func admits(_ alias: String, _ d: Source) throws -> Bool {
+            guard let conditions = pushed[alias] else { return true }
+            let row = Self.combine(nil, alias, d, meta: true)
+            for c in conditions where !(try c.evaluate(row, parameters: parameters, regexes: regexes).isTrue) { return false }
+            return true
+        }
+        var rows = try Self.documents(tx, first, keys: Self.keysRead(s, alias: s.alias), expiration: Self.readsExpiration(s, alias: s.alias))
+            .filter { try admits(s.alias, $0) }.map { Self.combine(nil, s.alias, $0, meta: metas.contains(s.alias)) }
+        // The last join's rows are not kept: each goes through WHERE to the groups (or the
+        // kept rows) as it is made, in a row mutated in place.
+        var kept: [QueryRow] = []
+        var grouping = s.isGrouped ? try GroupAccumulator(s, inOrder: false, parameters: parameters, regexes: regexes) : nil
+        let lastAlias = s.joins.last?.alias
+        // A grouping that reads none of the last join's source gives all of one left row's
+        // rows the same group: it is found once per left row.
+        let groupedByLeft = s.groupBy.allSatisfy { lastAlias.map($0.aliasesRead.contains) == false }
+        var made = 0
+        for (number, ((j, source), access)) in zip(zip(s.joins, sources), accesses).enumerated() {
+            let isLast = number == s.joins.count - 1
+            // An inner join's documents failing a condition on them alone make no row.
+            let filtered = j.kind == .inner && pushed[j.alias] != nil
+            let keys = Self.keysRead(s, alias: j.alias)
+            let expiration = Self.readsExpiration(s, alias: j.alias)
+            let metaKey = SelectStatement.metaKey + j.alias
+            let withMeta = metas.contains(j.alias)
+            // What is evaluated on each pair beyond the equality that made it (all of the ON
+            // without one), and whether anything reads the joined source's values after it.
+            let equi: EquiJoin?
+            switch access {
+            case .scan: equi = nil
+            case .hash(let e), .byID(let e), .index(_, let e, _): equi = e
+            }
+            let condition = equi.map(\.residual) ?? j.on
+            let sourceRead = condition?.aliasesRead.contains(j.alias) == true
+                || Self.statementExpressions(s, leavingOut: number).contains { $0.aliasesRead.contains(j.alias) }
             var next: [QueryRow] = []
-            if j.kind == .cross {
+            func emit(_ row: QueryRow, group: inout Int?) throws {
+                made += 1
+                try Self.checkRows(made)
+                guard isLast else {
+                    next.append(row)
+                    return
+                }
+                if let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes).isTrue) { return }
+                guard grouping != nil else {
+                    kept.append(row)
+                    return
+                }
+                if !groupedByLeft { group = nil }
+                let index = try group ?? grouping!.groupIndex(of: row)
+                group = index
+                try grouping!.add(row, toGroup: index)
+            }
+            /// Pairs `row` with each candidate the ON holds for; `probe`: the row's value of the
+            /// equality, which each candidate's ``Source/joinValue`` must equal (nil: no equality
+            /// to check, the candidates meet it).
+            func pair(_ row: QueryRow, _ candidates: some Sequence<Source>, equalTo probe: JSONValue? = nil) throws {
+                var matched = false
+                var group: Int?
+                var scratch = row
+                for d in candidates {
+                    if let probe, try QueryExpression.compare(.equal, d.joinValue, probe) != .bool(true) { continue }
+                    if sourceRead {
+                        scratch.properties[j.alias] = d.value
+                        if withMeta { scratch.properties[metaKey] = d.meta }
+                    }
+                    if try condition?.evaluate(scratch, parameters: parameters, regexes: regexes).isTrue ?? true {
+                        try emit(scratch, group: &group)
+                        matched = true
+                    }
+                }
+                if !matched && j.kind == .leftOuter { try emit(row, group: &group) }
+            }
+            func joinValue(_ e: QueryExpression, _ d: Source) throws -> JSONValue? {
+                try e.evaluate(Self.combine(nil, j.alias, d, meta: true), parameters: parameters, regexes: regexes)
+            }
+            switch access {
+            case .scan where j.kind == .cross:
+                let documents = try Self.documents(tx, source, keys: keys, expiration: expiration).filter { try !filtered || admits(j.alias, $0) }
                 // Every pair: its count is known before any is made.
                 let (pairs, overflow) = rows.count.multipliedReportingOverflow(by: documents.count)
-                try Self.checkRows(overflow ? Int.max : pairs)
-                for row in rows { for d in documents { next.append(Self.combine(row, j.alias, d)) } }
-            } else if let on = j.on, let keys = Self.equiJoinKeys(on, alias: j.alias, earlier: earlier) {
+                try Self.checkRows(overflow || made > Self.maxJoinedRows - pairs ? Int.max : made + pairs)
+                for row in rows { try pair(row, documents) }
+            case .scan:
+                let documents = try Self.documents(tx, source, keys: keys, expiration: expiration).filter { try !filtered || admits(j.alias, $0) }
+                for row in rows { try pair(row, documents) }
+            case .hash(let equi):
+                var documents = try Self.documents(tx, source, keys: keys, expiration: expiration).filter { try !filtered || admits(j.alias, $0) }
                 var table: [[UInt8]: [Int]] = [:]
-                for (i, d) in documents.enumerated() {
+                for i in documents.indices {
                     // NULL and MISSING equal nothing.
-                    guard let v = try keys.joined.evaluate(Self.combine(nil, j.alias, d), parameters: parameters, regexes: regexes),
-                          v != .null else { continue }
+                    guard let v = try joinValue(equi.joined, documents[i]), v != .null else { continue }
+                    documents[i].joinValue = v
                     table[try Self.key([v]), default: []].append(i)
                 }
                 for row in rows {
-                    var matched = false
-                    if let v = try keys.rows.evaluate(row, parameters: parameters, regexes: regexes), v != .null,
-                       let hits = table[try Self.key([v])] {
-                        for i in hits {
-                            let combined = Self.combine(row, j.alias, documents[i])
-                            if try on.evaluate(combined, parameters: parameters, regexes: regexes).isTrue {
-                                try Self.checkRows(next.count + 1)
-                                next.append(combined)
-                                matched = true
-                            }
-                        }
+                    guard let v = try value(equi.rows, row), let hits = table[try Self.key([v])] else {
+                        try pair(row, [])
+                        continue
                     }
-                    if !matched && j.kind == .leftOuter { next.append(row) }
+                    try pair(row, hits.lazy.map { documents[$0] }, equalTo: v)
                 }
-            } else {
+            case .byID(let equi):
+                // The document read is the one whose ID is the row's value: the equality holds.
+                var found: [String: Source?] = [:]
                 for row in rows {
-                    var matched = false
-                    for d in documents {
-                        let combined = Self.combine(row, j.alias, d)
-                        if try j.on?.evaluate(combined, parameters: parameters, regexes: regexes).isTrue ?? true {
-                            try Self.checkRows(next.count + 1)
-                            next.append(combined)
-                            matched = true
-                        }
+                    guard case .string(let id)? = try value(equi.rows, row) else {
+                        try pair(row, [])
+                        continue
                     }
-                    if !matched && j.kind == .leftOuter { next.append(row) }
+                    if found[id] == nil {
+                        let d = try Self.document(tx, source, id: id, keys: keys, expiration: expiration)
+                        found[id] = .some(try d.flatMap { try !filtered || admits(j.alias, $0) ? $0 : nil })
+                    }
+                    try pair(row, found[id]!.map { [$0] } ?? [])
+                }
+            case .index(let index, let equi, let covering):
+                // Each distinct value's documents, read once: at most the collection's documents
+                // in all (a value index has one entry per document).
+                var probed: [[UInt8]: [Source]] = [:]
+                for row in rows {
+                    guard let v = try value(equi.rows, row) else {
+                        try pair(row, [])
+                        continue
+                    }
+                    let k = try Self.key([v])
+                    if probed[k] == nil {
+                        var found: [Source] = []
+                        var scanner = IndexScanner(core: source, tx: tx, scan: QueryPlan.IndexScan(index: index, equalities: [[.literal(v)]]),
+                                                   parameters: [:], fetch: covering == nil, expiration: expiration)
+                        scanner.documentKeys = keys
+                        scanner.idsNeeded = sourceRead || covering == nil
+                        try scanner.run { r, _, _ in
+                            var d: Source
+                            if let covering {
+                                // The entry's first value is the joined side's (the index is led by it).
+                                d = sourceRead ? Source(id: r.id, covering: covering, values: r.slots, meta: withMeta) : Source(id: r.id, joinValue: nil)
+                                d.joinValue = r.slots.first ?? nil
+                            } else {
+                                d = Source(r)
+                                d.joinValue = try joinValue(equi.joined, d)
+                            }
+                            if try !filtered || admits(j.alias, d) { found.append(d) }
+                            return true
+                        }
+                        probed[k] = found
+                    }
+                    try pair(row, probed[k]!, equalTo: v)
                 }
             }
             rows = next
-            earlier.insert(j.alias)
-        }
-        if let w = s.whereClause {
-            rows = try rows.filter { try w.evaluate($0, parameters: parameters, regexes: regexes).isTrue }
         }
         var groups: [GroupAccumulator.Group]?
-        if s.isGrouped {
-            var grouping = try GroupAccumulator(s, inOrder: false, parameters: parameters, regexes: regexes)
-            for row in rows { try grouping.add(row, continuesLastGroup: false) }
-            groups = try grouping.finish()
+        if let grouping { groups = grouping.finish() }
+        return try finish(kept, groups: groups, statement: s, sorted: false, offset: offset, limit: limit)
+    }
+
+    /// A row's value of a join key; nil for MISSING and NULL, which equal nothing.
+    private func value(_ e: QueryExpression, _ row: QueryRow) throws -> JSONValue? {
+        guard let v = try e.evaluate(row, parameters: parameters, regexes: regexes), v != .null else { return nil }
+        return v
+    }
+
+    /// Every expression of the statement (select list, WHERE, HAVING, grouping, ordering, each
+    /// join's ON but the one numbered `join`).
+    static func statementExpressions(_ s: SelectStatement, leavingOut join: Int? = nil) -> [QueryExpression] {
+        var expressions: [QueryExpression] = []
+        for case .expression(let e, _) in s.items { expressions.append(e) }
+        expressions += [s.whereClause, s.having].compactMap { $0 } + s.groupBy + s.orderBy.map(\.expression)
+        for (i, j) in s.joins.enumerated() where i != join { if let on = j.on { expressions.append(on) } }
+        return expressions
+    }
+
+    /// Whether the statement reads `META(alias)` at all.
+    static func readsMeta(_ s: SelectStatement, alias: String) -> Bool {
+        let meta = SelectStatement.metaKey + alias
+        return statementExpressions(s).contains { e in
+            e.contains { x in
+                guard case .property(let p) = x, case .name(let head)? = p.components.first else { return false }
+                return head == meta
+            }
         }
-        return try finish(rows, groups: groups, statement: s, sorted: false, offset: offset, limit: limit)
+    }
+
+    /// Whether the statement reads `META(alias).expiration`, which is read apart from the document.
+    static func readsExpiration(_ s: SelectStatement, alias: String) -> Bool {
+        let meta = SelectStatement.metaKey + alias
+        return statementExpressions(s).contains { e in
+            e.contains { x in
+                guard case .property(let p) = x, case .name(let head)? = p.components.first, head == meta else { return false }
+                return p.components.count < 2 || p.components[1] == .name(QueryExpression.MetaProperty.expiration.rawValue)
+            }
+        }
     }
 
     /// The top-level properties of source `alias` the statement reads; nil when it reads the
     /// whole document (`SELECT *`, `alias` itself): only those are parsed from each body.
     static func keysRead(_ s: SelectStatement, alias: String) -> Set<String>? {
-        var expressions: [QueryExpression] = []
-        for case .expression(let e, _) in s.items { expressions.append(e) }
-        expressions += [s.whereClause, s.having].compactMap { $0 } + s.groupBy + s.orderBy.map(\.expression) + s.joins.compactMap(\.on)
+        let expressions = statementExpressions(s)
         var keys = Set<String>()
         var whole = false
         for e in expressions {
@@ -157,26 +435,74 @@ extension QueryExecutor {
     }
 
     /// The live documents of a collection, in ID order, with only `keys` of their properties
-    /// (nil: all).
-    private static func documents(_ tx: some StoreReading, _ core: DatabaseCore, keys: Set<String>?) throws -> [Source] {
+    /// (nil: all), and their expiration when `expiration`.
+    private static func documents(_ tx: some StoreReading, _ core: DatabaseCore, keys: Set<String>?, expiration: Bool) throws -> [Source] {
         var out: [Source] = []
         try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
-            if let found = try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: nil, keysWhenMatched: nil) {
-                out.append(Source(found.row))
+            if var found = try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: nil, keysWhenMatched: nil)?.row {
+                if expiration { found.expiration = try core.expiration(tx, key: k) }
+                out.append(Source(found))
             }
             return true
         }
         return out
     }
 
+    /// The live document `id` of a collection, as ``documents(_:_:keys:expiration:)`` reads
+    /// each; nil when it has none.
+    private static func document(_ tx: some StoreReading, _ core: DatabaseCore, id: String, keys: Set<String>?, expiration: Bool) throws -> Source? {
+        let key = Array(id.utf8)
+        guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else { return nil }
+        var row = try core.queryRow(tx, id: id, meta: meta, keys: keys)
+        if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
+        return Source(row)
+    }
+
     /// One document of a source, with what a joined row holds of it, made once.
+    /// Small, as pairing copies it once per pair: what a joined row holds, no more.
     struct Source {
-        let row: QueryRow
+        let id: String
+        /// Its properties, as one object (`.null` when nothing reads them).
         let value: JSONValue
+        /// Its `META()`, as one object (`.null` when nothing reads it).
         let meta: JSONValue
+        /// Its value of the ON's equality (hash and index joins).
+        var joinValue: JSONValue?
+
+        /// A document of which only its value of the ON's equality is read.
+        init(id: String, joinValue: JSONValue?) {
+            self.id = id
+            value = .null
+            meta = .null
+            self.joinValue = joinValue
+        }
+
+        /// A document read from an index entry: its `values` at the `covering` paths, and its
+        /// ID (all the statement reads of it).
+        init(id: String, covering: [(names: [String], slot: Int)], values: [JSONValue?], meta: Bool) {
+            var object: [String: JSONValue] = [:]
+            for c in covering where c.slot < values.count {
+                if let v = values[c.slot] { Self.set(v, at: c.names[...], in: &object) }
+            }
+            self.id = id
+            value = .object(object)
+            self.meta = meta ? .object([QueryExpression.MetaProperty.id.rawValue: .string(id)]) : .null
+        }
+
+        private static func set(_ v: JSONValue, at path: ArraySlice<String>, in object: inout [String: JSONValue]) {
+            guard let head = path.first else { return }
+            if path.count == 1 {
+                object[head] = v
+                return
+            }
+            var inner: [String: JSONValue] = [:]
+            if case .object(let o)? = object[head] { inner = o }
+            set(v, at: path.dropFirst(), in: &inner)
+            object[head] = .object(inner)
+        }
 
         init(_ row: QueryRow) {
-            self.row = row
+            id = row.id
             value = .object(row.properties)
             var meta: [String: JSONValue] = ["id": .string(row.id), "sequence": .int(Int64(clamping: row.sequence)),
                                              "deleted": .bool(row.isDeleted), "revisionID": .string(row.revisionID)]
@@ -186,29 +512,36 @@ extension QueryExecutor {
     }
 
     /// `row` (nil: none yet) with `document` added under `alias`, and its META() beside.
-    private static func combine(_ row: QueryRow?, _ alias: String, _ document: Source) -> QueryRow {
-        var combined = row ?? QueryRow(id: document.row.id, revisionID: document.row.revisionID, sequence: document.row.sequence,
-                                       isDeleted: document.row.isDeleted, expiration: document.row.expiration, properties: [:])
+    /// (`meta`: whether the statement reads the source's META() at all.)
+    private static func combine(_ row: QueryRow?, _ alias: String, _ document: Source, meta: Bool) -> QueryRow {
+        // A joined row's own ID and metadata are never read: each source's are under its alias.
+        var combined = row ?? QueryRow(id: document.id, revisionID: "", sequence: 0, isDeleted: false, expiration: nil, properties: [:])
         combined.properties[alias] = document.value
-        combined.properties[SelectStatement.metaKey + alias] = document.meta
+        if meta { combined.properties[SelectStatement.metaKey + alias] = document.meta }
         return combined
     }
 
     /// For `ON a = b` (or `ON … AND a = b AND …`) where one side reads only the joined source
-    /// `alias` and the other only `earlier` ones: the two sides, the joined source's first.
-    static func equiJoinKeys(_ on: QueryExpression, alias: String, earlier: Set<String>) -> (joined: QueryExpression, rows: QueryExpression)? {
-        switch on {
-        case .and(let terms):
-            for t in terms { if let k = equiJoinKeys(t, alias: alias, earlier: earlier) { return k } }
-            return nil
-        case .compare(.equal, let a, let b):
+    /// `alias` and the other only `earlier` ones: the two sides, the joined source's first, and
+    /// the `ON`'s other terms.
+    static func equiJoinKeys(_ on: QueryExpression, alias: String, earlier: Set<String>) -> EquiJoin? {
+        func sides(_ e: QueryExpression) -> (QueryExpression, QueryExpression)? {
+            guard case .compare(.equal, let a, let b) = e else { return nil }
             let sa = a.aliasesRead, sb = b.aliasesRead
             if sa == [alias] && !sb.isEmpty && sb.isSubset(of: earlier) { return (a, b) }
             if sb == [alias] && !sa.isEmpty && sa.isSubset(of: earlier) { return (b, a) }
             return nil
-        default:
+        }
+        if case .and(let terms) = on {
+            for (i, t) in terms.enumerated() {
+                guard let (joined, rows) = sides(t) else { continue }
+                var rest = terms
+                rest.remove(at: i)
+                return EquiJoin(joined: joined, rows: rows, residual: rest.count == 1 ? rest[0] : .and(rest))
+            }
             return nil
         }
+        return sides(on).map { EquiJoin(joined: $0.0, rows: $0.1, residual: nil) }
     }
 }
 
