@@ -193,6 +193,20 @@ import Testing
         try tasks.save(document: MutableDocument(id: "t10", data: ["n": 10, "listID": "l2"]))
         try tasks.delete(document: try #require(try tasks.document(id: "t1")))
         #expect(try rows(counted) == [["groceries", "2"], ["hardware", "3"]])
+        // The plan the DocC article "Collections" shows, line for line.
+        let article = try db.createQuery("""
+            SELECT l.name AS list, count(META(t).id) AS tasks
+            FROM store.lists AS l LEFT JOIN store.tasks AS t ON t.listID = META(l).id
+            GROUP BY l.name ORDER BY l.name
+            """)
+        #expect(try article.explain() == """
+            SCAN ALL DOCUMENTS OF store.lists AS l
+            LEFT OUTER JOIN store.tasks AS t: SCAN INDEX by-list (listID), each distinct value of the rows probing it
+              COVERING: t from the index's values, no document read
+            GROUP the joined rows
+            SORT the joined rows
+            """)
+        #expect(try rows(article) == [["empty", "0"], ["groceries", "2"], ["hardware", "3"], ["nothing", "0"], ["numbers", "0"]])
         // A partial index lacks documents: it is not probed.
         try lists.createIndex(withName: "positive", config: ValueIndexConfiguration(["k"], where: "k > 0"))
         #expect(try db.createQuery("SELECT META(t).id FROM store.tasks t JOIN store.lists l ON l.k = t.k").indexUsed() == nil)

@@ -215,8 +215,10 @@ extension QueryExecutor {
             for c in conditions where !(try c.evaluate(row, parameters: parameters, regexes: regexes).isTrue) { return false }
             return true
         }
-        var rows = try Self.documents(tx, first, keys: Self.keysRead(s, alias: s.alias), expiration: Self.readsExpiration(s, alias: s.alias))
-            .filter { try admits(s.alias, $0) }.map { Self.combine(nil, s.alias, $0, meta: metas.contains(s.alias)) }
+        let firstReading = Reading(keys: Self.keysRead(s, alias: s.alias), expiration: Self.readsExpiration(s, alias: s.alias),
+                                   properties: true, meta: metas.contains(s.alias))
+        var rows = try documents(tx, first, firstReading).filter { try admits(s.alias, $0) }
+            .map { Self.combine(nil, s.alias, $0, meta: firstReading.meta) }
         // The last join's rows are not kept: each goes through WHERE to the groups (or the
         // kept rows) as it is made, in a row mutated in place.
         var kept: [QueryRow] = []
@@ -285,23 +287,23 @@ extension QueryExecutor {
             func joinValue(_ e: QueryExpression, _ d: Source) throws -> JSONValue? {
                 try e.evaluate(Self.combine(nil, j.alias, d, meta: true), parameters: parameters, regexes: regexes)
             }
+            let reading = Reading(keys: keys, expiration: expiration, properties: sourceRead, meta: withMeta)
             switch access {
             case .scan where j.kind == .cross:
-                let documents = try Self.documents(tx, source, keys: keys, expiration: expiration).filter { try !filtered || admits(j.alias, $0) }
+                let documents = try documents(tx, source, reading).filter { try !filtered || admits(j.alias, $0) }
                 // Every pair: its count is known before any is made.
                 let (pairs, overflow) = rows.count.multipliedReportingOverflow(by: documents.count)
                 try Self.checkRows(overflow || made > Self.maxJoinedRows - pairs ? Int.max : made + pairs)
                 for row in rows { try pair(row, documents) }
             case .scan:
-                let documents = try Self.documents(tx, source, keys: keys, expiration: expiration).filter { try !filtered || admits(j.alias, $0) }
+                let documents = try documents(tx, source, reading).filter { try !filtered || admits(j.alias, $0) }
                 for row in rows { try pair(row, documents) }
             case .hash(let equi):
-                var documents = try Self.documents(tx, source, keys: keys, expiration: expiration).filter { try !filtered || admits(j.alias, $0) }
+                let documents = try documents(tx, source, reading, joined: (equi.joined, j.alias)).filter { try !filtered || admits(j.alias, $0) }
                 var table: [[UInt8]: [Int]] = [:]
-                for i in documents.indices {
+                for (i, d) in documents.enumerated() {
                     // NULL and MISSING equal nothing.
-                    guard let v = try joinValue(equi.joined, documents[i]), v != .null else { continue }
-                    documents[i].joinValue = v
+                    guard let v = d.joinValue, v != .null else { continue }
                     table[try Self.key([v]), default: []].append(i)
                 }
                 for row in rows {
@@ -320,7 +322,7 @@ extension QueryExecutor {
                         continue
                     }
                     if found[id] == nil {
-                        let d = try Self.document(tx, source, id: id, keys: keys, expiration: expiration)
+                        let d = try Self.document(tx, source, id: id, reading)
                         found[id] = .some(try d.flatMap { try !filtered || admits(j.alias, $0) ? $0 : nil })
                     }
                     try pair(row, found[id]!.map { [$0] } ?? [])
@@ -348,8 +350,9 @@ extension QueryExecutor {
                                 d = sourceRead ? Source(id: r.id, covering: covering, values: r.slots, meta: withMeta) : Source(id: r.id, joinValue: nil)
                                 d.joinValue = r.slots.first ?? nil
                             } else {
-                                d = Source(r)
+                                d = Source(r, properties: true, meta: true)
                                 d.joinValue = try joinValue(equi.joined, d)
+                                if !sourceRead || !withMeta { d = Source(r, properties: sourceRead, meta: withMeta, joinValue: d.joinValue) }
                             }
                             if try !filtered || admits(j.alias, d) { found.append(d) }
                             return true
@@ -434,28 +437,71 @@ extension QueryExecutor {
         }
     }
 
-    /// The live documents of a collection, in ID order, with only `keys` of their properties
-    /// (nil: all), and their expiration when `expiration`.
-    private static func documents(_ tx: some StoreReading, _ core: DatabaseCore, keys: Set<String>?, expiration: Bool) throws -> [Source] {
+    /// What a join reads of one source's documents, and keeps.
+    struct Reading {
+        /// The properties parsed from each body (nil: all).
+        var keys: Set<String>?
+        /// Whether `META().expiration` is read.
+        var expiration: Bool
+        /// Whether a joined row holds the properties (something after the pairing reads them).
+        var properties: Bool
+        /// Whether a joined row holds the `META()`.
+        var meta: Bool
+    }
+
+    /// The live documents of a collection, in ID order, as `reading` says; with their value of
+    /// `joined.expression`, a join's side that reads the source `joined.alias` alone, when given.
+    private func documents(_ tx: some StoreReading, _ core: DatabaseCore, _ reading: Reading,
+                           joined: (expression: QueryExpression, alias: String)? = nil) throws -> [Source] {
+        // The side is evaluated on each document's own row, its paths read without the alias.
+        let own = joined.flatMap { Self.unqualified($0.expression, alias: $0.alias) }
         var out: [Source] = []
         try tx.forEach(in: core.trees.byID, from: nil, reverse: false) { k, v in
-            if var found = try core.queryRow(tx, key: k, encodedMeta: v, keys: keys, admitting: nil, keysWhenMatched: nil)?.row {
-                if expiration { found.expiration = try core.expiration(tx, key: k) }
-                out.append(Source(found))
+            guard var found = try core.queryRow(tx, key: k, encodedMeta: v, keys: reading.keys, admitting: nil, keysWhenMatched: nil)?.row else {
+                return true
             }
+            if reading.expiration { found.expiration = try core.expiration(tx, key: k) }
+            var value: JSONValue?
+            if let own {
+                value = try own.evaluate(found, parameters: parameters, regexes: regexes)
+            } else if let joined {
+                value = try joined.expression.evaluate(Self.combine(nil, joined.alias, Source(found, properties: true, meta: true), meta: true),
+                                                       parameters: parameters, regexes: regexes)
+            }
+            out.append(Source(found, properties: reading.properties, meta: reading.meta, joinValue: value))
             return true
         }
         return out
     }
 
-    /// The live document `id` of a collection, as ``documents(_:_:keys:expiration:)`` reads
-    /// each; nil when it has none.
-    private static func document(_ tx: some StoreReading, _ core: DatabaseCore, id: String, keys: Set<String>?, expiration: Bool) throws -> Source? {
+    /// The live document `id` of a collection, read as ``documents(_:_:_:joined:)`` reads each;
+    /// nil when it has none.
+    private static func document(_ tx: some StoreReading, _ core: DatabaseCore, id: String, _ reading: Reading) throws -> Source? {
         let key = Array(id.utf8)
         guard let meta = try core.meta(tx, id: key), !meta.flags.contains(.deleted) else { return nil }
-        var row = try core.queryRow(tx, id: id, meta: meta, keys: keys)
-        if expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
-        return Source(row)
+        var row = try core.queryRow(tx, id: id, meta: meta, keys: reading.keys)
+        if reading.expiration { row.expiration = try key.withUnsafeBytes { try core.expiration(tx, key: $0) } }
+        return Source(row, properties: reading.properties, meta: reading.meta)
+    }
+
+    /// `e`, which reads the source `alias` alone, as an expression of that source's own rows
+    /// (`alias.a.b` as `a.b`, `META(alias).id` as `META().id`); nil when it reads the source
+    /// some other way (`META(alias)` whole).
+    static func unqualified(_ e: QueryExpression, alias: String) -> QueryExpression? {
+        let meta = SelectStatement.metaKey + alias
+        var whole = true
+        let out = e.replacing { x in
+            guard case .property(let p) = x, p.slot == nil, case .name(let head)? = p.components.first else { return nil }
+            if head == alias { return .property(PropertyPath(components: Array(p.components.dropFirst()))) }
+            if head == meta {
+                if p.components.count == 2, case .name(let f) = p.components[1], let m = QueryExpression.MetaProperty(rawValue: f) {
+                    return .meta(m)
+                }
+                whole = false
+            }
+            return nil
+        }
+        return whole ? out : nil
     }
 
     /// One document of a source, with what a joined row holds of it, made once.
@@ -501,13 +547,19 @@ extension QueryExecutor {
             object[head] = .object(inner)
         }
 
-        init(_ row: QueryRow) {
+        /// A document read whole: its `properties` and `meta` when asked (`.null` otherwise).
+        init(_ row: QueryRow, properties: Bool, meta: Bool, joinValue: JSONValue? = nil) {
             id = row.id
-            value = .object(row.properties)
-            var meta: [String: JSONValue] = ["id": .string(row.id), "sequence": .int(Int64(clamping: row.sequence)),
-                                             "deleted": .bool(row.isDeleted), "revisionID": .string(row.revisionID)]
-            if let e = row.expiration { meta["expiration"] = .int(Int64(clamping: Int64(e.timeIntervalSince1970 * 1000))) }
-            self.meta = .object(meta)
+            value = properties ? .object(row.properties) : .null
+            if meta {
+                var m: [String: JSONValue] = ["id": .string(row.id), "sequence": .int(Int64(clamping: row.sequence)),
+                                              "deleted": .bool(row.isDeleted), "revisionID": .string(row.revisionID)]
+                if let e = row.expiration { m["expiration"] = .int(Int64(clamping: Int64(e.timeIntervalSince1970 * 1000))) }
+                self.meta = .object(m)
+            } else {
+                self.meta = .null
+            }
+            self.joinValue = joinValue
         }
     }
 
