@@ -14,10 +14,12 @@ internal import SetteeStorage
 ///   source's documents hashed once by their side's value;
 /// - anything else, and `CROSS JOIN`: every row paired with every document.
 ///
-/// The `ON` is still evaluated on every pair found (an index range or a hash that groups more
-/// than `=` does changes nothing). An inner join's documents that fail a `WHERE` condition on
-/// them alone are left out before pairing. `WHERE`, grouping, ordering and the select list then
-/// run on the joined rows as on one source's.
+/// Each pair an equality found is checked with `=` (an index range or a hash groups more than
+/// `=` does: collation-equal text), and the rest of the `ON` is evaluated on it. An inner
+/// join's documents that fail a `WHERE` condition on them alone are left out before pairing.
+/// The last join's rows are not kept: each goes through `WHERE` to the groups (or the result)
+/// as it is made. `WHERE`, grouping, ordering and the select list run on the joined rows as on
+/// one source's.
 ///
 /// A joined row holds each source's properties under its alias, and its `META()` under
 /// ``SelectStatement/metaKey``.
@@ -26,7 +28,8 @@ extension QueryExecutor {
     enum JoinAccess {
         /// Every document, each paired with every row the `ON` is then evaluated for.
         case scan
-        /// Every document, hashed by `keys.joined`; each row looks up its value of `keys.rows`.
+        /// Every document, hashed by its value of the equality's joined side; each row looks up
+        /// its value of the other.
         case hash(EquiJoin)
         /// `ON META(j).id = rows`: each row reads the document its value names.
         case byID(EquiJoin)
