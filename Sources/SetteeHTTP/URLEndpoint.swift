@@ -76,12 +76,6 @@ public struct URLEndpoint: ReplicationPeer {
                     pinnedServerCertificate: configuration.pinnedServerCertificate, heartbeat: configuration.heartbeat)
     }
 
-    /// The URL without credentials, query or trailing slash: the same database gives the same
-    /// string, so checkpoints are found again.
-    ///
-    /// ```swift
-    /// print(endpoint.identifier)   // http://localhost:4984/todo
-    /// ```
     /// The endpoint of Sync Gateway 3's keyspace `{db}.{scope}.{collection}` on the same
     /// server, with the same credentials: the URL's last path segment (the database) becomes
     /// the keyspace.
@@ -95,15 +89,35 @@ public struct URLEndpoint: ReplicationPeer {
     ///   already names a keyspace.
     public func peer(forCollection name: String, scope: String) throws -> any ReplicationPeer {
         if name == Collection.defaultCollectionName && scope == Scope.defaultScopeName { return self }
-        let database = url.lastPathComponent
-        guard !database.isEmpty, database != "/", !database.contains(".") else {
-            throw ReplicatorError(.invalidRequest, "\(url.absoluteString) names no database whose collection \(scope).\(name) could be replicated")
-        }
-        let keyspace = url.deletingLastPathComponent().appendingPathComponent(database + "." + scope + "." + name)
-        return URLEndpoint(url: keyspace, authenticator: authenticator, headers: headers,
-                           pinnedServerCertificate: pinnedServerCertificate, heartbeat: heartbeat)
+        return URLEndpoint(url: try Self.keyspaceURL(database: url, scope: scope, collection: name), authenticator: authenticator,
+                           headers: headers, pinnedServerCertificate: pinnedServerCertificate, heartbeat: heartbeat)
     }
 
+    /// The URL of Sync Gateway 3's keyspace `{db}.{scope}.{collection}` of the database at
+    /// `url` (its last path segment); `url` itself for the default collection.
+    ///
+    /// ```swift
+    /// let tasks = try URLEndpoint.keyspaceURL(database: URL(string: "http://localhost:4984/todo")!, scope: "store", collection: "tasks")
+    /// // http://localhost:4984/todo.store.tasks
+    /// ```
+    ///
+    /// - Throws: ``ReplicatorError/Code/invalidRequest`` when the URL names no database or
+    ///   already names a keyspace.
+    public static func keyspaceURL(database url: URL, scope: String, collection name: String) throws -> URL {
+        if name == Collection.defaultCollectionName && scope == Scope.defaultScopeName { return url }
+        let database = url.lastPathComponent
+        guard !database.isEmpty, database != "/", !database.contains(".") else {
+            throw ReplicatorError(.invalidRequest, "\(url.absoluteString) names no database whose collection \(scope).\(name) could be reached")
+        }
+        return url.deletingLastPathComponent().appendingPathComponent(database + "." + scope + "." + name)
+    }
+
+    /// The URL without credentials, query or trailing slash: the same database gives the same
+    /// string, so checkpoints are found again.
+    ///
+    /// ```swift
+    /// print(endpoint.identifier)   // http://localhost:4984/todo
+    /// ```
     public var identifier: String {
         (try? transport())?.base ?? url.absoluteString
     }

@@ -301,6 +301,9 @@ import SetteeTestSupport
         let tasks = try await Self.settee(["ls", url, "--collection", "store.tasks"], in: dir)
         #expect(tasks.status == 2 && tasks.err.contains("keyspace todo.store.tasks not found"), "\(tasks)")
         #expect(try await Self.settee(["ls", url, "--collections"], in: dir).status == 1)
+        // A URL that already names a keyspace has no collection of its own to name.
+        let nested = try await Self.settee(["ls", url + ".store.tasks", "--collection", "store.lists"], in: dir)
+        #expect(nested.status != 0 && nested.err.contains("names no database"), "\(nested)")
         // A port outside 16 bits is a usage error, not a crash of the tool.
         for command in [["ls", "http://molly:secret@127.0.0.1:99999/todo", "--collection", "store.tasks"], ["cp", "a.settee", "http://127.0.0.1:99999/todo"],
                         ["info", "http://127.0.0.1:18446744073709551616/todo"]] {

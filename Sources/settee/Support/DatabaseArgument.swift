@@ -5,6 +5,7 @@ import NIOFoundationCompat
 import NIOHTTP1
 import ArgumentParser
 @_spi(Server) import Settee
+import SetteeHTTP
 
 /// A database named on the command line: a directory `NAME.settee`, or the URL of a database on
 /// a CouchDB-compatible server (`http://user:password@host:4984/db`).
@@ -199,8 +200,7 @@ struct CollectionOption: ParsableArguments {
         if scope == Scope.defaultScopeName && name == Collection.defaultCollectionName { return argument }
         switch argument {
         case .remote(let url):
-            let keyspace = url.lastPathComponent + "." + scope + "." + name
-            return .remote(url.deletingLastPathComponent().appendingPathComponent(keyspace))
+            return .remote(try URLEndpoint.keyspaceURL(database: url, scope: scope, collection: name))
         case .local(let directory, let database, _):
             let resolved = DatabaseArgument.local(directory: directory, name: database, keyspace: (scope, name))
             // A missing database or collection is told now.
