@@ -159,6 +159,8 @@ import Testing
         try lists.save(document: MutableDocument(id: "l5", data: ["name": "nothing", "k": .null]))
         try tasks.save(document: MutableDocument(id: "t8", data: ["n": 8, "listID": 1.0, "k": 1, "due": ["day": 3]]))
         try tasks.save(document: MutableDocument(id: "t9", data: ["n": 9, "listID": "1", "k": .null]))
+        // Text the collation sorts with "l1" (a control character is ignorable) that is not `=` to it.
+        try tasks.save(document: MutableDocument(id: "t11", data: ["n": 11, "listID": "l\u{1}1"]))
         let queries = [
             "SELECT l.name, count(*) AS n FROM store.lists AS l JOIN store.tasks AS t ON t.listID = META(l).id GROUP BY l.name ORDER BY l.name",
             "SELECT META(l).id, META(t).id FROM store.lists l LEFT JOIN store.tasks t ON t.listID = META(l).id ORDER BY META(l).id, META(t).id",
@@ -168,6 +170,8 @@ import Testing
             "SELECT META(l).id, t.n FROM store.lists l JOIN store.tasks t ON t.listID = META(l).id AND t.n > 1 WHERE l.name != 'hardware' AND t.n < 5 ORDER BY t.n",
             "SELECT META(t).id, l.name FROM store.tasks t LEFT JOIN store.lists l ON META(l).id = t.listID WHERE t.n > 2 ORDER BY META(t).id",
             "SELECT META(t).id, l.name FROM store.tasks t JOIN store.lists l ON META(l).id = t.listID AND l.name = 'hardware' ORDER BY META(t).id",
+            "SELECT l.name, count(*) AS n, sum(l.k) FROM store.lists l LEFT JOIN store.tasks t ON t.k = l.k GROUP BY l.name ORDER BY l.name",
+            "SELECT META(l).id FROM store.lists l JOIN store.tasks t ON t.listID = META(l).id ORDER BY META(l).id",
         ]
         var expected: [[[String]]] = []
         for q in queries { expected.append(try rows(db.createQuery(q))) }
@@ -182,7 +186,7 @@ import Testing
         }
         let counted = try db.createQuery(queries[0])
         let plan = try counted.explain()
-        #expect(plan.contains("SCAN INDEX by-list") && plan.contains("COVERING"), "\(plan)")
+        #expect(plan.contains("SCAN INDEX by-list") && plan.contains("COUNTING"), "\(plan)")
         #expect(try counted.indexUsed() == "by-list")
         // Reading a property the index lacks reads the documents, through the index.
         let fetched = try db.createQuery(queries[2]).explain()

@@ -14,8 +14,9 @@ import Foundation
 /// 5. *join*: 1,000 lists (at most N ÷ 10) and N tasks, each task in a random list; tasks per list
 ///    by name, `lists JOIN tasks ON tasks.listID = lists.id GROUP BY name`: settee-doc's SQL++
 ///    with a value index on the tasks' `listID` (the join probes it, covering) against SQLite's
-///    two tables with an expression index on the same (ms, best of 3); *join-speedup* = SQLite's
-///    time ÷ settee-doc's (target ≥ 1). *join-unindexed*: settee-doc's before the index is made
+///    two tables with an expression index on the same (ms, best of 3), SQLite's time the better
+///    of its own plan (it scans the tasks) and the index probed per list (`ON … = +l.id`);
+///    *join-speedup* = SQLite's time ÷ settee-doc's (target ≥ 1). *join-unindexed*: settee-doc's before the index is made
 ///    (a hash join of every task's body), and its ratio to the same SQLite figure. Every answer is
 ///    checked against the counts the generator made.
 final class CollectionsBench {
@@ -195,24 +196,35 @@ final class CollectionsBench {
         }
         try exec("COMMIT")
         try exec("CREATE INDEX tasks_list ON tasks (json_extract(body, '$.listID')); ANALYZE")
+        // SQLite's planner, left to itself, scans the tasks and looks each list up by its key
+        // (the type affinity of `l.id` keeps the expression index out of the join); with `+l.id`
+        // it probes the index once per list, as settee-doc does. Its better time of the two is
+        // the bar.
         var sqliteBest = Double.infinity
-        for _ in 0 ..< 3 {
-            var statement: OpaquePointer?
+        var sqlitePlan = ""
+        for (plan, on) in [("its own plan", "l.id"), ("the index probed per list", "+l.id")] {
             let sql = """
-                SELECT json_extract(l.body, '$.name'), count(*) FROM lists l JOIN tasks t ON json_extract(t.body, '$.listID') = l.id
+                SELECT json_extract(l.body, '$.name'), count(*) FROM lists l JOIN tasks t ON json_extract(t.body, '$.listID') = \(on)
                 GROUP BY json_extract(l.body, '$.name')
                 """
-            guard sqlite3_prepare_v2(sqlite, sql, -1, &statement, nil) == SQLITE_OK else { throw EngineError("sqlite prepare") }
-            let watch = Stopwatch()
-            var rows: [(String, Int)] = []
-            while sqlite3_step(statement) == SQLITE_ROW {
-                rows.append((String(cString: sqlite3_column_text(statement, 0)), Int(sqlite3_column_int64(statement, 1))))
+            for _ in 0 ..< 3 {
+                var statement: OpaquePointer?
+                guard sqlite3_prepare_v2(sqlite, sql, -1, &statement, nil) == SQLITE_OK else { throw EngineError("sqlite prepare") }
+                let watch = Stopwatch()
+                var rows: [(String, Int)] = []
+                while sqlite3_step(statement) == SQLITE_ROW {
+                    rows.append((String(cString: sqlite3_column_text(statement, 0)), Int(sqlite3_column_int64(statement, 1))))
+                }
+                let elapsed = watch.elapsedSeconds * 1000
+                sqlite3_finalize(statement)
+                try checked(rows)
+                if elapsed < sqliteBest {
+                    sqliteBest = elapsed
+                    sqlitePlan = plan
+                }
             }
-            sqliteBest = min(sqliteBest, watch.elapsedSeconds * 1000)
-            sqlite3_finalize(statement)
-            try checked(rows)
         }
-        report(.join, .sqlite, sqliteBest, "the same on two tables, an expression index on json_extract(body, '$.listID'); best of 3")
+        report(.join, .sqlite, sqliteBest, "the same on two tables, an expression index on json_extract(body, '$.listID'); best of its two plans' 3 runs each (here \(sqlitePlan))")
         report(.joinSpeedup, .setteeDoc, sqliteBest / setteeBest, "sqlite's time ÷ settee-doc's (target ≥ 1)")
         report(.joinUnindexedSpeedup, .setteeDoc, sqliteBest / unindexed, "sqlite's time ÷ settee-doc's unindexed join")
         return results

@@ -80,18 +80,19 @@ struct GroupAccumulator {
         try add(row, toGroup: continuesLastGroup && inOrder && !groups.isEmpty ? groups.count - 1 : try groupIndex(of: row))
     }
 
-    /// Adds `row` to the group at `index`, one ``groupIndex(of:)`` gave for a row of the same
-    /// grouping values (a join's rows of one left row, when the grouping reads only it).
-    mutating func add(_ row: QueryRow, toGroup index: Int) throws(SetteeError) {
+    /// Adds `row`, `times` over, to the group at `index`, one ``groupIndex(of:)`` gave for a
+    /// row of the same grouping values (a join's rows of one left row, when the grouping reads
+    /// only it).
+    mutating func add(_ row: QueryRow, toGroup index: Int, times: Int = 1) throws(SetteeError) {
         let group = groups[index]
         for (i, argument) in arguments.enumerated() {
+            var v = JSONValue.null
             if let argument {
                 // MISSING and NULL are not counted, summed or compared (SQL's rule).
-                guard let v = try argument.evaluate(row, parameters: parameters, regexes: regexes), v != .null else { continue }
-                try group.states[i].add(v)
-            } else {
-                try group.states[i].add(.null)
+                guard let x = try argument.evaluate(row, parameters: parameters, regexes: regexes), x != .null else { continue }
+                v = x
             }
+            if times == 1 { try group.states[i].add(v) } else { try group.states[i].add(v, times: times) }
         }
     }
 

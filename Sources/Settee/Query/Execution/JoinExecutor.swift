@@ -128,7 +128,7 @@ extension QueryExecutor {
         let pushed = pushedConditions(s)
         var lines = ["SCAN ALL DOCUMENTS OF \(s.source) AS \(s.alias)"]
         if pushed[s.alias] != nil { lines.append("  FILTER by the WHERE conditions on \(s.alias) alone") }
-        for (j, access) in zip(s.joins, accesses) {
+        for (number, (j, access)) in zip(s.joins, accesses).enumerated() {
             let head = "\(j.kind.rawValue) JOIN \(j.source) AS \(j.alias): "
             switch access {
             case .scan where j.kind == .cross:
@@ -139,10 +139,16 @@ extension QueryExecutor {
                 lines.append(head + "SCAN ALL DOCUMENTS; HASH on the ON condition's value of \(j.alias), each row probing it")
             case .byID:
                 lines.append(head + "READ BY ID, each row reading the document the ON condition names")
-            case .index(let index, _, let covering):
+            case .index(let index, let equi, let covering):
                 let exprs = index.expressions.map(\.sqlText).joined(separator: ", ")
                 lines.append(head + "SCAN INDEX \(index.name) (\(exprs)), each distinct value of the rows probing it")
-                if covering != nil { lines.append("  COVERING: \(j.alias) from the index's values, no document read") }
+                let filtered = j.kind == .inner && pushed[j.alias] != nil
+                if pairsCounted(covering: covering != nil, sourceRead: readsSourceAfterPairing(s, join: number, condition: equi.residual),
+                                condition: equi.residual, filtered: filtered) {
+                    lines.append("  COUNTING: each row stands for as many rows as entries equal its value, no entry kept")
+                } else if covering != nil {
+                    lines.append("  COVERING: \(j.alias) from the index's values, no document read")
+                }
             }
             if j.kind == .inner, pushed[j.alias] != nil { lines.append("  FILTER \(j.alias) by the WHERE conditions on it alone") }
         }
@@ -247,25 +253,26 @@ extension QueryExecutor {
             case .hash(let e), .byID(let e), .index(_, let e, _): equi = e
             }
             let condition = equi.map(\.residual) ?? j.on
-            let sourceRead = condition?.aliasesRead.contains(j.alias) == true
-                || Self.statementExpressions(s, leavingOut: number).contains { $0.aliasesRead.contains(j.alias) }
+            let sourceRead = Self.readsSourceAfterPairing(s, join: number, condition: condition)
             var next: [QueryRow] = []
-            func emit(_ row: QueryRow, group: inout Int?) throws {
-                made += 1
-                try Self.checkRows(made)
+            /// Takes `row` as `times` rows (identical pairs, of a source nothing reads).
+            func emit(_ row: QueryRow, group: inout Int?, times: Int = 1) throws {
+                let (total, overflow) = made.addingReportingOverflow(times)
+                try Self.checkRows(overflow ? Int.max : total)
+                made = total
                 guard isLast else {
-                    next.append(row)
+                    for _ in 0 ..< times { next.append(row) }
                     return
                 }
                 if let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes).isTrue) { return }
                 guard grouping != nil else {
-                    kept.append(row)
+                    for _ in 0 ..< times { kept.append(row) }
                     return
                 }
                 if !groupedByLeft { group = nil }
                 let index = try group ?? grouping!.groupIndex(of: row)
                 group = index
-                try grouping!.add(row, toGroup: index)
+                try grouping!.add(row, toGroup: index, times: times)
             }
             /// Pairs `row` with each candidate the ON holds for; `probe`: the row's value of the
             /// equality, which each candidate's ``Source/joinValue`` must equal (nil: no equality
@@ -332,14 +339,24 @@ extension QueryExecutor {
                 }
             case .index(let index, let equi, let covering):
                 // Each distinct value's documents, read once: at most the collection's documents
-                // in all (a value index has one entry per document).
+                // in all (a value index has one entry per document). When nothing but the
+                // equality is asked of them, only how many there are.
+                let counting = Self.pairsCounted(covering: covering != nil, sourceRead: sourceRead, condition: condition, filtered: filtered)
                 var probed: [[UInt8]: [Source]] = [:]
+                var counted: [[UInt8]: Int] = [:]
                 for row in rows {
                     guard let v = try value(equi.rows, row) else {
                         try pair(row, [])
                         continue
                     }
                     let k = try Self.key([v])
+                    if counting {
+                        let n = try counted[k] ?? Self.matches(tx, source, index, v)
+                        counted[k] = n
+                        var group: Int?
+                        if n > 0 { try emit(row, group: &group, times: n) } else if j.kind == .leftOuter { try emit(row, group: &group) }
+                        continue
+                    }
                     if probed[k] == nil {
                         var found: [Source] = []
                         var scanner = IndexScanner(core: source, tx: tx, scan: QueryPlan.IndexScan(index: index, equalities: [[.literal(v)]]),
@@ -370,6 +387,44 @@ extension QueryExecutor {
         var groups: [GroupAccumulator.Group]?
         if let grouping { groups = grouping.finish() }
         return try finish(kept, groups: groups, statement: s, sorted: false, offset: offset, limit: limit)
+    }
+
+    /// Whether anything after the pairing of join `number` reads its source: the rest of its
+    /// `ON` (`condition`) or any other expression of the statement.
+    static func readsSourceAfterPairing(_ s: SelectStatement, join number: Int, condition: QueryExpression?) -> Bool {
+        let alias = s.joins[number].alias
+        return condition?.aliasesRead.contains(alias) == true
+            || statementExpressions(s, leavingOut: number).contains { $0.aliasesRead.contains(alias) }
+    }
+
+    /// Whether an index join's pairs of one row are only counted: the index covers the join,
+    /// nothing reads the source after the pairing, the equality is the whole `ON`, and no
+    /// `WHERE` condition is decided on the source's documents alone. Each row then stands for
+    /// as many identical rows as the index holds entries equal to its value.
+    static func pairsCounted(covering: Bool, sourceRead: Bool, condition: QueryExpression?, filtered: Bool) -> Bool {
+        covering && !sourceRead && condition == nil && !filtered
+    }
+
+    /// How many entries of `index` (led by the join's property) hold a value `=` to `value`:
+    /// counted by the engine where the value's key is exact, else entry by entry, those whose
+    /// stored value differs from it in bytes compared with `=`.
+    private static func matches(_ tx: some StoreReading, _ core: DatabaseCore, _ index: CompiledIndex, _ value: JSONValue) throws -> Int {
+        var scan = QueryPlan.IndexScan(index: index, equalities: [[.literal(value)]])
+        scan.impliesWhere = true
+        var scanner = IndexScanner(core: core, tx: tx, scan: scan, parameters: [:], fetch: false, expiration: false)
+        scanner.rowsNeeded = false
+        scanner.idsNeeded = false
+        // Text, arrays and objects share keys with values `=` tells apart: their entries are read.
+        switch value {
+        case .string, .array, .object: break
+        default: if let n = try scanner.countWithoutRows() { return n }
+        }
+        var n = 0
+        try scanner.run { r, meets, _ in
+            if try meets || QueryExpression.compare(.equal, r.slots.first ?? nil, value) == .bool(true) { n += 1 }
+            return true
+        }
+        return n
     }
 
     /// A row's value of a join key; nil for MISSING and NULL, which equal nothing.
