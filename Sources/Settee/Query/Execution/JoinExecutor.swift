@@ -265,14 +265,17 @@ extension QueryExecutor {
                     return
                 }
                 if let w = s.whereClause, !(try w.evaluate(row, parameters: parameters, regexes: regexes).isTrue) { return }
-                guard grouping != nil else {
+                guard var groups = grouping else {
                     for _ in 0 ..< times { kept.append(row) }
                     return
                 }
+                // Moved out and back so the accumulator is not copied.
+                grouping = nil
+                defer { grouping = groups }
                 if !groupedByLeft { group = nil }
-                let index = try group ?? grouping!.groupIndex(of: row)
+                let index = try group ?? groups.groupIndex(of: row)
                 group = index
-                try grouping!.add(row, toGroup: index, times: times)
+                try groups.add(row, toGroup: index, times: times)
             }
             /// Pairs `row` with each candidate the ON holds for; `probe`: the row's value of the
             /// equality, which each candidate's ``Source/joinValue`` must equal (nil: no equality
@@ -331,11 +334,14 @@ extension QueryExecutor {
                         try pair(row, [])
                         continue
                     }
-                    if found[id] == nil {
-                        let d = try Self.document(tx, source, id: id, reading)
-                        found[id] = .some(try d.flatMap { try !filtered || admits(j.alias, $0) ? $0 : nil })
+                    let d: Source?
+                    if let known = found[id] {
+                        d = known
+                    } else {
+                        d = try Self.document(tx, source, id: id, reading).flatMap { try !filtered || admits(j.alias, $0) ? $0 : nil }
+                        found[id] = .some(d)
                     }
-                    try pair(row, found[id]!.map { [$0] } ?? [])
+                    try pair(row, d.map { [$0] } ?? [])
                 }
             case .index(let index, let equi, let covering):
                 // Each distinct value's documents, read once: at most the collection's documents
@@ -357,7 +363,10 @@ extension QueryExecutor {
                         if n > 0 { try emit(row, group: &group, times: n) } else if j.kind == .leftOuter { try emit(row, group: &group) }
                         continue
                     }
-                    if probed[k] == nil {
+                    let candidates: [Source]
+                    if let known = probed[k] {
+                        candidates = known
+                    } else {
                         var found: [Source] = []
                         var scanner = IndexScanner(core: source, tx: tx, scan: QueryPlan.IndexScan(index: index, equalities: [[.literal(v)]]),
                                                    parameters: [:], fetch: covering == nil, expiration: expiration)
@@ -378,8 +387,9 @@ extension QueryExecutor {
                             return true
                         }
                         probed[k] = found
+                        candidates = found
                     }
-                    try pair(row, probed[k]!, equalTo: v)
+                    try pair(row, candidates, equalTo: v)
                 }
             }
             rows = next
